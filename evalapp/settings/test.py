@@ -1,0 +1,14 @@
+"""Settings for the test suite: fast hashing, eager tasks, database from DATABASE_URL."""
+from .base import *  # noqa: F401,F403
+from .base import VAR_DIR
+
+DEBUG = False
+SECRET_KEY = "test-only-key"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+VAR_DIR.mkdir(parents=True, exist_ok=True)
