@@ -1,0 +1,139 @@
+"""Which items of a system pair to send to annotators next (separability.txt §4, SPEC §7).
+
+The paper recommends spending human judgements where a preference can be given
+consistently: items with high separability δ. Three policies:
+
+``uniform``     every not-yet-judged candidate equally likely (the baseline);
+``weighted``    probability ∝ exp(δ / temperature) — low temperature concentrates on the most
+                separable items, high temperature tends to ``uniform``;
+``stratified``  δ's range is cut into bins and the draws are spread evenly over the non-empty
+                bins, so every separability band is represented (useful when the goal is to
+                *measure* how preferences depend on δ rather than to exploit it).
+
+Draws are without replacement and reproducible: the same candidates (in any order), the same
+judged set and the same seed give the same items.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+POLICIES = ("uniform", "weighted", "stratified")
+
+
+def _generator(seed: int | np.random.Generator | None) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
+
+
+def _bin_index(separability: np.ndarray, bins: int | Sequence[float]) -> np.ndarray:
+    """Bin number (0 = lowest δ) of every candidate; shape (k,)."""
+    if np.isscalar(bins):
+        if int(bins) != bins or int(bins) < 1:
+            raise ValueError(f"bins must be a positive integer or a sequence of edges, got {bins!r}")
+        low, high = float(separability.min()), float(separability.max())
+        if high == low:
+            return np.zeros(len(separability), dtype=int)
+        edges = np.linspace(low, high, int(bins) + 1)
+    else:
+        edges = np.asarray(bins, dtype=float)
+        if edges.ndim != 1 or len(edges) < 2 or not np.all(np.isfinite(edges)) or np.any(np.diff(edges) <= 0):
+            raise ValueError("bin edges must be at least two finite, strictly increasing numbers")
+    # Interior edges only: values below the first edge or above the last fall in the end bins.
+    return np.searchsorted(edges[1:-1], separability, side="right")
+
+
+def selection_weights(
+    separability: np.ndarray, *, policy: str = "weighted", temperature: float = 0.1
+) -> np.ndarray:
+    """Relative chance of each candidate under ``uniform`` or ``weighted``; shape (k,), sums to 1."""
+    separability = np.asarray(separability, dtype=float)
+    if policy == "uniform":
+        return np.full(len(separability), 1.0 / max(len(separability), 1))
+    if policy != "weighted":
+        raise ValueError(f"selection_weights supports 'uniform' and 'weighted', not {policy!r}")
+    if not (temperature > 0 and np.isfinite(temperature)):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    logits = separability / temperature
+    weights = np.exp(logits - logits.max()) if len(logits) else logits
+    return weights / weights.sum() if len(weights) else weights
+
+
+def choose_items(
+    candidates: Sequence[str],
+    separability: np.ndarray | Sequence[float],
+    judged: Collection[str],
+    count: int,
+    *,
+    policy: str = "uniform",
+    temperature: float = 0.1,
+    bins: int | Sequence[float] = 4,
+    seed: int | np.random.Generator | None = None,
+) -> list[str]:
+    """Draw up to ``count`` distinct candidate ids that are not in ``judged``.
+
+    candidates    item ids of one system pair, shape (k,), unique
+    separability  δ of each candidate, shape (k,), finite (normalised δ lies in [-1, 1])
+    judged        ids already judged (or leased) — never returned
+    count         how many to draw; fewer are returned when fewer remain
+    policy        "uniform" | "weighted" (∝ exp(δ/temperature)) | "stratified" (``bins``:
+                  a number of equal-width bins over the candidates' δ range, or bin edges)
+    seed          int, numpy Generator or None (None = not reproducible)
+
+    Returns the ids in draw order (the first is the one to serve first).
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    ids = [str(c) for c in candidates]
+    delta = np.asarray(separability, dtype=float)
+    if delta.shape != (len(ids),):
+        raise ValueError(
+            f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}"
+        )
+    if len(set(ids)) != len(ids):
+        raise ValueError("candidates contain duplicate item ids")
+    if not np.all(np.isfinite(delta)):
+        raise ValueError("separability contains NaN or infinite values")
+    if int(count) != count or count < 0:
+        raise ValueError(f"count must be a non-negative integer, got {count!r}")
+    if policy == "weighted" and not (temperature > 0 and np.isfinite(temperature)):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    rng = _generator(seed)
+    if not ids:
+        return []
+
+    # A canonical order makes the draw independent of how the caller listed the candidates.
+    order = np.argsort(np.asarray(ids, dtype=object), kind="stable")
+    ids = [ids[i] for i in order]
+    delta = delta[order]
+    # Bins come from all candidates so that judging items does not move the bin edges.
+    strata = _bin_index(delta, bins) if policy == "stratified" else None
+    judged_set = set(map(str, judged))
+    open_ = np.array([i not in judged_set for i in ids])
+    count = min(int(count), int(open_.sum()))
+    if count == 0:
+        return []
+    positions = np.flatnonzero(open_)
+
+    if policy == "uniform":
+        chosen = rng.permutation(positions)[:count]
+    elif policy == "weighted":
+        # Gumbel top-k = successive weighted draws without replacement.
+        keys = delta[positions] / temperature + rng.gumbel(size=len(positions))
+        chosen = positions[np.argsort(-keys, kind="stable")[:count]]
+    else:
+        chosen = _stratified(positions, strata[positions], count, rng)
+    return [ids[i] for i in chosen]
+
+
+def _stratified(positions: np.ndarray, strata: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Round-robin over non-empty bins, highest δ bin first, uniform within a bin."""
+    queues = [rng.permutation(positions[strata == s]).tolist() for s in sorted(set(strata.tolist()), reverse=True)]
+    chosen: list[int] = []
+    while len(chosen) < count:
+        for queue in queues:
+            if queue and len(chosen) < count:
+                chosen.append(queue.pop())
+    return np.asarray(chosen, dtype=int)

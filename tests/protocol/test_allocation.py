@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.allocation import choose_items, selection_weights
+
+IDS = [f"doc-{i}" for i in range(10)]
+DELTA = np.linspace(-1, 1, 10)
+
+
+@pytest.mark.parametrize("policy", ["uniform", "weighted", "stratified"])
+def test_draws_distinct_unjudged_items_reproducibly(policy):
+    judged = {"doc-3", "doc-9"}
+    first = choose_items(IDS, DELTA, judged, 5, policy=policy, seed=7)
+    again = choose_items(IDS, DELTA, judged, 5, policy=policy, seed=7)
+    assert first == again
+    assert len(first) == len(set(first)) == 5
+    assert not judged & set(first)
+
+
+@pytest.mark.parametrize("policy", ["uniform", "weighted", "stratified"])
+def test_candidate_order_does_not_change_the_draw(policy):
+    permutation = np.random.default_rng(0).permutation(10)
+    shuffled_ids = [IDS[i] for i in permutation]
+    a = choose_items(IDS, DELTA, [], 6, policy=policy, seed=3)
+    b = choose_items(shuffled_ids, DELTA[permutation], [], 6, policy=policy, seed=3)
+    assert a == b
+
+
+def test_returns_fewer_when_few_remain_and_nothing_when_all_judged():
+    assert sorted(choose_items(IDS[:3], DELTA[:3], ["doc-0"], 10, seed=1)) == ["doc-1", "doc-2"]
+    assert choose_items(IDS, DELTA, IDS, 4, seed=1) == []
+    assert choose_items([], np.zeros(0), [], 4, seed=1) == []
+
+
+def test_weighted_prefers_separable_items_at_the_softmax_rate():
+    # First draw frequency of each item must match exp(δ/T)/Σ within binomial error.
+    temperature = 0.5
+    rng = np.random.default_rng(11)
+    draws = 6000
+    counts = dict.fromkeys(IDS, 0)
+    for _ in range(draws):
+        counts[choose_items(IDS, DELTA, [], 1, policy="weighted", temperature=temperature, seed=rng)[0]] += 1
+    expected = selection_weights(DELTA, policy="weighted", temperature=temperature)
+    observed = np.array([counts[i] for i in IDS]) / draws
+    standard_error = np.sqrt(expected * (1 - expected) / draws)
+    assert np.all(np.abs(observed - expected) < 5 * standard_error + 1e-3)
+    assert observed[-1] > 5 * observed[0]
+
+
+def test_weighted_tends_to_uniform_at_high_temperature():
+    weights = selection_weights(DELTA, policy="weighted", temperature=1e6)
+    np.testing.assert_allclose(weights, 0.1, atol=1e-6)
+
+
+def test_stratified_covers_every_bin_before_repeating_one():
+    # 4 bins over [-1, 1]; 8 draws must take exactly 2 from each bin (bins hold >= 2 items).
+    chosen = choose_items(IDS, DELTA, [], 8, policy="stratified", bins=4, seed=5)
+    bin_of = dict(zip(IDS, np.minimum(((DELTA + 1) / 0.5).astype(int), 3)))
+    counts = np.bincount([bin_of[c] for c in chosen], minlength=4)
+    assert counts.tolist() == [2, 2, 2, 2]
+    # the first round goes from the highest-δ bin down
+    assert [bin_of[c] for c in chosen[:4]] == [3, 2, 1, 0]
+
+
+def test_stratified_accepts_explicit_edges():
+    chosen = choose_items(IDS, DELTA, [], 2, policy="stratified", bins=[-1.0, 0.9, 1.0], seed=2)
+    assert chosen[0] == "doc-9"  # the only item with δ >= 0.9
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(policy="greedy"), "policy"),
+        (dict(policy="weighted", temperature=0.0), "temperature"),
+        (dict(policy="stratified", bins=0), "bins"),
+        (dict(policy="stratified", bins=[0.5, 0.1]), "edges"),
+    ],
+)
+def test_bad_options_raise(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        choose_items(IDS, DELTA, [], 2, seed=0, **kwargs)
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="shape"):
+        choose_items(IDS, DELTA[:5], [], 2)
+    with pytest.raises(ValueError, match="duplicate"):
+        choose_items(["a", "a"], [0.1, 0.2], [], 1)
+    with pytest.raises(ValueError, match="NaN"):
+        choose_items(["a", "b"], [0.1, np.nan], [], 1)
+    with pytest.raises(ValueError, match="count"):
+        choose_items(["a", "b"], [0.1, 0.2], [], -1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    delta=st.lists(st.floats(-1, 1), min_size=1, max_size=20),
+    count=st.integers(0, 25),
+    policy=st.sampled_from(["uniform", "weighted", "stratified"]),
+    seed=st.integers(0, 2**32 - 1),
+    judged_mask=st.integers(0, 2**20 - 1),
+)
+def test_property_valid_draws(delta, count, policy, seed, judged_mask):
+    ids = [f"i{n}" for n in range(len(delta))]
+    judged = {i for n, i in enumerate(ids) if judged_mask >> n & 1}
+    chosen = choose_items(ids, np.array(delta), judged, count, policy=policy, seed=seed)
+    assert len(chosen) == min(count, len(ids) - len(judged))
+    assert len(set(chosen)) == len(chosen)
+    assert set(chosen) <= set(ids) - judged
