@@ -1,0 +1,252 @@
+"""Favi-Score and sign accuracy: how a metric's errors against human labels are skewed.
+
+SPEC §2, papers/favi-score.txt §4–6. Labels are ``+1`` (first system better), ``0`` (tie)
+and ``-1`` (second better), in canonical pair order. Every 3-vector and 3x3 matrix is
+ordered ``(+, =, -)``; confusion matrices have human labels as rows and metric labels as
+columns.
+
+Functions accept a leading batch axis so many system pairs are computed in one call:
+labels of shape ``(..., k)`` give confusion matrices of shape ``(..., 3, 3)``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+CLASSES = np.array([1, 0, -1], dtype=np.int8)
+#: W[m, n]: change of the outcome margin when the human label m is rated n by the metric
+#: (positive = in favour of the first system).
+COST = np.array([[0, -1, -2], [1, 0, -1], [2, 1, 0]], dtype=np.int64)
+
+
+def _labels(values, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} labels contain NaN or infinite values")
+    if array.dtype.kind not in "iuf" or not np.all(np.isin(array, (-1, 0, 1))):
+        raise ValueError(f"{name} labels must all be -1, 0 or 1")
+    return array.astype(np.int8)
+
+
+def _confusion(confusion) -> np.ndarray:
+    matrix = np.asarray(confusion)
+    if matrix.ndim < 2 or matrix.shape[-2:] != (3, 3):
+        raise ValueError(f"confusion matrix must have shape (..., 3, 3), got {matrix.shape}")
+    if not np.all(np.isfinite(matrix)) or np.any(matrix < 0):
+        raise ValueError("confusion matrix entries must be finite non-negative counts")
+    return matrix
+
+
+def _one_hot(labels: np.ndarray) -> np.ndarray:
+    """(..., k) labels in {+1, 0, -1} -> (..., k, 3) indicators in class order (+, =, -)."""
+    return (labels[..., None] == CLASSES).astype(np.int64)
+
+
+def confusion_matrix(human, metric, mask=None) -> np.ndarray:
+    """Confusion matrix C[m, n] = #items with human label m and metric label n.
+
+    human, metric: label arrays of shape (..., k), paired item by item.
+    mask: optional bool array (..., k); False entries (padding) are not counted.
+    Returns int64 counts of shape (..., 3, 3).
+    """
+    human = _labels(human, "human")
+    metric = _labels(metric, "metric")
+    if human.shape != metric.shape:
+        raise ValueError(
+            f"human and metric labels must have the same shape, got {human.shape} and {metric.shape}"
+        )
+    human_hot = _one_hot(human)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != human.shape:
+            raise ValueError(f"mask shape {mask.shape} differs from label shape {human.shape}")
+        human_hot = human_hot * mask[..., None]
+    return np.einsum("...km,...kn->...mn", human_hot, _one_hot(metric))
+
+
+def outcomes(confusion) -> tuple[np.ndarray, np.ndarray]:
+    """(human outcome d, metric outcome d_hat): row and column sums, each (..., 3)."""
+    matrix = _confusion(confusion)
+    return matrix.sum(axis=-1), matrix.sum(axis=-2)
+
+
+def margin(outcome) -> np.ndarray:
+    """Outcome margin mar(d) = d_+ - d_- of outcome vectors (..., 3) -> (...)."""
+    outcome = np.asarray(outcome)
+    if outcome.ndim < 1 or outcome.shape[-1] != 3:
+        raise ValueError(f"outcome must have shape (..., 3), got {outcome.shape}")
+    return outcome[..., 0] - outcome[..., 2]
+
+
+def total_error(confusion) -> np.ndarray:
+    """E = sum(C) - trace(C), shape (...)."""
+    matrix = _confusion(confusion)
+    return matrix.sum(axis=(-2, -1)) - np.trace(matrix, axis1=-2, axis2=-1)
+
+
+def favi_score(confusion) -> np.ndarray | float:
+    """Favi-Score Phi(C) = sum(W * C) / E in [-2, 2]; NaN where E = 0 ("no errors").
+
+    confusion: (..., 3, 3). Returns a float for one matrix, else an array (...).
+    Positive values favour the first system.
+    """
+    matrix = _confusion(confusion)
+    errors = total_error(matrix).astype(float)
+    weighted = np.einsum("...mn,mn->...", matrix, COST).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phi = np.where(errors > 0, weighted / np.where(errors > 0, errors, 1.0), np.nan)
+    return float(phi) if phi.ndim == 0 else phi
+
+
+def favi_from_margins(confusion) -> np.ndarray | float:
+    """Lemma 1 form of the Favi-Score: (mar(d_hat) - mar(d)) / E; NaN where E = 0."""
+    human_outcome, metric_outcome = outcomes(confusion)
+    errors = total_error(confusion).astype(float)
+    shift = (margin(metric_outcome) - margin(human_outcome)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phi = np.where(errors > 0, shift / np.where(errors > 0, errors, 1.0), np.nan)
+    return float(phi) if phi.ndim == 0 else phi
+
+
+def swap_systems(confusion) -> np.ndarray:
+    """Confusion matrix of the same items with the two systems swapped: P C P."""
+    return _confusion(confusion)[..., ::-1, ::-1]
+
+
+def sample_accuracy(confusion) -> float:
+    """Sample-level sign accuracy trace(C) / sum(C), pooled over any leading axes.
+
+    NaN when there are no items.
+    """
+    matrix = _confusion(confusion)
+    total = matrix.sum()
+    return float(np.trace(matrix, axis1=-2, axis2=-1).sum() / total) if total else float("nan")
+
+
+def system_sign_agreement(confusion) -> np.ndarray:
+    """Per pair: sign(mar(d)) == sign(mar(d_hat)), bool of shape (...)."""
+    human_outcome, metric_outcome = outcomes(confusion)
+    return np.sign(margin(human_outcome)) == np.sign(margin(metric_outcome))
+
+
+def system_accuracy(confusions) -> float:
+    """System-level sign accuracy: fraction of pairs (leading axes) whose margins agree in sign."""
+    agreement = system_sign_agreement(confusions)
+    return float(np.mean(agreement)) if agreement.size else float("nan")
+
+
+# --------------------------------------------------------------------------------------
+# Per-pair results from label tables (protocol.preferences.PairLabels or anything with
+# ``items`` and ``values`` arrays).
+
+
+@dataclass(frozen=True)
+class PairFavi:
+    """Favi-Score of one system pair (canonical order)."""
+
+    first: str
+    second: str
+    confusion: np.ndarray  # (3, 3) int64, human rows x metric columns
+    favi: float  # NaN when the metric makes no error on this pair
+    total_error: int
+    sample_accuracy: float
+    system_sign_agrees: bool
+
+
+def paired_labels(human_items, human_values, metric_items, metric_values):
+    """Pair every human label with the metric label of its item.
+
+    Several human labels of one item (several annotators) each pair with the item's single
+    metric label; human labels of items the metric did not rate are dropped.
+    Returns (human labels (n,), metric labels (n,)).
+    """
+    metric_items = np.asarray(metric_items)
+    metric_values = _labels(metric_values, "metric")
+    if len(np.unique(metric_items)) != len(metric_items):
+        raise ValueError("metric labels must hold at most one label per item")
+    human_items = np.asarray(human_items)
+    human_values = _labels(human_values, "human")
+    if human_items.shape != human_values.shape or metric_items.shape != metric_values.shape:
+        raise ValueError("items and label values must have the same length")
+    order = np.argsort(metric_items, kind="stable")
+    sorted_items = metric_items[order]
+    position = np.searchsorted(sorted_items, human_items)
+    position = np.clip(position, 0, max(len(sorted_items) - 1, 0))
+    found = (
+        sorted_items[position] == human_items if len(sorted_items) else np.zeros(len(human_items), bool)
+    )
+    return human_values[found], metric_values[order][position[found]]
+
+
+def favi_by_pair(human: Mapping, metric: Mapping) -> dict[tuple[str, str], PairFavi]:
+    """Favi result for every pair present in both label tables.
+
+    human, metric: dict (first, second) -> object with ``items`` and ``values`` arrays
+    (protocol.preferences.PairLabels), canonical order.
+    """
+    results = {}
+    for pair in sorted(set(human) & set(metric)):
+        h_values, m_values = paired_labels(
+            human[pair].items, human[pair].values, metric[pair].items, metric[pair].values
+        )
+        confusion = confusion_matrix(h_values, m_values)
+        results[pair] = PairFavi(
+            first=pair[0],
+            second=pair[1],
+            confusion=confusion,
+            favi=favi_score(confusion),
+            total_error=int(total_error(confusion)),
+            sample_accuracy=sample_accuracy(confusion),
+            system_sign_agrees=bool(system_sign_agreement(confusion)),
+        )
+    return results
+
+
+def per_system_favi(favi_by_pair_values: Mapping[tuple[str, str], float]) -> dict[str, np.ndarray]:
+    """For every system s, the Favi-Scores Phi(s as first, o as second) over opponents o.
+
+    favi_by_pair_values: (first, second) -> Phi in canonical order; the reversed pair has
+    -Phi. Pairs without errors (NaN) are left out. Returns system -> float array (<= S-1,).
+    """
+    scores: dict[str, list[float]] = {}
+    for (first, second), phi in favi_by_pair_values.items():
+        if isinstance(phi, PairFavi):
+            phi = phi.favi
+        scores.setdefault(first, [])
+        scores.setdefault(second, [])
+        if np.isnan(phi):
+            continue
+        scores[first].append(float(phi))
+        scores[second].append(-float(phi))
+    return {system: np.array(values) for system, values in sorted(scores.items())}
+
+
+@dataclass(frozen=True)
+class FaviSummary:
+    """Per-metric summary over all system pairs (the paper's Figure 4 quantities)."""
+
+    pairs: int
+    pairs_without_errors: int
+    mean_abs_favi: float  # over pairs with errors
+    std_abs_favi: float
+    sample_accuracy: float  # pooled over all paired labels
+    system_accuracy: float  # over all pairs
+
+
+def summarize(results: Mapping[tuple[str, str], PairFavi]) -> FaviSummary:
+    """Mean |Phi|, sample- and system-level sign accuracy over the pairs of one metric."""
+    if not results:
+        raise ValueError("no system pairs to summarize")
+    confusions = np.stack([r.confusion for r in results.values()])
+    phis = np.array([r.favi for r in results.values()], dtype=float)
+    with_errors = np.abs(phis[~np.isnan(phis)])
+    return FaviSummary(
+        pairs=len(results),
+        pairs_without_errors=int(np.isnan(phis).sum()),
+        mean_abs_favi=float(with_errors.mean()) if with_errors.size else float("nan"),
+        std_abs_favi=float(with_errors.std()) if with_errors.size else float("nan"),
+        sample_accuracy=sample_accuracy(confusions),
+        system_accuracy=system_accuracy(confusions),
+    )
