@@ -1,0 +1,531 @@
+"""Study bundles: the one import format (JSON Lines, plain or gzipped).
+
+One JSON object per line; its ``kind`` says what it is (DESIGN.md, "Study bundle")::
+
+    {"kind":"study","name":"SummEval relevance","criterion":"relevance","instructions":"..."}
+    {"kind":"item","id":"doc-1","input":"source text","reference":"optional"}
+    {"kind":"output","item":"doc-1","system":"M8","text":"...","sample":0}
+    {"kind":"metric_score","item":"doc-1","system":"M8","metric":"rougeL","score":0.31}
+    {"kind":"metric_preference","item":"doc-1","first":"M8","second":"M9","metric":"judge","preference":1}
+    {"kind":"human_score","item":"doc-1","system":"M8","score":4.33,"annotator":"e1"}
+    {"kind":"human_preference","item":"doc-1","first":"M8","second":"M9","preference":-1,"annotator":"w3"}
+
+:func:`read_bundle` validates the whole file before returning anything and raises
+:class:`BundleError` listing every problem with its line number, so a caller that stores the
+bundle (the web app's importer) can be all-or-nothing. A system exists when it has at least
+one output; every other row must name existing items and systems.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+MAX_REPORTED_PROBLEMS = 200
+
+# Optional study settings a bundle may carry; the app maps them onto Study fields.
+STUDY_SETTINGS = {
+    "gamma": float,
+    "batch_size": int,
+    "budget": int,
+    "ratings_per_item": int,
+    "allocation_policy": str,
+    "metric": str,
+    "lease_timeout_seconds": int,
+    "completion_code": str,
+    "shown_sample": int,
+}
+
+# kind -> (required fields, optional fields)
+SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "study": (frozenset({"name"}), frozenset({"criterion", "instructions", *STUDY_SETTINGS})),
+    "item": (frozenset({"id", "input"}), frozenset({"reference"})),
+    "output": (frozenset({"item", "system", "text"}), frozenset({"sample"})),
+    "metric_score": (frozenset({"item", "system", "metric", "score"}), frozenset()),
+    "metric_preference": (
+        frozenset({"item", "first", "second", "metric", "preference"}),
+        frozenset(),
+    ),
+    "human_score": (frozenset({"item", "system", "score"}), frozenset({"annotator"})),
+    "human_preference": (
+        frozenset({"item", "first", "second", "preference"}),
+        frozenset({"annotator"}),
+    ),
+}
+KIND_ORDER = tuple(SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: str
+    input: str
+    reference: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    item: str
+    system: str
+    text: str
+    sample: int = 0
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricScore:
+    item: str
+    system: str
+    metric: str
+    score: float
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPreference:
+    item: str
+    first: str
+    second: str
+    metric: str
+    preference: int
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HumanScore:
+    item: str
+    system: str
+    score: float
+    annotator: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HumanPreference:
+    item: str
+    first: str
+    second: str
+    preference: int
+    annotator: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BundleProblem:
+    line: int  # 1-based; 0 for problems of the file as a whole
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+class BundleError(ValueError):
+    """The bundle is invalid; ``problems`` lists every problem found, in line order."""
+
+    def __init__(self, problems: list[BundleProblem], total: int | None = None):
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        shown = "\n".join(str(p) for p in problems)
+        more = self.total - len(problems)
+        suffix = f"\n... and {more} more problems" if more > 0 else ""
+        super().__init__(f"invalid study bundle ({self.total} problems):\n{shown}{suffix}")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A validated study bundle. Row tuples keep file order; ``line`` fields point into it."""
+
+    study: dict
+    items: tuple[Item, ...]
+    outputs: tuple[Output, ...]
+    metric_scores: tuple[MetricScore, ...] = ()
+    metric_preferences: tuple[MetricPreference, ...] = ()
+    human_scores: tuple[HumanScore, ...] = ()
+    human_preferences: tuple[HumanPreference, ...] = ()
+    _systems: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        return self._systems or tuple(sorted({o.system for o in self.outputs}))
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(
+            sorted({r.metric for r in self.metric_scores} | {r.metric for r in self.metric_preferences})
+        )
+
+    def metric_kind(self, metric: str) -> str:
+        """``"score"`` or ``"preference"``; ValueError naming the known metrics otherwise."""
+        if any(r.metric == metric for r in self.metric_scores):
+            return "score"
+        if any(r.metric == metric for r in self.metric_preferences):
+            return "preference"
+        raise ValueError(f"unknown metric {metric!r}; the bundle has: {', '.join(self.metrics) or 'none'}")
+
+    def line_count(self) -> int:
+        return 1 + sum(
+            len(rows)
+            for rows in (
+                self.items,
+                self.outputs,
+                self.metric_scores,
+                self.metric_preferences,
+                self.human_scores,
+                self.human_preferences,
+            )
+        )
+
+
+def _read_bytes(source: str | os.PathLike | bytes | BinaryIO, max_bytes: int) -> bytes:
+    if isinstance(source, (bytes, bytearray)):
+        raw = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise BundleError([BundleProblem(0, f"no such file: {path}")])
+        raw = path.read_bytes() if path.stat().st_size <= max_bytes else b""
+        if not raw and path.stat().st_size > max_bytes:
+            raise BundleError([BundleProblem(0, f"file too large: more than {max_bytes} bytes")])
+    else:
+        raw = source.read(max_bytes + 1)
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+                raw = gz.read(max_bytes + 1)
+        except (OSError, EOFError) as exc:
+            raise BundleError([BundleProblem(0, f"file is not valid gzip: {exc}")]) from None
+    if len(raw) > max_bytes:
+        raise BundleError([BundleProblem(0, f"file too large: more than {max_bytes} bytes")])
+    return raw
+
+
+class _Checker:
+    """Collects problems while rows are parsed; stops recording (but keeps counting) at a cap."""
+
+    def __init__(self) -> None:
+        self.problems: list[BundleProblem] = []
+        self.total = 0
+
+    def add(self, line: int, message: str) -> None:
+        self.total += 1
+        if len(self.problems) < MAX_REPORTED_PROBLEMS:
+            self.problems.append(BundleProblem(line, message))
+
+
+def _text(obj: dict, key: str, line: int, check: _Checker, *, allow_empty: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None and allow_empty:
+        return ""
+    if not isinstance(value, str):
+        check.add(line, f"field {key!r} must be a string, got {type(value).__name__}")
+        return None
+    if not allow_empty and not value.strip():
+        check.add(line, f"field {key!r} is empty")
+        return None
+    return value
+
+
+def _number(obj: dict, key: str, line: int, check: _Checker) -> float | None:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        check.add(line, f"field {key!r} must be a number, got {json.dumps(value)}")
+        return None
+    if not math.isfinite(value):
+        check.add(line, f"field {key!r} is not a finite number ({value})")
+        return None
+    return float(value)
+
+
+def _preference(obj: dict, line: int, check: _Checker) -> int | None:
+    value = obj.get("preference")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in (-1, 0, 1):
+        check.add(line, f"field 'preference' must be -1, 0 or 1, got {json.dumps(value)}")
+        return None
+    return int(value)
+
+
+def _parse_study(obj: dict, line: int, check: _Checker) -> dict:
+    study: dict = {}
+    name = _text(obj, "name", line, check)
+    if name is not None:
+        study["name"] = name
+    for key in ("criterion", "instructions"):
+        if key in obj:
+            value = _text(obj, key, line, check, allow_empty=True)
+            if value is not None:
+                study[key] = value
+    for key, kind in STUDY_SETTINGS.items():
+        if key not in obj:
+            continue
+        value = obj[key]
+        if kind is str:
+            ok = isinstance(value, str) and bool(value.strip())
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and 0 < value < 1
+            )
+        if ok:
+            study[key] = value
+        else:
+            expected = {str: "a non-empty string", int: "a whole number >= 0", float: "a number in (0, 1)"}
+            check.add(line, f"study setting {key!r} must be {expected[kind]}, got {json.dumps(value)}")
+    return study
+
+
+def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
+    """Validate ``(line_number, text)`` pairs into a :class:`Bundle` or raise BundleError."""
+    check = _Checker()
+    study: dict | None = None
+    study_line = 0
+    rows: dict[str, list] = {kind: [] for kind in KIND_ORDER if kind != "study"}
+    for number, text in lines:
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            check.add(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(obj, dict):
+            check.add(number, f"expected a JSON object, got {type(obj).__name__}")
+            continue
+        kind = obj.get("kind")
+        if kind not in SCHEMA:
+            known = ", ".join(KIND_ORDER)
+            check.add(number, f"unknown kind {json.dumps(kind)} (expected one of: {known})")
+            continue
+        required, optional = SCHEMA[kind]
+        present = set(obj) - {"kind"}
+        missing = sorted(required - present)
+        unknown = sorted(present - required - optional)
+        if missing:
+            check.add(number, f"{kind}: missing field(s) {', '.join(missing)}")
+        if unknown:
+            check.add(number, f"{kind}: unknown field(s) {', '.join(unknown)}")
+        if missing:
+            continue
+        if kind == "study":
+            if study is not None:
+                check.add(number, f"second study line (the first is on line {study_line})")
+                continue
+            study, study_line = _parse_study(obj, number, check), number
+            continue
+        parsed = _parse_row(kind, obj, number, check)
+        if parsed is not None:
+            # Kept even when a field was bad, so its references are checked too; a bundle
+            # with any problem is never returned.
+            rows[kind].append(parsed)
+    if study is None:
+        check.add(0, "no study line ({\"kind\":\"study\", \"name\": ...})")
+    bundle = Bundle(
+        study=study or {},
+        items=tuple(rows["item"]),
+        outputs=tuple(rows["output"]),
+        metric_scores=tuple(rows["metric_score"]),
+        metric_preferences=tuple(rows["metric_preference"]),
+        human_scores=tuple(rows["human_score"]),
+        human_preferences=tuple(rows["human_preference"]),
+    )
+    _check_references(bundle, check)
+    if check.total:
+        check.problems.sort(key=lambda p: p.line)
+        raise BundleError(check.problems, check.total)
+    return Bundle(**{**bundle.__dict__, "_systems": tuple(sorted({o.system for o in bundle.outputs}))})
+
+
+def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
+    item = _text(obj, "item" if kind != "item" else "id", line, check)
+    if kind == "item":
+        text = _text(obj, "input", line, check)
+        reference = _text(obj, "reference", line, check, allow_empty=True)
+        return Item(item, text, reference or "", line)
+    if kind == "output":
+        system = _text(obj, "system", line, check)
+        text = _text(obj, "text", line, check)
+        sample = obj.get("sample", 0)
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+            check.add(line, f"field 'sample' must be a whole number >= 0, got {json.dumps(sample)}")
+            return None
+        return Output(item, system, text, sample, line)
+    if kind in ("metric_score", "human_score"):
+        system = _text(obj, "system", line, check)
+        score = _number(obj, "score", line, check)
+        if kind == "metric_score":
+            return MetricScore(item, system, _text(obj, "metric", line, check), score, line)
+        return HumanScore(item, system, score, _annotator(obj, line, check), line)
+    first = _text(obj, "first", line, check)
+    second = _text(obj, "second", line, check)
+    preference = _preference(obj, line, check)
+    if first is not None and first == second:
+        check.add(line, f"first and second are the same system {first!r}")
+    if kind == "metric_preference":
+        return MetricPreference(item, first, second, _text(obj, "metric", line, check), preference, line)
+    return HumanPreference(item, first, second, preference, _annotator(obj, line, check), line)
+
+
+def _annotator(obj: dict, line: int, check: _Checker) -> str:
+    if "annotator" not in obj:
+        return ""
+    value = obj["annotator"]
+    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip():
+        return str(value)
+    check.add(line, f"field 'annotator' must be a non-empty string, got {json.dumps(value)}")
+    return ""
+
+
+def _check_references(bundle: Bundle, check: _Checker) -> None:
+    items: dict[str, int] = {}
+    for row in bundle.items:
+        if row.id is None:
+            continue
+        if row.id in items:
+            check.add(row.line, f"duplicate item id {row.id!r} (first on line {items[row.id]})")
+        else:
+            items[row.id] = row.line
+    systems: set[str] = set()
+    outputs: dict[tuple, int] = {}
+    for row in bundle.outputs:
+        systems.add(row.system)
+        if isinstance(row.item, str) and row.item not in items:
+            check.add(row.line, f"output refers to unknown item {row.item!r}")
+        key = (row.item, row.system, row.sample)
+        if key in outputs:
+            check.add(
+                row.line,
+                f"duplicate output for item {row.item!r}, system {row.system!r}, sample {row.sample} "
+                f"(first on line {outputs[key]})",
+            )
+        else:
+            outputs[key] = row.line
+
+    def refs(row, names: tuple[str, ...]) -> bool:
+        ok = True
+        if isinstance(row.item, str) and row.item not in items:
+            check.add(row.line, f"refers to unknown item {row.item!r}")
+            ok = False
+        for name in names:
+            system = getattr(row, name)
+            if isinstance(system, str) and system not in systems:
+                check.add(row.line, f"system {system!r} has no outputs (field {name!r})")
+                ok = False
+        return ok
+
+    def unique(row, key: tuple, seen: dict, what: str) -> None:
+        if key in seen:
+            check.add(row.line, f"duplicate {what} (first on line {seen[key]})")
+        else:
+            seen[key] = row.line
+
+    seen: dict = {}
+    score_metrics: dict[str, int] = {}
+    for row in bundle.metric_scores:
+        refs(row, ("system",))
+        score_metrics.setdefault(row.metric, row.line)
+        unique(row, ("ms", row.item, row.system, row.metric), seen,
+               f"metric_score for item {row.item!r}, system {row.system!r}, metric {row.metric!r}")
+    for row in bundle.metric_preferences:
+        refs(row, ("first", "second"))
+        if row.metric in score_metrics:
+            check.add(
+                row.line,
+                f"metric {row.metric!r} has metric_score rows (line {score_metrics[row.metric]}) "
+                "and metric_preference rows; a metric is one or the other",
+            )
+        pair = tuple(sorted((row.first, row.second)))
+        unique(row, ("mp", row.item, pair, row.metric), seen,
+               f"metric_preference for item {row.item!r}, pair {pair[0]!r}/{pair[1]!r}, metric {row.metric!r}")
+    for row in bundle.human_scores:
+        refs(row, ("system",))
+        if row.annotator:
+            unique(row, ("hs", row.item, row.system, row.annotator), seen,
+                   f"human_score for item {row.item!r}, system {row.system!r}, annotator {row.annotator!r}")
+    for row in bundle.human_preferences:
+        refs(row, ("first", "second"))
+        if row.annotator:
+            pair = tuple(sorted((row.first, row.second)))
+            unique(row, ("hp", row.item, pair, row.annotator), seen,
+                   f"human_preference for item {row.item!r}, pair {pair[0]!r}/{pair[1]!r}, "
+                   f"annotator {row.annotator!r}")
+
+
+def iter_bundle_lines(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES
+                      ) -> Iterator[tuple[int, str]]:
+    """Decompress if gzipped and yield ``(line_number, text)``; BundleError if unreadable."""
+    raw = _read_bytes(source, max_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError([BundleProblem(0, f"file is not UTF-8 text (byte {exc.start})")]) from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        yield number, line
+
+
+def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Bundle:
+    """Read and validate a study bundle from a path, bytes or a binary file object.
+
+    Plain or gzipped (detected from the content, not the name). Raises :class:`BundleError`
+    with every problem found (each naming its line) when anything is wrong.
+    """
+    return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes))
+
+
+def bundle_rows(bundle: Bundle) -> Iterator[dict]:
+    """The bundle as JSON-able dicts in canonical kind order (the inverse of reading)."""
+    yield {"kind": "study", **bundle.study}
+    for r in bundle.items:
+        row = {"kind": "item", "id": r.id, "input": r.input}
+        if r.reference:
+            row["reference"] = r.reference
+        yield row
+    for r in bundle.outputs:
+        yield {"kind": "output", "item": r.item, "system": r.system, "text": r.text, "sample": r.sample}
+    for r in bundle.metric_scores:
+        yield {"kind": "metric_score", "item": r.item, "system": r.system, "metric": r.metric, "score": r.score}
+    for r in bundle.metric_preferences:
+        yield {"kind": "metric_preference", "item": r.item, "first": r.first, "second": r.second,
+               "metric": r.metric, "preference": r.preference}
+    for r in bundle.human_scores:
+        row = {"kind": "human_score", "item": r.item, "system": r.system, "score": r.score}
+        if r.annotator:
+            row["annotator"] = r.annotator
+        yield row
+    for r in bundle.human_preferences:
+        row = {"kind": "human_preference", "item": r.item, "first": r.first, "second": r.second,
+               "preference": r.preference}
+        if r.annotator:
+            row["annotator"] = r.annotator
+        yield row
+
+
+def write_bundle_rows(rows: Iterable[dict], path: str | os.PathLike) -> int:
+    """Write dict rows as JSON Lines (gzipped, deterministically, when the name ends in .gz)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "wb") as raw:
+        # mtime=0 and no file name in the header: regenerating gives byte-identical files.
+        handle = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n")
+            count += 1
+        if handle is not raw:
+            handle.close()
+    return count
+
+
+def write_bundle(bundle: Bundle, path: str | os.PathLike) -> int:
+    """Write ``bundle`` to ``path``; returns the number of lines written."""
+    return write_bundle_rows(bundle_rows(bundle), path)

@@ -1,0 +1,130 @@
+"""protocol.bundle: every problem kind is reported with its line; round trips are exact."""
+import gzip
+import json
+
+import pytest
+
+from protocol.bundle import BundleError, read_bundle, write_bundle
+
+
+def lines(*rows) -> bytes:
+    return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
+
+
+STUDY = {"kind": "study", "name": "Toy", "criterion": "relevance", "instructions": "Pick the better one."}
+ITEM = {"kind": "item", "id": "d1", "input": "A source text."}
+OUT_A = {"kind": "output", "item": "d1", "system": "A", "text": "Summary a."}
+OUT_B = {"kind": "output", "item": "d1", "system": "B", "text": "Summary b."}
+VALID = [STUDY, ITEM, OUT_A, OUT_B,
+         {"kind": "metric_score", "item": "d1", "system": "A", "metric": "rouge", "score": 0.5},
+         {"kind": "metric_score", "item": "d1", "system": "B", "metric": "rouge", "score": 0.25},
+         {"kind": "metric_preference", "item": "d1", "first": "B", "second": "A", "metric": "judge",
+          "preference": -1},
+         {"kind": "human_score", "item": "d1", "system": "A", "score": 4, "annotator": "e1"},
+         {"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 0,
+          "annotator": "w1"}]
+
+
+def problems_of(data: bytes) -> list[str]:
+    with pytest.raises(BundleError) as info:
+        read_bundle(data)
+    return [str(p) for p in info.value.problems]
+
+
+def test_valid_bundle_reads_all_kinds():
+    bundle = read_bundle(lines(*VALID))
+    assert bundle.systems == ("A", "B")
+    assert bundle.metrics == ("judge", "rouge")
+    assert bundle.metric_kind("rouge") == "score" and bundle.metric_kind("judge") == "preference"
+    assert bundle.line_count() == len(VALID)
+    assert bundle.study["criterion"] == "relevance"
+
+
+@pytest.mark.parametrize(
+    "bad_row, expected",
+    [
+        ({"kind": "nonsense"}, "line 5: unknown kind \"nonsense\""),
+        ({**OUT_A, "colour": "red", "system": "C"}, "line 5: output: unknown field(s) colour"),
+        ({"kind": "output", "item": "nope", "system": "C", "text": "x"}, "line 5: output refers to unknown item 'nope'"),
+        ({"kind": "metric_score", "item": "d1", "system": "Z", "metric": "m", "score": 1},
+         "line 5: system 'Z' has no outputs (field 'system')"),
+        (dict(ITEM), "line 5: duplicate item id 'd1' (first on line 2)"),
+        ('{"kind":"metric_score","item":"d1","system":"A","metric":"m","score":NaN}',
+         "line 5: field 'score' is not a finite number (nan)"),
+        ('{"kind":"human_score","item":"d1","system":"A","score":Infinity}',
+         "line 5: field 'score' is not a finite number (inf)"),
+        ({"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 2},
+         "line 5: field 'preference' must be -1, 0 or 1, got 2"),
+        ({"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 0.5},
+         "line 5: field 'preference' must be -1, 0 or 1, got 0.5"),
+        ({"kind": "output", "item": "d1", "system": "C", "text": "   "}, "line 5: field 'text' is empty"),
+        ("{not json", "line 5: not valid JSON"),
+        ({"kind": "item", "id": "d2"}, "line 5: item: missing field(s) input"),
+        ({**OUT_A}, "line 5: duplicate output for item 'd1', system 'A', sample 0 (first on line 3)"),
+        ({"kind": "metric_preference", "item": "d1", "first": "A", "second": "A", "metric": "j", "preference": 1},
+         "line 5: first and second are the same system 'A'"),
+        ({**STUDY}, "line 5: second study line (the first is on line 1)"),
+    ],
+)
+def test_each_problem_is_named_with_its_line(bad_row, expected):
+    found = problems_of(lines(STUDY, ITEM, OUT_A, OUT_B, bad_row))
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_every_problem_is_reported_not_just_the_first():
+    found = problems_of(lines(STUDY, ITEM, OUT_A, {"kind": "x"}, "[1]", {**ITEM}))
+    assert [p.split(":")[0] for p in found] == ["line 4", "line 5", "line 6"]
+
+
+def test_missing_study_line_and_non_utf8_and_empty():
+    assert "no study line" in problems_of(lines(ITEM, OUT_A))[0]
+    assert "not UTF-8" in problems_of(b"\xff\xfe\x00")[0]
+    assert "no study line" in problems_of(b"")[0]
+
+
+def test_file_too_large():
+    with pytest.raises(BundleError, match="file too large"):
+        read_bundle(lines(*VALID), max_bytes=100)
+    with pytest.raises(BundleError, match="file too large"):
+        read_bundle(gzip.compress(lines(*VALID)), max_bytes=100)
+
+
+def test_broken_gzip():
+    data = gzip.compress(lines(*VALID))[:-20]
+    with pytest.raises(BundleError, match="gzip"):
+        read_bundle(data)
+
+
+def test_metric_cannot_be_both_score_and_preference():
+    found = problems_of(lines(STUDY, ITEM, OUT_A, OUT_B,
+                              {"kind": "metric_score", "item": "d1", "system": "A", "metric": "m", "score": 1},
+                              {"kind": "metric_preference", "item": "d1", "first": "A", "second": "B",
+                               "metric": "m", "preference": 1}))
+    assert "a metric is one or the other" in found[0]
+
+
+def test_duplicate_preference_in_either_orientation():
+    row = {"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 1, "annotator": "w"}
+    flipped = {**row, "first": "B", "second": "A", "preference": -1}
+    found = problems_of(lines(STUDY, ITEM, OUT_A, OUT_B, row, flipped))
+    assert found[0].startswith("line 6: duplicate human_preference")
+
+
+@pytest.mark.parametrize("name", ["b.jsonl", "b.jsonl.gz"])
+def test_write_read_round_trip(tmp_path, name):
+    bundle = read_bundle(lines(*VALID))
+    write_bundle(bundle, tmp_path / name)
+    again = read_bundle(tmp_path / name)
+    assert again == bundle
+    if name.endswith(".gz"):
+        assert (tmp_path / name).read_bytes()[:2] == b"\x1f\x8b"
+        write_bundle(again, tmp_path / "second.jsonl.gz")
+        assert (tmp_path / "second.jsonl.gz").read_bytes() == (tmp_path / name).read_bytes()
+
+
+def test_study_settings_are_validated():
+    found = problems_of(lines({**STUDY, "gamma": 1.5, "budget": -3}, ITEM, OUT_A))
+    assert any("study setting 'gamma'" in p for p in found)
+    assert any("study setting 'budget'" in p for p in found)
+    ok = read_bundle(lines({**STUDY, "gamma": 0.1, "budget": 300, "batch_size": 10}, ITEM, OUT_A))
+    assert ok.study["gamma"] == 0.1 and ok.study["budget"] == 300
