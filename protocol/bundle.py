@@ -411,6 +411,8 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
         else:
             outputs[key] = row.line
 
+    shown = {(item, system) for item, system, _ in outputs}
+
     def refs(row, names: tuple[str, ...]) -> bool:
         ok = True
         if isinstance(row.item, str) and row.item not in items:
@@ -418,8 +420,14 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
             ok = False
         for name in names:
             system = getattr(row, name)
-            if isinstance(system, str) and system not in systems:
+            if not isinstance(system, str):
+                continue
+            if system not in systems:
                 check.add(row.line, f"system {system!r} has no outputs (field {name!r})")
+                ok = False
+            elif ok and (row.item, system) not in shown:
+                # A rating of an output that does not exist cannot be shown or checked.
+                check.add(row.line, f"system {system!r} has no output for item {row.item!r} (field {name!r})")
                 ok = False
         return ok
 

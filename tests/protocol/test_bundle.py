@@ -128,3 +128,11 @@ def test_study_settings_are_validated():
     assert any("study setting 'budget'" in p for p in found)
     ok = read_bundle(lines({**STUDY, "gamma": 0.1, "budget": 300, "batch_size": 10}, ITEM, OUT_A))
     assert ok.study["gamma"] == 0.1 and ok.study["budget"] == 300
+
+
+def test_rating_of_a_missing_output_is_an_error():
+    item2 = {"kind": "item", "id": "d2", "input": "Another text."}
+    out = {"kind": "output", "item": "d2", "system": "A", "text": "x"}
+    row = {"kind": "human_preference", "item": "d2", "first": "A", "second": "B", "preference": 1}
+    found = problems_of(lines(STUDY, ITEM, OUT_A, OUT_B, item2, out, row))
+    assert found == ["line 7: system 'B' has no output for item 'd2' (field 'second')"]
