@@ -1,0 +1,656 @@
+"""The budgeted protocol (correction-of-errors §4, Alg. 2; SPEC §5) as a resumable state machine.
+
+Judgements trickle in from many annotators, so the protocol is data that advances one
+judgement at a time and that the web app persists (``ProtocolState.to_dict`` gives JSON-able
+dicts, one per pair for PairState). The cycle for every system pair is
+
+    waiting --open_rounds--> open --record_judgement x quota--> filled --close_rounds--> ...
+
+and ``close_rounds`` runs the decision function on all filled pairs at once (one batched
+``decide_many`` call), then marks each pair ``decided`` (±1), ``exhausted`` (no human label
+left to collect), ``futile`` (adaptive policy: a ± decision has become unlikely) or puts it
+back to ``waiting`` for another round. Rounds are per pair, so the app can close a pair as
+soon as its round fills; a replay that opens, fills and closes all pairs together is exactly
+Algorithm 2.
+
+Counts are sums and the judged items a set, so the order in which the judgements of a round
+arrive does not matter. Everything random (budget order in a tight round, the decision
+sampler, the futility simulation) is seeded from ``ProtocolSettings.seed``, the pair and the
+round, so a state restored from its dict continues exactly as the uninterrupted one.
+How items are chosen is not this module's business (the app uses ``protocol.allocation``;
+the replay in ``protocol.simulate`` draws them).
+
+Policies
+--------
+``paper``     Algorithm 2: every undecided pair gets ``batch`` new judgements per round; a pair
+              stops only on a ± decision or when its items run out; all stop when the budget is
+              spent. When the budget cannot fund every pair's round, the pairs that get it are
+              drawn at random (seeded).
+``adaptive``  as ``paper`` plus two rules:
+              * futility stop — after a round closes undecided with at least
+                ``futility_min_judgements`` judgements, simulate the rest of the pair's human
+                labels from the posterior predictive (p ~ Dir(n + 1), the remaining R labels
+                ~ Multinomial(R, p), ``futility_draws`` draws) and compute the human-only
+                decision on all of them (the decision the pair would reach if judged to the
+                end). If the probability that it is ±1 is below ``futility``, stop the pair
+                with decision 0. Pairs that are ties under the full human evaluation (about
+                a quarter of SummEval pairs) otherwise take 100 % of their items.
+              * when the budget cannot fund every round, pairs closest to a decision
+                (largest |theta - 1/2|) go first.
+
+Error control (``strict``)
+--------------------------
+Checking after every round is a group-sequential test: with K looks the chance of a false ±
+decision on a pair without a difference is well above gamma. ``strict=True`` uses Pocock's
+constant nominal level per look, computed for the pair's largest possible number of looks
+K = ceil(capacity / batch), so that the chance of any false ± over all K looks is gamma
+(for the normal approximation of the sign statistic). It costs annotations and some
+omissions; ``protocol.simulate`` measures both.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from types import MappingProxyType
+
+import numpy as np
+from scipy.special import betainc
+
+PAPER = "paper"
+ADAPTIVE = "adaptive"
+POLICIES = (PAPER, ADAPTIVE)
+
+WAITING = "waiting"      # undecided, no round open (start, or not funded yet)
+OPEN = "open"            # round open, judgements still missing
+FILLED = "filled"        # round complete, waiting for close_rounds
+DECIDED = "decided"      # ±1 decision, stops
+EXHAUSTED = "exhausted"  # undecided and no human label left to collect
+FUTILE = "futile"        # adaptive policy: stopped, a ± decision is unlikely
+STATUSES = (WAITING, OPEN, FILLED, DECIDED, EXHAUSTED, FUTILE)
+STOPPED = (DECIDED, EXHAUSTED, FUTILE)
+
+METHODS = ("fast", "nuts")
+_LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """Parameters of one protocol run (stored with the state).
+
+    budget                  human judgements the protocol may spend in total
+    batch                   judgements per pair and round (the paper's N)
+    gamma                   decision level: ±1 when theta > 1 - gamma/2 or < gamma/2
+    policy                  "paper" or "adaptive" (see module docstring)
+    strict                  Pocock-adjusted level per look (false ± rate <= gamma)
+    futility                adaptive: stop when P(± at the end) is below this
+    futility_min_judgements adaptive: no futility stop before this many judgements of a pair
+    futility_draws          posterior predictive draws for the futility probability
+    method                  decision sampler, "fast" or "nuts" (protocol.decision)
+    seed                    seed of everything random in the protocol
+    """
+
+    budget: int
+    batch: int = 10
+    gamma: float = 0.05
+    policy: str = PAPER
+    strict: bool = False
+    futility: float = 0.1
+    futility_min_judgements: int = 20
+    futility_draws: int = 2000
+    method: str = "fast"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("budget", "futility_min_judgements", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in ("batch", "futility_draws"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.gamma, (int, float)) and 0 < self.gamma < 1):
+            raise ValueError(f"gamma must lie strictly between 0 and 1, got {self.gamma!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not (isinstance(self.futility, (int, float)) and 0 <= self.futility < 1):
+            raise ValueError(f"futility must lie in [0, 1), got {self.futility!r}")
+        if not isinstance(self.strict, bool):
+            raise ValueError(f"strict must be True or False, got {self.strict!r}")
+
+
+@dataclass(frozen=True)
+class PairState:
+    """Protocol state of one system pair (canonical order: first < second).
+
+    capacity      human judgements this pair can ever receive (items x ratings per item)
+    metric        item -> metric label in {-1, 0, 1}, all known from the start (read-only)
+    paired        (3, 3) counts, metric label rows x human label columns, order (+, =, -):
+                  human judgements of items with a metric label
+    human_only    (3,) human judgements of items without a metric label
+    metric_only   (3,) metric labels of items without any human judgement yet
+    judged_items  items with at least one human judgement
+    judgements    human judgements recorded
+    round         rounds opened for this pair
+    quota         judgements still missing in the open round
+    status        one of STATUSES
+    decision      last decision, -1/0/+1
+    theta         theta after every closed round, oldest first
+    p_mean        (3,) posterior mean of (p+, p=, p-) at the last close, or None
+    """
+
+    first: str
+    second: str
+    capacity: int
+    metric: Mapping[str, int]
+    paired: tuple[tuple[int, int, int], ...] = ((0, 0, 0), (0, 0, 0), (0, 0, 0))
+    human_only: tuple[int, int, int] = (0, 0, 0)
+    metric_only: tuple[int, int, int] = (0, 0, 0)
+    judged_items: frozenset[str] = field(default_factory=frozenset)
+    judgements: int = 0
+    round: int = 0
+    quota: int = 0
+    status: str = WAITING
+    decision: int = 0
+    theta: tuple[float, ...] = ()
+    p_mean: tuple[float, float, float] | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.first, self.second)
+
+    @property
+    def remaining(self) -> int:
+        """Judgements this pair can still receive (capacity minus recorded)."""
+        return self.capacity - self.judgements
+
+    @property
+    def human_counts(self) -> np.ndarray:
+        """(3,) all human judgements of the pair, order (+, =, -)."""
+        return np.asarray(self.paired).sum(axis=0) + np.asarray(self.human_only)
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (what the app stores in PairState)."""
+        return {
+            "first": self.first,
+            "second": self.second,
+            "capacity": int(self.capacity),
+            "metric": dict(sorted(self.metric.items())),
+            "paired": [list(row) for row in self.paired],
+            "human_only": list(self.human_only),
+            "metric_only": list(self.metric_only),
+            "judged_items": sorted(self.judged_items),
+            "judgements": int(self.judgements),
+            "round": int(self.round),
+            "quota": int(self.quota),
+            "status": self.status,
+            "decision": int(self.decision),
+            "theta": [float(t) for t in self.theta],
+            "p_mean": None if self.p_mean is None else [float(p) for p in self.p_mean],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PairState:
+        try:
+            state = cls(
+                first=str(data["first"]),
+                second=str(data["second"]),
+                capacity=int(data["capacity"]),
+                metric=MappingProxyType({str(k): int(v) for k, v in data["metric"].items()}),
+                paired=tuple(tuple(int(x) for x in row) for row in data["paired"]),
+                human_only=tuple(int(x) for x in data["human_only"]),
+                metric_only=tuple(int(x) for x in data["metric_only"]),
+                judged_items=frozenset(str(i) for i in data["judged_items"]),
+                judgements=int(data["judgements"]),
+                round=int(data["round"]),
+                quota=int(data["quota"]),
+                status=str(data["status"]),
+                decision=int(data["decision"]),
+                theta=tuple(float(t) for t in data["theta"]),
+                p_mean=None if data["p_mean"] is None else tuple(float(p) for p in data["p_mean"]),
+            )
+        except KeyError as missing:
+            raise ValueError(f"pair state is missing the field {missing}") from None
+        _check_pair_state(state)
+        return state
+
+
+def _check_pair_state(state: PairState) -> None:
+    name = f"pair ({state.first}, {state.second})"
+    if state.status not in STATUSES:
+        raise ValueError(f"{name}: unknown status {state.status!r}")
+    if np.asarray(state.paired).shape != (3, 3) or len(state.human_only) != 3 or len(state.metric_only) != 3:
+        raise ValueError(f"{name}: paired must be 3x3, human_only and metric_only 3 counts")
+    if min(np.min(state.paired), min(state.human_only), min(state.metric_only)) < 0:
+        raise ValueError(f"{name}: counts must not be negative")
+    if state.decision not in (-1, 0, 1):
+        raise ValueError(f"{name}: decision must be -1, 0 or 1, got {state.decision}")
+    if not 0 <= state.judgements <= state.capacity:
+        raise ValueError(f"{name}: {state.judgements} judgements for capacity {state.capacity}")
+    if int(np.sum(state.paired)) + sum(state.human_only) != state.judgements:
+        raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
+    if state.quota < 0 or (state.quota > 0) != (state.status == OPEN):
+        raise ValueError(f"{name}: quota {state.quota} does not fit status {state.status!r}")
+
+
+@dataclass(frozen=True)
+class ProtocolState:
+    """The whole protocol: settings, one PairState per pair (sorted), closes done so far."""
+
+    settings: ProtocolSettings
+    pairs: tuple[PairState, ...]
+    closes: int = 0
+
+    @property
+    def spent(self) -> int:
+        """Human judgements recorded over all pairs."""
+        return sum(p.judgements for p in self.pairs)
+
+    @property
+    def reserved(self) -> int:
+        """Judgements promised to open rounds but not yet recorded."""
+        return sum(p.quota for p in self.pairs)
+
+    @property
+    def budget_left(self) -> int:
+        """Budget neither spent nor reserved by an open round."""
+        return self.settings.budget - self.spent - self.reserved
+
+    @property
+    def finished(self) -> bool:
+        """No round open or filled, and no waiting pair can be funded any more."""
+        if any(p.status in (OPEN, FILLED) for p in self.pairs):
+            return False
+        return self.budget_left == 0 or not any(p.status == WAITING for p in self.pairs)
+
+    def pair(self, first: str, second: str) -> PairState:
+        index = _index(self).get((first, second))
+        if index is None:
+            raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
+        return self.pairs[index]
+
+    def decisions(self) -> dict[tuple[str, str], int]:
+        return {p.key: p.decision for p in self.pairs}
+
+    def to_dict(self) -> dict:
+        return {"settings": asdict(self.settings), "closes": self.closes, "pairs": [p.to_dict() for p in self.pairs]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ProtocolState:
+        try:
+            settings = ProtocolSettings(**data["settings"])
+            pairs = tuple(PairState.from_dict(p) for p in data["pairs"])
+            closes = int(data["closes"])
+        except KeyError as missing:
+            raise ValueError(f"protocol state is missing the field {missing}") from None
+        except TypeError as error:
+            raise ValueError(f"protocol settings are malformed: {error}") from None
+        state = cls(settings, pairs, closes)
+        _check_state(state)
+        return state
+
+
+def _index(state: ProtocolState) -> dict[tuple[str, str], int]:
+    return {p.key: i for i, p in enumerate(state.pairs)}
+
+
+def _check_state(state: ProtocolState) -> None:
+    keys = [p.key for p in state.pairs]
+    if keys != sorted(set(keys)):
+        raise ValueError("pairs must be unique and sorted by (first, second)")
+    if state.budget_left < 0:
+        raise ValueError(
+            f"state overspends its budget: {state.spent} spent + {state.reserved} reserved > {state.settings.budget}"
+        )
+
+
+def start(
+    settings: ProtocolSettings,
+    capacities: Mapping[tuple[str, str], int],
+    metric: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+) -> ProtocolState:
+    """A fresh protocol: every pair waiting, no judgement.
+
+    capacities  (first, second) -> human judgements the pair can receive; first < second
+    metric      (first, second) -> {item: metric label in -1/0/1}; None or a missing pair
+                means no metric (the human-only protocol)
+    """
+    metric = metric or {}
+    extra = set(metric) - set(capacities)
+    if extra:
+        raise ValueError(f"metric labels for pairs without a capacity: {sorted(extra)[:3]}")
+    pairs = []
+    for (first, second), capacity in sorted(capacities.items()):
+        if not first < second:
+            raise ValueError(f"pair ({first!r}, {second!r}) is not in canonical order first < second")
+        if not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise ValueError(f"capacity of ({first}, {second}) must be a non-negative integer, got {capacity!r}")
+        labels = {str(item): int(value) for item, value in metric.get((first, second), {}).items()}
+        bad = [item for item, value in labels.items() if value not in _LABEL_INDEX]
+        if bad:
+            raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
+        metric_only = [0, 0, 0]
+        for value in labels.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        pairs.append(
+            PairState(
+                first=first,
+                second=second,
+                capacity=int(capacity),
+                metric=MappingProxyType(labels),
+                metric_only=tuple(metric_only),
+                status=WAITING if capacity > 0 else EXHAUSTED,
+            )
+        )
+    return ProtocolState(settings, tuple(pairs))
+
+
+def needed(state: ProtocolState) -> dict[tuple[str, str], int]:
+    """Pairs that need annotations now -> how many more judgements their open round needs."""
+    return {p.key: p.quota for p in state.pairs if p.status == OPEN}
+
+
+def open_rounds(state: ProtocolState) -> ProtocolState:
+    """Open a round for every waiting pair, within the budget left.
+
+    A round asks for min(batch, judgements the pair can still receive). When the budget
+    cannot fund all of them, the paper policy funds pairs in a seeded random order, the
+    adaptive policy the pairs closest to a decision first; the last funded pair may get a
+    smaller round so that the budget is never exceeded.
+    """
+    waiting = [i for i, p in enumerate(state.pairs) if p.status == WAITING]
+    if not waiting:
+        return state
+    budget = state.budget_left
+    asks = {i: min(state.settings.batch, state.pairs[i].remaining) for i in waiting}
+    if sum(asks.values()) > budget:
+        if state.settings.policy == ADAPTIVE:
+            closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
+            waiting.sort(key=lambda i: (-closeness[i], i))
+        else:
+            order = np.random.default_rng([state.settings.seed, 1, state.closes]).permutation(len(waiting))
+            waiting = [waiting[j] for j in order]
+    pairs = list(state.pairs)
+    for i in waiting:
+        quota = min(asks[i], budget)
+        if quota <= 0:
+            break
+        budget -= quota
+        p = pairs[i]
+        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN)
+    return replace(state, pairs=tuple(pairs))
+
+
+def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int) -> ProtocolState:
+    """Record one human judgement (value in canonical order: +1 = first better)."""
+    return record_judgements(state, first, second, [item], [value])
+
+
+def record_judgements(
+    state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int]
+) -> ProtocolState:
+    """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1}.
+
+    The pair must have an open round with at least k judgements missing: a decided or
+    stopped pair, or one whose round is full, never receives more.
+    """
+    index = _index(state).get((first, second))
+    if index is None:
+        raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
+    pair = state.pairs[index]
+    items = [str(i) for i in items]
+    values = [int(v) for v in np.asarray(values).ravel()] if len(values) else []
+    if len(items) != len(values):
+        raise ValueError(f"{len(items)} items but {len(values)} values")
+    if pair.status != OPEN:
+        raise ValueError(f"pair ({first}, {second}) takes no judgements now: it is {pair.status}")
+    if len(items) > pair.quota:
+        raise ValueError(f"pair ({first}, {second}) needs {pair.quota} more judgements in this round, got {len(items)}")
+    paired = [list(row) for row in pair.paired]
+    human_only = list(pair.human_only)
+    metric_only = list(pair.metric_only)
+    judged = set(pair.judged_items)
+    for item, value in zip(items, values):
+        if value not in _LABEL_INDEX:
+            raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
+        column = _LABEL_INDEX[value]
+        metric_value = pair.metric.get(item)
+        if metric_value is None:
+            human_only[column] += 1
+        else:
+            row = _LABEL_INDEX[metric_value]
+            paired[row][column] += 1
+            if item not in judged:
+                # An item's metric label counts as metric-only until its first human label.
+                metric_only[row] -= 1
+        judged.add(item)
+    quota = pair.quota - len(items)
+    pairs = list(state.pairs)
+    pairs[index] = replace(
+        pair,
+        paired=tuple(tuple(row) for row in paired),
+        human_only=tuple(human_only),
+        metric_only=tuple(metric_only),
+        judged_items=frozenset(judged),
+        judgements=pair.judgements + len(items),
+        quota=quota,
+        status=OPEN if quota else FILLED,
+    )
+    return replace(state, pairs=tuple(pairs))
+
+
+DecideMany = Callable[..., object]
+
+
+def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMany | None = None) -> ProtocolState:
+    """Decide every filled pair in one batched call and move it on.
+
+    force   also close open rounds that are not full (their missing judgements go back to
+            the budget), e.g. when annotators have left
+    decide  the batched decision function, ``decide_many(counts, *, gamma, method, seed)``
+            returning ``.theta`` (P,) and ``.p_mean`` (P, 3); default protocol.decision
+    """
+    closing = [i for i, p in enumerate(state.pairs) if p.status == FILLED or (force and p.status == OPEN)]
+    if not closing:
+        return state
+    settings = state.settings
+    decide = decide or _default_decide
+    batch = decide(
+        [pair_counts(state.pairs[i]) for i in closing],
+        gamma=settings.gamma,
+        method=settings.method,
+        seed=int(np.random.default_rng([settings.seed, 2, state.closes]).integers(2**31 - 1)),
+    )
+    theta = np.asarray(batch.theta, dtype=float).reshape(-1)
+    p_mean = np.asarray(batch.p_mean, dtype=float).reshape(-1, 3)
+    if len(theta) != len(closing) or len(p_mean) != len(closing):
+        raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
+    pairs = list(state.pairs)
+    for j, i in enumerate(closing):
+        pair = pairs[i]
+        look_gamma = look_level(settings, pair.capacity)
+        decision = decision_at(theta[j], look_gamma)
+        if decision != 0:
+            status = DECIDED
+        elif pair.remaining == 0:
+            status = EXHAUSTED
+        elif settings.policy == ADAPTIVE and _futile(settings, pair, look_gamma):
+            status = FUTILE
+        else:
+            status = WAITING
+        pairs[i] = replace(
+            pair,
+            quota=0,
+            status=status,
+            decision=decision,
+            theta=pair.theta + (float(theta[j]),),
+            p_mean=tuple(float(x) for x in p_mean[j]),
+        )
+    return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
+
+
+def decision_at(theta: float, gamma: float) -> int:
+    """+1 if theta > 1 - gamma/2, -1 if theta < gamma/2, else 0 (SPEC §4)."""
+    if theta > 1 - gamma / 2:
+        return 1
+    if theta < gamma / 2:
+        return -1
+    return 0
+
+
+def look_level(settings: ProtocolSettings, capacity: int) -> float:
+    """Decision level used at each look of a pair: gamma, or Pocock's level under strict."""
+    if not settings.strict:
+        return settings.gamma
+    return pocock_level(max(1, math.ceil(capacity / settings.batch)), settings.gamma)
+
+
+@lru_cache(maxsize=256)
+def pocock_level(looks: int, gamma: float, paths: int = 100_000) -> float:
+    """Nominal two-sided level per look so that K equally spaced looks reject with prob. gamma.
+
+    Under no difference the standardised sign statistic after k of K equal increments is
+    S_k / sqrt(k) for a Gaussian random walk S; Pocock's constant c solves
+    P(max_k |S_k| / sqrt(k) > c) = gamma (found by simulation with a fixed seed, so the
+    level is reproducible), and the nominal level is 2 (1 - Phi(c)).
+    """
+    from scipy.stats import norm
+
+    if looks < 1:
+        raise ValueError(f"looks must be at least 1, got {looks}")
+    if looks == 1:
+        return gamma
+    rng = np.random.default_rng(20230710)
+    maxima = []
+    chunk = max(1, 4_000_000 // looks)
+    for start in range(0, paths, chunk):
+        steps = rng.standard_normal((min(chunk, paths - start), looks))
+        standardised = np.abs(np.cumsum(steps, axis=1)) / np.sqrt(np.arange(1, looks + 1))
+        maxima.append(standardised.max(axis=1))
+    critical = float(np.quantile(np.concatenate(maxima), 1 - gamma))
+    return float(2 * norm.sf(critical))
+
+
+def futility_probability(
+    human_counts: np.ndarray, remaining: np.ndarray, gamma: float, *, draws: int, seeds: Sequence
+) -> np.ndarray:
+    """P(the human-only decision on all labels is ±1) under the posterior predictive.
+
+    human_counts (P, 3) human judgements so far (+, =, -); remaining (P,) labels still to
+    come; seeds: one seed (anything numpy accepts) per pair. p ~ Dir(n + 1), the remaining
+    labels ~ Multinomial(remaining, p), the final theta in closed form. Returns (P,).
+    """
+    human_counts = np.asarray(human_counts, dtype=np.int64).reshape(-1, 3)
+    remaining = np.asarray(remaining, dtype=np.int64).reshape(-1)
+    if len(remaining) != len(human_counts) or len(seeds) != len(human_counts):
+        raise ValueError("human_counts, remaining and seeds must have one entry per pair")
+    result = np.empty(len(human_counts))
+    for j, (counts, left, seed) in enumerate(zip(human_counts, remaining, seeds)):
+        rng = np.random.default_rng(seed)
+        p = rng.dirichlet(counts + 1, size=draws)
+        future = rng.multinomial(left, p)
+        final = counts + future
+        theta = theta_closed_form(final)
+        result[j] = np.mean((theta > 1 - gamma / 2) | (theta < gamma / 2))
+    return result
+
+
+def _futile(settings: ProtocolSettings, pair: PairState, gamma: float) -> bool:
+    if settings.futility <= 0 or pair.judgements < settings.futility_min_judgements:
+        return False
+    probability = futility_probability(
+        pair.human_counts[None, :],
+        np.array([pair.remaining]),
+        gamma,
+        draws=settings.futility_draws,
+        seeds=[[settings.seed, 3, _stable_hash(pair.first, pair.second), pair.round]],
+    )[0]
+    return bool(probability < settings.futility)
+
+
+def _stable_hash(*parts: str) -> int:
+    # Python's hash() of str is salted per process; the seed must survive a restart.
+    value = 0
+    for part in parts:
+        for byte in part.encode():
+            value = (value * 131 + byte) % (2**31 - 1)
+        value = (value * 131 + 7) % (2**31 - 1)
+    return value
+
+
+def theta_closed_form(human_counts: np.ndarray) -> np.ndarray:
+    """theta = P(p+ > p-) = 1 - I_{1/2}(n+ + 1, n- + 1) without metric (SPEC §4); (..., 3) -> (...)."""
+    counts = np.asarray(human_counts, dtype=float)
+    return 1.0 - betainc(counts[..., 0] + 1, counts[..., 2] + 1, 0.5)
+
+
+def pair_counts(pair: PairState):
+    """The pair's counts as protocol.decision.PairCounts (paired, human_only, metric_only)."""
+    paired = np.asarray(pair.paired, dtype=np.int64)
+    human_only = np.asarray(pair.human_only, dtype=np.int64)
+    metric_only = np.asarray(pair.metric_only, dtype=np.int64)
+    try:
+        from .decision import PairCounts
+    except ImportError:
+        return _Counts(paired, human_only, metric_only)
+    return PairCounts(paired=paired, human_only=human_only, metric_only=metric_only)
+
+
+@dataclass(frozen=True)
+class _Counts:
+    paired: np.ndarray
+    human_only: np.ndarray
+    metric_only: np.ndarray
+
+
+@dataclass(frozen=True)
+class _ClosedFormBatch:
+    theta: np.ndarray
+    p_mean: np.ndarray
+
+
+def decide_closed_form(counts: Sequence, *, gamma: float = 0.05, method: str = "fast", seed: int = 0) -> _ClosedFormBatch:
+    """Exact decision function for counts without metric-only items (conjugate posterior)."""
+    human = np.array([np.asarray(c.paired).sum(axis=0) + np.asarray(c.human_only) for c in counts], dtype=float)
+    if any(np.asarray(c.metric_only).sum() for c in counts):
+        raise ValueError("the closed form only applies to counts without metric-only items")
+    human = human.reshape(-1, 3)
+    return _ClosedFormBatch(theta=theta_closed_form(human), p_mean=(human + 1) / (human.sum(axis=1, keepdims=True) + 3))
+
+
+def _default_decide(counts: Sequence, *, gamma: float, method: str, seed: int):
+    if all(not np.asarray(c.metric_only).any() for c in counts):
+        # Without metric-only items the posterior is conjugate: exact and instant.
+        return decide_closed_form(counts, gamma=gamma)
+    from .decision import decide_many
+
+    return decide_many(counts, gamma=gamma, method=method, seed=seed)
+
+
+def run_rounds(
+    state: ProtocolState,
+    collect: Callable[[ProtocolState, Mapping[tuple[str, str], int]], Iterable[tuple[str, str, Sequence[str], Sequence[int]]]],
+    *,
+    decide: DecideMany | None = None,
+    on_round: Callable[[ProtocolState], None] | None = None,
+) -> ProtocolState:
+    """Drive Algorithm 2 to the end: open rounds, collect, close, until finished.
+
+    collect(state, needed) yields (first, second, items, values) for the open rounds.
+    """
+    while not state.finished:
+        state = open_rounds(state)
+        want = needed(state)
+        spent = state.spent
+        for first, second, items, values in collect(state, want):
+            state = record_judgements(state, first, second, items, values)
+        if state.spent == spent:
+            raise ValueError("collect returned no judgement for the open rounds; the protocol cannot advance")
+        state = close_rounds(state, force=True, decide=decide)
+        if on_round is not None:
+            on_round(state)
+    return state

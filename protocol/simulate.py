@@ -1,0 +1,330 @@
+"""Offline replay of the budgeted protocol on a bundle with complete human labels.
+
+"With my data and this metric, how many annotations will I need?" The replay runs
+``protocol.adaptive`` with the bundle's human labels standing in for annotators: the
+annotation unit is one human label (SummEval relevance: 120 pairs x 100 items = 12,000), the
+metric labels of all items are known from the start, and the budget is every available
+label. Each round the policy's items are drawn uniformly at random among the pair's labels
+not yet used (seeded per pair). Every pair's final decision is then compared with the
+human-only decision on all its human labels (SPEC §5).
+
+``null_labels`` builds the null replay for error control: within every item the two
+systems of a pair are swapped with probability 1/2 (human and metric labels flip together),
+so the two systems are exchangeable and any ± decision is false.
+
+Command line (DESIGN.md)::
+
+    python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
+        [--policy paper|adaptive] [--method fast|nuts] [--json]
+        [--strict] [--null] [--quiet]
+
+``--metric none`` replays the human-only protocol. Progress goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import adaptive
+from .adaptive import ProtocolSettings, ProtocolState
+
+Pair = tuple[str, str]
+SUMMARY_KEYS = (
+    "pairs",
+    "annotations_available",
+    "annotations_used",
+    "annotation_fraction",
+    "correct",
+    "inversion",
+    "omission",
+    "insertion",
+    "kld",
+    "seconds",
+)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Outcome of one replay; rates are fractions of pairs.
+
+    decisions / reference / categories / used: per pair (first, second).
+    kld: mean KLD(p_prot || p_hum) over pairs with a finite value; kld_skipped: pairs whose
+    KLD is infinite (a class the human labels never use), left out of the mean.
+    """
+
+    pairs: int
+    annotations_available: int
+    annotations_used: int
+    annotation_fraction: float
+    correct: float
+    inversion: float
+    omission: float
+    insertion: float
+    kld: float
+    kld_skipped: int
+    seconds: float
+    decisions: Mapping[Pair, int]
+    reference: Mapping[Pair, int]
+    categories: Mapping[Pair, str]
+    used: Mapping[Pair, int]
+
+    def summary(self) -> dict:
+        """The command-line JSON object (keys exactly as in DESIGN.md)."""
+        return {key: getattr(self, key) for key in SUMMARY_KEYS}
+
+    @property
+    def false_decision_rate(self) -> float:
+        """Fraction of pairs with a ± decision (the false-positive rate on a null replay)."""
+        return float(np.mean([d != 0 for d in self.decisions.values()])) if self.decisions else math.nan
+
+
+def _labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for key, labels in table.items():
+        items = np.asarray(labels.items).astype(str)
+        values = np.asarray(labels.values, dtype=np.int64)
+        if items.shape != values.shape:
+            raise ValueError(f"{what} labels of {key}: {len(items)} items but {len(values)} values")
+        if values.size and not np.isin(values, (-1, 0, 1)).all():
+            raise ValueError(f"{what} labels of {key} must be -1, 0 or 1")
+        out[tuple(key)] = (items, values)
+    return out
+
+
+def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gamma: float):
+    """Human-only decision on all human labels per pair, and the counts n (P, 3)."""
+    keys = sorted(human)
+    counts = np.array([[np.sum(human[k][1] == v) for v in (1, 0, -1)] for k in keys], dtype=float).reshape(-1, 3)
+    theta = adaptive.theta_closed_form(counts)
+    return {k: adaptive.decision_at(t, gamma) for k, t in zip(keys, theta)}, dict(zip(keys, counts))
+
+
+def kld(p_prot: np.ndarray, p_hum: np.ndarray) -> float:
+    """sum_c p_prot,c ln(p_prot,c / p_hum,c); inf when p_hum,c = 0 < p_prot,c."""
+    p_prot = np.asarray(p_prot, dtype=float)
+    p_hum = np.asarray(p_hum, dtype=float)
+    mask = p_prot > 0
+    if np.any(p_hum[mask] == 0):
+        return math.inf
+    return float(np.sum(p_prot[mask] * np.log(p_prot[mask] / p_hum[mask])))
+
+
+def null_labels(human, metric=None, *, seed: int = 0):
+    """Swap the two systems within every item with probability 1/2 (per pair and item).
+
+    Human and metric labels of a swapped item are negated together, so the metric keeps its
+    relation to the humans while the two systems become exchangeable. Returns (human, metric)
+    as dicts of (items, values) arrays.
+    """
+    human = _labels_by_pair(human, "human")
+    metric = _labels_by_pair(metric, "metric") if metric else {}
+    null_human, null_metric = {}, {}
+    for key in sorted(human):
+        items, values = human[key]
+        metric_items, metric_values = metric.get(key, (np.array([], dtype=str), np.array([], dtype=np.int64)))
+        universe = np.unique(np.concatenate([items, metric_items]))
+        rng = np.random.default_rng([seed, adaptive._stable_hash(*key)])
+        flip = dict(zip(universe, rng.integers(0, 2, len(universe)) * 2 - 1))
+        null_human[key] = (items, values * np.array([flip[i] for i in items], dtype=np.int64))
+        if key in metric:
+            null_metric[key] = (metric_items, metric_values * np.array([flip[i] for i in metric_items], dtype=np.int64))
+    return null_human, null_metric
+
+
+def replay(
+    human,
+    metric=None,
+    *,
+    batch: int = 10,
+    gamma: float = 0.05,
+    seed: int = 0,
+    policy: str = "paper",
+    method: str = "fast",
+    strict: bool = False,
+    budget: int | None = None,
+    decide: Callable | None = None,
+    progress: Callable[[str], None] | None = None,
+    **policy_options,
+) -> ReplayResult:
+    """Replay the protocol with the given human labels as annotators.
+
+    human   (first, second) -> labels with ``.items`` (k,) and ``.values`` (k,) (PairLabels)
+            or an (items, values) tuple; several labels per item are allowed
+    metric  same shape, one label per item, or None / {} for the human-only protocol
+    budget  human labels the protocol may use; default all of them
+    policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
+    """
+    began = time.perf_counter()
+    human = _labels_by_pair(human, "human") if not _is_arrays(human) else dict(human)
+    metric = (_labels_by_pair(metric, "metric") if not _is_arrays(metric) else dict(metric)) if metric else {}
+    human = {k: v for k, v in human.items() if len(v[1])}
+    if not human:
+        raise ValueError("no pair has human labels: the replay needs complete human labels")
+    extra = sorted(set(metric) - set(human))
+    if extra:
+        raise ValueError(f"metric labels for pairs without human labels, e.g. {extra[0]}")
+    metric_maps = {}
+    for key, (items, values) in metric.items():
+        if len(set(items)) != len(items):
+            raise ValueError(f"metric labels of {key} repeat an item; a metric gives one label per item and pair")
+        metric_maps[key] = dict(zip(items.tolist(), values.tolist()))
+    available = sum(len(v[1]) for v in human.values())
+    settings = ProtocolSettings(
+        budget=available if budget is None else budget,
+        batch=batch,
+        gamma=gamma,
+        policy=policy,
+        strict=strict,
+        method=method,
+        seed=seed,
+        **policy_options,
+    )
+    state = adaptive.start(settings, {k: len(v[1]) for k, v in human.items()}, metric_maps)
+    # Uniform draws without replacement = walking a seeded random permutation of the labels.
+    order = {
+        key: np.random.default_rng([seed, 4, adaptive._stable_hash(*key)]).permutation(len(values))
+        for key, (_, values) in human.items()
+    }
+
+    def collect(current: ProtocolState, want):
+        for (first, second), count in want.items():
+            items, values = human[(first, second)]
+            done = current.pair(first, second).judgements
+            chosen = order[(first, second)][done : done + count]
+            yield first, second, items[chosen], values[chosen]
+
+    def report(current: ProtocolState):
+        if progress is not None:
+            open_pairs = sum(p.status == adaptive.WAITING for p in current.pairs)
+            progress(
+                f"close {current.closes}: {open_pairs} pairs undecided, "
+                f"{current.spent}/{available} labels used, {time.perf_counter() - began:.1f} s"
+            )
+
+    state = adaptive.run_rounds(state, collect, decide=decide, on_round=report)
+    return _score(state, human, available, gamma, began)
+
+
+def _is_arrays(table) -> bool:
+    return bool(table) and isinstance(next(iter(table.values())), tuple)
+
+
+def _score(state: ProtocolState, human, available: int, gamma: float, began: float) -> ReplayResult:
+    from .ranking import compare_decisions
+
+    reference, counts = reference_decisions(human, gamma)
+    decisions = state.decisions()
+    categories = compare_decisions(reference, decisions)
+    rates = {name: float(np.mean([c == name for c in categories.values()])) for name in
+             ("Correct", "Inversion", "Omission", "Insertion")}
+    divergences = []
+    for pair in state.pairs:
+        n = counts[pair.key]
+        p_prot = np.asarray(pair.p_mean if pair.p_mean is not None else (n + 1) / (n.sum() + 3))
+        divergences.append(kld(p_prot, n / n.sum()))
+    finite = [d for d in divergences if math.isfinite(d)]
+    used = state.spent
+    return ReplayResult(
+        pairs=len(state.pairs),
+        annotations_available=available,
+        annotations_used=used,
+        annotation_fraction=used / available,
+        correct=rates["Correct"],
+        inversion=rates["Inversion"],
+        omission=rates["Omission"],
+        insertion=rates["Insertion"],
+        kld=float(np.mean(finite)) if finite else math.nan,
+        kld_skipped=len(divergences) - len(finite),
+        seconds=round(time.perf_counter() - began, 3),
+        decisions=decisions,
+        reference=reference,
+        categories=categories,
+        used={p.key: p.judgements for p in state.pairs},
+    )
+
+
+def load(bundle_path: str, metric: str):
+    """(human, metric) label tables of a bundle; metric "none" gives an empty metric table."""
+    from .bundle import read_bundle
+    from .preferences import human_labels, metric_labels
+
+    bundle = read_bundle(bundle_path)
+    human = human_labels(bundle)
+    if not human:
+        raise ValueError(f"{bundle_path} has no human labels: the replay needs complete human labels")
+    metric_table = {} if metric == "none" else metric_labels(bundle, metric)
+    if metric != "none" and not metric_table:
+        raise ValueError(f"{bundle_path} has no labels for metric {metric!r}")
+    return human, metric_table
+
+
+def simulate(
+    bundle_path: str,
+    metric: str,
+    *,
+    null: bool = False,
+    progress: Callable[[str], None] | None = None,
+    **options,
+) -> ReplayResult:
+    """Load a bundle and replay; what the command line runs (options as for ``replay``)."""
+    human, metric_table = load(bundle_path, metric)
+    if null:
+        human, metric_table = null_labels(human, metric_table, seed=options.get("seed", 0))
+    return replay(human, metric_table, progress=progress, **options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m protocol.simulate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("bundle")
+    parser.add_argument("--metric", required=True, help="metric name in the bundle, or 'none' for human only")
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--gamma", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policy", choices=adaptive.POLICIES, default="paper")
+    parser.add_argument("--method", choices=adaptive.METHODS, default="fast")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--strict", action="store_true", help="Pocock level per look: false ± rate <= gamma")
+    parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        result = simulate(
+            args.bundle,
+            args.metric,
+            null=args.null,
+            progress=None if args.quiet else progress,
+            batch=args.batch,
+            gamma=args.gamma,
+            seed=args.seed,
+            policy=args.policy,
+            method=args.method,
+            strict=args.strict,
+        )
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    summary = result.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for key, value in summary.items():
+            print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")
+        print(f"{'kld_skipped':22s} {result.kld_skipped}")
+        if args.null:
+            print(f"{'false_decision_rate':22s} {result.false_decision_rate:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
