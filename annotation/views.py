@@ -1,6 +1,40 @@
+"""Thin views: parse the request, call a selector or service, render."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+
+from protocol.bundle import BundleError
+
+from . import selectors, services
+from .access import access_study_creation
+from .forms import StudyUploadForm
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/home.html", {"studies": []})
+    return render(request, "annotation/home.html", {"studies": selectors.study_list_for_home()})
+
+
+@login_required
+def study_upload(request: HttpRequest) -> HttpResponse:
+    access_study_creation(request.user)
+    context: dict = {}
+    if request.method == "POST":
+        form = StudyUploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                study = services.study_import(
+                    source=form.cleaned_data["bundle"].file,
+                    slug=form.cleaned_data["slug"] or None,
+                    metric=form.cleaned_data["metric"] or None,
+                    created_by=request.user,
+                )
+            except BundleError as exc:
+                context = {"problems": [str(p) for p in exc.problems], "problem_total": exc.total}
+            else:
+                messages.success(request, f"Imported study {study.name} ({study.items.count()} items).")
+                return redirect("home")
+    else:
+        form = StudyUploadForm()
+    status = 400 if context.get("problems") else 200
+    return render(request, "annotation/study_upload.html", {"form": form, **context}, status=status)

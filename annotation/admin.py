@@ -1,0 +1,113 @@
+from django.contrib import admin
+
+from . import models
+
+
+class SystemInline(admin.TabularInline):
+    model = models.System
+    extra = 0
+
+
+class MembershipInline(admin.TabularInline):
+    model = models.StudyMembership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(models.Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "criterion", "status", "allocation_policy", "budget", "metric"]
+    list_filter = ["status", "allocation_policy"]
+    search_fields = ["name", "slug"]
+    inlines = [MembershipInline, SystemInline]
+
+
+@admin.register(models.StudyMembership)
+class StudyMembershipAdmin(admin.ModelAdmin):
+    list_display = ["study", "user", "role"]
+    list_filter = ["role", "study"]
+
+
+@admin.register(models.System)
+class SystemAdmin(admin.ModelAdmin):
+    list_display = ["name", "study"]
+    list_filter = ["study"]
+
+
+@admin.register(models.Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "study", "position"]
+    list_filter = ["study"]
+    search_fields = ["external_id"]
+
+
+@admin.register(models.Output)
+class OutputAdmin(admin.ModelAdmin):
+    list_display = ["item", "system", "sample"]
+    list_select_related = ["item", "system"]
+    raw_id_fields = ["item", "system"]
+
+
+@admin.register(models.Metric)
+class MetricAdmin(admin.ModelAdmin):
+    list_display = ["name", "study", "kind", "tie_margin"]
+    list_filter = ["study", "kind"]
+
+
+@admin.register(models.MetricScore)
+class MetricScoreAdmin(admin.ModelAdmin):
+    list_display = ["metric", "output", "value"]
+    raw_id_fields = ["output"]
+
+
+@admin.register(models.MetricPreference)
+class MetricPreferenceAdmin(admin.ModelAdmin):
+    list_display = ["metric", "item", "first", "second", "value"]
+    raw_id_fields = ["item", "first", "second"]
+
+
+@admin.register(models.HumanScore)
+class HumanScoreAdmin(admin.ModelAdmin):
+    list_display = ["output", "annotator_label", "value"]
+    raw_id_fields = ["output"]
+
+
+@admin.register(models.Comparison)
+class ComparisonAdmin(admin.ModelAdmin):
+    list_display = ["item", "first", "second", "separability"]
+    list_filter = ["study"]
+    raw_id_fields = ["item", "first", "second"]
+
+
+@admin.register(models.Annotator)
+class AnnotatorAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "platform", "user", "created_at"]
+    list_filter = ["platform"]
+    search_fields = ["external_id"]
+
+
+@admin.register(models.Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["annotator", "comparison", "state", "issued_at", "expires_at"]
+    list_filter = ["state"]
+    raw_id_fields = ["annotator", "comparison"]
+
+
+@admin.register(models.Judgement)
+class JudgementAdmin(admin.ModelAdmin):
+    list_display = ["comparison", "annotator", "value", "source", "created_at"]
+    list_filter = ["source"]
+    raw_id_fields = ["comparison", "annotator", "assignment"]
+
+
+class PairStateHistoryInline(admin.TabularInline):
+    model = models.PairStateHistory
+    extra = 0
+    readonly_fields = ["round", "decision", "theta", "theta_se", "counts", "judgements", "created_at"]
+
+
+@admin.register(models.PairState)
+class PairStateAdmin(admin.ModelAdmin):
+    list_display = ["study", "first", "second", "decision", "decided", "theta", "round"]
+    list_filter = ["study", "decided"]
+    inlines = [PairStateHistoryInline]

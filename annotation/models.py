@@ -1,0 +1,320 @@
+"""The data model of DESIGN.md. Models hold data and database constraints only; every write
+goes through annotation/services.py and every non-trivial read through selectors.py.
+
+Canonical pair order: a pair's ``first`` system has the smaller name. Judgement and
+preference values are stored in that order (+1 = first better); the order an annotator saw
+is kept on the Assignment and undone when a judgement is saved.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
+
+
+class Study(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        RUNNING = "running", "Running"
+        PAUSED = "paused", "Paused"
+        FINISHED = "finished", "Finished"
+
+    class Allocation(models.TextChoices):
+        PAPER = "paper", "Paper (Algorithm 2)"
+        ADAPTIVE = "adaptive", "Adaptive"
+
+    class ItemChoice(models.TextChoices):
+        UNIFORM = "uniform", "Uniform"
+        WEIGHTED = "weighted", "Separability-weighted"
+        STRATIFIED = "stratified", "Stratified by separability"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    name = models.CharField(max_length=200)
+    criterion = models.CharField(max_length=100, blank=True)
+    instructions = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    gamma = models.FloatField(default=0.05)
+    batch_size = models.PositiveIntegerField(default=10)
+    budget = models.PositiveIntegerField(default=0, help_text="human annotations; 0 = one per comparison")
+    ratings_per_item = models.PositiveIntegerField(default=1)
+    allocation_policy = models.CharField(max_length=10, choices=Allocation.choices, default=Allocation.PAPER)
+    item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
+    item_choice_temperature = models.FloatField(default=0.25)
+    separability_similarity = models.CharField(max_length=40, default="rouge1")
+    shown_sample = models.PositiveIntegerField(default=0)
+    metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    lease_timeout_seconds = models.PositiveIntegerField(default=900)
+    completion_code = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(gamma__gt=0) & Q(gamma__lt=1), name="study_gamma_in_0_1"),
+            models.CheckConstraint(condition=Q(batch_size__gte=1), name="study_batch_size_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class StudyMembership(models.Model):
+    class Role(models.TextChoices):
+        RESEARCHER = "researcher", "Researcher"
+        ANNOTATOR = "annotator", "Annotator"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships")
+    role = models.CharField(max_length=12, choices=Role.choices)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "user"], name="membership_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.role} · {self.study}"
+
+
+class System(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="system_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Item(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    reference = models.TextField(blank=True)
+    position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="item_unique_external_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Output(models.Model):
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="outputs")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="outputs")
+    sample = models.PositiveIntegerField(default=0)
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["item", "system", "sample"], name="output_unique_sample"),
+            models.CheckConstraint(condition=~Q(text=""), name="output_text_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item} · {self.system} · {self.sample}"
+
+
+class Metric(models.Model):
+    class Kind(models.TextChoices):
+        SCORE = "score", "Scalar score per output"
+        PREFERENCE = "preference", "Pairwise preference"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="metrics")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    tie_margin = models.FloatField(default=0.0, help_text="|s1 - s2| <= margin counts as a tie")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="metric_unique_name"),
+            models.CheckConstraint(condition=Q(tie_margin__gte=0), name="metric_tie_margin_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MetricScore(models.Model):
+    metric = models.ForeignKey(Metric, on_delete=models.CASCADE, related_name="scores")
+    output = models.ForeignKey(Output, on_delete=models.CASCADE, related_name="metric_scores")
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["metric", "output"], name="metric_score_unique")]
+
+
+class MetricPreference(models.Model):
+    metric = models.ForeignKey(Metric, on_delete=models.CASCADE, related_name="preferences")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="metric_preferences")
+    first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    value = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["metric", "item", "first", "second"], name="metric_preference_unique"),
+            models.CheckConstraint(condition=PREFERENCE_VALUES, name="metric_preference_value_valid"),
+            models.CheckConstraint(condition=~Q(first=models.F("second")), name="metric_preference_two_systems"),
+        ]
+
+
+class HumanScore(models.Model):
+    """A scalar human rating imported with the study (e.g. expert Likert scores).
+
+    Reference data for meta-evaluation and offline replay; live judgements are Judgements.
+    """
+
+    output = models.ForeignKey(Output, on_delete=models.CASCADE, related_name="human_scores")
+    annotator_label = models.CharField(max_length=200, blank=True)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["output", "annotator_label"],
+                condition=~Q(annotator_label=""),
+                name="human_score_unique_annotator",
+            )
+        ]
+
+
+class Comparison(models.Model):
+    """One item shown for one system pair (canonical order)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="comparisons")
+    first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    separability = models.FloatField(null=True, blank=True)
+    self_first = models.FloatField(null=True, blank=True)
+    self_second = models.FloatField(null=True, blank=True)
+    cross = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["item", "first", "second"], name="comparison_unique"),
+            models.CheckConstraint(condition=~Q(first=models.F("second")), name="comparison_two_systems"),
+        ]
+        indexes = [models.Index(fields=["study", "first", "second"], name="comparison_pair_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.item} · {self.first} vs {self.second}"
+
+
+class Annotator(models.Model):
+    """Who judges: a logged-in user, or an external crowd worker (platform + worker id)."""
+
+    class Platform(models.TextChoices):
+        LOCAL = "local", "Local account"
+        PROLIFIC = "prolific", "Prolific"
+        MTURK = "mturk", "Amazon MTurk"
+        IMPORT = "import", "Imported with the study"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="annotator"
+    )
+    platform = models.CharField(max_length=10, choices=Platform.choices, default=Platform.LOCAL)
+    external_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["platform", "external_id"], name="annotator_unique_external_id")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.external_id}"
+
+
+class Assignment(models.Model):
+    """A lease of one comparison to one annotator (a HIT)."""
+
+    class State(models.TextChoices):
+        LEASED = "leased", "Leased"
+        SUBMITTED = "submitted", "Submitted"
+        EXPIRED = "expired", "Expired"
+
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
+    shown_swapped = models.BooleanField(default=False, help_text="second system shown on the left")
+    round = models.PositiveIntegerField(default=0)
+    issued_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["comparison", "state"], name="assignment_comparison_state"),
+            models.Index(fields=["annotator", "state"], name="assignment_annotator_state"),
+            models.Index(fields=["state", "expires_at"], name="assignment_expiry"),
+        ]
+
+
+class Judgement(models.Model):
+    """A human preference in canonical order (+1 = comparison.first better)."""
+
+    class Source(models.TextChoices):
+        LIVE = "live", "Collected in evalapp"
+        IMPORT = "import", "Imported with the study"
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judgements")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="judgements")
+    assignment = models.OneToOneField(
+        Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgement"
+    )
+    value = models.SmallIntegerField()
+    seconds_on_task = models.FloatField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    source = models.CharField(max_length=6, choices=Source.choices, default=Source.LIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=PREFERENCE_VALUES, name="judgement_value_valid"),
+            models.UniqueConstraint(fields=["comparison", "annotator"], name="judgement_once_per_annotator"),
+        ]
+        indexes = [models.Index(fields=["comparison"], name="judgement_comparison")]
+
+
+class PairState(models.Model):
+    """The protocol state of one system pair; ``state`` is protocol.adaptive's serialised form."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pair_states")
+    first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    decision = models.SmallIntegerField(default=0)
+    decided = models.BooleanField(default=False)
+    theta = models.FloatField(null=True, blank=True)
+    theta_se = models.FloatField(null=True, blank=True)
+    counts = models.JSONField(default=dict)
+    round = models.PositiveIntegerField(default=0)
+    quota_left = models.PositiveIntegerField(default=0)
+    state = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "first", "second"], name="pair_state_unique"),
+            models.CheckConstraint(condition=Q(decision__in=(-1, 0, 1)), name="pair_state_decision_valid"),
+        ]
+
+
+class PairStateHistory(models.Model):
+    pair_state = models.ForeignKey(PairState, on_delete=models.CASCADE, related_name="history")
+    round = models.PositiveIntegerField()
+    decision = models.SmallIntegerField()
+    theta = models.FloatField(null=True, blank=True)
+    theta_se = models.FloatField(null=True, blank=True)
+    counts = models.JSONField(default=dict)
+    judgements = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]

@@ -1,0 +1,298 @@
+"""Writes. Every function takes keyword-only typed arguments, validates, and runs in a
+transaction, so a failure anywhere leaves the database as it was.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils.text import slugify
+
+from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
+from protocol.preferences import canonical_pair
+
+from .models import (
+    Annotator,
+    Comparison,
+    HumanScore,
+    Item,
+    Judgement,
+    Metric,
+    MetricPreference,
+    MetricScore,
+    Output,
+    PairState,
+    Study,
+    StudyMembership,
+    System,
+)
+
+BATCH = 2000
+Progress = Callable[[str, int, int], None]
+
+# Study settings a bundle may carry (protocol.bundle.STUDY_SETTINGS) -> Study fields.
+SETTING_FIELDS = {
+    "gamma": "gamma",
+    "batch_size": "batch_size",
+    "budget": "budget",
+    "ratings_per_item": "ratings_per_item",
+    "allocation_policy": "allocation_policy",
+    "lease_timeout_seconds": "lease_timeout_seconds",
+    "completion_code": "completion_code",
+    "shown_sample": "shown_sample",
+}
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def _bulk(model, objects: list, progress: Progress, stage: str) -> list:
+    created = []
+    total = len(objects)
+    for start in range(0, total, BATCH):
+        created.extend(model.objects.bulk_create(objects[start:start + BATCH]))
+        progress(stage, min(start + BATCH, total), total)
+    return created
+
+
+def study_slug_for(*, name: str, slug: str | None) -> str:
+    """The slug a new study would get; BundleError when it is invalid or taken."""
+    candidate = slug or slugify(name)[:80]
+    if not candidate or slugify(candidate) != candidate:
+        raise BundleError([BundleProblem(0, f"invalid study slug {candidate!r} (use letters, digits, - and _)")])
+    if Study.objects.filter(slug=candidate).exists():
+        raise BundleError([BundleProblem(0, f"a study with slug {candidate!r} exists already; choose another slug")])
+    return candidate
+
+
+def study_import(
+    *,
+    source: str | os.PathLike | bytes | BinaryIO,
+    slug: str | None = None,
+    metric: str | None = None,
+    created_by=None,
+    progress: Progress = _no_progress,
+) -> Study:
+    """Validate a study bundle and store it as a new study, all or nothing.
+
+    Raises BundleError (a ValueError) listing every problem, each with its line, before
+    anything is written; a failure while writing rolls the whole import back.
+    ``metric`` chooses the study's metric (default: the bundle's ``metric`` setting).
+    ``created_by`` becomes a researcher of the study.
+    """
+    bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
+    progress("validated", bundle.line_count(), bundle.line_count())
+    chosen_metric = metric or bundle.study.get("metric")
+    if chosen_metric is not None and chosen_metric not in bundle.metrics:
+        known = ", ".join(bundle.metrics) or "none"
+        raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
+    with transaction.atomic():
+        study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress)
+        if chosen_metric is not None:
+            study.metric = study.metrics.get(name=chosen_metric)
+            study.save(update_fields=["metric"])
+        if created_by is not None:
+            study_membership_set(study=study, user=created_by, role=StudyMembership.Role.RESEARCHER)
+    return study
+
+
+def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
+    study = Study(
+        slug=slug,
+        name=bundle.study["name"],
+        criterion=bundle.study.get("criterion", ""),
+        instructions=bundle.study.get("instructions", ""),
+        **{field: bundle.study[key] for key, field in SETTING_FIELDS.items() if key in bundle.study},
+    )
+    study.full_clean()
+    study.save()
+
+    systems = {s.name: s for s in _bulk(System, [System(study=study, name=n) for n in bundle.systems],
+                                        progress, "systems")}
+    items = {
+        i.external_id: i
+        for i in _bulk(
+            Item,
+            [Item(study=study, external_id=r.id, input=r.input, reference=r.reference, position=n)
+             for n, r in enumerate(bundle.items)],
+            progress,
+            "items",
+        )
+    }
+    outputs = _bulk(
+        Output,
+        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text) for r in bundle.outputs],
+        progress,
+        "outputs",
+    )
+    # Ratings without a sample index belong to the output shown to annotators: the lowest sample.
+    rated_output: dict[tuple[str, str], Output] = {}
+    for out, row in zip(outputs, bundle.outputs):
+        key = (row.item, row.system)
+        if key not in rated_output or row.sample < rated_output[key].sample:
+            rated_output[key] = out
+
+    metrics: dict[str, Metric] = {}
+    for name in bundle.metrics:
+        metrics[name] = Metric.objects.create(study=study, name=name, kind=bundle.metric_kind(name))
+    _bulk(
+        MetricScore,
+        [MetricScore(metric=metrics[r.metric], output=rated_output[(r.item, r.system)], value=r.score)
+         for r in bundle.metric_scores],
+        progress,
+        "metric scores",
+    )
+    preferences = []
+    for r in bundle.metric_preferences:
+        first, second, sign = canonical_pair(r.first, r.second)
+        preferences.append(MetricPreference(metric=metrics[r.metric], item=items[r.item], first=systems[first],
+                                            second=systems[second], value=sign * r.preference))
+    _bulk(MetricPreference, preferences, progress, "metric preferences")
+    _bulk(
+        HumanScore,
+        [HumanScore(output=rated_output[(r.item, r.system)], annotator_label=r.annotator, value=r.score)
+         for r in bundle.human_scores],
+        progress,
+        "human scores",
+    )
+
+    systems_of_item: dict[str, set[str]] = defaultdict(set)
+    for r in bundle.outputs:
+        systems_of_item[r.item].add(r.system)
+    comparisons = _bulk(
+        Comparison,
+        [
+            Comparison(study=study, item=items[item_id], first=systems[a], second=systems[b])
+            for item_id in items
+            for a, b in itertools.combinations(sorted(systems_of_item[item_id]), 2)
+        ],
+        progress,
+        "comparisons",
+    )
+    by_key = {(c.item.external_id, c.first.name, c.second.name): c for c in comparisons}
+    _store_imported_judgements(bundle, by_key, progress)
+
+    _bulk(
+        PairState,
+        [PairState(study=study, first=systems[a], second=systems[b])
+         for a, b in itertools.combinations(sorted(systems), 2)],
+        progress,
+        "pairs",
+    )
+    if not study.budget:
+        study.budget = len(comparisons) * study.ratings_per_item
+        study.save(update_fields=["budget"])
+    return study
+
+
+def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Progress) -> None:
+    labels = sorted({r.annotator for r in bundle.human_preferences})
+    annotators = {a.external_id: a for a in Annotator.objects.filter(platform=Annotator.Platform.IMPORT,
+                                                                     external_id__in=labels)}
+    missing = [Annotator(platform=Annotator.Platform.IMPORT, external_id=label or "anonymous")
+               for label in labels if (label or "anonymous") not in annotators]
+    for a in Annotator.objects.bulk_create(missing):
+        annotators[a.external_id] = a
+    judgements = []
+    for r in bundle.human_preferences:
+        first, second, sign = canonical_pair(r.first, r.second)
+        judgements.append(Judgement(
+            comparison=comparisons[(r.item, first, second)],
+            annotator=annotators[r.annotator or "anonymous"],
+            value=sign * r.preference,
+            source=Judgement.Source.IMPORT,
+        ))
+    _bulk(Judgement, judgements, progress, "judgements")
+
+
+def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
+    """Give ``user`` the ``role`` in ``study`` (replacing any earlier role)."""
+    membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
+    membership.full_clean()
+    return membership
+
+
+def study_export_rows(*, study: Study) -> Iterator[dict]:
+    """The study as bundle rows; judgements (imported and live) become human_preference rows."""
+    head = {"kind": "study", "name": study.name}
+    if study.criterion:
+        head["criterion"] = study.criterion
+    if study.instructions:
+        head["instructions"] = study.instructions
+    for key, field in SETTING_FIELDS.items():
+        value = getattr(study, field)
+        if value not in ("", None):
+            head[key] = value
+    if study.metric_id:
+        head["metric"] = study.metric.name
+    yield head
+    for item in study.items.order_by("position").iterator():
+        row = {"kind": "item", "id": item.external_id, "input": item.input}
+        if item.reference:
+            row["reference"] = item.reference
+        yield row
+    outputs = Output.objects.filter(item__study=study).select_related("item", "system").order_by(
+        "item__position", "system__name", "sample")
+    for o in outputs.iterator():
+        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name, "text": o.text,
+               "sample": o.sample}
+    scores = MetricScore.objects.filter(metric__study=study).select_related(
+        "metric", "output__item", "output__system").order_by("metric__name", "output__item__position",
+                                                             "output__system__name")
+    for s in scores.iterator():
+        yield {"kind": "metric_score", "item": s.output.item.external_id, "system": s.output.system.name,
+               "metric": s.metric.name, "score": s.value}
+    prefs = MetricPreference.objects.filter(metric__study=study).select_related(
+        "metric", "item", "first", "second").order_by("metric__name", "item__position", "first__name", "second__name")
+    for p in prefs.iterator():
+        yield {"kind": "metric_preference", "item": p.item.external_id, "first": p.first.name,
+               "second": p.second.name, "metric": p.metric.name, "preference": p.value}
+    humans = HumanScore.objects.filter(output__item__study=study).select_related(
+        "output__item", "output__system").order_by("output__item__position", "output__system__name", "id")
+    for h in humans.iterator():
+        row = {"kind": "human_score", "item": h.output.item.external_id, "system": h.output.system.name,
+               "score": h.value}
+        if h.annotator_label:
+            row["annotator"] = h.annotator_label
+        yield row
+    judgements = Judgement.objects.filter(comparison__study=study).select_related(
+        "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
+    for j in judgements.iterator():
+        a = j.annotator
+        label = a.external_id if a.platform == Annotator.Platform.IMPORT else f"{a.platform}:{a.external_id}"
+        yield {"kind": "human_preference", "item": j.comparison.item.external_id,
+               "first": j.comparison.first.name, "second": j.comparison.second.name,
+               "preference": j.value, "annotator": label}
+
+
+def study_export(*, study: Study, path: str | os.PathLike) -> int:
+    """Write the study as a bundle (gzipped when the name ends in .gz); returns lines written."""
+    return write_bundle_rows(study_export_rows(study=study), path)
+
+
+def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
+    """Create or reset a demo account (used by the README's demo command)."""
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username=username)
+    user.set_password(password)
+    user.is_staff = is_staff
+    user.is_superuser = is_staff
+    user.save()
+    return user
+
+
+__all__ = [
+    "demo_user_ensure",
+    "study_export",
+    "study_export_rows",
+    "study_import",
+    "study_membership_set",
+    "study_slug_for",
+]

@@ -1,0 +1,32 @@
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLES = REPO / "data" / "bundles"
+
+
+def bundle_bytes(rows) -> bytes:
+    return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
+
+
+@pytest.fixture
+def toy_rows():
+    """A valid 3-system, 2-item bundle with every kind of row."""
+    rows = [{"kind": "study", "name": "Toy study", "criterion": "fluency", "instructions": "Pick the more fluent text.",
+             "batch_size": 2, "metric": "rouge"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Source {n}", "reference": f"Ref {n}"} for n in (1, 2)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} on {n}", "sample": k}
+             for n in (1, 2) for s in ("A", "B", "C") for k in (0, 1)]
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "rouge", "score": v}
+             for n in (1, 2) for s, v in zip("ABC", (0.5, 0.25 * n, 0.1))]
+    rows += [{"kind": "metric_preference", "item": "i1", "first": "B", "second": "A", "metric": "judge",
+              "preference": 1}]
+    rows += [{"kind": "human_score", "item": "i1", "system": s, "score": v, "annotator": "e1"}
+             for s, v in zip("ABC", (4, 3, 5))]
+    rows += [{"kind": "human_preference", "item": "i2", "first": "C", "second": "A", "preference": -1,
+              "annotator": "w1"},
+             {"kind": "human_preference", "item": "i2", "first": "A", "second": "C", "preference": 0,
+              "annotator": "w2"}]
+    return rows
