@@ -1,0 +1,275 @@
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from protocol import adaptive
+from protocol.adaptive import (
+    DECIDED,
+    EXHAUSTED,
+    FILLED,
+    FUTILE,
+    OPEN,
+    WAITING,
+    ProtocolSettings,
+    ProtocolState,
+    close_rounds,
+    futility_probability,
+    needed,
+    open_rounds,
+    pocock_level,
+    record_judgement,
+    record_judgements,
+    start,
+)
+
+AB, AC, BC = ("A", "B"), ("A", "C"), ("B", "C")
+
+
+def drive(state, labels, *, stop_after=None):
+    """Run the protocol to the end, feeding each pair its labels in order.
+
+    labels: pair -> list of (item, value). stop_after: return the state after this many
+    single judgements (possibly mid-round) instead of running to the end.
+    """
+    recorded = 0
+    while not state.finished:
+        if not needed(state):
+            state = open_rounds(state)
+        for (first, second), count in sorted(needed(state).items()):
+            done = state.pair(first, second).judgements
+            for item, value in labels[(first, second)][done : done + count]:
+                if stop_after is not None and recorded == stop_after:
+                    return state
+                state = record_judgement(state, first, second, item, value)
+                recorded += 1
+        state = close_rounds(state)
+    return state
+
+
+def three_system_labels():
+    # A beats B on every item, A and C alternate, C beats B on every item.
+    return {
+        AB: [(f"i{k}", 1) for k in range(8)],
+        AC: [(f"i{k}", 1 if k % 2 else -1) for k in range(4)],
+        BC: [(f"i{k}", -1) for k in range(4)],
+    }
+
+
+def test_hand_computed_three_system_run():
+    # theta = 1 - I_1/2(n+ + 1, n- + 1): (2,0,0) -> 1 - 1/2^3 = .875, (4,0,0) -> .96875,
+    # (6,0,0) -> .9921875 > .975 decides A > B after three rounds of two. A-C stays at .5 and
+    # B-C reaches 1/2^5 = .03125 > .025 when its four labels are used up: both undecided.
+    labels = three_system_labels()
+    state = start(ProtocolSettings(budget=100, batch=2), {AB: 8, AC: 4, BC: 4})
+    state = drive(state, labels)
+    ab, ac, bc = state.pair(*AB), state.pair(*AC), state.pair(*BC)
+    np.testing.assert_allclose(ab.theta, [0.875, 0.96875, 0.9921875])
+    assert (ab.status, ab.decision, ab.judgements) == (DECIDED, 1, 6)
+    np.testing.assert_allclose(ac.theta, [0.5, 0.5])
+    assert (ac.status, ac.decision, ac.judgements) == (EXHAUSTED, 0, 4)
+    np.testing.assert_allclose(bc.theta, [0.125, 0.03125])
+    assert (bc.status, bc.decision, bc.judgements) == (EXHAUSTED, 0, 4)
+    assert state.spent == 14 and state.budget_left == 86
+    np.testing.assert_allclose(ab.p_mean, np.array([7, 1, 1]) / 9)
+    assert state.decisions() == {AB: 1, AC: 0, BC: 0}
+
+
+def test_tight_budget_is_never_overspent_and_stops_the_protocol():
+    state = drive(start(ProtocolSettings(budget=9, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels())
+    assert state.spent == 9 and state.finished
+    # the first round funds all three pairs (2 each), the second only 3 more: 2 + 1 + 0
+    assert sorted(p.judgements for p in state.pairs) == [2, 3, 4]
+    assert all(p.status == WAITING for p in state.pairs) and state.budget_left == 0
+
+
+def test_metric_labels_move_from_metric_only_to_paired_on_the_first_human_label():
+    metric = {AB: {"i0": 1, "i1": 0, "i2": -1}}
+    state = open_rounds(start(ProtocolSettings(budget=10, batch=3), {AB: 4}, metric))
+    assert state.pair(*AB).metric_only == (1, 1, 1)
+    state = record_judgement(state, "A", "B", "i0", -1)
+    state = record_judgement(state, "A", "B", "i0", 1)  # a second rating of the same item
+    state = record_judgement(state, "A", "B", "x9", 0)  # an item without a metric label
+    pair = state.pair(*AB)
+    assert pair.metric_only == (0, 1, 1)
+    assert pair.paired == ((1, 0, 1), (0, 0, 0), (0, 0, 0))
+    assert pair.human_only == (0, 1, 0)
+    assert pair.status == FILLED and pair.judgements == 3
+    assert pair.human_counts.tolist() == [1, 1, 1]
+
+
+def test_a_full_round_or_a_stopped_pair_takes_no_more_judgements():
+    state = open_rounds(start(ProtocolSettings(budget=100, batch=2), {AB: 8}))
+    state = record_judgements(state, "A", "B", ["i0", "i1"], [1, 1])
+    with pytest.raises(ValueError, match="takes no judgements now: it is filled"):
+        record_judgement(state, "A", "B", "i2", 1)
+    state = drive(state, three_system_labels())
+    assert state.pair(*AB).status == DECIDED
+    with pytest.raises(ValueError, match="it is decided"):
+        record_judgement(state, "A", "B", "i7", 1)
+    with pytest.raises(ValueError, match="needs 2 more"):
+        record_judgements(open_rounds(start(ProtocolSettings(budget=9, batch=2), {AB: 8})), "A", "B",
+                          ["i0", "i1", "i2"], [1, 1, 1])
+
+
+def _random_labels(rng, capacities, p):
+    return {key: [(f"i{k}", int(v)) for k, v in enumerate(rng.choice([1, 0, -1], size=cap, p=p))]
+            for key, cap in capacities.items()}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    budget=st.integers(0, 60),
+    batch=st.integers(1, 7),
+    capacities=st.lists(st.integers(0, 25), min_size=3, max_size=3),
+    policy=st.sampled_from(["paper", "adaptive"]),
+    seed=st.integers(0, 5),
+)
+def test_budget_is_never_overspent_and_stopped_pairs_get_nothing(budget, batch, capacities, policy, seed):
+    keys = [AB, AC, BC]
+    caps = dict(zip(keys, capacities))
+    labels = _random_labels(np.random.default_rng(seed), caps, [0.5, 0.2, 0.3])
+    state = open_rounds(start(ProtocolSettings(budget=budget, batch=batch, policy=policy, seed=seed,
+                                               futility_min_judgements=4, futility_draws=200), caps))
+    stopped_at = {}
+    while True:
+        assert state.spent + state.reserved <= budget
+        for key, count in needed(state).items():
+            assert key not in stopped_at
+            assert count <= batch
+            done = state.pair(*key).judgements
+            items, values = zip(*labels[key][done : done + count])
+            state = record_judgements(state, *key, items, values)
+        state = close_rounds(state)
+        for p in state.pairs:
+            assert p.judgements <= p.capacity
+            if p.status in adaptive.STOPPED:
+                stopped_at.setdefault(p.key, p.judgements)
+                assert p.judgements == stopped_at[p.key]
+        if state.finished:
+            break
+        state = open_rounds(state)
+    assert state.spent <= budget
+    assert state.spent == budget or all(p.status in adaptive.STOPPED for p in state.pairs)
+
+
+def test_resuming_a_serialised_state_mid_round_equals_the_uninterrupted_run():
+    rng = np.random.default_rng(3)
+    caps = {AB: 30, AC: 30, BC: 30}
+    labels = _random_labels(rng, caps, [0.45, 0.1, 0.45])
+    labels[AB] = [(item, 1 if k % 3 else 0) for k, (item, _) in enumerate(labels[AB])]
+    metric = {key: {item: int(v) for item, v in zip((i for i, _ in labels[key]), rng.choice([1, 0, -1], 30))}
+              for key in caps}
+    fresh = start(ProtocolSettings(budget=80, batch=4, policy="adaptive", futility_min_judgements=8), caps)
+    whole = drive(fresh, labels)
+    for cut in (5, 17, 33):
+        halfway = drive(fresh, labels, stop_after=cut)
+        assert any(p.status == OPEN for p in halfway.pairs)
+        restored = ProtocolState.from_dict(json.loads(json.dumps(halfway.to_dict())))
+        assert restored == halfway
+        assert drive(restored, labels).to_dict() == whole.to_dict()
+    # the metric travels through the dict too
+    with_metric = start(ProtocolSettings(budget=80, batch=4), caps, metric)
+    assert ProtocolState.from_dict(json.loads(json.dumps(with_metric.to_dict()))) == with_metric
+
+
+def test_order_of_judgements_within_a_round_does_not_matter():
+    caps = {AB: 10, AC: 10, BC: 10}
+    labels = _random_labels(np.random.default_rng(1), caps, [0.6, 0.1, 0.3])
+    state = open_rounds(start(ProtocolSettings(budget=30, batch=6, seed=4), caps))
+    jobs = [(key, item, value) for key in caps for item, value in labels[key][:6]]
+    results = []
+    for permutation in (range(len(jobs)), np.random.default_rng(2).permutation(len(jobs))):
+        current = state
+        for j in permutation:
+            key, item, value = jobs[j]
+            current = record_judgement(current, *key, item, value)
+        results.append(close_rounds(current).to_dict())
+    assert results[0] == results[1]
+
+
+def test_paper_policy_never_stops_for_futility_but_adaptive_does():
+    caps = {AB: 200}
+    ties = {AB: [(f"i{k}", 1 if k % 2 else -1) for k in range(200)]}
+    paper = drive(start(ProtocolSettings(budget=200, batch=10), caps), ties)
+    adaptive_run = drive(start(ProtocolSettings(budget=200, batch=10, policy="adaptive"), caps), ties)
+    assert paper.pair(*AB).status == EXHAUSTED and paper.spent == 200
+    assert adaptive_run.pair(*AB).status == FUTILE
+    assert adaptive_run.spent < 200 and adaptive_run.pair(*AB).decision == 0
+
+
+def test_futility_probability_edges():
+    # nothing left to judge: the final decision is the current one, certain
+    probability = futility_probability([[50, 0, 50], [30, 0, 0]], [0, 0], 0.05, draws=100, seeds=[1, 2])
+    assert probability.tolist() == [0.0, 1.0]
+    # a clear leader stays decided whatever the 10 remaining labels are
+    assert futility_probability([[40, 0, 2]], [10], 0.05, draws=500, seeds=[0])[0] == 1.0
+    # an exact tie with most labels to come keeps a real chance of a decision
+    open_tie = futility_probability([[5, 0, 5]], [200], 0.05, draws=2000, seeds=[0])[0]
+    assert 0.3 < open_tie < 0.9
+
+
+@pytest.mark.parametrize("looks, nominal", [(2, 0.0294), (5, 0.0158), (10, 0.0106)])
+def test_pocock_level_matches_pococks_table(looks, nominal):
+    # Pocock (1977), two-sided overall level .05: nominal levels per look.
+    assert pocock_level(looks, 0.05) == pytest.approx(nominal, abs=0.0012)
+    assert pocock_level(1, 0.05) == 0.05
+
+
+def test_strict_uses_the_pocock_level_for_the_pairs_number_of_looks():
+    strict = ProtocolSettings(budget=10, batch=10, strict=True)
+    assert adaptive.look_level(strict, 100) == pocock_level(10, 0.05)
+    assert adaptive.look_level(ProtocolSettings(budget=10, batch=10), 100) == 0.05
+    # theta = .99 decides at gamma .05 but not at Pocock's 10-look level (.0106 -> .9947)
+    assert adaptive.decision_at(0.99, 0.05) == 1
+    assert adaptive.decision_at(0.99, pocock_level(10, 0.05)) == 0
+    assert 1 - pocock_level(10, 0.05) / 2 == pytest.approx(norm.cdf(2.556), abs=0.001)
+
+
+def test_closing_with_force_returns_the_missing_quota_to_the_budget():
+    state = open_rounds(start(ProtocolSettings(budget=10, batch=4), {AB: 8}))
+    state = record_judgement(state, "A", "B", "i0", 1)
+    assert state.budget_left == 6 and needed(state) == {AB: 3}
+    assert close_rounds(state) == state  # nothing filled yet
+    closed = close_rounds(state, force=True)
+    assert closed.pair(*AB).status == WAITING and closed.budget_left == 9
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(budget=-1), "budget"),
+        (dict(budget=5, batch=0), "batch"),
+        (dict(budget=5, gamma=1.5), "gamma"),
+        (dict(budget=5, policy="greedy"), "policy"),
+        (dict(budget=5, method="mcmc"), "method"),
+        (dict(budget=5, futility=1.0), "futility"),
+    ],
+)
+def test_bad_settings_name_the_problem(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ProtocolSettings(**kwargs)
+
+
+def test_bad_input_names_the_problem():
+    with pytest.raises(ValueError, match="canonical order"):
+        start(ProtocolSettings(budget=5), {("B", "A"): 3})
+    with pytest.raises(ValueError, match="must be -1, 0 or 1"):
+        start(ProtocolSettings(budget=5), {AB: 3}, {AB: {"i0": 2}})
+    with pytest.raises(ValueError, match="without a capacity"):
+        start(ProtocolSettings(budget=5), {AB: 3}, {AC: {"i0": 1}})
+    state = open_rounds(start(ProtocolSettings(budget=5), {AB: 3}))
+    with pytest.raises(ValueError, match="unknown pair"):
+        record_judgement(state, "B", "A", "i0", 1)
+    with pytest.raises(ValueError, match="must be -1, 0 or 1"):
+        record_judgement(state, "A", "B", "i0", 3)
+    broken = state.to_dict()
+    broken["pairs"][0]["judgements"] = 2
+    with pytest.raises(ValueError, match="do not add up"):
+        ProtocolState.from_dict(broken)
+    del broken["pairs"][0]["quota"]
+    with pytest.raises(ValueError, match="missing the field 'quota'"):
+        ProtocolState.from_dict(broken)
