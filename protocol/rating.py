@@ -1,0 +1,173 @@
+"""Rating consistency, preference strength and (separability-weighted) Elo (SPEC §7).
+
+A *rating set* is one rater's k preference labels on k sample pairs of one input,
+r_i ∈ {+1 (first system better), 0 (tie), −1 (second better)}:
+
+- consistency          0 if both +1 and −1 occur, else |mean(r)|      (separability.txt Eq. 4)
+- preference strength  mean(r)                                         (App. D)
+
+Elo (separability.txt §4): R' = R + K (S − E), E = 1 / (1 + 10^((R_B − R_A)/400)),
+S ∈ {1, ½, 0}. The separability-weighted K (Eq. 6 was lost in extraction; SPEC §7 form):
+K_δ = K (1 + α tanh(β (δ − τ))). Comparisons are processed in the order given; confidence
+intervals come from bootstrap resamples of the comparisons, all replicates advanced at once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Comparison = tuple  # (first: str, second: str, outcome: int in {1, 0, -1}, separability: float)
+
+
+def _ratings(ratings) -> np.ndarray:
+    r = np.asarray(ratings, dtype=float)
+    if r.ndim == 0 or r.shape[-1] == 0:
+        raise ValueError(f"ratings need a last axis of k >= 1 labels, got shape {r.shape}")
+    if not np.all(np.isin(r, (-1.0, 0.0, 1.0))):
+        raise ValueError("ratings must be +1 (first better), 0 (tie) or -1 (second better)")
+    return r
+
+
+def consistency(ratings) -> np.ndarray | float:
+    """Consistency of rating sets; ratings (..., k) in {+1, 0, -1} -> (...) in [0, 1]."""
+    r = _ratings(ratings)
+    mixed = (r == 1).any(axis=-1) & (r == -1).any(axis=-1)
+    result = np.where(mixed, 0.0, np.abs(r.mean(axis=-1)))
+    return float(result) if result.ndim == 0 else result
+
+
+def preference_strength(ratings) -> np.ndarray | float:
+    """Mean label of rating sets; ratings (..., k) -> (...) in [-1, 1] (+ favours the first)."""
+    result = _ratings(ratings).mean(axis=-1)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def separability_k(separability, *, k: float = 4.0, tau: float = 0.5, alpha: float = 0.5, beta: float = 5.0) -> np.ndarray:
+    """K_δ = K (1 + α tanh(β (δ − τ))); separability (n,) -> (n,). Equals K at δ = τ."""
+    if not 0 <= alpha < 1:
+        raise ValueError(f"alpha must lie in [0, 1) so that K stays positive, got {alpha}")
+    if not (k > 0 and beta >= 0):
+        raise ValueError(f"k must be > 0 and beta >= 0, got k={k}, beta={beta}")
+    delta = np.asarray(separability, dtype=float)
+    return k * (1.0 + alpha * np.tanh(beta * (delta - tau)))
+
+
+@dataclass(frozen=True)
+class EloRatings:
+    """Elo ratings with bootstrap intervals; arrays have shape (s,) over ``systems``."""
+
+    systems: tuple[str, ...]
+    rating: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
+    bootstrap: int
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        return {
+            s: {"rating": float(self.rating[i]), "lower": float(self.lower[i]), "upper": float(self.upper[i])}
+            for i, s in enumerate(self.systems)
+        }
+
+
+def _parse(comparisons: Iterable[Sequence]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rows = list(comparisons)
+    first_names, second_names, outcomes, deltas = [], [], [], []
+    for n, row in enumerate(rows):
+        if len(row) != 4:
+            raise ValueError(f"comparison {n} must be (first, second, outcome, separability), got {row!r}")
+        first, second, outcome, delta = row
+        if first == second:
+            raise ValueError(f"comparison {n} compares system {first!r} with itself")
+        if outcome not in (1, 0, -1) or isinstance(outcome, bool):
+            raise ValueError(f"comparison {n}: outcome must be +1, 0 or -1, got {outcome!r}")
+        if delta is None or not np.isfinite(float(delta)):
+            raise ValueError(f"comparison {n}: separability must be a finite number, got {delta!r}")
+        first_names.append(str(first)); second_names.append(str(second))
+        outcomes.append(outcome); deltas.append(float(delta))
+    systems = tuple(sorted(set(first_names) | set(second_names)))
+    index = {s: i for i, s in enumerate(systems)}
+    return (
+        systems,
+        np.array([index[s] for s in first_names], dtype=int),
+        np.array([index[s] for s in second_names], dtype=int),
+        (np.array(outcomes, dtype=float) + 1.0) / 2.0,  # S of the first system: 1, 1/2, 0
+        np.array(deltas),
+    )
+
+
+def _run_elo(first: np.ndarray, second: np.ndarray, score: np.ndarray, k: np.ndarray,
+             systems: int, initial: float, scale: float) -> np.ndarray:
+    """Sequential Elo for R replicates at once: first/second/score/k (R, n) -> ratings (R, s)."""
+    replicates = first.shape[0]
+    ratings = np.full((replicates, systems), float(initial))
+    rows = np.arange(replicates)
+    for t in range(first.shape[1]):
+        a, b = first[:, t], second[:, t]
+        expected = 1.0 / (1.0 + 10.0 ** ((ratings[rows, b] - ratings[rows, a]) / scale))
+        change = k[:, t] * (score[:, t] - expected)
+        ratings[rows, a] += change
+        ratings[rows, b] -= change
+    return ratings
+
+
+def _elo(comparisons, k_of_delta, *, initial, scale, bootstrap, level, seed) -> EloRatings:
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    systems, first, second, score, delta = _parse(comparisons)
+    if not systems:
+        raise ValueError("no comparisons")
+    k = k_of_delta(delta)
+    point = _run_elo(first[None], second[None], score[None], k[None], len(systems), initial, scale)[0]
+    if bootstrap == 0:
+        return EloRatings(systems, point, point.copy(), point.copy(), level, 0)
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, len(first), size=(bootstrap, len(first)))
+    replicates = _run_elo(first[draw], second[draw], score[draw], k[draw], len(systems), initial, scale)
+    tail = (1.0 - level) / 2.0
+    lower, upper = np.quantile(replicates, [tail, 1.0 - tail], axis=0)
+    return EloRatings(systems, point, lower, upper, level, bootstrap)
+
+
+def elo(
+    comparisons: Iterable[Sequence],
+    *,
+    k: float = 4.0,
+    initial: float = 1000.0,
+    scale: float = 400.0,
+    bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int | None = 0,
+) -> EloRatings:
+    """Elo ratings over (first, second, outcome, separability) comparisons (δ unused here).
+
+    outcome +1 = first won, 0 = tie, -1 = second won. ``bootstrap`` resamples of the
+    comparisons (with replacement, in resampled order) give the ``level`` interval.
+    """
+    if not k > 0:
+        raise ValueError(f"k must be > 0, got {k}")
+    return _elo(comparisons, lambda delta: np.full(len(delta), float(k)),
+                initial=initial, scale=scale, bootstrap=bootstrap, level=level, seed=seed)
+
+
+def separability_elo(
+    comparisons: Iterable[Sequence],
+    *,
+    k: float = 4.0,
+    tau: float = 0.5,
+    alpha: float = 0.5,
+    beta: float = 5.0,
+    initial: float = 1000.0,
+    scale: float = 400.0,
+    bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int | None = 0,
+) -> EloRatings:
+    """Elo with K_δ = K (1 + α tanh(β (δ − τ))) per comparison (see :func:`separability_k`)."""
+    separability_k(0.0, k=k, tau=tau, alpha=alpha, beta=beta)  # validate before the work
+    return _elo(comparisons, lambda delta: separability_k(delta, k=k, tau=tau, alpha=alpha, beta=beta),
+                initial=initial, scale=scale, bootstrap=bootstrap, level=level, seed=seed)
