@@ -12,3 +12,4 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True  # serve static/ without collectstatic

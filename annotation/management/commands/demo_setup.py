@@ -1,0 +1,54 @@
+"""manage.py demo_setup: import the shipped demo studies and create the demo accounts.
+
+Idempotent: studies already present are left alone; demo passwords are reset.
+"""
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+
+from annotation.access import RESEARCHER_GROUP
+from annotation.models import Study, StudyMembership
+from annotation.services import demo_user_ensure, study_import, study_membership_set
+
+BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
+# (bundle, slug, metric the protocol uses)
+DEMO_STUDIES = [
+    ("summeval_relevance.jsonl.gz", "summeval-relevance", "bert_score_f"),
+    ("pandalm.jsonl.gz", "pandalm", "gpt35"),
+    ("separability_prefs.jsonl.gz", "separability-prefs", None),
+]
+ACCOUNTS = [
+    # username, password, staff, role in every demo study
+    ("admin", "admin-demo-pass", True, StudyMembership.Role.RESEARCHER),
+    ("researcher", "researcher-demo-pass", False, StudyMembership.Role.RESEARCHER),
+    ("annotator", "annotator-demo-pass", False, StudyMembership.Role.ANNOTATOR),
+]
+
+
+class Command(BaseCommand):
+    help = "Import the demo studies (SummEval relevance, PandaLM, separability preferences) and demo accounts."
+
+    def handle(self, *args, **options):
+        studies = []
+        for filename, slug, metric in DEMO_STUDIES:
+            path = BUNDLES / filename
+            if not path.exists():
+                self.stderr.write(f"skipping {filename}: not in {BUNDLES}")
+                continue
+            study = Study.objects.filter(slug=slug).first()
+            if study is None:
+                self.stdout.write(f"importing {filename} ...")
+                study = study_import(source=path, slug=slug, metric=metric)
+            studies.append(study)
+        researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
+        self.stdout.write("\nDemo accounts (log in at http://127.0.0.1:8000/accounts/login/):")
+        for username, password, staff, role in ACCOUNTS:
+            user = demo_user_ensure(username=username, password=password, is_staff=staff)
+            if role == StudyMembership.Role.RESEARCHER:
+                user.groups.add(researchers)
+            for study in studies:
+                study_membership_set(study=study, user=user, role=role)
+            self.stdout.write(f"  {username:<11} password: {password}")
+        self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))

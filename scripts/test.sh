@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# README command two: install the test dependencies and run the whole suite on SQLite, and
+# again (the database-backed tests) on PostgreSQL when a server answers on 127.0.0.1:5432.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_venv.sh -r requirements-test.txt
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  # The browser tests drive Debian's Chromium (no browser download at run time).
+  (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }) \
+    || echo "warning: could not install chromium; browser tests will fail" >&2
+fi
+export EVALAPP_VAR_DIR=${EVALAPP_VAR_DIR:-$PWD/var/test}
+echo "== test suite on SQLite"
+.venv/bin/python -m pytest -q "$@"
+if [ -z "${DATABASE_URL:-}" ] && .venv/bin/python - <<'PY'
+import socket, sys
+s = socket.socket()
+s.settimeout(1)
+sys.exit(s.connect_ex(("127.0.0.1", 5432)))
+PY
+then
+  echo "== database-backed tests on PostgreSQL (127.0.0.1:5432)"
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q tests/annotation tests/browser
+elif [ -n "${DATABASE_URL:-}" ]; then
+  echo "== (DATABASE_URL was set: the suite above ran on it)"
+fi
