@@ -1,4 +1,6 @@
 import math
+from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,3 +121,37 @@ def test_bad_input_raises():
         separability_elo(GAMES, alpha=1.0)
     with pytest.raises(ValueError, match="no comparisons"):
         elo([])
+
+
+BUNDLE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "separability_prefs.jsonl.gz"
+SPEC_MEAN_CONSISTENCY = {  # SPEC §7 real-data oracle, given to 3 decimals
+    "cnndm-flan-gpt": 0.800, "samsum-mistral-vicuna": 0.468, "cnndm-vicuna-gpt": 0.384, "samsum-vicuna-gpt": 0.407,
+}
+
+
+def rating_sets(bundle):
+    """{(item, rater): (5,) labels in sample order} from the converted bundle."""
+    from scripts.convert_separability_prefs import rater_and_sample
+
+    sets = defaultdict(dict)
+    for row in bundle.human_preferences:
+        rater, sample = rater_and_sample(row.annotator)
+        sets[(row.item, rater)][sample] = row.preference
+    return {key: np.array([labels[s] for s in sorted(labels)]) for key, labels in sets.items()}
+
+
+def test_real_data_mean_consistency_per_file_matches_spec():
+    from protocol.bundle import read_bundle
+
+    bundle = read_bundle(BUNDLE)
+    sets = rating_sets(bundle)
+    by_file = defaultdict(list)
+    for (item, _rater), labels in sets.items():
+        assert labels.shape == (5,)
+        by_file[item.rsplit("-", 1)[0]].append(labels)
+    assert {f: len(v) for f, v in by_file.items()} == dict.fromkeys(SPEC_MEAN_CONSISTENCY, 150)
+    for name, expected in SPEC_MEAN_CONSISTENCY.items():
+        assert consistency(np.array(by_file[name])).mean() == pytest.approx(expected, abs=5e-4), name
+    # orientation (SPEC §7): humans prefer GPT-3.5 (second) over FLAN-T5 (first) in ~95% of decided judgements
+    flan = np.concatenate(by_file["cnndm-flan-gpt"])
+    assert 0.93 < (flan == -1).sum() / (flan != 0).sum() < 0.97
