@@ -1,0 +1,280 @@
+"""How a metric compares with the human labels of a bundle: Favi-Score, sign accuracy, DAGs, SPA.
+
+``python -m protocol.report BUNDLE --metric NAME [--json]`` (DESIGN.md command-line contract)
+prints ``{"systems", "pairs": [{"first", "second", "confusion", "favi", "human_decision",
+"metric_decision", "category"}], "sample_accuracy", "system_accuracy", "mean_abs_favi",
+"spa", "pa"}``.
+
+Definitions used here:
+- Human labels come from human_preference rows (one per row) or from human_score rows
+  averaged per (item, system) before a preference is derived (protocol.preferences).
+  Metric labels come from metric_score or metric_preference rows alike.
+- Every pair is judged on its *evaluation setting* (papers/favi-score.txt Def. 3): the human
+  labels of items the metric also rated, each paired with that item's metric label (several
+  annotators of one item give several rows of the confusion matrix).
+- human_decision / metric_decision: the default sign test (asymptotic, ties discarded,
+  alpha 0.05) on that pair's human outcome d (row sums) and metric outcome d_hat (column
+  sums); category: the metric decision judged against the human one (SPEC §5).
+- SPA / PA: when both the humans and the metric give scalar scores, the (systems, items)
+  score matrices on the items every kept system has in both (systems the metric never
+  scored are left out). Otherwise per pair the per-item preference values (human
+  annotators of one item averaged) on the items both rated (protocol.spa module docstring).
+  ``null`` when no pair can be compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bundle import Bundle, BundleError, read_bundle
+from .favi import favi_by_pair, per_system_favi, summarize
+from .preferences import human_labels, metric_labels, score_matrix
+from .ranking import (
+    ASYMPTOTIC,
+    RankingGraph,
+    compare_decisions,
+    significance_graph,
+    sign_test,
+)
+from .spa import DEFAULT_PERMUTATIONS, SpaResult, compare_differences, compare_scores
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """One system pair: confusion (3, 3) human rows x metric columns, order (+, =, -)."""
+
+    first: str
+    second: str
+    confusion: np.ndarray
+    favi: float
+    human_decision: int
+    metric_decision: int
+    category: str
+
+
+@dataclass(frozen=True)
+class MetricReport:
+    metric: str
+    systems: tuple[str, ...]
+    pairs: tuple[PairReport, ...]
+    sample_accuracy: float
+    system_accuracy: float
+    mean_abs_favi: float
+    std_abs_favi: float
+    per_system_favi: dict  # system -> (<= S-1,) float array
+    human_graph: RankingGraph
+    metric_graph: RankingGraph
+    spa: SpaResult | None
+    spa_route: str  # "scores", "preferences" or "none"
+    spa_items: int  # items (score route) or largest per-pair item count (preference route)
+
+    @property
+    def category_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for pair in self.pairs:
+            counts[pair.category] += 1
+        return dict(counts)
+
+
+def _score_route(bundle: Bundle, metric: str, permutations: int, seed: int):
+    systems, human_items, human = score_matrix(bundle, "human")
+    metric_systems, metric_items, scores = score_matrix(bundle, metric)
+    if metric_systems != systems:
+        raise ValueError("human and metric score matrices list different systems")
+    common = sorted(set(human_items) & set(metric_items))
+    h = human[:, [human_items.index(i) for i in common]] if common else human[:, :0]
+    m = scores[:, [metric_items.index(i) for i in common]] if common else scores[:, :0]
+    rated = ~np.all(np.isnan(m), axis=1) & ~np.all(np.isnan(h), axis=1)
+    h, m = h[rated], m[rated]
+    complete = np.all(np.isfinite(h), axis=0) & np.all(np.isfinite(m), axis=0)
+    if rated.sum() < 2 or not complete.any():
+        return None, 0
+    kept = tuple(s for s, keep in zip(systems, rated) if keep)
+    result = compare_scores(h[:, complete], m[:, complete], permutations, seed, systems=kept)
+    return result, int(complete.sum())
+
+
+def _mean_by_item(labels) -> dict[str, float]:
+    sums: dict[str, list[int]] = defaultdict(list)
+    for item, value in zip(labels.items, labels.values):
+        sums[item].append(int(value))
+    return {item: float(np.mean(values)) for item, values in sums.items()}
+
+
+def _preference_route(human, metric, permutations: int, seed: int):
+    pairs, human_rows, metric_rows = [], [], []
+    for pair in sorted(set(human) & set(metric)):
+        h = _mean_by_item(human[pair])
+        m = _mean_by_item(metric[pair])
+        items = sorted(set(h) & set(m))
+        if not items:
+            continue
+        pairs.append(pair)
+        human_rows.append(np.array([h[i] for i in items]))
+        metric_rows.append(np.array([m[i] for i in items]))
+    if not pairs:
+        return None, 0
+    result = compare_differences(pairs, human_rows, metric_rows, permutations, seed)
+    return result, max(len(r) for r in human_rows)
+
+
+def compare_metric(
+    bundle: Bundle,
+    metric: str,
+    eps: float = 0.0,
+    alpha: float = 0.05,
+    method: str = ASYMPTOTIC,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
+    with_spa: bool = True,
+) -> MetricReport:
+    """Compare ``metric`` with the bundle's human labels (module docstring for definitions)."""
+    bundle.metric_kind(metric)  # ValueError naming the known metrics when unknown
+    if not bundle.human_scores and not bundle.human_preferences:
+        raise ValueError("the bundle has no human_score or human_preference rows to compare with")
+    human = human_labels(bundle, eps)
+    labels = metric_labels(bundle, metric, eps)
+    results = favi_by_pair(human, labels)
+    if not results:
+        raise ValueError(f"no system pair has both human and {metric!r} labels")
+    confusions = np.stack([r.confusion for r in results.values()])
+    human_outcome, metric_outcome = confusions.sum(axis=2), confusions.sum(axis=1)
+    human_test = sign_test(human_outcome[:, 0], human_outcome[:, 2], alpha, method)
+    metric_test = sign_test(metric_outcome[:, 0], metric_outcome[:, 2], alpha, method)
+    pairs = list(results)
+    human_decisions = {p: int(d) for p, d in zip(pairs, human_test.decision)}
+    metric_decisions = {p: int(d) for p, d in zip(pairs, metric_test.decision)}
+    categories = compare_decisions(human_decisions, metric_decisions)
+    summary = summarize(results)
+
+    spa, route, spa_items = None, "none", 0
+    if with_spa:
+        if bundle.human_scores and bundle.metric_kind(metric) == "score":
+            spa, spa_items = _score_route(bundle, metric, permutations, seed)
+            route = "scores" if spa is not None else "none"
+        if spa is None:
+            spa, spa_items = _preference_route(human, labels, permutations, seed)
+            route = "preferences" if spa is not None else "none"
+
+    return MetricReport(
+        metric=metric,
+        systems=bundle.systems,
+        pairs=tuple(
+            PairReport(
+                first=p[0],
+                second=p[1],
+                confusion=results[p].confusion,
+                favi=results[p].favi,
+                human_decision=human_decisions[p],
+                metric_decision=metric_decisions[p],
+                category=categories[p],
+            )
+            for p in pairs
+        ),
+        sample_accuracy=summary.sample_accuracy,
+        system_accuracy=summary.system_accuracy,
+        mean_abs_favi=summary.mean_abs_favi,
+        std_abs_favi=summary.std_abs_favi,
+        per_system_favi=per_system_favi({p: results[p].favi for p in pairs}),
+        human_graph=significance_graph(bundle.systems, human_decisions),
+        metric_graph=significance_graph(bundle.systems, metric_decisions),
+        spa=spa,
+        spa_route=route,
+        spa_items=spa_items,
+    )
+
+
+def _number(value: float | None):
+    """JSON has no NaN: undefined values (e.g. a Favi-Score without errors) become null."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def report_json(report: MetricReport) -> dict:
+    """The DESIGN.md ``protocol.report`` object."""
+    return {
+        "systems": list(report.systems),
+        "pairs": [
+            {
+                "first": p.first,
+                "second": p.second,
+                "confusion": p.confusion.astype(int).tolist(),
+                "favi": _number(p.favi),
+                "human_decision": p.human_decision,
+                "metric_decision": p.metric_decision,
+                "category": p.category,
+            }
+            for p in report.pairs
+        ],
+        "sample_accuracy": _number(report.sample_accuracy),
+        "system_accuracy": _number(report.system_accuracy),
+        "mean_abs_favi": _number(report.mean_abs_favi),
+        "spa": _number(report.spa.spa) if report.spa else None,
+        "pa": _number(report.spa.pa) if report.spa else None,
+    }
+
+
+def _format_text(report: MetricReport) -> str:
+    def fmt(value):
+        return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+    lines = [
+        f"metric {report.metric}: {len(report.systems)} systems, {len(report.pairs)} pairs",
+        f"sample accuracy {fmt(report.sample_accuracy)}  system accuracy {fmt(report.system_accuracy)}  "
+        f"mean |Favi| {fmt(report.mean_abs_favi)}",
+        f"SPA {fmt(report.spa.spa if report.spa else None)}  PA {fmt(report.spa.pa if report.spa else None)}"
+        f"  ({report.spa_route} route)",
+        "categories " + ", ".join(f"{k} {v}" for k, v in sorted(report.category_counts.items())),
+        "",
+        f"{'first':<20} {'second':<20} {'favi':>7} {'human':>5} {'metric':>6}  category  confusion (+,=,-)",
+    ]
+    for p in report.pairs:
+        lines.append(
+            f"{p.first:<20} {p.second:<20} {fmt(p.favi):>7} {p.human_decision:>5} {p.metric_decision:>6}  "
+            f"{p.category:<9} {p.confusion.astype(int).tolist()}"
+        )
+    if report.human_graph.cycles or report.metric_graph.cycles:
+        lines.append(f"cycles: human {report.human_graph.cycles}, metric {report.metric_graph.cycles}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m protocol.report", description=__doc__.splitlines()[0])
+    parser.add_argument("bundle", help="study bundle (.jsonl or .jsonl.gz)")
+    parser.add_argument("--metric", required=True, help="metric name in the bundle")
+    parser.add_argument("--eps", type=float, default=0.0, help="tie margin for scalar scores (default 0)")
+    parser.add_argument("--exact", action="store_true", help="exact binomial sign test instead of asymptotic")
+    parser.add_argument("--permutations", type=int, default=DEFAULT_PERMUTATIONS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        bundle = read_bundle(args.bundle)
+        report = compare_metric(
+            bundle,
+            args.metric,
+            eps=args.eps,
+            method="exact" if args.exact else ASYMPTOTIC,
+            permutations=args.permutations,
+            seed=args.seed,
+        )
+    except BundleError as error:
+        print(f"error: invalid bundle {args.bundle}:\n{error}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(report_json(report)) if args.json else _format_text(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
