@@ -47,6 +47,12 @@ class Study(models.Model):
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     lease_timeout_seconds = models.PositiveIntegerField(default=900)
     completion_code = models.CharField(max_length=64, blank=True)
+    separability_status = models.CharField(
+        max_length=10, choices=[(s, s) for s in ("none", "pending", "running", "done", "failed")], default="none",
+        help_text="separability of the comparisons (needs >= 2 samples per output)")
+    separability_done = models.PositiveIntegerField(default=0, help_text="text pairs scored so far")
+    separability_total = models.PositiveIntegerField(default=0)
+    separability_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

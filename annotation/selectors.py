@@ -27,3 +27,25 @@ def study_progress(*, study: Study) -> dict:
         "pairs": pairs["total"],
         "pairs_decided": pairs["decided"],
     }
+
+
+def comparison_sample_texts(*, study: Study) -> tuple[list[int], list[list[str]], list[list[str]]]:
+    """Comparisons whose two outputs have >= 2 samples, with the sample texts in sample order.
+
+    Returns (comparison ids (n,), first system's samples [n][k1], second's [n][k2]).
+    """
+    from .models import Comparison, Output
+
+    texts: dict[tuple[int, int], list[str]] = {}
+    rows = Output.objects.filter(item__study=study).order_by("item_id", "system_id", "sample")
+    for item_id, system_id, text in rows.values_list("item_id", "system_id", "text").iterator():
+        texts.setdefault((item_id, system_id), []).append(text)
+    ids, first, second = [], [], []
+    comparisons = Comparison.objects.filter(study=study).order_by("id")
+    for pk, item_id, first_id, second_id in comparisons.values_list("id", "item_id", "first_id", "second_id"):
+        a, b = texts.get((item_id, first_id), []), texts.get((item_id, second_id), [])
+        if len(a) >= 2 and len(b) >= 2:
+            ids.append(pk)
+            first.append(a)
+            second.append(b)
+    return ids, first, second

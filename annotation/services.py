@@ -14,6 +14,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.text import slugify
 
+from protocol.separability import compute_alignments
+
 from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
 from protocol.preferences import canonical_pair
 
@@ -78,6 +80,7 @@ def study_import(
     slug: str | None = None,
     metric: str | None = None,
     created_by=None,
+    separability: str = "background",
     progress: Progress = _no_progress,
 ) -> Study:
     """Validate a study bundle and store it as a new study, all or nothing.
@@ -86,7 +89,12 @@ def study_import(
     anything is written; a failure while writing rolls the whole import back.
     ``metric`` chooses the study's metric (default: the bundle's ``metric`` setting).
     ``created_by`` becomes a researcher of the study.
+    ``separability``: when outputs have >= 2 samples, compute the comparisons' separability
+    ``"inline"`` (before returning, reporting to ``progress``), in the ``"background"`` (a
+    task queued when the import commits; eager without a broker), or ``"skip"`` it.
     """
+    if separability not in ("inline", "background", "skip"):
+        raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
     progress("validated", bundle.line_count(), bundle.line_count())
     chosen_metric = metric or bundle.study.get("metric")
@@ -100,6 +108,17 @@ def study_import(
             study.save(update_fields=["metric"])
         if created_by is not None:
             study_membership_set(study=study, user=created_by, role=StudyMembership.Role.RESEARCHER)
+        has_samples = any(r.sample > 0 for r in bundle.outputs)
+        if has_samples and separability != "skip":
+            study.separability_status = "pending"
+            study.save(update_fields=["separability_status"])
+            if separability == "background":
+                from .tasks import study_separability_task
+
+                transaction.on_commit(lambda: study_separability_task.delay(study.id))
+    if has_samples and separability == "inline":
+        study_separability_compute(study_id=study.id, progress=progress)
+        study.refresh_from_db()
     return study
 
 
@@ -182,7 +201,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
     _bulk(
         PairState,
         [PairState(study=study, first=systems[a], second=systems[b])
-         for a, b in itertools.combinations(sorted(systems), 2)],
+         for a, b in sorted({(c.first.name, c.second.name) for c in comparisons})],
         progress,
         "pairs",
     )
@@ -210,6 +229,47 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
             source=Judgement.Source.IMPORT,
         ))
     _bulk(Judgement, judgements, progress, "judgements")
+
+
+def study_separability_compute(*, study_id: int, progress: Progress = _no_progress) -> int:
+    """Score and store the separability of every comparison whose two outputs have >= 2 samples.
+
+    Long-running: call outside any transaction. Progress is written to the Study row as it
+    goes (so another process can show it); the comparisons are updated in one transaction at
+    the end, so a crash leaves the old values and status "failed". Returns the number of
+    comparisons updated.
+    """
+    from .selectors import comparison_sample_texts
+
+    study = Study.objects.get(pk=study_id)
+    ids, first_texts, second_texts = comparison_sample_texts(study=study)
+    Study.objects.filter(pk=study_id).update(separability_status="running", separability_done=0,
+                                             separability_error="")
+
+    def report(done: int, total: int) -> None:
+        Study.objects.filter(pk=study_id).update(separability_done=done, separability_total=total)
+        progress("separability", done, total)
+
+    try:
+        raw = compute_alignments(first_texts, second_texts, study.separability_similarity, progress=report)
+        normalised = raw.normalised()
+        delta = normalised.separability
+        with transaction.atomic():
+            rows = list(Comparison.objects.filter(pk__in=ids).only("id"))
+            position = {pk: n for n, pk in enumerate(ids)}
+            for c in rows:
+                n = position[c.id]
+                c.self_first = float(normalised.self_first[n])
+                c.self_second = float(normalised.self_second[n])
+                c.cross = float(normalised.cross[n])
+                c.separability = float(delta[n])
+            Comparison.objects.bulk_update(rows, ["self_first", "self_second", "cross", "separability"],
+                                           batch_size=BATCH)
+            Study.objects.filter(pk=study_id).update(separability_status="done")
+    except Exception as exc:
+        Study.objects.filter(pk=study_id).update(separability_status="failed", separability_error=str(exc)[:2000])
+        raise
+    return len(ids)
 
 
 def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
@@ -294,5 +354,6 @@ __all__ = [
     "study_export_rows",
     "study_import",
     "study_membership_set",
+    "study_separability_compute",
     "study_slug_for",
 ]

@@ -173,3 +173,11 @@ def test_database_constraints_hold(toy_rows):
         models.Judgement.objects.create(comparison=comparison, annotator=other, assignment=assignment, value=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         models.Output.objects.create(item=comparison.item, system=system, sample=7, text="")
+
+
+def test_front_page_lists_studies_and_serves_its_partial(client, toy_rows):
+    study_import(source=bundle_bytes(toy_rows), separability="skip")
+    page = client.get("/").content.decode()
+    assert "Toy study" in page and "<html" in page
+    partial = client.get("/?partial=study-table").content.decode()
+    assert "Toy study" in partial and "<html" not in partial

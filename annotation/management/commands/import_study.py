@@ -15,8 +15,11 @@ class Command(BaseCommand):
         parser.add_argument("path")
         parser.add_argument("--slug", help="URL name of the new study (default: from its name)")
         parser.add_argument("--metric", help="the metric the protocol uses (default: the bundle's setting)")
+        parser.add_argument("--separability", choices=["inline", "background", "skip"], default="inline",
+                            help="when outputs have >= 2 samples: score separability now (default), "
+                                 "as a background task, or not at all")
 
-    def handle(self, *args, path, slug=None, metric=None, **options):
+    def handle(self, *args, path, slug=None, metric=None, separability="inline", **options):
         started = time.monotonic()
         stream = self.stderr
         verbose = options["verbosity"] > 0
@@ -29,7 +32,8 @@ class Command(BaseCommand):
                 sys.stderr.flush()
 
         try:
-            study = study_import(source=path, slug=slug, metric=metric, progress=progress)
+            study = study_import(source=path, slug=slug, metric=metric, separability=separability,
+                                 progress=progress)
         except BundleError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(self.style.SUCCESS(

@@ -1,0 +1,9 @@
+"""Background work (Celery). Without a broker the tasks run eagerly in the calling process."""
+from celery import shared_task
+
+from . import services
+
+
+@shared_task(acks_late=True)
+def study_separability_task(study_id: int) -> int:
+    return services.study_separability_compute(study_id=study_id)
