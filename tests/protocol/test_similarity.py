@@ -111,3 +111,39 @@ def test_cosine_of_paraphrases_beats_unrelated_texts():
     scores = sim([TEXTS[0], TEXTS[0], TEXTS[0]], [TEXTS[0], TEXTS[1], TEXTS[2]])
     assert scores[0] == pytest.approx(1.0, abs=1e-5)
     assert scores[1] > scores[2]
+
+
+def make_model_package(root, name, *, zipped, unsafe=False):
+    import zipfile
+
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('the package must not be imported')\n")
+    files = {"modules.json": "[]", "config.json": "{}", "1_Pooling/config.json": "{}"}
+    if unsafe:
+        files["../evil.txt"] = "x"
+    if zipped:
+        with zipfile.ZipFile(package / "model.zip", "w") as archive:
+            for member, text in files.items():
+                archive.writestr(member, text)
+    else:
+        for member, text in files.items():
+            (package / "model" / member).parent.mkdir(parents=True, exist_ok=True)
+            (package / "model" / member).write_text(text)
+
+
+def test_embedding_model_found_in_an_installed_package_without_importing_it(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("EVALAPP_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    make_model_package(tmp_path, "fake_unpacked_model", zipped=False)
+    assert find_embedding_model("fake_unpacked_model") == tmp_path / "fake_unpacked_model" / "model"
+
+    make_model_package(tmp_path, "fake_zipped_model", zipped=True)
+    unpacked = find_embedding_model("fake-zipped-model")
+    assert (unpacked / "modules.json").exists() and (unpacked / "1_Pooling" / "config.json").exists()
+    assert unpacked.parent == tmp_path / "cache"
+    assert find_embedding_model("fake_zipped_model") == unpacked  # unpacked once, then reused
+
+    make_model_package(tmp_path, "fake_unsafe_model", zipped=True, unsafe=True)
+    with pytest.raises(ImportError, match="unsafe"):
+        find_embedding_model("fake_unsafe_model")
