@@ -13,3 +13,9 @@ STORAGES = {
 }
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve static/ without collectstatic
+STATIC_ROOT = None  # static files come from static/ via finders; collectstatic is for prod
+
+# A file (not in-memory) SQLite test database, so a real Celery worker process started by a
+# test can open the same database.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405

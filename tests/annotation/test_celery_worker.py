@@ -1,0 +1,79 @@
+"""The background separability task through a real Celery worker on Redis."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from annotation.models import Study
+from annotation.tasks import study_separability_task
+from annotation.services import study_import
+from tests.conftest import REPO, bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+REDIS = ("127.0.0.1", 6379)
+
+
+def redis_answers() -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(REDIS) == 0
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def celery_worker_process():
+    if not redis_answers():
+        if os.environ.get("CI"):
+            pytest.fail("Redis does not answer on 127.0.0.1:6379 (the CI machine runs one)")
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    broker = "redis://127.0.0.1:6379/15"
+    env = {**os.environ, "CELERY_BROKER_URL": broker, "DATABASE_URL": database_url(),
+           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test"}
+    subprocess.run([sys.executable, "-m", "celery", "-A", "evalapp", "purge", "-f"], env=env, cwd=REPO,
+                   capture_output=True, timeout=60)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "evalapp", "worker", "--pool", "solo", "--loglevel", "INFO",
+         "--without-heartbeat", "--without-mingle", "--without-gossip"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    yield broker
+    worker.terminate()
+    try:
+        worker.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+
+
+def test_separability_task_runs_in_a_worker(toy_rows, celery_worker_process):
+    study = study_import(source=bundle_bytes(toy_rows), separability="skip")
+    assert study.separability_status == "none"
+    # Send through the real broker (the test settings otherwise run tasks eagerly).
+    from evalapp.celery import app
+
+    app.conf.task_always_eager = False
+    try:
+        with app.connection_for_write(celery_worker_process) as conn:
+            study_separability_task.apply_async((study.id,), connection=conn)
+    finally:
+        app.conf.task_always_eager = True
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        study.refresh_from_db()
+        if study.separability_status in ("done", "failed"):
+            break
+        time.sleep(0.5)
+    assert study.separability_status == "done", study.separability_error
+    assert study.comparisons.exclude(separability=None).count() == 6
+    assert settings.CELERY_TASK_ALWAYS_EAGER  # the suite's default stays eager
+    assert Study.objects.count() == 1
