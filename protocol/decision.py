@@ -51,12 +51,10 @@ CLASSES = (1, 0, -1)  # index 0 = "+", 1 = "=", 2 = "-"
 _REVERSE = np.array([2, 1, 0])
 
 FAST_DEFAULTS = dict(
-    chains=64,             # independent IMH chains per pair; their spread gives theta_se
-    first_steps=128,       # steps per chain in the first round (doubling afterwards)
-    burn_in=16,            # steps discarded per chain
-    target_se=0.0025,      # keep sampling until theta_se is below this ...
+    first_draws=2048,      # importance draws per pair in the first round
+    target_se=0.003,       # keep drawing until theta_se is below this ...
     resolve_z=3.0,         # ... and theta is this many standard errors from a threshold
-    max_draws=1 << 19,     # per pair; pairs still unresolved then are reported unresolved
+    max_draws=1 << 17,     # per pair; pairs still unresolved then are reported unresolved
 )
 NUTS_DEFAULTS = dict(num_chains=5, num_warmup=2000, num_samples=10000,
                      chain_method="sequential", resolve_z=3.0)
@@ -258,177 +256,72 @@ def closed_form_theta(n: np.ndarray) -> np.ndarray:
     return 1.0 - betainc(n[..., 0] + 1.0, n[..., 2] + 1.0, 0.5)
 
 
-class _PairSampler:
-    """IMH chains for one pair; see the module docstring for the construction."""
+class _PairImportanceSampler:
+    """Exact importance sampling of one pair's posterior; see the module docstring.
 
-    def __init__(self, counts: PairCounts, seed: int, chains: int):
-        self.counts = counts
+    Proposal: q ~ Dir(N.sum(1) + 3 + m - kappa), nu[c] ~ Dir(N[c] + 1 - tilt[c]) with
+    tilt = t * max(2 - h, 0), kappa = tilt.sum(1). Weight relative to its upper bound:
+        log w = sum_cc' tilt[c, c'] log(mu[c, c'] / t[c, c']) + sum_c' max(h - 2, 0) log p_c'
+    which is <= 0 (Gibbs' inequality and p <= 1), so every weight lies in (0, 1].
+    """
+
+    def __init__(self, counts: PairCounts, seed: int):
         self.rng = np.random.Generator(np.random.PCG64(
             np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *counts.key()])))
-        self.chains = chains
-        h = counts.human_only
-        self.augmented = np.maximum(h - 2, 0)  # human-only items given latent metric labels
-        self.e = (h - self.augmented - 2).astype(float)  # in [-2, 0]
-        self.abs_e = -self.e
-        self.latent = np.zeros((chains, 3, 3))  # (C, c, c') latent paired counts
-        if self.augmented.any():
-            self.latent = self._draw_latent_from(
-                np.broadcast_to(self._paired_beta(np.zeros((1, 3, 3)))
-                                / self._paired_beta(np.zeros((1, 3, 3))).sum(1, keepdims=True),
-                                (chains, 3, 3)))
-        self.state = None
-        self.sum_f = np.zeros(chains)
-        self.sum_p = np.zeros((chains, 3))
-        self.steps = 0
+        beta = counts.paired.astype(float) + 1.0                     # (c, c')
+        self.t = beta / beta.sum(0, keepdims=True)                    # columns sum to 1
+        excess = counts.human_only.astype(float) - 2.0
+        self.pos = np.maximum(excess, 0.0)                             # (c',)
+        self.tilt = self.t * np.maximum(-excess, 0.0)[None, :]         # (c, c'), < beta
+        self.kappa = self.tilt.sum(1)                                  # (c,)
+        self.nu_alpha = beta - self.tilt
+        self.q_alpha = beta.sum(1) + counts.metric_only - self.kappa
+        self.log_bound = float((self.tilt * np.log(self.t)).sum())
+        self.sum_w = self.sum_wf = self.sum_w2 = self.sum_w2f = 0.0
+        self.sum_wp = np.zeros(3)
+        self.draws = 0
 
-    def _paired_beta(self, latent):
-        return self.counts.paired[None].astype(float) + latent + 1.0
+    def draw(self, size: int, chunk: int = 4096) -> None:
+        """Add ``size`` weighted draws (in cache-sized chunks: memory traffic dominates)."""
+        nu_alpha = self.nu_alpha.ravel()                                # row c * 3 + c'
+        tilt = self.tilt.ravel()
+        p_coefficient = self.pos - self.tilt.sum(0)                    # (c',)
+        q_coefficient = self.kappa.sum() + p_coefficient.sum()
+        for start in range(0, size, chunk):
+            n = min(chunk, size - start)
+            gq = self.rng.standard_gamma(np.broadcast_to(self.q_alpha[:, None], (3, n)))
+            gnu = self.rng.standard_gamma(np.broadcast_to(nu_alpha[:, None], (9, n)))
+            nu_total = gnu[0::3] + gnu[1::3] + gnu[2::3]                # (c, n)
+            q_over_nu = gq / nu_total                                   # q_c / nu_total_c, unnormalised
+            q_total = gq[0] + gq[1] + gq[2]
+            p_unnormalised = q_over_nu[0] * gnu[0:3] + q_over_nu[1] * gnu[3:6] \
+                + q_over_nu[2] * gnu[6:9]                               # (c', n), p * q_total
+            # sum_cc' tilt log mu + sum_c' pos log p
+            #   = sum_c kappa_c log q_c + sum_cc' tilt log nu_cc' + sum_c' (pos - |e|) log p_c'
+            log_w = (self.kappa @ np.log(q_over_nu) + tilt @ np.log(gnu)
+                     + p_coefficient @ np.log(p_unnormalised)
+                     - q_coefficient * np.log(q_total) - self.log_bound)
+            w = np.exp(np.minimum(log_w, 0.0))   # <= 1 in exact arithmetic; clip rounding
+            wins = p_unnormalised[0] > p_unnormalised[2]
+            w2 = w * w
+            self.sum_w += w.sum()
+            self.sum_wf += w[wins].sum()
+            self.sum_w2 += w2.sum()
+            self.sum_w2f += w2[wins].sum()
+            self.sum_wp += p_unnormalised @ (w / q_total)
+        self.draws += size
 
-    def _parameters(self, latent):
-        """Proposal Dirichlet parameters and tilt weights t for latent counts (C, 3, 3)."""
-        beta = self._paired_beta(latent)                        # (C, c, c')
-        t = beta / beta.sum(1, keepdims=True)                   # (C, c, c'), columns sum to 1
-        nu_alpha = beta - self.abs_e[None, None, :] * t          # (C, c, c')
-        q_alpha = beta.sum(2) + self.counts.metric_only[None] \
-            - (self.abs_e[None, None, :] * t).sum(2)             # (C, c)
-        return q_alpha, nu_alpha, t
-
-    def _propose(self, q_alpha, nu_alpha, steps):
-        """Draw (C, S) proposals; returns log q (C,S,3), log nu (C,S,3,3)."""
-        gq = self.rng.standard_gamma(np.broadcast_to(q_alpha[:, None, :],
-                                                     (self.chains, steps, 3)))
-        gnu = self.rng.standard_gamma(np.broadcast_to(nu_alpha[:, None, :, :],
-                                                      (self.chains, steps, 3, 3)))
-        log_q = np.log(gq) - np.log(gq.sum(-1, keepdims=True))
-        log_nu = np.log(gnu) - np.log(gnu.sum(-1, keepdims=True))
-        return log_q, log_nu
-
-    def _summaries(self, log_q, log_nu, t):
-        """(log w, f = 1[p+ > p-], p, log mu) of states; t broadcastable to (..., 3, 3)."""
-        log_r = log_q[..., :, None] + log_nu                     # (..., c, c')
-        p = np.exp(log_r).sum(-2)                                # (..., c')
-        log_mu = log_r - np.log(p)[..., None, :]
-        log_w = ((t * log_mu).sum(-2) * self.abs_e).sum(-1)
-        return log_w, (p[..., 0] > p[..., 2]).astype(float), p, log_mu
-
-    def _draw_latent_from(self, mu):
-        """Latent metric labels of augmented human-only items: (C, c, c') from mu (C, c, c')."""
-        latent = np.zeros((self.chains, 3, 3))
-        for c_prime in range(3):
-            k = int(self.augmented[c_prime])
-            if k:
-                probs = mu[:, :, c_prime]
-                latent[:, :, c_prime] = self.rng.multinomial(k, probs / probs.sum(1, keepdims=True))
-        return latent
-
-    def proposals(self, steps: int):
-        """Proposals of the latent-free chains (class axes first, contiguous per step).
-
-        Returns log w (S, C), f = 1[p+ > p-] (S, C) and p (3, S, C).
-        """
-        q_alpha, nu_alpha, t = (x[0] for x in self._parameters(self.latent[:1]))
-        shape = (steps, self.chains)
-        gq = self.rng.standard_gamma(np.broadcast_to(q_alpha[:, None, None], (3, *shape)))
-        gnu = self.rng.standard_gamma(np.broadcast_to(nu_alpha[:, :, None, None], (3, 3, *shape)))
-        q_total = gq[0] + gq[1] + gq[2]
-        nu_total = gnu[:, 0] + gnu[:, 1] + gnu[:, 2]                         # (c, S, C)
-        r = (gq / q_total)[:, None] * (gnu / nu_total[:, None])             # (c, c', S, C)
-        p = r[0] + r[1] + r[2]                                               # (c', S, C)
-        # log w = sum_c' |e_c'| [sum_c t_cc' log(q_c nu_cc') - log p_c'], as matrix products
-        tilt = t * self.abs_e[None, :]                                       # (c, c')
-        kappa = tilt.sum(1)
-        log_w = (np.tensordot(kappa, np.log(gq) - np.log(q_total) - np.log(nu_total), 1)
-                 + np.tensordot(tilt.ravel(), np.log(gnu).reshape(9, *shape), 1)
-                 - np.tensordot(self.abs_e, np.log(p), 1))
-        return log_w, (p[0] > p[2]).astype(float), p
-
-    def add(self, sum_f, sum_p, steps):
-        self.sum_f += sum_f
-        self.sum_p += sum_p
-        self.steps += steps
-
-    def _run_augmented(self, steps, burn_in):
-        for step in range(steps + burn_in):
-            q_alpha, nu_alpha, t = self._parameters(self.latent)
-            log_q, log_nu = self._propose(q_alpha, nu_alpha, 1)
-            proposal = self._summaries(log_q[:, 0], log_nu[:, 0], t)
-            if self.state is None:
-                self.state = proposal
-                continue
-            # the target and proposal changed with the latent counts: re-weigh the current state
-            current_log_mu = self.state[3]
-            current_w = ((t * current_log_mu).sum(-2) * self.abs_e).sum(-1)
-            log_ratio = proposal[0] - current_w
-            accept_prob = np.exp(np.minimum(log_ratio, 0.0))
-            if step >= burn_in:
-                self.sum_f += accept_prob * proposal[1] + (1 - accept_prob) * self.state[1]
-                self.sum_p += (accept_prob[:, None] * proposal[2]
-                               + (1 - accept_prob[:, None]) * self.state[2])
-            accept = np.log(self.rng.random(self.chains)) < log_ratio
-            self.state = tuple(np.where(accept.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
-                               for new, old in zip(proposal, self.state))
-            self.latent = self._draw_latent_from(np.exp(self.state[3]))
-        self.steps += steps
-
-    def estimate(self):
-        chain_theta = self.sum_f / self.steps
-        theta = chain_theta.mean()
-        se = chain_theta.std(ddof=1) / np.sqrt(self.chains)
-        return theta, se, self.sum_p.sum(0) / (self.steps * self.chains)
+    def estimate(self) -> tuple[float, float, np.ndarray]:
+        """theta, its delta-method standard error, posterior mean of p."""
+        theta = self.sum_wf / self.sum_w
+        # sum w^2 (f - theta)^2 with f in {0, 1}
+        spread = (1 - 2 * theta) * self.sum_w2f + theta * theta * self.sum_w2
+        se = np.sqrt(max(spread, 0.0)) / self.sum_w
+        return theta, se, self.sum_wp / self.sum_w
 
 
-def _independent_round(samplers: list[_PairSampler], steps: int, burn_in: int) -> None:
-    """Advance the latent-free chains of several pairs by burn_in + steps IMH steps.
-
-    The proposals do not depend on the chain state, so each pair draws all of them at once;
-    only the accept/reject pass is sequential, vectorised over every pair's chains. Row 0 of
-    the stacked arrays is each chain's current state, rows 1.. its proposals.
-    """
-    total = steps + burn_in
-    parts = []
-    for sampler in samplers:
-        fresh = sampler.state is None
-        log_w, f, p = sampler.proposals(total + fresh)
-        if not fresh:
-            state_w, state_f, state_p = sampler.state
-            log_w = np.concatenate([state_w[None], log_w])
-            f = np.concatenate([state_f[None], f])
-            p = np.concatenate([state_p[:, None], p], axis=1)
-        parts.append((log_w, f, p, np.log(sampler.rng.random((total, sampler.chains)))))
-    log_w = np.concatenate([x[0] for x in parts], axis=1)       # (1 + T, sum C)
-    f = np.concatenate([x[1] for x in parts], axis=1)           # (1 + T, sum C)
-    p = np.concatenate([x[2] for x in parts], axis=2)           # (3, 1 + T, sum C)
-    log_u = np.concatenate([x[3] for x in parts], axis=1)       # (T, sum C)
-    current_index = np.zeros(log_w.shape[1], np.int64)
-    current_w = log_w[0].copy()
-    before = np.empty((total, log_w.shape[1]), np.int64)        # state index before each step
-    log_ratio = np.empty((total, log_w.shape[1]))
-    for step in range(total):
-        before[step] = current_index
-        np.subtract(log_w[step + 1], current_w, out=log_ratio[step])
-        accept = log_u[step] < log_ratio[step]
-        current_w = np.where(accept, log_w[step + 1], current_w)
-        current_index = np.where(accept, step + 1, current_index)
-    # Rao-Blackwellised over the accept coin: E[g(next state) | state, proposal]
-    accept_prob = np.exp(np.minimum(log_ratio[burn_in:], 0.0))
-    kept_before = before[burn_in:]
-    f_before = np.take_along_axis(f, kept_before, axis=0)
-    sum_f = (f_before + accept_prob * (f[burn_in + 1:] - f_before)).sum(0)
-    p_before = np.take_along_axis(p, np.broadcast_to(kept_before, (3, *kept_before.shape)), 1)
-    sum_p = (p_before + accept_prob * (p[:, burn_in + 1:] - p_before)).sum(1).T   # (sum C, 3)
-    rows = np.arange(log_w.shape[1])
-    start = 0
-    for sampler in samplers:
-        chains = slice(start, start + sampler.chains)
-        start += sampler.chains
-        index = current_index[chains]
-        sampler.state = (log_w[index, rows[chains]], f[index, rows[chains]],
-                         p[:, index, rows[chains]])
-        sampler.add(sum_f[chains], sum_p[chains], steps)
-
-
-def _decide_fast(counts: Sequence[PairCounts], gamma, seed, chains, first_steps, burn_in,
-                 target_se, resolve_z, max_draws):
+def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_se, resolve_z,
+                 max_draws):
     size = len(counts)
     theta = np.zeros(size)
     se = np.zeros(size)
@@ -441,25 +334,25 @@ def _decide_fast(counts: Sequence[PairCounts], gamma, seed, chains, first_steps,
             theta[i] = closed_form_theta(n)
             p_mean[i] = (n + 1) / (n.sum() + 3)
         else:
-            samplers[i] = _PairSampler(pair, seed, chains)
-    steps = first_steps
-    active = sorted(samplers)
-    first = True
-    while active:
-        independent = [samplers[i] for i in active if not samplers[i].augmented.any()]
-        if independent:
-            _independent_round(independent, steps, burn_in if first else 0)
-        for i in active:
-            if samplers[i].augmented.any():
-                samplers[i]._run_augmented(steps, burn_in if first else 0)
+            samplers[i] = _PairImportanceSampler(pair, seed)
+    plan = {i: first_draws for i in samplers}                  # draws of each pair's next round
+    while plan:
+        for i, batch in plan.items():
+            samplers[i].draw(batch)
             theta[i], se[i], p_mean[i] = samplers[i].estimate()
-            draws[i] = samplers[i].steps * chains
-        first = False
-        _, resolved = _decisions(theta, se, gamma, resolve_z)
-        active = [i for i in active
-                  if (se[i] > target_se or not resolved[i]) and 2 * draws[i] <= max_draws]
-        # every active pair has run the same rounds; the next round doubles its draws
-        steps = samplers[active[0]].steps if active else 0
+            draws[i] = samplers[i].draws
+        next_plan = {}
+        for i in plan:
+            distance = min(abs(theta[i] - gamma / 2), abs(theta[i] - (1 - gamma / 2)))
+            wanted_se = min(target_se, distance / resolve_z) if resolve_z > 0 else target_se
+            if se[i] <= wanted_se or draws[i] >= max_draws:
+                continue
+            # the standard error falls as 1/sqrt(draws): aim a little past the wanted value
+            wanted = draws[i] * ((se[i] / max(wanted_se, 1e-12)) ** 2 * 1.2 - 1)
+            wanted = max(wanted, draws[i] / 4, 256)
+            grain = 1 << max(int(np.log2(wanted)) - 2, 0)          # four sizes per octave
+            next_plan[i] = int(min(np.ceil(wanted / grain) * grain, max_draws - draws[i]))
+        plan = next_plan
     decision, resolved = _decisions(theta, se, gamma, resolve_z)
     return DecisionBatch(decision, theta, se, p_mean, resolved, draws)
 
@@ -534,17 +427,15 @@ def _options(defaults: dict, options: dict, method: str) -> dict:
                          f"known: {sorted(defaults)}")
     merged = {**defaults, **options}
     for name, value in merged.items():
-        if name in ("chains", "first_steps", "max_draws", "num_chains", "num_samples") and \
+        if name in ("first_draws", "max_draws", "num_chains", "num_samples") and \
                 (not isinstance(value, (int, np.integer)) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if name in ("burn_in", "num_warmup") and (not isinstance(value, (int, np.integer))
+        if name == "num_warmup" and (not isinstance(value, (int, np.integer))
                                                    or value < 0):
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if name in ("target_se", "resolve_z") and not (isinstance(value, (int, float))
                                                         and value >= 0):
             raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    if method == "fast" and merged["chains"] < 2:
-        raise ValueError("chains must be at least 2 (theta_se comes from their spread)")
     return merged
 
 
@@ -576,4 +467,4 @@ def decide(counts: PairCounts, **options) -> PairDecision:
 def warm_up() -> None:
     """Import and exercise the fast path once (call at worker start; no JIT is involved)."""
     decide_many([PairCounts(np.eye(3, dtype=int) * 5, metric_only=[5, 1, 3])],
-                first_steps=8, burn_in=2, target_se=1.0, max_draws=64)
+                first_draws=64, target_se=1.0, max_draws=64)
