@@ -1,5 +1,7 @@
 """Settings for the test suite: fast hashing, eager tasks, database from DATABASE_URL."""
 from .base import *  # noqa: F401,F403
+import os
+
 from .base import VAR_DIR
 
 DEBUG = False
@@ -18,4 +20,4 @@ STATIC_ROOT = None  # static files come from static/ via finders; collectstatic 
 # A file (not in-memory) SQLite test database, so a real Celery worker process started by a
 # test can open the same database.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
