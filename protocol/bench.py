@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS = {
     "decision": "protocol._bench_decision",
     "spa": "protocol._bench_spa",
+    "separability": "protocol.separability",
 }
 
 
