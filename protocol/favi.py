@@ -186,22 +186,37 @@ def favi_by_pair(human: Mapping, metric: Mapping) -> dict[tuple[str, str], PairF
     human, metric: dict (first, second) -> object with ``items`` and ``values`` arrays
     (protocol.preferences.PairLabels), canonical order.
     """
-    results = {}
-    for pair in sorted(set(human) & set(metric)):
-        h_values, m_values = paired_labels(
-            human[pair].items, human[pair].values, metric[pair].items, metric[pair].values
-        )
-        confusion = confusion_matrix(h_values, m_values)
-        results[pair] = PairFavi(
+    pairs = sorted(set(human) & set(metric))
+    if not pairs:
+        return {}
+    paired = [
+        paired_labels(human[p].items, human[p].values, metric[p].items, metric[p].values) for p in pairs
+    ]
+    # One padded (pairs, items) batch: all confusion matrices and scores in single calls.
+    width = max(max(len(h) for h, _ in paired), 1)
+    human_batch = np.zeros((len(pairs), width), dtype=np.int8)
+    metric_batch = np.zeros((len(pairs), width), dtype=np.int8)
+    mask = np.zeros((len(pairs), width), dtype=bool)
+    for k, (h, m) in enumerate(paired):
+        human_batch[k, : len(h)] = h
+        metric_batch[k, : len(m)] = m
+        mask[k, : len(h)] = True
+    confusions = confusion_matrix(human_batch, metric_batch, mask=mask)
+    scores = np.atleast_1d(favi_score(confusions))
+    errors = total_error(confusions)
+    agreements = system_sign_agreement(confusions)
+    return {
+        pair: PairFavi(
             first=pair[0],
             second=pair[1],
-            confusion=confusion,
-            favi=favi_score(confusion),
-            total_error=int(total_error(confusion)),
-            sample_accuracy=sample_accuracy(confusion),
-            system_sign_agrees=bool(system_sign_agreement(confusion)),
+            confusion=confusions[k],
+            favi=float(scores[k]),
+            total_error=int(errors[k]),
+            sample_accuracy=sample_accuracy(confusions[k]),
+            system_sign_agrees=bool(agreements[k]),
         )
-    return results
+        for k, pair in enumerate(pairs)
+    }
 
 
 def per_system_favi(favi_by_pair_values: Mapping[tuple[str, str], float]) -> dict[str, np.ndarray]:

@@ -167,3 +167,19 @@ def test_bad_confusion_matrix_raises(bad):
 def test_duplicate_metric_items_raise():
     with pytest.raises(ValueError, match="one label per item"):
         favi_by_pair({("A", "B"): _labels(["i1"], [1])}, {("A", "B"): _labels(["i1", "i1"], [1, 0])})
+
+
+def test_favi_by_pair_batched_equals_per_pair():
+    rng = np.random.default_rng(8)
+    human, metric = {}, {}
+    for k, pair in enumerate([("A", "B"), ("A", "C"), ("B", "C"), ("B", "D")]):
+        n = 5 + 7 * k
+        items = np.array([f"i{j}" for j in range(n)])
+        human[pair] = _labels(np.repeat(items, 2), rng.integers(-1, 2, size=2 * n))
+        metric[pair] = _labels(items[::-1], rng.integers(-1, 2, size=n))
+    results = favi_by_pair(human, metric)
+    for pair, result in results.items():
+        single = favi_by_pair({pair: human[pair]}, {pair: metric[pair]})[pair]
+        np.testing.assert_array_equal(result.confusion, single.confusion)
+        assert result.favi == pytest.approx(single.favi, nan_ok=True)
+        assert result.confusion.sum() == 2 * len(metric[pair].values)
