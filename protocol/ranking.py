@@ -328,3 +328,10 @@ def dag_layout(graph: RankingGraph) -> dict:
         "edges": [{"source": a, "target": b} for a, b in graph.reduced_edges],
         "cycles": [list(c) for c in graph.cycles],
     }
+
+
+def graph_from_labels(
+    systems, labels: Mapping[tuple[str, str], object], alpha: float = 0.05, method: str = ASYMPTOTIC
+) -> RankingGraph:
+    """Significance graph straight from a pairwise preference table (PairLabels per pair)."""
+    return significance_graph(systems, decisions_from_labels(labels, alpha, method))

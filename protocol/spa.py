@@ -87,7 +87,7 @@ def pairwise_p_values(
     +-1 matrix (otherwise drawn from ``seed``). Returns (S, S) float: P[i, j] = p-value of
     "system i better than system j" for i != j, NaN on the diagonal.
     """
-    scores = _score_matrix(scores, "")
+    scores = _score_matrix(scores, "the")
     n_systems, n_segments = scores.shape
     signs = _signs_for(signs, permutations, n_segments, seed)
     signed_sums = signs @ scores.T  # (permutations, S)

@@ -242,3 +242,20 @@ def test_graph_bad_input():
         find_cycles("AB", [("A", "A")])
     with pytest.raises(ValueError, match="no systems"):
         significance_graph([], {})
+
+
+def test_graph_from_labels_matches_decisions():
+    from protocol.ranking import graph_from_labels
+
+    class Labels:
+        def __init__(self, values):
+            self.values = np.array(values)
+
+    labels = {
+        ("A", "B"): Labels([1] * 20 + [-1] * 3),
+        ("A", "C"): Labels([1] * 25 + [0] * 5),
+        ("B", "C"): Labels([1] * 15 + [-1] * 2),
+    }
+    graph = graph_from_labels(["A", "B", "C"], labels)
+    assert graph.edges == (("A", "B"), ("A", "C"), ("B", "C"))
+    assert graph.reduced_edges == (("A", "B"), ("B", "C"))
