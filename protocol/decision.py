@@ -41,6 +41,7 @@ does not depend on which other pairs share the call.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -54,10 +55,11 @@ FAST_DEFAULTS = dict(
     first_draws=2048,      # importance draws per pair in the first round
     target_se=0.003,       # keep drawing until theta_se is below this ...
     resolve_z=3.0,         # ... and theta is this many standard errors from a threshold
-    max_draws=1 << 17,     # per pair; pairs still unresolved then are reported unresolved
+    max_draws=1 << 16,     # per pair; pairs still unresolved then are reported unresolved
+    threads=min(2, os.cpu_count() or 1),  # pairs drawn in parallel threads
 )
 NUTS_DEFAULTS = dict(num_chains=5, num_warmup=2000, num_samples=10000,
-                     chain_method="sequential", resolve_z=3.0)
+                     chain_method="vectorized", resolve_z=3.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,8 +322,19 @@ class _PairImportanceSampler:
         return theta, se, self.sum_wp / self.sum_w
 
 
+_THREAD_POOLS: dict = {}
+
+
+def _thread_pool(threads: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    if threads not in _THREAD_POOLS:
+        _THREAD_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="decision")
+    return _THREAD_POOLS[threads]
+
+
 def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_se, resolve_z,
-                 max_draws):
+                 max_draws, threads):
     size = len(counts)
     theta = np.zeros(size)
     se = np.zeros(size)
@@ -336,9 +349,17 @@ def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_
         else:
             samplers[i] = _PairImportanceSampler(pair, seed)
     plan = {i: first_draws for i in samplers}                  # draws of each pair's next round
+    pool = _thread_pool(threads) if threads > 1 and len(samplers) > 1 else None
     while plan:
-        for i, batch in plan.items():
-            samplers[i].draw(batch)
+        # numpy's generators and ufuncs release the GIL; each pair owns its stream, so
+        # threading changes only the wall time, never a result
+        work = [(samplers[i], batch) for i, batch in plan.items()]
+        if pool is None:
+            for sampler, batch in work:
+                sampler.draw(batch)
+        else:
+            list(pool.map(lambda job: job[0].draw(job[1]), work))
+        for i in plan:
             theta[i], se[i], p_mean[i] = samplers[i].estimate()
             draws[i] = samplers[i].draws
         next_plan = {}
@@ -380,7 +401,7 @@ def _nuts_runner(num_chains, num_warmup, num_samples, chain_method):
         import numpyro
         from numpyro.infer import MCMC, NUTS
 
-        numpyro.set_host_device_count(max(1, num_chains)) if chain_method == "parallel" else None
+        # "parallel" needs as many devices (numpyro.set_host_device_count before jax starts)
         _NUTS_RUNNERS[key] = MCMC(NUTS(_paper_model), num_warmup=num_warmup,
                                   num_samples=num_samples, num_chains=num_chains,
                                   chain_method=chain_method, progress_bar=False,
@@ -400,8 +421,8 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
     se = np.zeros(size)
     p_mean = np.zeros((size, 3))
     for i, pair in enumerate(counts):
-        key = jax.random.PRNGKey(int(seed) & 0x7FFFFFFF)
-        key = jax.random.fold_in(key, hash(pair.key()) & 0x7FFFFFFF)
+        stream = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *pair.key()])
+        key = jax.random.PRNGKey(int(stream.generate_state(1)[0]))
         runner.run(key, jnp.asarray(pair.paired, jnp.float32),
                    jnp.asarray(pair.n, jnp.float32), jnp.asarray(pair.metric_only, jnp.float32))
         p = np.asarray(runner.get_samples(group_by_chain=True)["p"], dtype=float)  # (C, S, 3)
@@ -409,9 +430,9 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
         theta[i] = wins.mean()
         p_mean[i] = p.reshape(-1, 3).mean(0)
         if 0 < theta[i] < 1:
-            ess = float(effective_sample_size(wins[..., None])[0]) if num_chains > 1 else \
-                float(effective_sample_size(wins[None, :, None])[0])
-            se[i] = np.sqrt(theta[i] * (1 - theta[i]) / max(ess, 1.0))
+            ess = float(effective_sample_size(wins[..., None])[0])
+            ess = ess if np.isfinite(ess) and ess > 1 else 1.0
+            se[i] = np.sqrt(theta[i] * (1 - theta[i]) / ess)
     decision, resolved = _decisions(theta, se, gamma, resolve_z)
     draws = np.full(size, num_chains * num_samples, np.int64)
     return DecisionBatch(decision, theta, se, p_mean, resolved, draws)
@@ -427,7 +448,7 @@ def _options(defaults: dict, options: dict, method: str) -> dict:
                          f"known: {sorted(defaults)}")
     merged = {**defaults, **options}
     for name, value in merged.items():
-        if name in ("first_draws", "max_draws", "num_chains", "num_samples") and \
+        if name in ("first_draws", "max_draws", "threads", "num_chains", "num_samples") and \
                 (not isinstance(value, (int, np.integer)) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if name == "num_warmup" and (not isinstance(value, (int, np.integer))
@@ -453,10 +474,20 @@ def decide_many(counts: Sequence[PairCounts], *, gamma: float = 0.05, method: st
         if not isinstance(pair, PairCounts):
             raise ValueError(f"counts[{i}] must be a PairCounts, got {type(pair).__name__}")
     if method == "fast":
-        return _decide_fast(counts, gamma, seed, **_options(FAST_DEFAULTS, options, method))
-    if method == "nuts":
-        return _decide_nuts(counts, gamma, seed, **_options(NUTS_DEFAULTS, options, method))
-    raise ValueError(f"method must be 'fast' or 'nuts', got {method!r}")
+        run, options = _decide_fast, _options(FAST_DEFAULTS, options, method)
+    elif method == "nuts":
+        run, options = _decide_nuts, _options(NUTS_DEFAULTS, options, method)
+    else:
+        raise ValueError(f"method must be 'fast' or 'nuts', got {method!r}")
+    # Decide each pair in a canonical orientation and mirror back, so that exchanging the two
+    # systems maps theta to exactly 1 - theta and the decision to exactly its negation.
+    flip = np.array([pair.key() > pair.swapped().key() for pair in counts], bool)
+    canonical = [pair.swapped() if flipped else pair for pair, flipped in zip(counts, flip)]
+    batch = run(canonical, gamma, seed, **options)
+    theta = np.where(flip, 1.0 - batch.theta, batch.theta)
+    p_mean = np.where(flip[:, None], batch.p_mean[:, ::-1], batch.p_mean)
+    decision = np.where(flip, -batch.decision, batch.decision).astype(np.int8)
+    return DecisionBatch(decision, theta, batch.theta_se, p_mean, batch.resolved, batch.draws)
 
 
 def decide(counts: PairCounts, **options) -> PairDecision:
