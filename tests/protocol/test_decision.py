@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from protocol.decision import (
     DecisionBatch, PairCounts, PairDecision, closed_form_theta, counts_from_labels, decide,
-    decide_many, decision_from_theta,
+    decide_many, decision_from_theta, posterior_draws,
 )
 
 # SPEC §4 count-set oracles: N (metric rows, human columns), m, theta, E[p] (S1 only)
@@ -267,3 +267,22 @@ def test_integral_float_counts_are_accepted():
 def test_bad_calls_raise_clear_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---------------------------------------------------------------------------- exact draws
+def test_posterior_draws_without_metric_only_items_are_the_dirichlet_posterior():
+    counts = PairCounts([[5, 1, 0], [2, 3, 1], [0, 1, 4]], human_only=[1, 4, 0])
+    draws = posterior_draws(counts, 40_000, seed=1)
+    alpha = counts.n + 1.0
+    mean, var = alpha / alpha.sum(), alpha * (alpha.sum() - alpha) / alpha.sum() ** 2 / (
+        alpha.sum() + 1)
+    assert draws.shape == (40_000, 3)
+    np.testing.assert_allclose(draws.mean(0), mean, atol=Z * np.sqrt(var / 40_000).max())
+    np.testing.assert_allclose(draws.var(0), var, rtol=0.05)
+
+
+def test_posterior_draws_agree_with_the_weighted_theta():
+    draws = posterior_draws(S1, 60_000, seed=2)
+    wins = draws[:, 0] > draws[:, 2]
+    assert abs(wins.mean() - 0.826) <= Z * np.sqrt(0.826 * 0.174 / 60_000) + ORACLE_ROUNDING
+    np.testing.assert_allclose(draws.mean(0), [0.4625, 0.1852, 0.3523], atol=0.002)
