@@ -341,9 +341,10 @@ _THREAD_POOLS: dict = {}
 def _thread_pool(threads: int):
     from concurrent.futures import ThreadPoolExecutor
 
-    if threads not in _THREAD_POOLS:
-        _THREAD_POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="decision")
-    return _THREAD_POOLS[threads]
+    key = (os.getpid(), threads)   # a pool inherited through fork (worker start) has no threads
+    if key not in _THREAD_POOLS:
+        _THREAD_POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="decision")
+    return _THREAD_POOLS[key]
 
 
 def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_se, resolve_z,

@@ -286,3 +286,17 @@ def test_posterior_draws_agree_with_the_weighted_theta():
     wins = draws[:, 0] > draws[:, 2]
     assert abs(wins.mean() - 0.826) <= Z * np.sqrt(0.826 * 0.174 / 60_000) + ORACLE_ROUNDING
     np.testing.assert_allclose(draws.mean(0), [0.4625, 0.1852, 0.3523], atol=0.002)
+
+
+def _theta_in_child(_):
+    return decide_many([S1, S3], seed=9).theta.tolist()
+
+
+def test_a_forked_worker_can_decide_after_its_parent_did():
+    # Celery/gunicorn fork workers after warm-up; the parent's thread pool must not be reused
+    import multiprocessing
+
+    parent = decide_many([S1, S3], seed=9).theta.tolist()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.map_async(_theta_in_child, [0]).get(timeout=60)[0]
+    assert child == parent
