@@ -282,6 +282,7 @@ class _PairImportanceSampler:
         self.log_bound = float((self.tilt * np.log(self.t)).sum())
         self.sum_w = self.sum_wf = self.sum_w2 = self.sum_w2f = 0.0
         self.sum_wp = np.zeros(3)
+        self.log_shift = -np.inf
         self.draws = 0
 
     def draw(self, size: int, chunk: int = 4096) -> None:
@@ -304,7 +305,18 @@ class _PairImportanceSampler:
             log_w = (self.kappa @ np.log(q_over_nu) + tilt @ np.log(gnu)
                      + p_coefficient @ np.log(p_unnormalised)
                      - q_coefficient * np.log(q_total) - self.log_bound)
-            w = np.exp(np.minimum(log_w, 0.0))   # <= 1 in exact arithmetic; clip rounding
+            # Weights are <= 1 but can all be tiny when many human-only items tilt the
+            # posterior: keep the sums relative to the largest log weight seen.
+            largest = min(float(log_w.max()), 0.0)
+            if largest > self.log_shift:
+                scale = np.exp(self.log_shift - largest)
+                self.sum_w *= scale
+                self.sum_wf *= scale
+                self.sum_wp *= scale
+                self.sum_w2 *= scale * scale
+                self.sum_w2f *= scale * scale
+                self.log_shift = largest
+            w = np.exp(np.minimum(log_w, 0.0) - self.log_shift)
             wins = p_unnormalised[0] > p_unnormalised[2]
             w2 = w * w
             self.sum_w += w.sum()
