@@ -161,6 +161,11 @@ def test_batched_results_equal_single_pair_results():
     np.testing.assert_array_equal(single_thread.theta, batch.theta)
 
 
+def test_no_pairs_give_an_empty_batch():
+    batch = decide_many([])
+    assert len(batch) == 0 and batch.p_mean.shape == (0, 3)
+
+
 def test_empty_pair_is_undecided_at_one_half():
     result = decide(PairCounts.empty())
     assert isinstance(result, PairDecision)
@@ -292,6 +297,7 @@ def _theta_in_child(_):
     return decide_many([S1, S3], seed=9).theta.tolist()
 
 
+@pytest.mark.filterwarnings("ignore:os.fork")   # JAX, if an earlier test imported it
 def test_a_forked_worker_can_decide_after_its_parent_did():
     # Celery/gunicorn fork workers after warm-up; the parent's thread pool must not be reused
     import multiprocessing
