@@ -344,6 +344,9 @@ class _PairImportanceSampler:
         # sum w^2 (f - theta)^2 with f in {0, 1}
         spread = (1 - 2 * theta) * self.sum_w2f + theta * theta * self.sum_w2
         se = np.sqrt(max(spread, 0.0)) / self.sum_w
+        if theta in (0.0, 1.0):
+            # no draw fell on the other side: about 1/ESS is what such a run can resolve
+            se = self.sum_w2 / self.sum_w ** 2
         return theta, se, self.sum_wp / self.sum_w
 
 
@@ -459,6 +462,8 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
             ess = float(effective_sample_size(wins[..., None])[0])
             ess = ess if np.isfinite(ess) and ess > 1 else 1.0
             se[i] = np.sqrt(theta[i] * (1 - theta[i]) / ess)
+        else:
+            se[i] = 1.0 / wins.size   # no draw on the other side (see the fast method)
     decision, resolved = _decisions(theta, se, gamma, resolve_z)
     draws = np.full(size, num_chains * num_samples, np.int64)
     return DecisionBatch(decision, theta, se, p_mean, resolved, draws)

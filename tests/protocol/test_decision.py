@@ -306,3 +306,10 @@ def test_a_forked_worker_can_decide_after_its_parent_did():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         child = pool.map_async(_theta_in_child, [0]).get(timeout=60)[0]
     assert child == parent
+
+
+def test_a_clear_pair_reports_a_nonzero_standard_error_and_stops_early():
+    counts = PairCounts([[40, 1, 0], [2, 9, 0], [0, 1, 3]], metric_only=[600, 90, 20])
+    result = decide(counts)
+    assert result.theta == 1.0 and result.decision == 1 and result.resolved
+    assert 0 < result.theta_se < 0.01 and result.draws == 2048
