@@ -7,3 +7,4 @@ SECRET_KEY = SECRET_KEY or "dev-only-insecure-key-never-use-in-production"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
+STATIC_ROOT = None  # static files come from static/ via finders; collectstatic is for prod
