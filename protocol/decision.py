@@ -233,6 +233,10 @@ class DecisionBatch:
     resolved: np.ndarray
     draws: np.ndarray
 
+    def __post_init__(self):
+        for name in ("decision", "theta", "theta_se", "p_mean", "resolved", "draws"):
+            getattr(self, name).setflags(write=False)
+
     def __len__(self):
         return len(self.theta)
 
