@@ -30,8 +30,10 @@ default), kept as the reference.
       w = exp(sum_cc' t |e_c'| log(mu[c, c'] / t[c, c']) + sum_c' max(h - 2, 0) log p_c')
   never exceeds 1. Accepting a proposal with probability w gives exact, independent posterior
   draws (``posterior_draws``). For theta the accept coin is Rao-Blackwellised: theta is the
-  w-weighted mean of 1[p+ > p-] over all proposals, with its delta-method standard error
-  (finite variance, as w <= 1). Drawing continues per pair (up to ``max_draws``) while the
+  w-weighted mean of 1[p+ > p-] over all proposals (finite variance, as w <= 1), corrected
+  by control variates q_c (nu_c+ - nu_c-), whose proposal means are known and whose sum is
+  p+ - p-; its standard error is the delta-method one of that regression estimator (checked
+  against the spread over seeds). Drawing continues per pair (up to ``max_draws``) while the
   standard error is above ``target_se`` or theta is within ``resolve_z`` standard errors of
   a threshold; pairs still that close at the cap are reported unresolved.
 
@@ -286,6 +288,14 @@ class _PairImportanceSampler:
         self.log_bound = float((self.tilt * np.log(self.t)).sum())
         self.sum_w = self.sum_wf = self.sum_w2 = self.sum_w2f = 0.0
         self.sum_wp = np.zeros(3)
+        # control variates h = d - E_proposal[d], d_c = q_c (nu_c+ - nu_c-), sum_c d_c = p+ - p-
+        q_mean = self.q_alpha / self.q_alpha.sum()
+        nu_mean = self.nu_alpha / self.nu_alpha.sum(1, keepdims=True)
+        self.d_mean = q_mean * (nu_mean[:, 0] - nu_mean[:, 2])
+        self.sum_h = np.zeros(3)
+        self.sum_hh = np.zeros((3, 3))
+        self.sum_wh = np.zeros(3)
+        self.sum_wfh = np.zeros(3)
         self.log_shift = -np.inf
         self.draws = 0
 
@@ -326,6 +336,8 @@ class _PairImportanceSampler:
                 self.sum_wp *= scale
                 self.sum_w2 *= scale * scale
                 self.sum_w2f *= scale * scale
+                self.sum_wh *= scale
+                self.sum_wfh *= scale
                 self.log_shift = largest
             w = np.exp(np.minimum(log_w, 0.0) - self.log_shift)
             wins = p_unnormalised[0] > p_unnormalised[2]
@@ -335,6 +347,11 @@ class _PairImportanceSampler:
             self.sum_w2 += w2.sum()
             self.sum_w2f += w2[wins].sum()
             self.sum_wp += p_unnormalised @ (w / q_total)
+            h = (q_over_nu * (gnu[0::3] - gnu[2::3])) / q_total - self.d_mean[:, None]
+            self.sum_h += h.sum(1)
+            self.sum_hh += h @ h.T
+            self.sum_wh += h @ w
+            self.sum_wfh += h[:, wins] @ w[wins]
         self.draws += size
 
     def proposals(self, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -350,15 +367,28 @@ class _PairImportanceSampler:
         return p.T, np.exp(np.minimum(log_w, 0.0))
 
     def estimate(self) -> tuple[float, float, np.ndarray]:
-        """theta, its delta-method standard error, posterior mean of p."""
+        """theta, its standard error, posterior mean of p.
+
+        theta solves sum_i [w_i (f_i - theta) - beta . h_i] = 0: the weighted estimate with the
+        control variates h (mean 0 under the proposal, known in closed form) and the
+        regression coefficient beta that minimises the variance; p+ - p- = sum(d) makes h
+        strongly correlated with f = 1[p+ > p-], which cuts the variance up to ~3x.
+        """
+        p_mean = self.sum_wp / self.sum_w
         theta = self.sum_wf / self.sum_w
-        # sum w^2 (f - theta)^2 with f in {0, 1}
-        spread = (1 - 2 * theta) * self.sum_w2f + theta * theta * self.sum_w2
-        se = np.sqrt(max(spread, 0.0)) / self.sum_w
         if theta in (0.0, 1.0):
             # no draw fell on the other side: about 1/ESS is what such a run can resolve
-            se = self.sum_w2 / self.sum_w ** 2
-        return theta, se, self.sum_wp / self.sum_w
+            return theta, self.sum_w2 / self.sum_w ** 2, p_mean
+        for _ in range(2):   # beta depends on theta through z = w (f - theta)
+            cross = self.sum_wfh - theta * self.sum_wh                   # sum z h
+            beta = np.linalg.lstsq(self.sum_hh, cross, rcond=None)[0]
+            theta = (self.sum_wf - beta @ self.sum_h) / self.sum_w
+        cross = self.sum_wfh - theta * self.sum_wh
+        # sum z^2 with f in {0, 1}, minus what the control variates explain
+        spread = (1 - 2 * theta) * self.sum_w2f + theta * theta * self.sum_w2 \
+            - 2 * beta @ cross + beta @ self.sum_hh @ beta
+        se = np.sqrt(max(spread, 0.0)) / self.sum_w
+        return float(np.clip(theta, 0.0, 1.0)), se, p_mean
 
 
 _THREAD_POOLS: dict = {}
