@@ -54,6 +54,9 @@ def realistic_counts(pairs: int, seed: int) -> list[PairCounts]:
 
 
 def run(args) -> dict:
+    if args.pairs < 1 or args.reference_pairs < 1:
+        raise ValueError(f"--pairs and --reference-pairs must be at least 1, got "
+                         f"{args.pairs} and {args.reference_pairs}")
     counts = realistic_counts(args.pairs, args.seed)
     decide_many(realistic_counts(8, args.seed + 1), gamma=args.gamma)   # warm-up
     start = time.perf_counter()
