@@ -17,3 +17,38 @@ def access_study_creation(user) -> None:
     """Raise PermissionDenied unless ``user`` may create studies."""
     if not user_can_create_studies(user):
         raise PermissionDenied("Only researchers can create studies.")
+
+
+def session_annotator_key(study) -> str:
+    return f"evalapp:annotator:{study.pk}"
+
+
+def access_annotator_for_study(request, study):
+    """The Annotator who may work on ``study`` in this request, or PermissionDenied.
+
+    A crowd worker who arrived through the study's start link is remembered in the session;
+    a logged-in user needs a membership of the study (annotator or researcher) or staff.
+    """
+    from .models import Annotator, StudyMembership
+    from .serving import annotator_for_user
+
+    annotator_id = request.session.get(session_annotator_key(study))
+    if annotator_id is not None:
+        annotator = Annotator.objects.filter(pk=annotator_id).first()
+        if annotator is not None:
+            return annotator
+    user = request.user
+    if user.is_authenticated and (
+        user.is_staff or StudyMembership.objects.filter(study=study, user=user).exists()
+    ):
+        return annotator_for_user(user=user)
+    raise PermissionDenied("Open this study through its link, or log in with an account that belongs to it.")
+
+
+def access_study_running(study) -> None:
+    from django.http import Http404
+
+    from .models import Study
+
+    if study.status not in (Study.Status.RUNNING, Study.Status.FINISHED):
+        raise Http404("This study is not open.")

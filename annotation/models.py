@@ -47,6 +47,9 @@ class Study(models.Model):
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     lease_timeout_seconds = models.PositiveIntegerField(default=900)
     completion_code = models.CharField(max_length=64, blank=True)
+    protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
+    protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
+    protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
     separability_status = models.CharField(
         max_length=10, choices=[(s, s) for s in ("none", "pending", "running", "done", "failed")], default="none",
         help_text="separability of the comparisons (needs >= 2 samples per output)")

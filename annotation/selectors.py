@@ -49,3 +49,83 @@ def comparison_sample_texts(*, study: Study) -> tuple[list[int], list[list[str]]
             first.append(a)
             second.append(b)
     return ids, first, second
+
+
+def study_pair_ids(*, study: Study) -> dict[tuple[str, str], tuple[int, int]]:
+    """(first name, second name) -> (first id, second id) for every pair with comparisons."""
+    from .models import Comparison
+
+    rows = (Comparison.objects.filter(study=study)
+            .values_list("first__name", "second__name", "first_id", "second_id").distinct())
+    return {(a, b): (i, j) for a, b, i, j in rows}
+
+
+def study_pair_capacities(*, study: Study) -> dict[tuple[str, str], int]:
+    """(first, second) -> human judgements the pair can receive (comparisons x ratings)."""
+    from .models import Comparison
+
+    rows = (Comparison.objects.filter(study=study).values("first__name", "second__name")
+            .annotate(n=Count("id")).values_list("first__name", "second__name", "n"))
+    return {(a, b): n * study.ratings_per_item for a, b, n in rows}
+
+
+def study_metric_labels(*, study: Study) -> dict[tuple[str, str], dict[str, int]]:
+    """(first, second) -> {item external id: the study metric's preference}; {} without a metric.
+
+    Scalar metrics give sign(s_first - s_second) with the metric's tie margin (SPEC §1).
+    """
+    from .models import Comparison, Metric, MetricPreference, MetricScore
+
+    metric = study.metric
+    if metric is None:
+        return {}
+    labels: dict[tuple[str, str], dict[str, int]] = {}
+    if metric.kind == Metric.Kind.PREFERENCE:
+        rows = MetricPreference.objects.filter(metric=metric).values_list(
+            "first__name", "second__name", "item__external_id", "value")
+        for a, b, item, value in rows.iterator():
+            labels.setdefault((a, b), {})[item] = value
+        return labels
+    scores = dict(
+        ((item, system), value)
+        for item, system, value in MetricScore.objects.filter(metric=metric).values_list(
+            "output__item__external_id", "output__system__name", "value").iterator()
+    )
+    margin = metric.tie_margin
+    comparisons = Comparison.objects.filter(study=study).values_list("item__external_id", "first__name", "second__name")
+    for item, a, b in comparisons.iterator():
+        if (item, a) in scores and (item, b) in scores:
+            diff = scores[(item, a)] - scores[(item, b)]
+            labels.setdefault((a, b), {})[item] = 0 if abs(diff) <= margin else (1 if diff > 0 else -1)
+    return labels
+
+
+def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """(first, second) -> [(item external id, value)] of every judgement, oldest first."""
+    rows = Judgement.objects.filter(comparison__study=study).order_by("id").values_list(
+        "comparison__first__name", "comparison__second__name", "comparison__item__external_id", "value")
+    labels: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for a, b, item, value in rows.iterator():
+        labels.setdefault((a, b), []).append((item, value))
+    return labels
+
+
+def hit_display(*, assignment) -> dict:
+    """What the annotator sees for a HIT: input, and the two outputs in screen order."""
+    from .models import Judgement, Output
+
+    comparison = assignment.comparison
+    study = comparison.study
+    texts = {}
+    for system_id in (comparison.first_id, comparison.second_id):
+        outputs = Output.objects.filter(item_id=comparison.item_id, system_id=system_id)
+        shown = outputs.filter(sample=study.shown_sample).first() or outputs.order_by("sample").first()
+        texts[system_id] = shown.text
+    first, second = texts[comparison.first_id], texts[comparison.second_id]
+    left, right = (second, first) if assignment.shown_swapped else (first, second)
+    done = Judgement.objects.filter(annotator=assignment.annotator, comparison__study=study).count()
+    return {"assignment": assignment, "item": comparison.item, "left": left, "right": right, "done": done}
+
+
+def annotator_judgement_count(*, study: Study, annotator) -> int:
+    return Judgement.objects.filter(annotator=annotator, comparison__study=study).count()

@@ -7,3 +7,10 @@ from . import services
 @shared_task(acks_late=True)
 def study_separability_task(study_id: int) -> int:
     return services.study_separability_compute(study_id=study_id)
+
+
+@shared_task(acks_late=True)
+def study_protocol_advance_task(study_id: int) -> None:
+    from .serving import study_protocol_advance
+
+    study_protocol_advance(study_id=study_id)

@@ -1,8 +1,11 @@
 from django.urls import path
 
-from . import views
+from . import views, views_annotate
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("studies/upload/", views.study_upload, name="study_upload"),
+    path("s/<slug:slug>/start/", views_annotate.study_start, name="study_start"),
+    path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/", views_annotate.hit_submit, name="hit_submit"),
 ]

@@ -75,7 +75,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Serving and deciding write from several threads; wait for the lock, never fail fast.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # IMMEDIATE: a write transaction takes the lock when it begins, so two concurrent
+    # read-then-write transactions queue instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
