@@ -52,3 +52,15 @@ def access_study_running(study) -> None:
 
     if study.status not in (Study.Status.RUNNING, Study.Status.FINISHED):
         raise Http404("This study is not open.")
+
+
+def access_study_as_researcher(user, study) -> None:
+    """PermissionDenied unless ``user`` is staff or a researcher of ``study``."""
+    from .models import StudyMembership
+
+    if not user.is_authenticated:
+        raise PermissionDenied("Log in as a researcher of this study.")
+    if user.is_staff:
+        return
+    if not StudyMembership.objects.filter(study=study, user=user, role=StudyMembership.Role.RESEARCHER).exists():
+        raise PermissionDenied("Only the study's researchers can see its dashboard.")

@@ -129,3 +129,109 @@ def hit_display(*, assignment) -> dict:
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
     return Judgement.objects.filter(annotator=annotator, comparison__study=study).count()
+
+
+def _pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
+    import numpy as np
+
+    from protocol.preferences import PairLabels
+
+    return {
+        pair: PairLabels(pair[0], pair[1], np.array([i for i, _ in rows], dtype=object),
+                         np.array([v for _, v in rows], dtype=np.int8), np.array([""] * len(rows), dtype=object))
+        for pair, rows in labels.items() if rows
+    }
+
+
+def study_dashboard_data(*, study: Study) -> dict:
+    """Everything the researcher dashboard shows, as plain data (figures are built from it).
+
+    budget, per-pair protocol state with Favi-Score, three significance DAG layouts
+    (protocol decisions, human-only sign test, metric-only sign test), per-system Favi
+    sets, SPA/PA between humans and the metric on the judged items, the separability
+    histogram values and the timeline of theta per closed round.
+    """
+    import numpy as np
+
+    from protocol import favi as favi_lib
+    from protocol import ranking, spa
+
+    from .models import Comparison, Judgement, PairState, PairStateHistory
+
+    systems = tuple(study.systems.order_by("name").values_list("name", flat=True))
+    states = list(PairState.objects.filter(study=study).select_related("first", "second").order_by(
+        "first__name", "second__name"))
+    judgements = Judgement.objects.filter(comparison__study=study)
+    live = judgements.filter(source=Judgement.Source.LIVE).count()
+    imported = judgements.filter(source=Judgement.Source.IMPORT).count()
+    reserved = sum(s.quota_left for s in states)
+    human = _pair_labels_table(study_judgement_labels(study=study))
+    metric_raw = study_metric_labels(study=study)
+    metric = _pair_labels_table({pair: sorted(labels.items()) for pair, labels in metric_raw.items()})
+    favi = favi_lib.favi_by_pair(human, metric) if human and metric else {}
+    pairs = []
+    for s in states:
+        key = (s.first.name, s.second.name)
+        pair_state = s.state.get("pair", {})
+        f = favi.get(key)
+        pairs.append({
+            "first": key[0], "second": key[1], "status": pair_state.get("status", "—"),
+            "decision": s.decision, "theta": s.theta, "round": s.round, "quota": s.quota_left,
+            "judgements": pair_state.get("judgements", 0), "capacity": pair_state.get("capacity", 0),
+            "favi": None if f is None or np.isnan(f.favi) else f.favi,
+            "agreement": None if f is None else f.sample_accuracy,
+        })
+    protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
+    human_decisions = ranking.decisions_from_labels(human) if human else {}
+    metric_decisions = ranking.decisions_from_labels(metric) if metric else {}
+    dags = {}
+    if systems:
+        for name, decisions in (("protocol", protocol_decisions), ("human", human_decisions),
+                                ("metric", metric_decisions)):
+            dags[name] = ranking.dag_layout(ranking.significance_graph(systems, decisions))
+    spa_result = None
+    common = [p for p in sorted(human) if p in metric]
+    if common:
+        human_rows, metric_rows, used = [], [], []
+        for p in common:
+            metric_of = dict(zip(metric[p].items, metric[p].values))
+            per_item: dict[str, list[int]] = {}
+            for item, value in zip(human[p].items, human[p].values):
+                if item in metric_of:
+                    per_item.setdefault(item, []).append(int(value))
+            if per_item:
+                items = sorted(per_item)
+                human_rows.append([float(np.mean(per_item[i])) for i in items])
+                metric_rows.append([float(metric_of[i]) for i in items])
+                used.append(p)
+        if used:
+            result = spa.compare_differences(used, human_rows, metric_rows, seed=study.protocol_seed)
+            spa_result = {"spa": result.spa, "pa": result.pa, "pairs": len(used)}
+    summary = favi_lib.summarize(favi) if favi else None
+    timeline = [
+        {"pair": f"{h.pair_state.first.name} vs {h.pair_state.second.name}", "round": h.round, "theta": h.theta,
+         "decision": h.decision, "judgements": h.judgements, "at": h.created_at.isoformat()}
+        for h in PairStateHistory.objects.filter(pair_state__study=study).select_related(
+            "pair_state__first", "pair_state__second").order_by("created_at", "id")
+    ]
+    separability = [v for v in Comparison.objects.filter(study=study).exclude(separability=None)
+                    .values_list("separability", flat=True)]
+    statuses: dict[str, int] = {}
+    for p in pairs:
+        statuses[p["status"]] = statuses.get(p["status"], 0) + 1
+    return {
+        "systems": systems,
+        "budget": {"total": study.budget, "spent": live, "imported": imported, "reserved": reserved,
+                   "left": max(study.budget - live - reserved, 0)},
+        "pairs": pairs,
+        "statuses": dict(sorted(statuses.items())),
+        "dags": dags,
+        "per_system_favi": {k: v.tolist() for k, v in favi_lib.per_system_favi(favi).items()} if favi else {},
+        "favi_summary": None if summary is None else {
+            "mean_abs_favi": summary.mean_abs_favi, "sample_accuracy": summary.sample_accuracy,
+            "system_accuracy": summary.system_accuracy},
+        "spa": spa_result,
+        "timeline": timeline,
+        "separability": separability,
+        "metric": study.metric.name if study.metric_id else None,
+    }

@@ -1,0 +1,75 @@
+"""Plotly figures for the researcher dashboard, built server-side from selector data and
+rendered in the browser by the vendored plotly.js. Each function returns a figure as JSON."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+LAYOUT = dict(margin=dict(l=40, r=20, t=40, b=40), height=320, paper_bgcolor="white", plot_bgcolor="white",
+              font=dict(family="system-ui, sans-serif", size=12))
+
+
+def dag_figure(layout: dict, title: str) -> str:
+    """Layered significance DAG: one row per layer (winners on top), arrows winner -> loser."""
+    nodes = {n["system"]: n for n in layout.get("nodes", [])}
+    widths: dict[int, int] = {}
+    for n in nodes.values():
+        widths[n["layer"]] = max(widths.get(n["layer"], 0), n["position"] + 1)
+
+    def xy(system: str) -> tuple[float, float]:
+        n = nodes[system]
+        width = widths[n["layer"]]
+        return (n["position"] + 0.5) / width, -float(n["layer"])
+
+    fig = go.Figure()
+    in_cycle = {s for cycle in layout.get("cycles", []) for s in cycle}
+    annotations = []
+    for edge in layout.get("edges", []):
+        (x0, y0), (x1, y1) = xy(edge["source"]), xy(edge["target"])
+        annotations.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
+                                showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.2,
+                                arrowcolor="#7a8591", standoff=12, startstandoff=12, text=""))
+    fig.add_trace(go.Scatter(
+        x=[xy(s)[0] for s in nodes], y=[xy(s)[1] for s in nodes], text=list(nodes), mode="markers+text",
+        textposition="top center", hoverinfo="text",
+        marker=dict(size=14, color=["#a32020" if s in in_cycle else "#2457a6" for s in nodes]),
+    ))
+    depth = max(widths) if widths else 0
+    fig.update_layout(**LAYOUT, title=title, showlegend=False, annotations=annotations,
+                      xaxis=dict(visible=False, range=[-0.05, 1.05]),
+                      yaxis=dict(visible=False, range=[-depth - 0.6, 0.6]))
+    return fig.to_json()
+
+
+def favi_box_figure(per_system: dict[str, list[float]]) -> str:
+    """Per-system Favi-Score: Φ(s as first, o as second) over opponents o (> 0: the metric
+    favours s)."""
+    fig = go.Figure()
+    for system, values in per_system.items():
+        fig.add_trace(go.Box(y=values, name=system, boxpoints="all", jitter=0.3, marker=dict(size=4)))
+    fig.add_hline(y=0, line_dash="dot", line_color="#5b6672")
+    fig.update_layout(**LAYOUT, title="Favi-Score per system (> 0: favoured)",
+                      showlegend=False, yaxis=dict(range=[-2.05, 2.05], title="Φ"))
+    return fig.to_json()
+
+
+def separability_figure(values: list[float]) -> str:
+    fig = go.Figure(go.Histogram(x=values, nbinsx=30, marker_color="#2457a6"))
+    fig.update_layout(**LAYOUT, title="Separability of the comparisons", xaxis=dict(title="δ (normalised)"),
+                      yaxis=dict(title="comparisons"))
+    return fig.to_json()
+
+
+def timeline_figure(timeline: list[dict], gamma: float) -> str:
+    """θ of every pair after each closed round, with the decision thresholds."""
+    fig = go.Figure()
+    by_pair: dict[str, list[dict]] = {}
+    for row in timeline:
+        by_pair.setdefault(row["pair"], []).append(row)
+    for pair, rows in by_pair.items():
+        fig.add_trace(go.Scatter(x=[r["judgements"] for r in rows], y=[r["theta"] for r in rows], name=pair,
+                                 mode="lines+markers", hovertemplate=pair + ": θ=%{y:.3f} after %{x} judgements"))
+    for level in (gamma / 2, 1 - gamma / 2):
+        fig.add_hline(y=level, line_dash="dash", line_color="#a32020")
+    fig.update_layout(**LAYOUT, title="θ = P(first better) after each round", showlegend=False,
+                      xaxis=dict(title="judgements of the pair"), yaxis=dict(range=[0, 1], title="θ"))
+    return fig.to_json()
