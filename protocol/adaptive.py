@@ -56,7 +56,7 @@ from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
-from scipy.special import betainc
+from scipy.special import betainc, ndtri
 
 PAPER = "paper"
 ADAPTIVE = "adaptive"
@@ -96,18 +96,22 @@ class ProtocolSettings:
     gamma: float = 0.05
     policy: str = PAPER
     strict: bool = False
-    futility: float = 0.1
+    futility: float = 0.05
+    futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
+    min_round: int = 3
+    first_round: int = 8
     futility_draws: int = 2000
+    futility_sweeps: int = 0
     method: str = "fast"
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("budget", "futility_min_judgements", "seed"):
+        for name in ("budget", "futility_min_judgements", "futility_sweeps", "seed"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        for name in ("batch", "futility_draws"):
+        for name in ("batch", "futility_draws", "min_round", "first_round"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -119,6 +123,8 @@ class ProtocolSettings:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if not (isinstance(self.futility, (int, float)) and 0 <= self.futility < 1):
             raise ValueError(f"futility must lie in [0, 1), got {self.futility!r}")
+        if not (isinstance(self.futility_labels_per_error, (int, float)) and self.futility_labels_per_error >= 0):
+            raise ValueError(f"futility_labels_per_error must be >= 0, got {self.futility_labels_per_error!r}")
         if not isinstance(self.strict, bool):
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
 
@@ -366,7 +372,7 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
     if not waiting:
         return state
     budget = state.budget_left
-    asks = {i: min(state.settings.batch, state.pairs[i].remaining) for i in waiting}
+    asks = {i: min(round_size(state.settings, state.pairs[i]), state.pairs[i].remaining) for i in waiting}
     if sum(asks.values()) > budget:
         if state.settings.policy == ADAPTIVE:
             closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
@@ -383,6 +389,29 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
         p = pairs[i]
         pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN)
     return replace(state, pairs=tuple(pairs))
+
+
+def round_size(settings: ProtocolSettings, pair: PairState) -> int:
+    """Judgements to ask for in the pair's next round (before capping by what remains).
+
+    paper: always ``batch``. adaptive with ``min_round < batch``: a pair whose theta is
+    heading for a threshold gets just the labels it is expected to need, never fewer than
+    ``min_round``: on the straight line of the current evidence, z = Phi^-1(theta) grows like
+    sqrt(judgements), so reaching z* = Phi^-1(1 - level/2) takes about
+    judgements * ((z* / z)^2 - 1) more labels.
+    """
+    if settings.policy != ADAPTIVE:
+        return settings.batch
+    if not pair.theta:
+        return min(settings.first_round, settings.batch)
+    if settings.min_round >= settings.batch:
+        return settings.batch
+    z = abs(float(ndtri(min(max(pair.theta[-1], 1e-12), 1 - 1e-12))))
+    target = float(ndtri(1 - look_level(settings, pair.capacity) / 2))
+    if z < 1e-6:
+        return settings.batch
+    expected = pair.judgements * ((target / z) ** 2 - 1)
+    return int(min(settings.batch, max(settings.min_round, math.ceil(expected))))
 
 
 def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int) -> ProtocolState:
@@ -463,22 +492,51 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
         [pair_counts(state.pairs[i]) for i in closing],
         gamma=settings.gamma,
         method=settings.method,
-        seed=int(np.random.default_rng([settings.seed, 2, state.closes]).integers(2**31 - 1)),
+        # decide_many seeds every pair by (seed, its counts): the same counts give the same
+        # theta whatever else is in the batch, which keeps replays resumable and cacheable.
+        seed=settings.seed,
     )
     theta = np.asarray(batch.theta, dtype=float).reshape(-1)
     p_mean = np.asarray(batch.p_mean, dtype=float).reshape(-1, 3)
     if len(theta) != len(closing) or len(p_mean) != len(closing):
         raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
+    levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
+    decisions = [decision_at(t, g) for t, g in zip(theta, levels)]
+    futile = np.zeros(len(closing), dtype=bool)
+    if settings.policy == ADAPTIVE:
+        candidates = [
+            j for j, i in enumerate(closing)
+            if decisions[j] == 0 and settings.futility > 0 and state.pairs[i].remaining > 0
+            and state.pairs[i].judgements >= settings.futility_min_judgements
+        ]
+        if candidates:
+            chosen = [state.pairs[closing[j]] for j in candidates]
+            final = final_decision_probabilities(
+                [p.paired for p in chosen],
+                [p.human_only for p in chosen],
+                [p.metric_only for p in chosen],
+                [p.remaining for p in chosen],
+                levels[candidates],
+                draws=settings.futility_draws,
+                sweeps=settings.futility_sweeps,
+                rng=np.random.default_rng([settings.seed, 3, state.closes]),
+            )
+            threshold = np.full(len(candidates), settings.futility)
+            if settings.futility_labels_per_error > 0:
+                # Stopping saves at most the remaining labels and risks an omission: late in a
+                # pair the saving is small, so the risk accepted shrinks with it.
+                saved = np.array([p.remaining for p in chosen], dtype=float)
+                threshold = np.minimum(threshold, saved / settings.futility_labels_per_error)
+            futile[candidates] = 1 - final[:, 1] < threshold
     pairs = list(state.pairs)
     for j, i in enumerate(closing):
         pair = pairs[i]
-        look_gamma = look_level(settings, pair.capacity)
-        decision = decision_at(theta[j], look_gamma)
+        decision = decisions[j]
         if decision != 0:
             status = DECIDED
         elif pair.remaining == 0:
             status = EXHAUSTED
-        elif settings.policy == ADAPTIVE and _futile(settings, pair, look_gamma):
+        elif futile[j]:
             status = FUTILE
         else:
             status = WAITING
@@ -535,41 +593,64 @@ def pocock_level(looks: int, gamma: float, paths: int = 100_000) -> float:
     return float(2 * norm.sf(critical))
 
 
-def futility_probability(
-    human_counts: np.ndarray, remaining: np.ndarray, gamma: float, *, draws: int, seeds: Sequence
+def final_decision_probabilities(
+    paired: np.ndarray,
+    human_only: np.ndarray,
+    metric_only: np.ndarray,
+    remaining: np.ndarray,
+    gamma: float | np.ndarray,
+    *,
+    draws: int = 2000,
+    sweeps: int = 10,
+    rng: np.random.Generator | int | None = None,
 ) -> np.ndarray:
-    """P(the human-only decision on all labels is ±1) under the posterior predictive.
+    """P(the human-only decision on all of a pair's labels will be +1, 0, -1), predictive.
 
-    human_counts (P, 3) human judgements so far (+, =, -); remaining (P,) labels still to
-    come; seeds: one seed (anything numpy accepts) per pair. p ~ Dir(n + 1), the remaining
-    labels ~ Multinomial(remaining, p), the final theta in closed form. Returns (P,).
+    paired (P, 3, 3) metric rows x human columns; human_only (P, 3); metric_only (P, 3);
+    remaining (P,) human labels still to come; gamma scalar or (P,). Returns (P, 3).
+
+    p is drawn from the decision function's posterior, approximately: ``draws`` chains of
+    the data-augmentation Gibbs sampler (SPEC §4) start from the human-only posterior
+    Dir(n + 1) and run ``sweeps`` sweeps, so the metric labels of the not yet judged items
+    pull p towards what they predict (a chain that has not mixed fully is still wider than
+    the posterior: the estimate errs towards "not futile"). The remaining labels are then
+    ~ Multinomial(remaining, p) and the final theta is the closed form on all of them.
     """
-    human_counts = np.asarray(human_counts, dtype=np.int64).reshape(-1, 3)
-    remaining = np.asarray(remaining, dtype=np.int64).reshape(-1)
-    if len(remaining) != len(human_counts) or len(seeds) != len(human_counts):
-        raise ValueError("human_counts, remaining and seeds must have one entry per pair")
-    result = np.empty(len(human_counts))
-    for j, (counts, left, seed) in enumerate(zip(human_counts, remaining, seeds)):
-        rng = np.random.default_rng(seed)
-        p = rng.dirichlet(counts + 1, size=draws)
-        future = rng.multinomial(left, p)
-        final = counts + future
-        theta = theta_closed_form(final)
-        result[j] = np.mean((theta > 1 - gamma / 2) | (theta < gamma / 2))
-    return result
+    paired = np.asarray(paired, dtype=np.int64).reshape(-1, 3, 3)
+    size = len(paired)
+    human_only = np.asarray(human_only, dtype=np.int64).reshape(size, 3)
+    metric_only = np.asarray(metric_only, dtype=np.int64).reshape(size, 3)
+    remaining = np.asarray(remaining, dtype=np.int64).reshape(size)
+    if np.any(remaining < 0):
+        raise ValueError("remaining labels must not be negative")
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=float), (size,))
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if size == 0:
+        return np.zeros((0, 3))
+    human = paired.sum(axis=1) + human_only  # (P, 3)
 
+    def dirichlet(alpha):  # over the last axis, any batch shape
+        g = rng.standard_gamma(alpha)
+        return g / g.sum(axis=-1, keepdims=True)
 
-def _futile(settings: ProtocolSettings, pair: PairState, gamma: float) -> bool:
-    if settings.futility <= 0 or pair.judgements < settings.futility_min_judgements:
-        return False
-    probability = futility_probability(
-        pair.human_counts[None, :],
-        np.array([pair.remaining]),
-        gamma,
-        draws=settings.futility_draws,
-        seeds=[[settings.seed, 3, _stable_hash(pair.first, pair.second), pair.round]],
-    )[0]
-    return bool(probability < settings.futility)
+    p = dirichlet(np.broadcast_to(human[:, None, :] + 1.0, (size, draws, 3)))
+    if metric_only.any() and sweeps > 0:
+        # mu[..., c, c'] = P(metric c | oracle c'); each column c' is Dirichlet(N[:, c'] + 1 + K[:, c'])
+        column_alpha = np.swapaxes(paired, 1, 2)[:, None, :, :] + 1.0  # (P, 1, c', c)
+        mu = np.swapaxes(dirichlet(np.broadcast_to(column_alpha, (size, draws, 3, 3))), -1, -2)
+        counts = np.broadcast_to(metric_only[:, None, :], (size, draws, 3))
+        for _ in range(sweeps):
+            weights = mu * p[:, :, None, :]
+            weights /= weights.sum(axis=-1, keepdims=True)
+            latent = rng.multinomial(counts, weights)  # (P, D, c, c')
+            p = dirichlet(human[:, None, :] + 1.0 + latent.sum(axis=2))
+            mu = np.swapaxes(dirichlet(column_alpha + np.swapaxes(latent, -1, -2)), -1, -2)
+    future = rng.multinomial(np.broadcast_to(remaining[:, None], (size, draws)), p)
+    theta = theta_closed_form(human[:, None, :] + future)
+    half = gamma[:, None] / 2
+    plus = np.mean(theta > 1 - half, axis=1)
+    minus = np.mean(theta < half, axis=1)
+    return np.stack([plus, 1 - plus - minus, minus], axis=1)
 
 
 def _stable_hash(*parts: str) -> int:

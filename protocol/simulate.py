@@ -54,7 +54,8 @@ SUMMARY_KEYS = (
 class ReplayResult:
     """Outcome of one replay; rates are fractions of pairs.
 
-    decisions / reference / categories / used: per pair (first, second).
+    decisions / reference / categories / used: per pair (first, second); state: the final
+    protocol state.
     kld: mean KLD(p_prot || p_hum) over pairs with a finite value; kld_skipped: pairs whose
     KLD is infinite (a class the human labels never use), left out of the mean.
     """
@@ -74,10 +75,12 @@ class ReplayResult:
     reference: Mapping[Pair, int]
     categories: Mapping[Pair, str]
     used: Mapping[Pair, int]
+    state: ProtocolState | None = None
 
     def summary(self) -> dict:
-        """The command-line JSON object (keys exactly as in DESIGN.md)."""
-        return {key: getattr(self, key) for key in SUMMARY_KEYS}
+        """The command-line JSON object (keys exactly as in DESIGN.md); NaN becomes None (null)."""
+        out = {key: getattr(self, key) for key in SUMMARY_KEYS}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
     @property
     def false_decision_rate(self) -> float:
@@ -85,11 +88,47 @@ class ReplayResult:
         return float(np.mean([d != 0 for d in self.decisions.values()])) if self.decisions else math.nan
 
 
+@dataclass(frozen=True)
+class _Decisions:
+    theta: np.ndarray
+    p_mean: np.ndarray
+
+
+_DECISION_CACHE: dict[tuple, tuple[float, tuple[float, float, float]]] = {}
+
+
+def cached_decide(counts, *, gamma: float, method: str, seed: int) -> _Decisions:
+    """protocol.decision.decide_many, remembered per (counts, gamma, method, seed).
+
+    decide_many draws every pair from a stream seeded by (seed, its counts), so a pair's
+    result does not depend on the rest of the batch and remembering it changes nothing;
+    replays of the same data (another policy, the same seed) then share their early rounds.
+    """
+    from .decision import decide_many
+
+    keys = [(c.key(), float(gamma), method, int(seed)) for c in counts]
+    missing = {}
+    for key, c in zip(keys, counts):
+        if key not in _DECISION_CACHE and key not in missing:
+            missing[key] = c
+    if missing:
+        if len(_DECISION_CACHE) > 500_000:
+            _DECISION_CACHE.clear()
+        batch = decide_many(list(missing.values()), gamma=gamma, method=method, seed=seed)
+        for key, theta, p_mean in zip(missing, batch.theta, batch.p_mean):
+            _DECISION_CACHE[key] = (float(theta), tuple(float(x) for x in p_mean))
+    return _Decisions(
+        theta=np.array([_DECISION_CACHE[k][0] for k in keys]),
+        p_mean=np.array([_DECISION_CACHE[k][1] for k in keys]).reshape(-1, 3),
+    )
+
+
 def _labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray]]:
     out = {}
     for key, labels in table.items():
-        items = np.asarray(labels.items).astype(str)
-        values = np.asarray(labels.values, dtype=np.int64)
+        items, values = labels if isinstance(labels, tuple) else (labels.items, labels.values)
+        items = np.asarray(items).astype(str)
+        values = np.asarray(values, dtype=np.int64)
         if items.shape != values.shape:
             raise ValueError(f"{what} labels of {key}: {len(items)} items but {len(values)} values")
         if values.size and not np.isin(values, (-1, 0, 1)).all():
@@ -149,7 +188,7 @@ def replay(
     method: str = "fast",
     strict: bool = False,
     budget: int | None = None,
-    decide: Callable | None = None,
+    decide: Callable | None = None,  # default: cached_decide (closed form without metric)
     progress: Callable[[str], None] | None = None,
     **policy_options,
 ) -> ReplayResult:
@@ -162,8 +201,8 @@ def replay(
     policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
     """
     began = time.perf_counter()
-    human = _labels_by_pair(human, "human") if not _is_arrays(human) else dict(human)
-    metric = (_labels_by_pair(metric, "metric") if not _is_arrays(metric) else dict(metric)) if metric else {}
+    human = _labels_by_pair(human, "human")
+    metric = _labels_by_pair(metric, "metric") if metric else {}
     human = {k: v for k, v in human.items() if len(v[1])}
     if not human:
         raise ValueError("no pair has human labels: the replay needs complete human labels")
@@ -208,12 +247,14 @@ def replay(
                 f"{current.spent}/{available} labels used, {time.perf_counter() - began:.1f} s"
             )
 
-    state = adaptive.run_rounds(state, collect, decide=decide, on_round=report)
+    state = adaptive.run_rounds(state, collect, decide=decide or _replay_decide, on_round=report)
     return _score(state, human, available, gamma, began)
 
 
-def _is_arrays(table) -> bool:
-    return bool(table) and isinstance(next(iter(table.values())), tuple)
+def _replay_decide(counts, *, gamma: float, method: str, seed: int):
+    if all(not np.asarray(c.metric_only).any() for c in counts):
+        return adaptive.decide_closed_form(counts, gamma=gamma)
+    return cached_decide(counts, gamma=gamma, method=method, seed=seed)
 
 
 def _score(state: ProtocolState, human, available: int, gamma: float, began: float) -> ReplayResult:
@@ -247,6 +288,7 @@ def _score(state: ProtocolState, human, available: int, gamma: float, began: flo
         reference=reference,
         categories=categories,
         used={p.key: p.judgements for p in state.pairs},
+        state=state,
     )
 
 
@@ -316,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = result.summary()
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary, allow_nan=False))
     else:
         for key, value in summary.items():
             print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")

@@ -17,7 +17,7 @@ from protocol.adaptive import (
     ProtocolSettings,
     ProtocolState,
     close_rounds,
-    futility_probability,
+    final_decision_probabilities,
     needed,
     open_rounds,
     pocock_level,
@@ -195,21 +195,52 @@ def test_paper_policy_never_stops_for_futility_but_adaptive_does():
     caps = {AB: 200}
     ties = {AB: [(f"i{k}", 1 if k % 2 else -1) for k in range(200)]}
     paper = drive(start(ProtocolSettings(budget=200, batch=10), caps), ties)
-    adaptive_run = drive(start(ProtocolSettings(budget=200, batch=10, policy="adaptive"), caps), ties)
+    adaptive_run = drive(start(ProtocolSettings(budget=200, batch=10, policy="adaptive", futility=0.1), caps), ties)
     assert paper.pair(*AB).status == EXHAUSTED and paper.spent == 200
     assert adaptive_run.pair(*AB).status == FUTILE
     assert adaptive_run.spent < 200 and adaptive_run.pair(*AB).decision == 0
 
 
-def test_futility_probability_edges():
+def test_final_decision_probabilities_edges():
+    no_metric = np.zeros((2, 3, 3)), np.zeros((2, 3))
     # nothing left to judge: the final decision is the current one, certain
-    probability = futility_probability([[50, 0, 50], [30, 0, 0]], [0, 0], 0.05, draws=100, seeds=[1, 2])
-    assert probability.tolist() == [0.0, 1.0]
+    final = final_decision_probabilities(no_metric[0], [[50, 0, 50], [30, 0, 0]], no_metric[1], [0, 0], 0.05,
+                                         draws=100, rng=1)
+    assert final.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
     # a clear leader stays decided whatever the 10 remaining labels are
-    assert futility_probability([[40, 0, 2]], [10], 0.05, draws=500, seeds=[0])[0] == 1.0
-    # an exact tie with most labels to come keeps a real chance of a decision
-    open_tie = futility_probability([[5, 0, 5]], [200], 0.05, draws=2000, seeds=[0])[0]
-    assert 0.3 < open_tie < 0.9
+    lead = final_decision_probabilities(np.zeros((1, 3, 3)), [[2, 0, 40]], np.zeros((1, 3)), [10], 0.05,
+                                        draws=500, rng=0)
+    assert lead.tolist() == [[0.0, 0.0, 1.0]]
+    # an exact tie with most labels to come keeps a real, symmetric chance of a decision
+    tie = final_decision_probabilities(np.zeros((1, 3, 3)), [[5, 0, 5]], np.zeros((1, 3)), [200], 0.05,
+                                       draws=4000, rng=0)[0]
+    assert 0.3 < tie[0] + tie[2] < 0.9 and abs(tie[0] - tie[2]) < 0.05
+    np.testing.assert_allclose(tie.sum(), 1.0)
+
+
+def test_final_decision_probability_matches_the_beta_binomial_by_enumeration():
+    # Without metric the predictive of the remaining labels is Dirichlet-multinomial; with 3
+    # labels to come it can be enumerated. n = (9, 1, 3) is undecided (theta .954) and
+    # decides +1 when 2 of the 3 new labels are + and none is -.
+    from itertools import product
+    from math import lgamma, exp
+
+    n = np.array([9, 1, 3])
+    remaining = 3
+    alpha = n + 1
+    exact = np.zeros(3)
+    for future in product(range(remaining + 1), repeat=3):
+        if sum(future) != remaining:
+            continue
+        future = np.array(future)
+        log_p = (lgamma(remaining + 1) - sum(lgamma(f + 1) for f in future) + lgamma(alpha.sum())
+                 - lgamma(alpha.sum() + remaining) + sum(lgamma(a + f) - lgamma(a) for a, f in zip(alpha, future)))
+        theta = adaptive.theta_closed_form(n + future)
+        exact[0 if theta > 0.975 else 2 if theta < 0.025 else 1] += exp(log_p)
+    estimate = final_decision_probabilities(np.zeros((1, 3, 3)), [n], np.zeros((1, 3)), [remaining], 0.05,
+                                            draws=40000, rng=3)[0]
+    np.testing.assert_allclose(estimate, exact, atol=0.01)
+    assert 0.2 < exact[0] < 0.8 and exact[2] == 0  # the check is not trivial
 
 
 @pytest.mark.parametrize("looks, nominal", [(2, 0.0294), (5, 0.0158), (10, 0.0106)])

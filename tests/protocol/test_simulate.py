@@ -1,0 +1,165 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from protocol import adaptive
+from protocol.bundle import write_bundle_rows
+from protocol.simulate import SUMMARY_KEYS, kld, main, null_labels, replay, simulate
+
+AB, AC, BC = ("A", "B"), ("A", "C"), ("B", "C")
+
+
+def labels(values, prefix="i"):
+    values = np.asarray(values, dtype=np.int64)
+    return np.array([f"{prefix}{k}" for k in range(len(values))]), values
+
+
+def three_system_human():
+    # A beats B on all 8 items; A and C split 2-2; C beats B on all 4 items.
+    return {AB: labels([1] * 8), AC: labels([1, -1, -1, 1]), BC: labels([-1] * 4)}
+
+
+def test_hand_computed_three_system_replay():
+    # Every pair has one label per item and the labels of a pair are exchangeable, so the
+    # item order does not matter for the counts. Batch 2: A-B decides after 6 labels
+    # (theta 1 - 1/2^7 > .975), A-C and B-C use all 4 labels and stay undecided.
+    # Reference on all labels: A-B (8,0,0) +1; A-C (2,0,2) 0; B-C (0,0,4): theta 1/2^5 = .03125 -> 0.
+    result = replay(three_system_human(), batch=2, seed=5)
+    assert result.decisions == {AB: 1, AC: 0, BC: 0}
+    assert result.reference == {AB: 1, AC: 0, BC: 0}
+    assert result.used == {AB: 6, AC: 4, BC: 4}
+    assert (result.annotations_available, result.annotations_used) == (16, 14)
+    assert result.annotation_fraction == pytest.approx(14 / 16)
+    assert (result.correct, result.inversion, result.omission, result.insertion) == (1.0, 0.0, 0.0, 0.0)
+    # KLD(p_prot || p_hum): p_hum of A-B is (1, 0, 0), the protocol's posterior mean (7,1,1)/9
+    # puts mass on the empty classes -> infinite, skipped; A-C: p_hum (.5, 0, .5) -> infinite
+    # too; B-C: p_hum (0, 0, 1) -> infinite. All three are skipped.
+    assert result.kld_skipped == 3 and math.isnan(result.kld)
+
+
+def test_replay_with_ties_gives_a_finite_kld_by_hand():
+    human = {AB: labels([1, 0, -1, 1, 0, -1])}
+    result = replay(human, batch=6)
+    p_prot = np.array([3, 3, 3]) / 9  # Dir(n + 1) mean with n = (2, 2, 2)
+    assert result.kld == pytest.approx(float(np.sum(p_prot * np.log(p_prot / (1 / 3)))))
+    assert result.kld == pytest.approx(0.0) and result.kld_skipped == 0
+    assert kld([0.5, 0.25, 0.25], [0.25, 0.25, 0.5]) == pytest.approx(0.5 * math.log(2) - 0.25 * math.log(2))
+    assert kld([0.5, 0.0, 0.5], [1.0, 0.0, 0.0]) == math.inf
+
+
+def test_a_budget_caps_the_replay_and_decided_pairs_get_nothing_more():
+    result = replay(three_system_human(), batch=2, budget=9, seed=1)
+    assert result.annotations_used == 9
+    assert result.state.budget_left == 0
+    assert all(used <= 8 for used in result.used.values())
+    # A-B is the only pair that can be decided; once decided it received no more labels
+    full = replay(three_system_human(), batch=2, budget=100)
+    assert full.state.pair(*AB).status == adaptive.DECIDED and full.used[AB] == 6
+
+
+def test_metric_labels_enter_as_metric_only_counts():
+    rng = np.random.default_rng(0)
+    human_values = rng.choice([1, 0, -1], size=60, p=[0.6, 0.1, 0.3])
+    items, values = labels(human_values)
+    metric = {AB: (items, np.where(rng.random(60) < 0.8, human_values, -human_values))}
+    result = replay({AB: (items, values)}, metric, batch=10)
+    pair = result.state.pair(*AB)
+    assert sum(pair.metric_only) == 60 - len(pair.judged_items)
+    assert np.sum(pair.paired) == pair.judgements
+
+
+def test_null_labels_swap_human_and_metric_together_per_item():
+    items = np.array(["a", "b", "c", "a"])
+    human = {AB: (items, np.array([1, -1, 0, 1]))}
+    metric = {AB: (np.array(["a", "b", "c"]), np.array([1, 1, -1]))}
+    null_human, null_metric = null_labels(human, metric, seed=3)
+    h_items, h_values = null_human[AB]
+    m_items, m_values = null_metric[AB]
+    flip_h = dict(zip(h_items, h_values * np.array([1, -1, 0, 1])))  # sign of the flip per item
+    flip_m = dict(zip(m_items, m_values * np.array([1, 1, -1])))
+    assert flip_h["a"] == flip_m["a"] and flip_h["b"] == flip_m["b"]
+    assert h_values[0] == h_values[3]  # both labels of item "a" flipped alike
+    assert set(np.abs(h_values)) <= {0, 1}
+    # over many items about half are swapped
+    many = {AB: labels(np.ones(2000, dtype=int))}
+    swapped = null_labels(many, seed=0)[0][AB][1]
+    assert abs(np.mean(swapped == -1) - 0.5) < 0.05
+
+
+def test_strict_lowers_the_false_decision_rate_on_null_pairs():
+    # 150 exchangeable pairs (p+ = p- = .4): every ± decision is false.
+    rng = np.random.default_rng(11)
+    human = {(f"S{k:03d}", f"T{k:03d}"): labels(rng.choice([1, 0, -1], 100, p=[0.4, 0.2, 0.4])) for k in range(150)}
+    paper = replay(human, batch=10)
+    strict = replay(human, batch=10, strict=True)
+    assert paper.false_decision_rate > 0.05  # ten looks inflate the nominal .05
+    assert strict.false_decision_rate < paper.false_decision_rate
+    assert strict.annotations_used > paper.annotations_used
+
+
+def write_tiny_bundle(path, rng):
+    systems = ["S1", "S2", "S3"]
+    quality = {"S1": 0.9, "S2": 0.0, "S3": -0.2}
+    rows = [{"kind": "study", "name": "tiny", "criterion": "quality"}]
+    items = [f"doc-{k}" for k in range(40)]
+    rows += [{"kind": "item", "id": item, "input": f"text {item}"} for item in items]
+    rows += [{"kind": "output", "item": item, "system": s, "text": f"{s} on {item}"} for item in items for s in systems]
+    for item in items:
+        for s in systems:
+            score = quality[s] + rng.normal()
+            rows.append({"kind": "human_score", "item": item, "system": s, "score": round(score, 3), "annotator": "e1"})
+            rows.append({"kind": "metric_score", "item": item, "system": s, "metric": "m1",
+                         "score": round(score + rng.normal(), 3)})
+    write_bundle_rows(rows, path)
+
+
+def test_cli_json_has_exactly_the_contract_keys_and_matches_the_library(tmp_path, capsys):
+    path = tmp_path / "tiny.jsonl.gz"
+    write_tiny_bundle(path, np.random.default_rng(2))
+    assert main([str(path), "--metric", "none", "--batch", "5", "--seed", "3", "--json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert tuple(printed) == SUMMARY_KEYS
+    library = simulate(str(path), "none", batch=5, seed=3).summary()
+    assert {k: v for k, v in printed.items() if k != "seconds"} == {k: v for k, v in library.items() if k != "seconds"}
+    assert printed["pairs"] == 3 and printed["annotations_available"] == 120
+
+
+def test_metric_none_equals_the_protocol_with_an_empty_metric(tmp_path, capsys):
+    path = tmp_path / "tiny.jsonl.gz"
+    write_tiny_bundle(path, np.random.default_rng(4))
+    from protocol.bundle import read_bundle
+    from protocol.preferences import human_labels
+
+    human = human_labels(read_bundle(path))
+    for policy in ("paper", "adaptive"):
+        main([str(path), "--metric", "none", "--batch", "4", "--policy", policy, "--json", "--quiet"])
+        printed = json.loads(capsys.readouterr().out)
+        direct = replay(human, {}, batch=4, policy=policy).summary()
+        printed.pop("seconds"), direct.pop("seconds")
+        assert printed == direct
+
+
+def test_cli_with_a_metric_reports_progress_on_stderr(tmp_path, capsys):
+    path = tmp_path / "tiny.jsonl.gz"
+    write_tiny_bundle(path, np.random.default_rng(6))
+    assert main([str(path), "--metric", "m1", "--batch", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "close 1:" in captured.err
+    assert "annotation_fraction" in captured.out
+
+
+def test_bad_input_is_reported(tmp_path, capsys):
+    path = tmp_path / "tiny.jsonl.gz"
+    write_tiny_bundle(path, np.random.default_rng(8))
+    assert main([str(path), "--metric", "no_such_metric", "--json"]) == 2
+    assert "no_such_metric" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no pair has human labels"):
+        replay({})
+    with pytest.raises(ValueError, match="repeat an item"):
+        replay({AB: labels([1, 1])}, {AB: (np.array(["i0", "i0"]), np.array([1, 1]))})
+    with pytest.raises(ValueError, match="without human labels"):
+        replay({AB: labels([1, 1])}, {AC: labels([1, 1])})
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        replay({AB: labels([1, 2])})
