@@ -42,7 +42,7 @@ class StudyDetailApi(APIView):
     def get(self, request, slug):
         study = get_object_or_404(Study, slug=slug)
         access_study_as_researcher(request.user, study)
-        serving.study_protocol_start(study=study)
+        serving.study_protocol_ensure_started(study=study)
         data = selectors.study_dashboard_data(study=study)
         return Response({**serializers.StudySerializer(study).data, "budget": data["budget"],
                          "statuses": data["statuses"], "favi_summary": data["favi_summary"], "spa": data["spa"],

@@ -69,14 +69,7 @@ def _save_state(study: Study, state: adaptive.ProtocolState, *, history: bool) -
         if row.state == blob:
             continue
         closed_now = len(pair.theta) > len(row.state.get("pair", {}).get("theta", [])) if row.state else bool(pair.theta)
-        row.state = blob
-        row.decision = pair.decision
-        row.decided = pair.status == adaptive.DECIDED
-        row.theta = pair.theta[-1] if pair.theta else None
-        row.round = pair.round
-        row.quota_left = pair.quota
-        row.counts = {"paired": [list(r) for r in pair.paired], "human_only": list(pair.human_only),
-                      "metric_only": list(pair.metric_only), "status": pair.status}
+        _store_pair(row, pair, settings)
         changed.append(row)
         if history and closed_now:
             log.append(PairStateHistory(pair_state=row, round=pair.round, decision=pair.decision,
@@ -87,6 +80,24 @@ def _save_state(study: Study, state: adaptive.ProtocolState, *, history: bool) -
     if study.protocol_closes != state.closes:
         study.protocol_closes = state.closes
         study.save(update_fields=["protocol_closes"])
+
+
+def _store_pair(row: PairState, pair: adaptive.PairState, settings: dict | None = None) -> None:
+    """Copy one pair's protocol state into its row (the JSON and the columns serving reads)."""
+    row.state = {"settings": settings or row.state["settings"], "pair": pair.to_dict()}
+    row.decision = pair.decision
+    row.decided = pair.status == adaptive.DECIDED
+    row.theta = pair.theta[-1] if pair.theta else None
+    row.round = pair.round
+    row.quota_left = pair.quota
+    row.counts = {"paired": [list(r) for r in pair.paired], "human_only": list(pair.human_only),
+                  "metric_only": list(pair.metric_only), "status": pair.status}
+
+
+def study_protocol_ensure_started(*, study: Study) -> None:
+    """Start the protocol unless every pair already has its state (a cheap check)."""
+    if PairState.objects.filter(study=study, state={}).exists():
+        study_protocol_start(study=study)
 
 
 def study_protocol_start(*, study: Study) -> adaptive.ProtocolState:
@@ -184,7 +195,7 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     """
     if study.status != Study.Status.RUNNING:
         return None
-    study_protocol_start(study=study)
+    study_protocol_ensure_started(study=study)
     with transaction.atomic():
         study = _lock_study(study.id)
         leases_expire(study=study)
@@ -193,29 +204,32 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
                    .select_related("comparison").order_by("issued_at").first())
         if current is not None:
             return current
-        state = _load_state(study)
-        needs = adaptive.needed(state)
-        if not needs:
-            return None
-        pair_ids = selectors.study_pair_ids(study=study)
-        active = {}
-        for first, second in Assignment.objects.filter(
+        # The quota_left/round columns mirror the protocol state (written with it under this
+        # lock), so serving needs no JSON parsing.
+        open_rounds = PairState.objects.filter(study=study, quota_left__gt=0).values_list(
+            "first__name", "second__name", "first_id", "second_id", "quota_left", "round")
+        active: dict[tuple[int, int], int] = {}
+        for first_id, second_id in Assignment.objects.filter(
                 comparison__study=study, state=Assignment.State.LEASED).values_list(
-                "comparison__first__name", "comparison__second__name"):
-            active[(first, second)] = active.get((first, second), 0) + 1
-        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{state.spent}")
-        open_pairs = [(quota - active.get(key, 0), rng.random(), key) for key, quota in needs.items()]
-        for unmet, _, key in sorted(open_pairs, reverse=True):
+                "comparison__first_id", "comparison__second_id"):
+            active[(first_id, second_id)] = active.get((first_id, second_id), 0) + 1
+        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
+        # Fill the rounds closest to full first: a full round is decided (and maybe stopped)
+        # sooner than many half-full ones.
+        candidates = sorted(
+            (quota - active.get((i, j), 0), rng.random(), (i, j), round_)
+            for _, _, i, j, quota, round_ in open_rounds
+        )
+        for unmet, _, pair_ids, round_ in candidates:
             if unmet <= 0:
                 continue
-            comparison = _choose_comparison(study, pair_ids[key], annotator, seed=rng.randrange(2**31))
+            comparison = _choose_comparison(study, pair_ids, annotator, seed=rng.randrange(2**31))
             if comparison is None:
                 continue
             now = timezone.now()
             return Assignment.objects.create(
-                annotator=annotator, comparison=comparison, shown_swapped=rng.random() < 0.5,
-                round=state.pair(*key).round, issued_at=now,
-                expires_at=now + timedelta(seconds=study.lease_timeout_seconds),
+                annotator=annotator, comparison=comparison, shown_swapped=rng.random() < 0.5, round=round_,
+                issued_at=now, expires_at=now + timedelta(seconds=study.lease_timeout_seconds),
             )
         return None
 
@@ -271,9 +285,12 @@ def judgement_submit(
         assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
         if hasattr(assignment, "judgement"):
             return assignment.judgement
-        state = _load_state(study)
+        row = PairState.objects.get(study=study, first_id=comparison.first_id, second_id=comparison.second_id)
         key = (comparison.first.name, comparison.second.name)
-        pair = state.pair(*key)
+        # Recording touches one pair only: a one-pair protocol state is enough.
+        state = adaptive.ProtocolState(adaptive.ProtocolSettings(**row.state["settings"]),
+                                       (adaptive.PairState.from_dict(row.state["pair"]),), study.protocol_closes)
+        pair = state.pairs[0]
         if pair.status != adaptive.OPEN:
             assignment.state = Assignment.State.EXPIRED
             assignment.save(update_fields=["state"])
@@ -287,9 +304,11 @@ def judgement_submit(
         judgement.save()
         assignment.state = Assignment.State.SUBMITTED
         assignment.save(update_fields=["state"])
-        state = adaptive.record_judgement(state, *key, comparison.item.external_id, value)
-        _save_state(study, state, history=False)
-        if state.pair(*key).status == adaptive.FILLED:
+        pair = adaptive.record_judgement(state, *key, comparison.item.external_id, value).pairs[0]
+        _store_pair(row, pair)
+        row.save(update_fields=["state", "decision", "decided", "theta", "round", "quota_left", "counts",
+                                "updated_at"])
+        if pair.status == adaptive.FILLED:
             from .tasks import study_protocol_advance_task
 
             transaction.on_commit(lambda: study_protocol_advance_task.delay(study.id))

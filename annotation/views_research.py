@@ -13,7 +13,7 @@ from .models import Judgement, Study
 
 
 def _dashboard_context(study: Study) -> dict:
-    serving.study_protocol_start(study=study)
+    serving.study_protocol_ensure_started(study=study)
     data = selectors.study_dashboard_data(study=study)
     charts = {f"dag-{name}": figures.dag_figure(layout, title) for name, title, layout in (
         ("protocol", "Protocol decisions", data["dags"].get("protocol")),
