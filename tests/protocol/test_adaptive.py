@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -304,3 +305,17 @@ def test_bad_input_names_the_problem():
     del broken["pairs"][0]["quota"]
     with pytest.raises(ValueError, match="missing the field 'quota'"):
         ProtocolState.from_dict(broken)
+
+
+def test_round_size_by_hand():
+    adaptive_settings = ProtocolSettings(budget=100, policy="adaptive")
+    fresh = adaptive.PairState("A", "B", capacity=100, metric={})
+    assert adaptive.round_size(adaptive_settings, fresh) == 5  # first_round
+    assert adaptive.round_size(ProtocolSettings(budget=100), fresh) == 10  # paper: always batch
+    # theta .96 after 30 labels: z = 1.7507, z* = 1.9600 -> 30 ((1.96 / 1.7507)^2 - 1) = 7.6 -> 8
+    near = replace(fresh, theta=(0.96,), judgements=30, human_only=(20, 2, 8))
+    assert adaptive.round_size(adaptive_settings, near) == 8
+    assert adaptive.round_size(replace(adaptive_settings, min_round=9), near) == 9
+    far = replace(near, theta=(0.6,))
+    assert adaptive.round_size(adaptive_settings, far) == 10
+    assert adaptive.round_size(replace(adaptive_settings, strict=True), near) == 10
