@@ -14,9 +14,10 @@ soon as its round fills; a replay that opens, fills and closes all pairs togethe
 Algorithm 2.
 
 Counts are sums and the judged items a set, so the order in which the judgements of a round
-arrive does not matter. Everything random (budget order in a tight round, the decision
-sampler, the futility simulation) is seeded from ``ProtocolSettings.seed``, the pair and the
-round, so a state restored from its dict continues exactly as the uninterrupted one.
+arrive does not matter. Everything random is seeded from ``ProtocolSettings.seed``: the
+decision sampler per pair by (seed, the pair's counts), the budget order in a tight round and
+the futility simulation by (seed, closes so far); a state restored from its dict continues
+exactly as the uninterrupted one.
 How items are chosen is not this module's business (the app uses ``protocol.allocation``;
 the replay in ``protocol.simulate`` draws them).
 
@@ -676,16 +677,6 @@ def final_decision_probabilities(
     plus = np.mean(theta > 1 - half, axis=1)
     minus = np.mean(theta < half, axis=1)
     return np.stack([plus, 1 - plus - minus, minus], axis=1)
-
-
-def _stable_hash(*parts: str) -> int:
-    # Python's hash() of str is salted per process; the seed must survive a restart.
-    value = 0
-    for part in parts:
-        for byte in part.encode():
-            value = (value * 131 + byte) % (2**31 - 1)
-        value = (value * 131 + 7) % (2**31 - 1)
-    return value
 
 
 def theta_closed_form(human_counts: np.ndarray) -> np.ndarray:

@@ -137,6 +137,16 @@ def _labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray
     return out
 
 
+def _stable_hash(*parts: str) -> int:
+    # Python's hash() of str is salted per process; the seed must survive a restart.
+    value = 0
+    for part in parts:
+        for byte in part.encode():
+            value = (value * 131 + byte) % (2**31 - 1)
+        value = (value * 131 + 7) % (2**31 - 1)
+    return value
+
+
 def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gamma: float):
     """Human-only decision on all human labels per pair, and the counts n (P, 3)."""
     keys = sorted(human)
@@ -169,7 +179,7 @@ def null_labels(human, metric=None, *, seed: int = 0):
         items, values = human[key]
         metric_items, metric_values = metric.get(key, (np.array([], dtype=str), np.array([], dtype=np.int64)))
         universe = np.unique(np.concatenate([items, metric_items]))
-        rng = np.random.default_rng([seed, adaptive._stable_hash(*key)])
+        rng = np.random.default_rng([seed, _stable_hash(*key)])
         flip = dict(zip(universe, rng.integers(0, 2, len(universe)) * 2 - 1))
         null_human[key] = (items, values * np.array([flip[i] for i in items], dtype=np.int64))
         if key in metric:
@@ -228,7 +238,7 @@ def replay(
     state = adaptive.start(settings, {k: len(v[1]) for k, v in human.items()}, metric_maps)
     # Uniform draws without replacement = walking a seeded random permutation of the labels.
     order = {
-        key: np.random.default_rng([seed, 4, adaptive._stable_hash(*key)]).permutation(len(values))
+        key: np.random.default_rng([seed, 4, _stable_hash(*key)]).permutation(len(values))
         for key, (_, values) in human.items()
     }
 
