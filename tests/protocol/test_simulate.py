@@ -1,5 +1,6 @@
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,3 +164,21 @@ def test_bad_input_is_reported(tmp_path, capsys):
         replay({AB: labels([1, 1])}, {AC: labels([1, 1])})
     with pytest.raises(ValueError, match="-1, 0 or 1"):
         replay({AB: labels([1, 2])})
+
+
+RELEVANCE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "summeval_relevance.jsonl.gz"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RELEVANCE.exists(), reason="the SummEval relevance bundle is not shipped")
+def test_summeval_relevance_bert_score_meets_the_issue_targets():
+    # Issue 4: the paper policy lands in the paper's range, the adaptive policy needs at most
+    # 0.85x its annotations, loses at most .02 correct and adds no inversion (seed 0, batch 10).
+    paper = simulate(str(RELEVANCE), "bert_score_f", policy="paper")
+    ours = simulate(str(RELEVANCE), "bert_score_f", policy="adaptive")
+    assert paper.pairs == 120 and paper.annotations_available == 12000
+    assert 0.35 <= paper.annotation_fraction <= 0.50
+    assert paper.correct >= 0.88 and paper.inversion <= 0.02
+    assert ours.annotations_used <= 0.85 * paper.annotations_used
+    assert ours.correct >= paper.correct - 0.02
+    assert ours.inversion <= paper.inversion
