@@ -14,11 +14,18 @@ def dag_figure(layout: dict, title: str) -> str:
     widths: dict[int, int] = {}
     for n in nodes.values():
         widths[n["layer"]] = max(widths.get(n["layer"], 0), n["position"] + 1)
+    # A wide layer wraps onto sub-rows of at most ROW nodes, so 16 unranked systems stay legible.
+    row = 6
+    offsets, depth = {}, 0.0
+    for layer in sorted(widths):
+        offsets[layer] = depth
+        depth += 1 + 0.45 * ((widths[layer] - 1) // row)
 
     def xy(system: str) -> tuple[float, float]:
         n = nodes[system]
-        width = widths[n["layer"]]
-        return (n["position"] + 0.5) / width, -float(n["layer"])
+        per_row = min(widths[n["layer"]], row)
+        sub, column = divmod(n["position"], row)
+        return (column + 0.5) / per_row, -(offsets[n["layer"]] + 0.45 * sub)
 
     fig = go.Figure()
     in_cycle = {s for cycle in layout.get("cycles", []) for s in cycle}
@@ -33,7 +40,7 @@ def dag_figure(layout: dict, title: str) -> str:
         textposition="top center", hoverinfo="text",
         marker=dict(size=14, color=["#a32020" if s in in_cycle else "#2457a6" for s in nodes]),
     ))
-    depth = max(widths) if widths else 0
+    depth = max(depth - 1, 0)
     fig.update_layout(**LAYOUT, title=title, showlegend=False, annotations=annotations,
                       xaxis=dict(visible=False, range=[-0.05, 1.05]),
                       yaxis=dict(visible=False, range=[-depth - 0.6, 0.6]))
