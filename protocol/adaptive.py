@@ -57,12 +57,18 @@ Policies
 Error control (``strict``)
 --------------------------
 Checking after every round is a group-sequential test: with K looks the chance of a false ±
-decision on a pair without a difference is well above gamma. ``strict=True`` uses Pocock's
-constant nominal level per look for the pair's largest possible number of looks (paper:
-K = ceil(capacity / batch); adaptive: one ``first_round`` look, then rounds of ``batch``, as
-round sizing is switched off under strict), so that the chance of any false ± over all K
-looks is gamma for the normal approximation of the sign statistic. It costs annotations and
-omissions against the full evaluation at level gamma; ``protocol.simulate`` measures both.
+decision on a pair without a difference is well above gamma (measured on null SummEval
+pairs: 0.18 without, 0.22 with bert_score_f, at gamma = 0.05). ``strict=True`` splits gamma
+over the pair's largest possible number of looks K (paper: ceil(capacity / batch);
+adaptive: one ``first_round`` look, then rounds of ``batch``, as round sizing is switched
+off under strict):
+``spending="bonferroni"`` (default) decides at level gamma / K per look; by the union bound
+the chance of any false ± is at most gamma whatever the dependence between looks (measured:
+0.037 / 0.033 with bert_score_f). ``spending="pocock"`` uses Pocock's constant nominal level,
+exact for the normal approximation of the sign statistic and cheaper (K = 10: 0.0106 instead
+of 0.005); measured 0.05 without a metric but 0.065-0.073 with bert_score_f, so it is not the
+default. Either costs annotations and omissions against the full evaluation at level gamma;
+``protocol.simulate`` measures both.
 """
 from __future__ import annotations
 
@@ -89,6 +95,7 @@ STATUSES = (WAITING, OPEN, FILLED, DECIDED, EXHAUSTED, FUTILE)
 STOPPED = (DECIDED, EXHAUSTED, FUTILE)
 
 METHODS = ("fast", "nuts")
+SPENDING = ("bonferroni", "pocock")
 _LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
 
 
@@ -100,7 +107,8 @@ class ProtocolSettings:
     batch                   judgements per pair and round (the paper's N)
     gamma                   decision level: ±1 when theta > 1 - gamma/2 or < gamma/2
     policy                  "paper" or "adaptive" (see module docstring)
-    strict                  Pocock-adjusted level per look (false ± rate <= gamma)
+    strict                  split gamma over the looks (false ± rate <= gamma, see module doc)
+    spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
     futility_min_judgements adaptive: no futility stop before this many judgements of a pair
@@ -116,6 +124,7 @@ class ProtocolSettings:
     gamma: float = 0.05
     policy: str = PAPER
     strict: bool = False
+    spending: str = "bonferroni"
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -145,6 +154,8 @@ class ProtocolSettings:
             raise ValueError(f"futility must lie in [0, 1), got {self.futility!r}")
         if not (isinstance(self.futility_labels_per_error, (int, float)) and self.futility_labels_per_error >= 0):
             raise ValueError(f"futility_labels_per_error must be >= 0, got {self.futility_labels_per_error!r}")
+        if self.spending not in SPENDING:
+            raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
         if not isinstance(self.strict, bool):
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
 
@@ -587,10 +598,12 @@ def look_level(settings: ProtocolSettings, capacity: int) -> float:
         return settings.gamma
     if settings.policy == ADAPTIVE:
         first = min(settings.first_round, settings.batch)
-        looks = 1 + math.ceil(max(capacity - first, 0) / settings.batch)
+        looks = max(1, 1 + math.ceil(max(capacity - first, 0) / settings.batch))
     else:
-        looks = math.ceil(capacity / settings.batch)
-    return pocock_level(max(1, looks), settings.gamma)
+        looks = max(1, math.ceil(capacity / settings.batch))
+    if settings.spending == "pocock":
+        return pocock_level(looks, settings.gamma)
+    return settings.gamma / looks
 
 
 @lru_cache(maxsize=256)

@@ -16,7 +16,7 @@ Command line (DESIGN.md)::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
         [--policy paper|adaptive] [--method fast|nuts] [--json]
-        [--strict] [--null] [--quiet]
+        [--strict [--spending bonferroni|pocock]] [--null] [--quiet]
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.
 """
@@ -342,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", choices=adaptive.POLICIES, default="paper")
     parser.add_argument("--method", choices=adaptive.METHODS, default="fast")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--strict", action="store_true", help="Pocock level per look: false ± rate <= gamma")
+    parser.add_argument("--strict", action="store_true", help="split gamma over the looks: false ± rate <= gamma")
+    parser.add_argument("--spending", choices=adaptive.SPENDING, default="bonferroni",
+                        help="how --strict splits gamma (default bonferroni: gamma / looks)")
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -362,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             policy=args.policy,
             method=args.method,
             strict=args.strict,
+            spending=args.spending,
         )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

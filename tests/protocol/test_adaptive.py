@@ -251,9 +251,14 @@ def test_pocock_level_matches_pococks_table(looks, nominal):
     assert pocock_level(1, 0.05) == 0.05
 
 
-def test_strict_uses_the_pocock_level_for_the_pairs_number_of_looks():
-    strict = ProtocolSettings(budget=10, batch=10, strict=True)
-    assert adaptive.look_level(strict, 100) == pocock_level(10, 0.05)
+def test_strict_splits_gamma_over_the_pairs_number_of_looks():
+    bonferroni = ProtocolSettings(budget=10, batch=10, strict=True)
+    assert adaptive.look_level(bonferroni, 100) == pytest.approx(0.005)  # 10 looks
+    assert adaptive.look_level(bonferroni, 95) == pytest.approx(0.005)  # the 10th look is partial
+    # adaptive under strict: a first look at 5 labels, then rounds of 10 -> 1 + 10 looks
+    assert adaptive.look_level(replace(bonferroni, policy="adaptive"), 100) == pytest.approx(0.05 / 11)
+    pocock = replace(bonferroni, spending="pocock")
+    assert adaptive.look_level(pocock, 100) == pocock_level(10, 0.05)
     assert adaptive.look_level(ProtocolSettings(budget=10, batch=10), 100) == 0.05
     # theta = .99 decides at gamma .05 but not at Pocock's 10-look level (.0106 -> .9947)
     assert adaptive.decision_at(0.99, 0.05) == 1
@@ -279,6 +284,7 @@ def test_closing_with_force_returns_the_missing_quota_to_the_budget():
         (dict(budget=5, policy="greedy"), "policy"),
         (dict(budget=5, method="mcmc"), "method"),
         (dict(budget=5, futility=1.0), "futility"),
+        (dict(budget=5, spending="obrien"), "spending"),
     ],
 )
 def test_bad_settings_name_the_problem(kwargs, message):
