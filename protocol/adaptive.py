@@ -50,9 +50,10 @@ Policies
               Items stay the app's (or the replay's uniform) choice: a choice driven by the
               metric would bias the human counts that the decision function treats as a
               random sample of the pair's items.
-              Measured on SummEval (4 criteria x 2 metrics x 5 seeds, batch 10): 0.78x the
-              paper policy's annotations on average, correct 0.013 lower on average
-              (docs/results.md has the full tables).
+              Measured on SummEval (4 criteria x {bert_score_f, rougel_f, none} x 5 seeds,
+              batch 10): 0.79x the paper policy's annotations on average (at most 0.905x),
+              correct 0.012 lower on average (at worst 0.042), no inversion in any run
+              (docs/results.md, scripts/results_protocol.py).
 
 Error control (``strict``)
 --------------------------
@@ -394,7 +395,7 @@ def needed(state: ProtocolState) -> dict[tuple[str, str], int]:
 def open_rounds(state: ProtocolState) -> ProtocolState:
     """Open a round for every waiting pair, within the budget left.
 
-    A round asks for min(batch, judgements the pair can still receive). When the budget
+    A round asks for min(round_size, judgements the pair can still receive). When the budget
     cannot fund all of them, the paper policy funds pairs in a seeded random order, the
     adaptive policy the pairs closest to a decision first; the last funded pair may get a
     smaller round so that the budget is never exceeded.
