@@ -452,7 +452,6 @@ def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_
 # NUTS reference (the paper's sampler)
 # --------------------------------------------------------------------------------------------
 def _paper_model(paired, human, metric):
-    import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
@@ -468,7 +467,6 @@ _NUTS_RUNNERS: dict = {}
 def _nuts_runner(num_chains, num_warmup, num_samples, chain_method):
     key = (num_chains, num_warmup, num_samples, chain_method)
     if key not in _NUTS_RUNNERS:
-        import numpyro
         from numpyro.infer import MCMC, NUTS
 
         # "parallel" needs as many devices (numpyro.set_host_device_count before jax starts)

@@ -176,3 +176,11 @@ def validate_with_protocol(path: str | Path) -> str:
         return "protocol.bundle not available"
     read_bundle(str(path))
     return "read_bundle ok"
+
+
+def read_jsonl(path):
+    """Rows of a gzipped JSON Lines source file (blank lines skipped)."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)

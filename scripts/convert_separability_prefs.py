@@ -25,7 +25,6 @@ import csv
 import gzip
 import io
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

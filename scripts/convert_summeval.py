@@ -20,7 +20,6 @@ Each bundle ``summeval_<criterion>.jsonl.gz`` holds:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from collections import defaultdict
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts._bundle_io import write_bundle  # noqa: E402
+from scripts._bundle_io import read_jsonl, write_bundle  # noqa: E402
 
 DEFAULT_SOURCE = Path("/work/shared/data/summeval")
 CRITERIA = ("coherence", "consistency", "fluency", "relevance")
@@ -69,13 +68,6 @@ INSTRUCTIONS = {
         "fluent."
     ),
 }
-
-
-def read_jsonl(path: Path):
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
 
 
 def h2h_vote(row: dict) -> int:

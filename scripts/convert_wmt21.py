@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import sys
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts._bundle_io import write_bundle  # noqa: E402
+from scripts._bundle_io import read_jsonl, write_bundle  # noqa: E402
 
 DEFAULT_SOURCE = Path("/work/shared/data/wmt21_mqm")
 LP = "en-de"
@@ -46,13 +45,6 @@ INSTRUCTIONS = (
     "register, naturalness). A single serious meaning error outweighs several minor slips. "
     "Choose a tie only if both are equally good or contain equally serious errors."
 )
-
-
-def read_jsonl(path: Path):
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
 
 
 def build(source: Path) -> tuple[dict, list[dict], dict]:
