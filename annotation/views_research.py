@@ -19,7 +19,7 @@ def _dashboard_context(study: Study) -> dict:
         ("protocol", "Protocol decisions", data["dags"].get("protocol")),
         ("human", "Humans only (sign test)", data["dags"].get("human")),
         ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
-    ) if layout}
+    ) if layout and (name != "metric" or data["metric"])}
     if data["per_system_favi"]:
         charts["favi"] = figures.favi_box_figure(data["per_system_favi"])
     if data["timeline"]:
