@@ -121,8 +121,10 @@ def study_protocol_start(*, study: Study) -> adaptive.ProtocolState:
         state = adaptive.start(_protocol_settings(study, imported), capacities, metric)
         if existing:
             state = _seed_judgements(state, existing)
-        state = adaptive.open_rounds(state)
+        # History is written with the closed rounds' numbers, before new rounds open.
         _save_state(study, state, history=True)
+        state = adaptive.open_rounds(state)
+        _save_state(study, state, history=False)
         return state
 
 
@@ -153,9 +155,12 @@ def study_protocol_advance(*, study_id: int) -> adaptive.ProtocolState:
         state = _load_state(study)
         if state is None:
             return study_protocol_start(study=study)
-        advanced = adaptive.open_rounds(adaptive.close_rounds(state))
-        if advanced != state:
-            _save_state(study, advanced, history=True)
+        closed = adaptive.close_rounds(state)
+        if closed != state:
+            _save_state(study, closed, history=True)
+        advanced = adaptive.open_rounds(closed)
+        if advanced != closed:
+            _save_state(study, advanced, history=False)
         return advanced
 
 

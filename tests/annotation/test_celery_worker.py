@@ -32,7 +32,7 @@ def database_url() -> str:
 
 
 @pytest.fixture
-def celery_worker_process():
+def celery_worker_process(tmp_path):
     if not redis_answers():
         if os.environ.get("CI"):
             pytest.fail("Redis does not answer on 127.0.0.1:6379 (the CI machine runs one)")
@@ -42,10 +42,12 @@ def celery_worker_process():
            "DJANGO_SETTINGS_MODULE": "evalapp.settings.test"}
     subprocess.run([sys.executable, "-m", "celery", "-A", "evalapp", "purge", "-f"], env=env, cwd=REPO,
                    capture_output=True, timeout=60)
+    # A file, not a pipe: an unread pipe fills up and blocks the worker's logging.
+    log = open(tmp_path / "worker.log", "w")
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "evalapp", "worker", "--pool", "solo", "--loglevel", "INFO",
          "--without-heartbeat", "--without-mingle", "--without-gossip"],
-        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     yield broker
     worker.terminate()
@@ -53,6 +55,8 @@ def celery_worker_process():
         worker.wait(timeout=20)
     except subprocess.TimeoutExpired:
         worker.kill()
+    log.close()
+    print((tmp_path / "worker.log").read_text()[-3000:])  # shown by pytest when a test fails
 
 
 def test_separability_task_runs_in_a_worker(toy_rows, celery_worker_process):
@@ -77,3 +81,40 @@ def test_separability_task_runs_in_a_worker(toy_rows, celery_worker_process):
     assert study.comparisons.exclude(separability=None).count() == 6
     assert settings.CELERY_TASK_ALWAYS_EAGER  # the suite's default stays eager
     assert Study.objects.count() == 1
+
+
+def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
+    """Submits enqueue the round-closing task on the broker; the worker decides the pair."""
+    from evalapp.celery import app
+    from annotation import serving
+    from annotation.models import Annotator, PairStateHistory
+    from tests.annotation.test_serving import crowd_rows
+
+    study = study_import(source=bundle_bytes(crowd_rows(items=10, batch=3, budget=30)))
+    annotators = [Annotator.objects.create(platform="prolific", external_id=f"w{n}") for n in range(3)]
+    def use_broker(eager: bool, url: str) -> None:
+        # The producer pool is built lazily from broker_url and then cached: drop it so the
+        # next send connects to the given broker.
+        app.conf.task_always_eager, app.conf.broker_url = eager, url
+        if app._pool is not None:
+            app._pool.force_close_all()
+            app._pool = None
+        app.amqp._producer_pool = None
+
+    previous = (app.conf.task_always_eager, app.conf.broker_url)
+    use_broker(False, celery_worker_process)
+    try:
+        for annotator in annotators:  # one pair's first round (3 judgements) fills
+            hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+            serving.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
+                                     idempotency_key=serving.new_idempotency_key())
+    finally:
+        use_broker(*previous)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not PairStateHistory.objects.filter(
+            pair_state__study=study, round=1).exists():
+        time.sleep(0.5)
+    closed = PairStateHistory.objects.filter(pair_state__study=study, round=1)
+    assert closed.count() == 1 and closed.get().judgements == 3
+    study.refresh_from_db()
+    assert study.protocol_closes == 1
