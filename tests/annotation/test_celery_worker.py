@@ -93,12 +93,10 @@ def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
     study = study_import(source=bundle_bytes(crowd_rows(items=10, batch=3, budget=30)))
     annotators = [Annotator.objects.create(platform="prolific", external_id=f"w{n}") for n in range(3)]
     def use_broker(eager: bool, url: str) -> None:
-        # The producer pool is built lazily from broker_url and then cached: drop it so the
-        # next send connects to the given broker.
+        # The app caches its pools (built from broker_url); drop the references (not the
+        # pools: kombu shares them process-wide per URL) so the next send uses ``url``.
         app.conf.task_always_eager, app.conf.broker_url = eager, url
-        if app._pool is not None:
-            app._pool.force_close_all()
-            app._pool = None
+        app._pool = None
         app.amqp._producer_pool = None
 
     previous = (app.conf.task_always_eager, app.conf.broker_url)
