@@ -2,6 +2,7 @@
 
 Idempotent: studies already present are left alone; demo passwords are reset.
 """
+import os
 from pathlib import Path
 
 from django.conf import settings
@@ -43,7 +44,8 @@ class Command(BaseCommand):
                 study = study_import(source=path, slug=slug, metric=metric)
             studies.append(study)
         researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
-        self.stdout.write("\nDemo accounts (log in at http://127.0.0.1:8000/accounts/login/):")
+        port = os.environ.get("PORT", "8000")
+        self.stdout.write(f"\nDemo accounts (log in at http://127.0.0.1:{port}/accounts/login/):")
         for username, password, staff, role in ACCOUNTS:
             user = demo_user_ensure(username=username, password=password, is_staff=staff)
             if role == StudyMembership.Role.RESEARCHER:
