@@ -50,7 +50,7 @@ def access_study_running(study) -> None:
 
     from .models import Study
 
-    if study.status not in (Study.Status.RUNNING, Study.Status.FINISHED):
+    if study.status == Study.Status.DRAFT:
         raise Http404("This study is not open.")
 
 

@@ -193,13 +193,12 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     """Lease the next comparison for ``annotator``, or None when there is no work for them.
 
     An annotator with an unexpired lease in the study gets it back (a reload does not skip
-    work). Otherwise: among pairs with an open round whose quota exceeds their active
+    work), even while the study is paused; a study that is not running leases nothing new.
+    Otherwise: among pairs with an open round whose quota exceeds their active
     leases (most unmet quota first), choose an item of that pair that the pair has not yet
     been judged on (up to ``ratings_per_item`` times), that this annotator has not judged and
     that is not leased, by the study's item-choice policy (separability-weighted or not).
     """
-    if study.status != Study.Status.RUNNING:
-        return None
     study_protocol_ensure_started(study=study)
     with transaction.atomic():
         study = _lock_study(study.id)
@@ -208,7 +207,9 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
                                              state=Assignment.State.LEASED)
                    .select_related("comparison").order_by("issued_at").first())
         if current is not None:
-            return current
+            return current  # also in a paused study: the annotator has seen it already
+        if study.status != Study.Status.RUNNING:
+            return None
         # The quota_left/round columns mirror the protocol state (written with it under this
         # lock), so serving needs no JSON parsing.
         open_rounds = PairState.objects.filter(study=study, quota_left__gt=0).values_list(
@@ -322,3 +323,45 @@ def judgement_submit(
 
 def new_idempotency_key() -> str:
     return uuid.uuid4().hex
+
+
+def study_settings_update(
+    *,
+    study: Study,
+    status: str,
+    budget: int,
+    lease_timeout_seconds: int,
+    completion_code: str,
+    instructions: str,
+    item_choice: str,
+    item_choice_temperature: float,
+) -> Study:
+    """Change what a researcher may change while a study runs (takes the study lock).
+
+    The budget may not go below the judgements already spent plus those asked for in open
+    rounds (ValueError naming both); a larger budget opens new rounds at once. The protocol's
+    own parameters (metric, batch, gamma, policy) are fixed once it has started.
+    """
+    with transaction.atomic():
+        study = _lock_study(study.id)
+        state = _load_state(study)
+        imported = Judgement.objects.filter(comparison__study=study, source=Judgement.Source.IMPORT).count()
+        if state is not None:
+            committed = state.spent + state.reserved - imported
+            if budget < committed:
+                raise ValueError(f"the budget cannot be below {committed}: judgements already spent and "
+                                 f"asked for in open rounds ({state.spent - imported} + {state.reserved})")
+        study.status = status
+        study.budget = budget
+        study.lease_timeout_seconds = lease_timeout_seconds
+        study.completion_code = completion_code
+        study.instructions = instructions
+        study.item_choice = item_choice
+        study.item_choice_temperature = item_choice_temperature
+        study.full_clean()
+        study.save()
+        # The protocol counts imported judgements against its budget too (see study_protocol_start).
+        if state is not None and state.settings.budget != budget + imported:
+            resized = replace(state, settings=replace(state.settings, budget=budget + imported))
+            _save_state(study, adaptive.open_rounds(resized), history=False)
+        return study

@@ -9,6 +9,7 @@ urlpatterns = [
     path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", views_annotate.hit_submit, name="hit_submit"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
+    path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),
 ]

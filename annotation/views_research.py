@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import csv
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 
 from . import figures, selectors, serving
 from .access import access_study_as_researcher
+from .forms import StudySettingsForm
 from .models import Judgement, Study
 
 
@@ -86,3 +89,27 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     for p in data["pairs"]:
         writer.writerow(["" if p[f] is None else p[f] for f in fields])
     return response
+
+
+SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
+                   "item_choice_temperature")
+
+
+@login_required
+def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    if request.method == "POST":
+        form = StudySettingsForm(request.POST)
+        if form.is_valid():
+            try:
+                serving.study_settings_update(study=study, **form.cleaned_data)
+            except (ValueError, ValidationError) as exc:
+                form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
+            else:
+                messages.success(request, "Settings saved.")
+                return redirect("dashboard", slug=slug)
+    else:
+        form = StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS})
+    return render(request, "annotation/study_settings.html", {"study": study, "form": form},
+                  status=400 if form.errors else 200)

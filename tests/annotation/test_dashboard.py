@@ -69,3 +69,37 @@ def test_dashboard_of_an_imported_study_shows_metric_comparison(client):
     assert 0.6 < data["favi_summary"]["sample_accuracy"] < 0.8
     assert data["spa"] is not None and 0 <= data["spa"]["spa"] <= 1
     assert len(data["per_system_favi"]) == 5
+
+
+def test_researcher_changes_budget_and_pauses_the_study(client):
+    from annotation.models import PairState, Study
+
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=6)))
+    worker = client.__class__()
+    start_worker(worker, study.slug, "pid-settings")
+    assignment, context = current_hit(worker, study.slug)
+    worker.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": "left", "key": context["key"]})
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/settings/")
+    assert page.status_code == 200 and 'name="budget" value="6"' in page.content.decode()
+    # A budget of 6 funds a round of 5 and a round of 1; serving fills the round of 1 first,
+    # so after one judgement that round is closed and 5 stay asked for.
+    assert sorted(PairState.objects.filter(study=study).values_list("quota_left", flat=True)) == [0, 0, 5]
+    form = {"status": "running", "budget": 2, "lease_timeout_seconds": 600, "completion_code": "X1",
+            "instructions": "Be careful.", "item_choice": "uniform", "item_choice_temperature": 0.25}
+    response = client.post(f"/s/{study.slug}/settings/", form)
+    assert response.status_code == 400 and "the budget cannot be below 6" in response.content.decode()
+    assert Study.objects.get(pk=study.pk).budget == 6
+    response = client.post(f"/s/{study.slug}/settings/", {**form, "budget": 40})
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert study.budget == 40 and study.completion_code == "X1" and study.lease_timeout_seconds == 600
+    # The larger budget opens rounds for the two waiting pairs at once.
+    assert sorted(PairState.objects.filter(study=study).values_list("quota_left", flat=True)) == [5, 5, 5]
+    leased, _ = current_hit(worker, study.slug)
+    client.post(f"/s/{study.slug}/settings/", {**form, "budget": 40, "status": "paused"})
+    assignment, _ = current_hit(worker, study.slug)
+    assert assignment.pk == leased.pk  # the worker's open lease is still theirs ...
+    fresh = client.__class__()
+    start_worker(fresh, study.slug, "pid-new")
+    assert current_hit(fresh, study.slug)[0] is None  # ... but a paused study leases nothing new
