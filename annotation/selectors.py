@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet
 
+from protocol.preferences import preferences_from_scores
+
 from .models import Judgement, PairState, Study
 
 
@@ -91,12 +93,16 @@ def study_metric_labels(*, study: Study) -> dict[tuple[str, str], dict[str, int]
         for item, system, value in MetricScore.objects.filter(metric=metric).values_list(
             "output__item__external_id", "output__system__name", "value").iterator()
     )
-    margin = metric.tie_margin
-    comparisons = Comparison.objects.filter(study=study).values_list("item__external_id", "first__name", "second__name")
-    for item, a, b in comparisons.iterator():
-        if (item, a) in scores and (item, b) in scores:
-            diff = scores[(item, a)] - scores[(item, b)]
-            labels.setdefault((a, b), {})[item] = 0 if abs(diff) <= margin else (1 if diff > 0 else -1)
+    comparisons = [
+        (item, a, b)
+        for item, a, b in Comparison.objects.filter(study=study).values_list(
+            "item__external_id", "first__name", "second__name").iterator()
+        if (item, a) in scores and (item, b) in scores
+    ]
+    values = preferences_from_scores([scores[(i, a)] for i, a, _ in comparisons],
+                                     [scores[(i, b)] for i, _, b in comparisons], eps=metric.tie_margin)
+    for (item, a, b), value in zip(comparisons, values.tolist()):
+        labels.setdefault((a, b), {})[item] = value
     return labels
 
 
