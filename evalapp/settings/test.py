@@ -19,5 +19,11 @@ STATIC_ROOT = None  # static files come from static/ via finders; collectstatic 
 
 # A file (not in-memory) SQLite test database, so a real Celery worker process started by a
 # test can open the same database.
+# Every run gets its own test database (SQLite file or PostgreSQL database), so two runs on one
+# machine (a developer's and CI's, or parallel checkouts) never drop each other's tables.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_evalapp_{os.getpid()}"}  # noqa: F405
+# The same for the Celery queue that tests with a real worker send to.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE") or f"evalapp-test-{os.getpid()}"

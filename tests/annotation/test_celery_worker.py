@@ -38,9 +38,13 @@ def celery_worker_process(tmp_path):
             pytest.fail("Redis does not answer on 127.0.0.1:6379 (the CI machine runs one)")
         pytest.skip("no Redis on 127.0.0.1:6379")
     broker = "redis://127.0.0.1:6379/15"
+    # The worker listens on this run's own queue (evalapp.settings.test), so a second test run
+    # on the machine never takes these tasks.
     env = {**os.environ, "CELERY_BROKER_URL": broker, "DATABASE_URL": database_url(),
-           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test"}
-    subprocess.run([sys.executable, "-m", "celery", "-A", "evalapp", "purge", "-f"], env=env, cwd=REPO,
+           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test",
+           "EVALAPP_CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE}
+    subprocess.run([sys.executable, "-m", "celery", "-A", "evalapp", "purge", "-f",
+                    "-Q", settings.CELERY_TASK_DEFAULT_QUEUE], env=env, cwd=REPO,
                    capture_output=True, timeout=60)
     # A file, not a pipe: an unread pipe fills up and blocks the worker's logging.
     log = open(tmp_path / "worker.log", "w")
