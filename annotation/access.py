@@ -30,7 +30,7 @@ def access_annotator_for_study(request, study):
     a logged-in user needs a membership of the study (annotator or researcher) or staff.
     """
     from .models import Annotator, StudyMembership
-    from .serving import annotator_for_user
+    from .services.hits import annotator_for_user
 
     annotator_id = request.session.get(session_annotator_key(study))
     if annotator_id is not None:

@@ -108,6 +108,9 @@ class PairStateHistoryInline(admin.TabularInline):
 
 @admin.register(models.PairState)
 class PairStateAdmin(admin.ModelAdmin):
-    list_display = ["study", "first", "second", "decision", "decided", "theta", "round"]
-    list_filter = ["study", "decided"]
+    list_display = ["study", "first", "second", "status", "decision", "theta", "round"]
+    list_filter = ["study", "status"]
     inlines = [PairStateHistoryInline]
+    # Protocol state is written only by services/protocol_state.py (one codec, validated).
+    readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
+                       "leased", "version", "state", "updated_at"]

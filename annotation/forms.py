@@ -8,7 +8,7 @@ class StudyUploadForm(forms.Form):
 
 
 class StudySettingsForm(forms.Form):
-    """What a researcher may change while a study runs (see serving.study_settings_update)."""
+    """What a researcher may change while a study runs (see services.study_settings_update)."""
 
     status = forms.ChoiceField(choices=[("running", "Running"), ("paused", "Paused"), ("finished", "Finished")])
     budget = forms.IntegerField(min_value=0, help_text="human judgements the protocol may spend")

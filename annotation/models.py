@@ -50,6 +50,8 @@ class Study(models.Model):
     protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
     protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
     protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
+    protocol_imported_judgements = models.PositiveIntegerField(
+        default=0, help_text="judgements imported with the bundle; the protocol's budget is budget + these")
     separability_status = models.CharField(
         max_length=10, choices=[(s, s) for s in ("none", "pending", "running", "done", "failed")], default="none",
         help_text="separability of the comparisons (needs >= 2 samples per output)")
@@ -195,7 +197,13 @@ class HumanScore(models.Model):
 
 
 class Comparison(models.Model):
-    """One item shown for one system pair (canonical order)."""
+    """One item shown for one system pair (canonical order).
+
+    ``judgement_count`` and ``lease_expires_at`` are serving's counters, written with the
+    judgement or lease they count (services/hits.py) so that choosing a comparison reads
+    columns instead of aggregating judgements and leases per request. A comparison has at
+    most one live lease: ``lease_expires_at`` is that lease's expiry (None = free).
+    """
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="comparisons")
@@ -205,13 +213,21 @@ class Comparison(models.Model):
     self_first = models.FloatField(null=True, blank=True)
     self_second = models.FloatField(null=True, blank=True)
     cross = models.FloatField(null=True, blank=True)
+    pair = models.ForeignKey("PairState", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="comparisons")
+    judgement_count = models.PositiveIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["item", "first", "second"], name="comparison_unique"),
             models.CheckConstraint(condition=~Q(first=models.F("second")), name="comparison_two_systems"),
         ]
-        indexes = [models.Index(fields=["study", "first", "second"], name="comparison_pair_idx")]
+        indexes = [
+            models.Index(fields=["study", "first", "second"], name="comparison_pair_idx"),
+            models.Index(fields=["pair", "judgement_count"], name="comparison_serving_idx"),
+            models.Index(fields=["study", "lease_expires_at"], name="comparison_lease_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.item} · {self.first} vs {self.second}"
@@ -293,18 +309,27 @@ class Judgement(models.Model):
 
 
 class PairState(models.Model):
-    """The protocol state of one system pair; ``state`` is protocol.adaptive's serialised form."""
+    """The protocol state of one system pair.
+
+    ``state`` is ``protocol.adaptive.PairState.to_dict()``; the protocol's settings come from
+    the Study row. Only services/protocol_state.py reads or writes ``state`` and the columns
+    that mirror it (status, decision, theta, round, quota_left), always together, and bumps
+    ``version`` on every write so that a round close computed from a snapshot can be applied
+    compare-and-set. ``leased`` counts the pair's live leases (serving's counter, not protocol
+    state): serving leases only while ``quota_left > leased``.
+    """
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pair_states")
     first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=10, default="waiting")
     decision = models.SmallIntegerField(default=0)
-    decided = models.BooleanField(default=False)
     theta = models.FloatField(null=True, blank=True)
     theta_se = models.FloatField(null=True, blank=True)
-    counts = models.JSONField(default=dict)
     round = models.PositiveIntegerField(default=0)
     quota_left = models.PositiveIntegerField(default=0)
+    leased = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField(default=0)
     state = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -313,6 +338,7 @@ class PairState(models.Model):
             models.UniqueConstraint(fields=["study", "first", "second"], name="pair_state_unique"),
             models.CheckConstraint(condition=Q(decision__in=(-1, 0, 1)), name="pair_state_decision_valid"),
         ]
+        indexes = [models.Index(fields=["study", "status"], name="pair_state_status_idx")]
 
 
 class PairStateHistory(models.Model):

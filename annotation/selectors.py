@@ -20,7 +20,8 @@ def study_progress(*, study: Study) -> dict:
     """Budget, judgements and decided pairs of one study."""
     judgements = Judgement.objects.filter(comparison__study=study)
     live = judgements.filter(source=Judgement.Source.LIVE).count()
-    pairs = PairState.objects.filter(study=study).aggregate(total=Count("id"), decided=Count("id", filter=Q(decided=True)))
+    pairs = PairState.objects.filter(study=study).aggregate(total=Count("id"),
+                                                            decided=Count("id", filter=Q(status="decided")))
     return {
         "budget": study.budget,
         "judgements": judgements.count(),
@@ -122,11 +123,13 @@ def hit_display(*, assignment) -> dict:
 
     comparison = assignment.comparison
     study = comparison.study
-    texts = {}
-    for system_id in (comparison.first_id, comparison.second_id):
-        outputs = Output.objects.filter(item_id=comparison.item_id, system_id=system_id)
-        shown = outputs.filter(sample=study.shown_sample).first() or outputs.order_by("sample").first()
-        texts[system_id] = shown.text
+    texts: dict[int, str] = {}
+    # The study's shown sample of each output, else its lowest sample: one query for both.
+    for system_id, sample, text in Output.objects.filter(
+            item_id=comparison.item_id, system_id__in=(comparison.first_id, comparison.second_id)).order_by(
+            "system_id", "sample").values_list("system_id", "sample", "text"):
+        if system_id not in texts or sample == study.shown_sample:
+            texts[system_id] = text
     first, second = texts[comparison.first_id], texts[comparison.second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
     done = Judgement.objects.filter(annotator=assignment.annotator, comparison__study=study).count()
@@ -178,7 +181,7 @@ def study_dashboard_data(*, study: Study) -> dict:
     pairs = []
     for s in states:
         key = (s.first.name, s.second.name)
-        pair_state = s.state.get("pair", {})
+        pair_state = s.state
         f = favi.get(key)
         pairs.append({
             "first": key[0], "second": key[1], "status": pair_state.get("status", "—"),

@@ -6,9 +6,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import selectors, serving
+from . import selectors
 from .access import access_annotator_for_study, access_study_running, session_annotator_key
 from .models import Annotator, Assignment, Study
+from .services import hits as serving
+from .services.transactions import retry_transient
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -49,6 +51,7 @@ def _hit_context(request: HttpRequest, study: Study, annotator: Annotator, error
     return context
 
 
+@retry_transient
 def annotate(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
@@ -60,6 +63,7 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
+@retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)

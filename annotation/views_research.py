@@ -9,14 +9,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from . import figures, selectors, serving
+from . import figures, selectors, services
 from .access import access_study_as_researcher
 from .forms import StudySettingsForm
 from .models import Judgement, Study
 
 
 def _dashboard_context(study: Study) -> dict:
-    serving.study_protocol_ensure_started(study=study)
     data = selectors.study_dashboard_data(study=study)
     charts = {f"dag-{name}": figures.dag_figure(layout, title) for name, title, layout in (
         ("protocol", "Protocol decisions", data["dags"].get("protocol")),
@@ -103,7 +102,7 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
         form = StudySettingsForm(request.POST)
         if form.is_valid():
             try:
-                serving.study_settings_update(study=study, **form.cleaned_data)
+                services.study_settings_update(study=study, **form.cleaned_data)
             except (ValueError, ValidationError) as exc:
                 form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
             else:

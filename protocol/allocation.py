@@ -6,9 +6,11 @@ consistently: items with high separability δ. Three policies:
 ``uniform``     every not-yet-judged candidate equally likely (the baseline);
 ``weighted``    probability ∝ exp(δ / temperature) — low temperature concentrates on the most
                 separable items, high temperature tends to ``uniform``;
-``stratified``  δ's range is cut into bins and the draws are spread evenly over the non-empty
-                bins, so every separability band is represented (useful when the goal is to
-                *measure* how preferences depend on δ rather than to exploit it).
+``stratified``  δ's range is cut into bins and the draws are spread evenly over the bins that
+                still have open candidates, so every separability band is represented (useful
+                when the goal is to *measure* how preferences depend on δ rather than to
+                exploit it). The bins take turns in a random order, so a single draw (the app
+                serves one item per HIT) falls in each such bin with equal probability.
 
 Draws are without replacement and reproducible: the same candidates (in any order), the same
 judged set and the same seed give the same items.
@@ -129,8 +131,9 @@ def choose_items(
 
 
 def _stratified(positions: np.ndarray, strata: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """Round-robin over non-empty bins, highest δ bin first, uniform within a bin."""
-    queues = [rng.permutation(positions[strata == s]).tolist() for s in sorted(set(strata.tolist()), reverse=True)]
+    """Round-robin over the bins with open candidates in a random order, uniform within a bin."""
+    occupied = sorted(set(strata.tolist()))
+    queues = [rng.permutation(positions[strata == occupied[k]]).tolist() for k in rng.permutation(len(occupied))]
     chosen: list[int] = []
     while len(chosen) < count:
         for queue in queues:

@@ -77,8 +77,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Serving and deciding write from several threads; wait for the lock, never fail fast.
     # IMMEDIATE: a write transaction takes the lock when it begins, so two concurrent
     # read-then-write transactions queue instead of failing with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
+    # WAL: readers never wait for the writer; synchronous=NORMAL is durable across a process
+    # crash (a power cut may lose the last transactions, never corrupt the file).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=20, transaction_mode="IMMEDIATE",
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+else:
+    # A persistent connection that the server dropped is replaced before a request uses it.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -115,6 +122,24 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE", "celery")
+# A worker killed mid-task leaves its task on the broker, redelivered after this many seconds
+# (round closes are idempotent, so a redelivery is harmless).
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 120}
+CELERY_BEAT_SCHEDULE = {
+    "protocol-sweep": {"task": "annotation.tasks.protocol_sweep_task",
+                       "schedule": float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))},
+}
+
+# Where a round close runs (services/rounds.py): "celery" (a task; the default with a broker),
+# "thread" (a background thread of the web process; the default without one) or "inline"
+# (right after the submit commits, in the same request: the test suite's choice, so tests
+# see decisions at once). Either way it runs after the annotator's transaction, never in it.
+EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE") or ("celery" if CELERY_BROKER_URL else "thread")
+if EVALAPP_ROUND_CLOSE not in ("celery", "thread", "inline"):
+    raise ValueError(f"EVALAPP_ROUND_CLOSE must be celery, thread or inline, not {EVALAPP_ROUND_CLOSE!r}")
+# How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
+EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

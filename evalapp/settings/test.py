@@ -9,6 +9,7 @@ SECRET_KEY = "test-only-key"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
+EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE", "inline")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

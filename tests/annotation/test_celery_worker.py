@@ -90,7 +90,7 @@ def test_separability_task_runs_in_a_worker(toy_rows, celery_worker_process):
 def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
     """Submits enqueue the round-closing task on the broker; the worker decides the pair."""
     from evalapp.celery import app
-    from annotation import serving
+    from annotation.services import hits as serving
     from annotation.models import Annotator, PairStateHistory
     from tests.annotation.test_serving import crowd_rows
 

@@ -6,8 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from annotation import serving
-from annotation.models import Annotator, Assignment, Judgement, PairState, PairStateHistory, Study
+from annotation.services import hits as serving
+from annotation.services import protocol_state
+from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
 from annotation.services import study_import, study_membership_set
 from tests.conftest import BUNDLES, bundle_bytes
 
@@ -75,7 +76,7 @@ def test_crowd_worker_flow_respects_budget_and_decisions(client):
     assert set(ab.values_list("value", flat=True)) == {1}
     states = {(p.first.name, p.second.name): p for p in PairState.objects.filter(study=study).select_related(
         "first", "second")}
-    assert states[("A", "B")].decision == 1 and states[("A", "B")].decided
+    assert states[("A", "B")].decision == 1 and states[("A", "B")].status == "decided"
     # A decided pair never received judgements after the round that decided it.
     for pair in states.values():
         decided_rounds = [h.round for h in pair.history.all() if h.decision != 0]
@@ -101,7 +102,14 @@ def test_submit_is_idempotent_and_screen_order_is_undone(client):
     assert judgements.get().value == (-1 if assignment.shown_swapped else 1)
     assert judgements.get().seconds_on_task == 2.0
     state = PairState.objects.get(study=study, first=assignment.comparison.first, second=assignment.comparison.second)
-    assert state.state["pair"]["judgements"] == 1
+    assert state.state["judgements"] == 1
+
+
+def expire(assignment) -> None:
+    """Move a lease's expiry into the past (its assignment and its comparison's copy)."""
+    past = timezone.now() - timedelta(seconds=1)
+    Assignment.objects.filter(pk=assignment.pk).update(expires_at=past)
+    Comparison.objects.filter(pk=assignment.comparison_id).update(lease_expires_at=past)
 
 
 def test_reload_returns_the_same_lease_and_expired_leases_return_to_the_pool(client):
@@ -110,11 +118,16 @@ def test_reload_returns_the_same_lease_and_expired_leases_return_to_the_pool(cli
     first, _ = current_hit(client, study.slug)
     again, _ = current_hit(client, study.slug)
     assert first.pk == again.pk
-    Assignment.objects.filter(pk=first.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    other = client.__class__()
-    start_worker(other, study.slug, "pid-z")
-    current_hit(other, study.slug)
+    pair = PairState.objects.get(pk=first.comparison.pair_id)
+    assert pair.leased == 1
+    expire(first)
+    # An expired lease is not served again, not even to its annotator...
+    later, _ = current_hit(client, study.slug)
+    assert later.pk != first.pk
+    # ...and the sweep gives it back to the pool.
+    assert serving.leases_reclaim(study=study) == 1
     assert Assignment.objects.get(pk=first.pk).state == Assignment.State.EXPIRED
+    assert Comparison.objects.get(pk=first.comparison_id).lease_expires_at is None
 
 
 def test_bad_answers_and_foreign_hits_are_refused(client):
@@ -148,7 +161,9 @@ def test_logged_in_member_annotates_and_htmx_gets_the_partial(client):
 
 def test_imported_judgements_seed_the_protocol():
     study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm")
-    state = serving.study_protocol_start(study=study)
+    # The protocol starts at import: its state is there before any page is read.
+    study.refresh_from_db()
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     assert state.spent == 2895
     assert sum(p.decision != 0 for p in state.pairs) >= 3
     assert PairStateHistory.objects.filter(pair_state__study=study).count() == 10

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
 from annotation.services import demo_user_ensure, study_import, study_membership_set
+from annotation.services.rounds import protocol_ensure_started
 
 BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
 # (bundle, slug, metric the protocol uses)
@@ -42,6 +43,7 @@ class Command(BaseCommand):
             if study is None:
                 self.stdout.write(f"importing {filename} ...")
                 study = study_import(source=path, slug=slug, metric=metric)
+            protocol_ensure_started(study=study)
             studies.append(study)
         researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
         port = os.environ.get("PORT", "8000")

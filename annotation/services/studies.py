@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import replace
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from protocol import adaptive
 from django.utils.text import slugify
 
 from protocol.separability import compute_alignments
@@ -19,7 +21,7 @@ from protocol.separability import compute_alignments
 from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
 from protocol.preferences import canonical_pair
 
-from .models import (
+from ..models import (
     Annotator,
     Comparison,
     HumanScore,
@@ -34,6 +36,7 @@ from .models import (
     StudyMembership,
     System,
 )
+from . import protocol_state, rounds
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -106,6 +109,9 @@ def study_import(
         if chosen_metric is not None:
             study.metric = study.metrics.get(name=chosen_metric)
             study.save(update_fields=["metric"])
+        # The protocol starts with the study, so no page or API read ever has to start it.
+        rounds.protocol_start(study=study)
+        progress("protocol", 1, 1)
         if created_by is not None:
             study_membership_set(study=study, user=created_by, role=StudyMembership.Role.RESEARCHER)
         has_samples = any(r.sample > 0 for r in bundle.outputs)
@@ -113,7 +119,7 @@ def study_import(
             study.separability_status = "pending"
             study.save(update_fields=["separability_status"])
             if separability == "background":
-                from .tasks import study_separability_task
+                from ..tasks import study_separability_task
 
                 transaction.on_commit(lambda: study_separability_task.delay(study.id))
     if has_samples and separability == "inline":
@@ -185,26 +191,21 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
     systems_of_item: dict[str, set[str]] = defaultdict(set)
     for r in bundle.outputs:
         systems_of_item[r.item].add(r.system)
+    keys = [(item_id, a, b) for item_id in items for a, b in itertools.combinations(sorted(systems_of_item[item_id]), 2)]
+    pairs = {
+        (p.first.name, p.second.name): p
+        for p in _bulk(PairState, [PairState(study=study, first=systems[a], second=systems[b])
+                                   for a, b in sorted({(a, b) for _, a, b in keys})], progress, "pairs")
+    }
     comparisons = _bulk(
         Comparison,
-        [
-            Comparison(study=study, item=items[item_id], first=systems[a], second=systems[b])
-            for item_id in items
-            for a, b in itertools.combinations(sorted(systems_of_item[item_id]), 2)
-        ],
+        [Comparison(study=study, item=items[item_id], first=systems[a], second=systems[b], pair=pairs[(a, b)])
+         for item_id, a, b in keys],
         progress,
         "comparisons",
     )
     by_key = {(c.item.external_id, c.first.name, c.second.name): c for c in comparisons}
     _store_imported_judgements(bundle, by_key, progress)
-
-    _bulk(
-        PairState,
-        [PairState(study=study, first=systems[a], second=systems[b])
-         for a, b in sorted({(c.first.name, c.second.name) for c in comparisons})],
-        progress,
-        "pairs",
-    )
     if not study.budget:
         study.budget = len(comparisons) * study.ratings_per_item
         study.save(update_fields=["budget"])
@@ -229,6 +230,10 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
             source=Judgement.Source.IMPORT,
         ))
     _bulk(Judgement, judgements, progress, "judgements")
+    counted = Counter(j.comparison for j in judgements)
+    for comparison, count in counted.items():
+        comparison.judgement_count = count
+    Comparison.objects.bulk_update(list(counted), ["judgement_count"], batch_size=BATCH)
 
 
 def study_separability_compute(*, study_id: int, progress: Progress = _no_progress) -> int:
@@ -239,7 +244,7 @@ def study_separability_compute(*, study_id: int, progress: Progress = _no_progre
     the end, so a crash leaves the old values and status "failed". Returns the number of
     comparisons updated.
     """
-    from .selectors import comparison_sample_texts
+    from ..selectors import comparison_sample_texts
 
     study = Study.objects.get(pk=study_id)
     ids, first_texts, second_texts = comparison_sample_texts(study=study)
@@ -270,6 +275,46 @@ def study_separability_compute(*, study_id: int, progress: Progress = _no_progre
         Study.objects.filter(pk=study_id).update(separability_status="failed", separability_error=str(exc)[:2000])
         raise
     return len(ids)
+
+
+def study_settings_update(
+    *,
+    study: Study,
+    status: str,
+    budget: int,
+    lease_timeout_seconds: int,
+    completion_code: str,
+    instructions: str,
+    item_choice: str,
+    item_choice_temperature: float,
+) -> Study:
+    """Change what a researcher may change while a study runs (takes the study lock).
+
+    The budget may not go below the judgements already spent plus those asked for in open
+    rounds (ValueError naming both); a larger budget opens new rounds at once. The protocol's
+    own parameters (metric, batch, gamma, policy) are fixed once it has started.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
+        state = protocol_state.study_state_load(study, rows)
+        imported = study.protocol_imported_judgements
+        committed = state.spent + state.reserved - imported
+        if budget < committed:
+            raise ValueError(f"the budget cannot be below {committed}: judgements already spent and "
+                             f"asked for in open rounds ({state.spent - imported} + {state.reserved})")
+        study.status = status
+        study.budget = budget
+        study.lease_timeout_seconds = lease_timeout_seconds
+        study.completion_code = completion_code
+        study.instructions = instructions
+        study.item_choice = item_choice
+        study.item_choice_temperature = item_choice_temperature
+        study.full_clean()
+        study.save()
+        resized = replace(state, settings=protocol_state.protocol_settings(study))
+        protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized))
+        return study
 
 
 def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
@@ -349,6 +394,7 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 
 
 __all__ = [
+    "study_settings_update",
     "demo_user_ensure",
     "study_export",
     "study_export_rows",

@@ -1,0 +1,288 @@
+"""Serving HITs: leases and submits (writes), lock-light.
+
+No study-wide lock on this path. A lease locks one pair row (on PostgreSQL with
+``skip_locked``, so concurrent annotators spread over the open pairs), a submit locks the
+pair row of its comparison; on SQLite every write transaction is short and ``IMMEDIATE``.
+Serving reads counters kept up to date on write instead of aggregating per request:
+
+- ``PairState.quota_left`` (judgements the pair's open round still needs) and
+  ``PairState.leased`` (its live leases): a pair is served while ``quota_left > leased``;
+- ``Comparison.judgement_count`` and ``Comparison.lease_expires_at`` (one live lease at most).
+
+Invariant, maintained by every function here under the pair's row lock: the LEASED
+assignments of a pair are exactly its comparisons with a ``lease_expires_at``, and there are
+``PairState.leased`` of them. A lease past its expiry stays counted until it is taken over by
+a new lease of its comparison or given back by ``leases_reclaim``.
+
+A submit that fills its pair's round schedules the round close after commit
+(services/rounds.py); it never waits for a decision.
+"""
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from protocol import adaptive
+from protocol.allocation import choose_items
+
+from ..models import Annotator, Assignment, Comparison, Judgement, PairState, Study
+from . import protocol_state, rounds
+from .transactions import retry_transient
+
+
+class HitError(ValueError):
+    """A HIT cannot be served or submitted; the message says why (shown to the annotator)."""
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex
+
+
+def annotator_for_user(*, user) -> Annotator:
+    """The Annotator of a logged-in user (created on first use)."""
+    annotator, _ = Annotator.objects.get_or_create(
+        user=user, defaults={"platform": Annotator.Platform.LOCAL, "external_id": f"user-{user.pk}"})
+    return annotator
+
+
+def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
+    """The Annotator of an external crowd worker (Prolific PID, MTurk worker id)."""
+    if platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
+        raise HitError(f"unknown crowd platform {platform!r}")
+    worker_id = (worker_id or "").strip()
+    if not worker_id or len(worker_id) > 200:
+        raise HitError("a worker id is required (PROLIFIC_PID or workerId in the study link)")
+    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id)
+    return annotator
+
+
+def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
+    """The annotator's live lease in the study, if any (a read)."""
+    return (Assignment.objects.filter(annotator=annotator, comparison__study=study, state=Assignment.State.LEASED,
+                                      expires_at__gt=timezone.now())
+            .select_related("comparison").order_by("issued_at").first())
+
+
+def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment | None:
+    """The annotator's live lease, or a new one; None when there is no work for them now.
+
+    A live lease is returned again (a reload does not skip work), also while the study is
+    paused; a study that is not running leases nothing new. A new lease goes to an open
+    round whose quota exceeds its live leases, the round closest to full first (a full round
+    is decided sooner than many half-full ones), and to a comparison of that pair that has
+    fewer than ``ratings_per_item`` judgements, no live lease and no judgement by this
+    annotator, chosen by the study's item choice.
+    """
+    current = hit_current(study=study, annotator=annotator)
+    if current is not None:
+        return current
+    if study.status != Study.Status.RUNNING:
+        return None
+    rounds.sweeper_ensure()
+    lease = _lease(study, annotator)
+    if lease is None and leases_reclaim(study=study):
+        lease = _lease(study, annotator)  # expired leases went back to the pool: look again
+    return lease
+
+
+@retry_transient
+def _lease(study: Study, annotator: Annotator) -> Assignment | None:
+    with transaction.atomic():
+        open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
+                          .values_list("id", "quota_left", "leased"))
+        if not open_pairs:
+            return None
+        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
+        order = [pk for _, _, pk in sorted((quota - leased, rng.random(), pk) for pk, quota, leased in open_pairs)]
+        skip_locked = connection.features.has_select_for_update_skip_locked
+        busy = []
+        for pk in order:
+            row = _lock_open_pair(pk, skip_locked=skip_locked)
+            if row is None:
+                busy.append(pk)
+                continue
+            lease = _lease_in_pair(study, row, annotator, rng)
+            if lease is not None:
+                return lease
+        # Every open pair was locked by another lease: wait for one rather than say "no work".
+        for pk in busy[:3]:
+            row = _lock_open_pair(pk, skip_locked=False)
+            if row is not None:
+                lease = _lease_in_pair(study, row, annotator, rng)
+                if lease is not None:
+                    return lease
+        return None
+
+
+def _lock_open_pair(pk: int, *, skip_locked: bool) -> PairState | None:
+    """The pair row, locked, if it still has unmet quota (None when skipped or no longer open)."""
+    rows = PairState.objects.filter(pk=pk, status=adaptive.OPEN, quota_left__gt=F("leased"))
+    return rows.select_for_update(skip_locked=skip_locked).only("id", "study_id", "round", "quota_left",
+                                                                 "leased").first()
+
+
+def _lease_in_pair(study: Study, row: PairState, annotator: Annotator, rng: random.Random) -> Assignment | None:
+    """Lease a comparison of the locked pair ``row`` to ``annotator`` (None if none fits)."""
+    now = timezone.now()
+    comparisons = list(Comparison.objects.filter(pair_id=row.pk).values_list(
+        "id", "judgement_count", "lease_expires_at", "separability"))
+    mine = set(Judgement.objects.filter(annotator=annotator, comparison__pair_id=row.pk)
+               .values_list("comparison_id", flat=True))
+    unavailable = [str(pk) for pk, judged, lease, _ in comparisons
+                   if judged >= study.ratings_per_item or (lease is not None and lease > now) or pk in mine]
+    if len(unavailable) == len(comparisons):
+        return None
+    has_separability = any(sep is not None for *_, sep in comparisons)
+    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
+    # All the pair's comparisons are candidates (stratified bins do not move as items are
+    # judged); the unavailable ones are excluded from the draw.
+    chosen = int(choose_items([str(pk) for pk, *_ in comparisons],
+                              [sep if sep is not None else 0.0 for *_, sep in comparisons],
+                              unavailable, 1, policy=policy, temperature=study.item_choice_temperature,
+                              seed=rng.randrange(2**31))[0])
+    expired_lease = next(lease for pk, _, lease, _ in comparisons if pk == chosen) is not None
+    if expired_lease:
+        # Taking over an expired lease: the pair's live-lease count stays the same.
+        Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
+            state=Assignment.State.EXPIRED)
+    else:
+        PairState.objects.filter(pk=row.pk).update(leased=F("leased") + 1)
+    expires = now + timedelta(seconds=study.lease_timeout_seconds)
+    Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
+    return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
+                                     round=row.round,
+                                     issued_at=now, expires_at=expires)
+
+
+def hit_release(*, assignment: Assignment) -> bool:
+    """Give a live lease back to the pool (the annotator skipped it or left); False if not live."""
+    return _release(assignment.pk)
+
+
+@retry_transient
+def _release(assignment_id: int) -> bool:
+    with transaction.atomic():
+        pair_id = Comparison.objects.filter(assignments__pk=assignment_id).values_list("pair_id", flat=True).first()
+        PairState.objects.select_for_update().filter(pk=pair_id).first()
+        return _expire_locked(assignment_id)
+
+
+def _expire_locked(assignment_id: int) -> bool:
+    """Mark a LEASED assignment expired and free its comparison; call holding its pair's lock."""
+    assignment = Assignment.objects.filter(pk=assignment_id, state=Assignment.State.LEASED).first()
+    if assignment is None:
+        return False
+    Assignment.objects.filter(pk=assignment_id).update(state=Assignment.State.EXPIRED)
+    comparison = Comparison.objects.get(pk=assignment.comparison_id)
+    Comparison.objects.filter(pk=comparison.pk).update(lease_expires_at=None)
+    PairState.objects.filter(pk=comparison.pair_id).update(leased=F("leased") - 1)
+    return True
+
+
+def leases_reclaim(*, study: Study) -> int:
+    """Give expired leases of the study back to the pool; returns how many."""
+    now = timezone.now()
+    pairs = set(Comparison.objects.filter(study=study, lease_expires_at__lt=now).values_list("pair_id", flat=True))
+    return sum(_reclaim_pair(pair_id, now) for pair_id in pairs)
+
+
+@retry_transient
+def _reclaim_pair(pair_id: int, now) -> int:
+    with transaction.atomic():
+        PairState.objects.select_for_update().filter(pk=pair_id).first()
+        expired = list(Assignment.objects.filter(comparison__pair_id=pair_id, state=Assignment.State.LEASED,
+                                                 expires_at__lt=now).values_list("id", flat=True))
+        return sum(_expire_locked(pk) for pk in expired)
+
+
+def judgement_submit(
+    *,
+    assignment: Assignment,
+    annotator: Annotator,
+    shown_value: int,
+    idempotency_key: str,
+    seconds_on_task: float | None = None,
+) -> Judgement:
+    """Store the annotator's answer for a HIT; idempotent on ``idempotency_key``.
+
+    ``shown_value`` is in screen order: +1 = the left output is better, -1 = the right one,
+    0 = tie; it is stored in canonical order. Submitting the same key again returns the first
+    judgement unchanged. A live lease is always accepted while its pair's round is open. A
+    lease that expired is accepted only if its comparison is free and its pair's round still
+    needs a judgement that no live lease will bring. Otherwise HitError, and the lease is
+    dead for good (never served again). A submit that fills the pair's round schedules the
+    round close after commit.
+    """
+    if shown_value not in (-1, 0, 1):
+        raise HitError(f"answer must be -1, 0 or 1, got {shown_value!r}")
+    if not idempotency_key or len(idempotency_key) > 64:
+        raise HitError("a submit needs an idempotency key of at most 64 characters")
+    if assignment.annotator_id != annotator.pk:
+        raise HitError("this HIT belongs to another annotator")
+    outcome = _submit(assignment.pk, annotator.pk, shown_value, idempotency_key, seconds_on_task)
+    if isinstance(outcome, HitError):
+        raise outcome
+    return outcome
+
+
+@retry_transient
+def _submit(assignment_id: int, annotator_id: int, shown_value: int, key: str,
+            seconds_on_task: float | None) -> Judgement | HitError:
+    earlier = Judgement.objects.filter(idempotency_key=key).first()
+    if earlier is not None:
+        if earlier.assignment_id != assignment_id:
+            return HitError("this submission key was already used for another HIT")
+        return earlier
+    comparison = Comparison.objects.select_related("study", "item").get(assignments__pk=assignment_id)
+    study = comparison.study
+    with transaction.atomic():
+        row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
+        assignment = Assignment.objects.get(pk=assignment_id)
+        done = Judgement.objects.filter(assignment_id=assignment_id).first()
+        if done is not None:
+            return done  # the same HIT answered under another key: the first answer stands
+        pair = protocol_state.pair_state_of(row)
+        comparison.refresh_from_db(fields=["judgement_count", "lease_expires_at"])
+        holds_lease = assignment.state == Assignment.State.LEASED
+        refusal = None
+        if pair.status != adaptive.OPEN:
+            refusal = "this comparison is no longer needed: its pair was decided or its round is full"
+        elif Judgement.objects.filter(comparison_id=comparison.pk, annotator_id=annotator_id).exists():
+            refusal = "you have already judged this comparison"
+        elif not holds_lease and (comparison.lease_expires_at is not None
+                                  or comparison.judgement_count >= study.ratings_per_item
+                                  or row.quota_left <= row.leased):
+            refusal = "this HIT expired and its comparison is no longer needed"
+        if refusal is not None:
+            # Committed (not rolled back with an exception): the dead lease is never served again.
+            _expire_locked(assignment_id)
+            return HitError(refusal)
+        value = -shown_value if assignment.shown_swapped else shown_value
+        judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment_id,
+                              value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
+        # Field validation only: uniqueness is the database's (a query per constraint here
+        # would double the submit's cost); a violation becomes a HitError below.
+        judgement.full_clean(validate_unique=False, validate_constraints=False)
+        try:
+            with transaction.atomic():
+                judgement.save()
+        except IntegrityError:
+            return HitError("this HIT was already answered")
+        Assignment.objects.filter(pk=assignment_id).update(state=Assignment.State.SUBMITTED)
+        Comparison.objects.filter(pk=comparison.pk).update(
+            judgement_count=F("judgement_count") + 1,
+            **({"lease_expires_at": None} if holds_lease else {}))
+        if holds_lease:
+            row.leased -= 1
+        state = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
+        recorded = adaptive.record_judgement(state, *pair.key, comparison.item.external_id, value).pairs[0]
+        protocol_state.pair_write(row, recorded)
+        row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
+        if recorded.status == adaptive.FILLED:
+            transaction.on_commit(lambda: rounds.schedule_close(study.pk))
+    return judgement

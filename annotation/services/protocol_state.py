@@ -1,0 +1,123 @@
+"""The one codec between PairState rows and ``protocol.adaptive`` state.
+
+Nothing else reads or writes ``PairState.state`` or the columns that mirror it. Every load
+validates (``adaptive.ProtocolState.from_dict`` / ``PairState.from_dict``), every write sets
+the JSON and its mirror columns together and bumps the row's ``version``.
+
+The protocol's settings are not stored with the pairs: they are a function of the Study row
+(``protocol_settings``). The protocol's budget counts the judgements imported with the bundle
+(they seed round 0) on top of the study's budget of live judgements.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict
+
+from protocol import adaptive
+
+from ..models import PairState, PairStateHistory, Study
+
+MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
+
+
+def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
+    """The protocol's settings, derived from the study (the one place they are stated)."""
+    return adaptive.ProtocolSettings(
+        budget=study.budget + study.protocol_imported_judgements,
+        batch=study.batch_size,
+        gamma=study.gamma,
+        policy=study.allocation_policy,
+        strict=study.protocol_strict,
+        seed=study.protocol_seed,
+    )
+
+
+def pair_state_of(row: PairState) -> adaptive.PairState:
+    """The protocol state of one pair row (validated); ValueError when the row holds none."""
+    if not row.state:
+        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    return adaptive.PairState.from_dict(row.state)
+
+
+def study_state_load(study: Study, rows: Iterable[PairState]) -> adaptive.ProtocolState:
+    """The whole protocol state from the study row and all its pair rows (validated).
+
+    ``rows``: every PairState of the study, e.g. locked with ``select_for_update`` by a caller
+    that will write back with ``study_state_save``.
+    """
+    blobs = sorted((row.state for row in rows), key=lambda blob: (blob.get("first", ""), blob.get("second", "")))
+    if not blobs or not all(blobs):
+        raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
+    return adaptive.ProtocolState.from_dict(
+        {"settings": asdict(protocol_settings(study)), "closes": study.protocol_closes, "pairs": blobs})
+
+
+def pair_write(row: PairState, pair: adaptive.PairState) -> None:
+    """Put ``pair`` into ``row`` (JSON and mirror columns) and bump its version; no save."""
+    row.state = pair.to_dict()
+    row.status = pair.status
+    row.decision = pair.decision
+    row.theta = pair.theta[-1] if pair.theta else None
+    row.round = pair.round
+    row.quota_left = pair.quota
+    row.version += 1
+
+
+def study_state_save(
+    study: Study,
+    rows: Iterable[PairState],
+    state: adaptive.ProtocolState,
+    *,
+    closed: adaptive.ProtocolState | None = None,
+) -> list[PairState]:
+    """Write the pairs of ``state`` that differ from their rows; returns the rows written.
+
+    Call inside a transaction holding the locks of ``rows`` (and of the study when its closes
+    counter moves). ``closed``: the state right after ``close_rounds`` (before new rounds
+    opened) — a history row is written for every pair it closed, with the closed round's
+    number.
+    """
+    by_key = {(row.state.get("first"), row.state.get("second")): row for row in rows if row.state}
+    closed_pairs = {p.key: p for p in closed.pairs} if closed is not None else {}
+    changed, history = [], []
+    for pair in state.pairs:
+        row = by_key[pair.key]
+        before = pair_state_of(row)
+        was_closed = closed_pairs.get(pair.key)
+        if was_closed is not None and len(was_closed.theta) > len(before.theta):
+            history.append(_history_row(row, was_closed))
+        if pair != before:
+            pair_write(row, pair)
+            changed.append(row)
+    PairState.objects.bulk_update(changed, MIRRORED)
+    PairStateHistory.objects.bulk_create(history)
+    if study.protocol_closes != state.closes:
+        study.protocol_closes = state.closes
+        study.save(update_fields=["protocol_closes"])
+    return changed
+
+
+def _history_row(row: PairState, pair: adaptive.PairState) -> PairStateHistory:
+    return PairStateHistory(
+        pair_state=row, round=pair.round, decision=pair.decision, theta=pair.theta[-1],
+        counts={"paired": [list(r) for r in pair.paired], "human_only": list(pair.human_only),
+                "metric_only": list(pair.metric_only), "status": pair.status},
+        judgements=pair.judgements)
+
+
+def study_state_first_save(study: Study, rows: Iterable[PairState], state: adaptive.ProtocolState, *,
+                           closed: adaptive.ProtocolState | None = None) -> None:
+    """Write a freshly started protocol into rows that hold no state yet (and its history)."""
+    by_key = {(row.first.name, row.second.name): row for row in rows}
+    closed_pairs = {p.key: p for p in closed.pairs} if closed is not None else {}
+    history = []
+    for pair in state.pairs:
+        row = by_key[pair.key]
+        pair_write(row, pair)
+        was_closed = closed_pairs.get(pair.key)
+        if was_closed is not None and was_closed.theta:
+            history.append(_history_row(row, was_closed))
+    PairState.objects.bulk_update(list(by_key.values()), MIRRORED)
+    PairStateHistory.objects.bulk_create(history)
+    study.protocol_closes = state.closes
+    study.save(update_fields=["protocol_closes"])

@@ -1,0 +1,220 @@
+"""The protocol's rounds inside the app: start, close off the hot path, sweep.
+
+A submit that fills a pair's round only schedules a close (``schedule_close``, after its
+commit); the close runs elsewhere — a Celery task with a broker, a background thread of the
+web process without one (``settings.EVALAPP_ROUND_CLOSE``) — so no annotator waits for a
+decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held, runs the
+batched decision, then takes the study lock for the few milliseconds it needs to apply the
+results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
+pass) and to open the next rounds within the budget. Many rounds filling at once coalesce
+into one close. ``protocol_sweep`` (periodic) closes any filled round a lost task left behind
+and gives expired leases back to the pool.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections, connection, transaction
+
+from protocol import adaptive
+
+from .. import selectors
+from ..models import PairState, Study
+from . import protocol_state
+from .transactions import retry_transient
+
+log = logging.getLogger(__name__)
+CLOSE_PASSES = 5
+QUEUED_KEY = "evalapp:rounds-close-queued:{}"
+
+
+def protocol_start(*, study: Study) -> adaptive.ProtocolState:
+    """Build the protocol state of a freshly imported study and open its first rounds.
+
+    Call inside the import's transaction, after comparisons, pair rows and imported
+    judgements are stored. Judgements imported with the bundle are recorded as each pair's
+    round 0 and decided, so a pair they settle is never served; the protocol's budget counts
+    them on top of the study's budget of live judgements.
+    """
+    rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    capacities = selectors.study_pair_capacities(study=study)
+    metric = selectors.study_metric_labels(study=study)
+    existing = selectors.study_judgement_labels(study=study)
+    for key, labels in existing.items():
+        # Imported labels beyond ratings_per_item still count: the pair has them all.
+        capacities[key] = max(capacities.get(key, 0), len(labels))
+    study.protocol_imported_judgements = sum(len(v) for v in existing.values())
+    study.save(update_fields=["protocol_imported_judgements"])
+    state = adaptive.start(protocol_state.protocol_settings(study), capacities, metric)
+    closed = _seed_judgements(state, existing) if existing else None
+    opened = adaptive.open_rounds(closed or state)
+    protocol_state.study_state_first_save(study, rows, opened, closed=closed)
+    return opened
+
+
+def protocol_ensure_started(*, study: Study) -> bool:
+    """Start the protocol of a study imported before it started at import (older databases).
+
+    A write for commands (demo_setup, protocol_sweep); True when it started one.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if not PairState.objects.filter(study=study, state={}).exists():
+            return False
+        protocol_start(study=study)
+        return True
+
+
+def _seed_judgements(state: adaptive.ProtocolState, existing: dict) -> adaptive.ProtocolState:
+    """Record judgements collected before the protocol started as one closed round per pair."""
+    pairs = list(state.pairs)
+    for index, pair in enumerate(pairs):
+        labels = existing.get(pair.key)
+        if labels:
+            quota = min(len(labels), pair.remaining)
+            pairs[index] = replace(pair, round=1, quota=quota, status=adaptive.OPEN)
+    state = replace(state, pairs=tuple(pairs))
+    for (first, second), labels in existing.items():
+        quota = state.pair(first, second).quota
+        items, values = zip(*labels[:quota])
+        state = adaptive.record_judgements(state, first, second, list(items), list(values))
+    return adaptive.close_rounds(state)
+
+
+def rounds_close(*, study_id: int) -> int:
+    """Close every filled round of the study; returns the number of pairs closed.
+
+    Call outside any transaction (the decision runs with no lock held). Safe to run
+    concurrently with serving, with itself and again after a crash: each pass applies only
+    results whose pair row is unchanged since its snapshot.
+    """
+    closed = 0
+    for _ in range(CLOSE_PASSES):
+        study = Study.objects.get(pk=study_id)
+        snapshot = list(PairState.objects.filter(study=study, status=adaptive.FILLED).values_list(
+            "id", "version", "state"))
+        if not snapshot:
+            break
+        pairs = tuple(sorted((adaptive.PairState.from_dict(blob) for _, _, blob in snapshot), key=lambda p: p.key))
+        filled = adaptive.ProtocolState(protocol_state.protocol_settings(study), pairs, study.protocol_closes)
+        decided = adaptive.close_rounds(filled)  # the expensive part: no transaction, no lock
+        applied = _rounds_apply(study_id, {pk: version for pk, version, _ in snapshot}, decided)
+        closed += applied
+        if applied == len(snapshot):
+            break
+    return closed
+
+
+@retry_transient
+def _rounds_apply(study_id: int, versions: dict[int, int], decided: adaptive.ProtocolState) -> int:
+    """Apply closed pairs whose rows still have their snapshot's version; open new rounds."""
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study_id)
+        # All pairs: opening rounds shares one budget among them.
+        rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
+        current = protocol_state.study_state_load(study, rows)
+        unchanged = {(r.state["first"], r.state["second"]) for r in rows if versions.get(r.pk) == r.version}
+        results = {p.key: p for p in decided.pairs if p.key in unchanged}
+        if not results:
+            return 0
+        pairs = tuple(results.get(p.key, p) for p in current.pairs)
+        after_close = replace(current, pairs=pairs, closes=current.closes + 1)
+        opened = adaptive.open_rounds(after_close)
+        protocol_state.study_state_save(study, rows, opened, closed=after_close)
+        return len(results)
+
+
+def study_rounds_open(*, study: Study) -> None:
+    """Open rounds for waiting pairs within the budget (after the budget was raised).
+
+    Call inside a transaction that holds the study's row lock.
+    """
+    rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
+    current = protocol_state.study_state_load(study, rows)
+    protocol_state.study_state_save(study, rows, adaptive.open_rounds(current))
+
+
+# --- Where a close runs -------------------------------------------------------------------
+
+_executor: ThreadPoolExecutor | None = None
+_pending: set[int] = set()
+_guard = threading.Lock()
+
+
+def schedule_close(study_id: int) -> None:
+    """Have the study's filled rounds closed soon, off this request; call after commit."""
+    mode = settings.EVALAPP_ROUND_CLOSE
+    if mode == "inline":
+        rounds_close(study_id=study_id)
+    elif mode == "celery":
+        # Coalesce a burst of filled rounds into one task (the task closes all of them).
+        if cache.add(QUEUED_KEY.format(study_id), 1, timeout=1):
+            from ..tasks import rounds_close_task
+
+            rounds_close_task.delay(study_id)
+    else:
+        global _executor
+        with _guard:
+            if study_id in _pending:
+                return
+            _pending.add(study_id)
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalapp-rounds")
+        _executor.submit(_close_in_thread, study_id)
+        sweeper_ensure()
+
+
+def _close_in_thread(study_id: int) -> None:
+    with _guard:
+        # Cleared before the close runs: a round that fills meanwhile schedules another close.
+        _pending.discard(study_id)
+    try:
+        rounds_close(study_id=study_id)
+    except Exception:  # a background thread has nobody to raise to; the sweep retries
+        log.exception("closing the rounds of study %s failed", study_id)
+    finally:
+        connection.close()
+
+
+def protocol_sweep() -> dict:
+    """Periodic repair: close filled rounds left behind and return expired leases to the pool."""
+    from .hits import leases_reclaim
+
+    closed = reclaimed = 0
+    for study in Study.objects.filter(status__in=[Study.Status.RUNNING, Study.Status.PAUSED]):
+        reclaimed += leases_reclaim(study=study)
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            closed += rounds_close(study_id=study.pk)
+    return {"pairs_closed": closed, "leases_reclaimed": reclaimed}
+
+
+_sweeper: threading.Thread | None = None
+
+
+def sweeper_ensure() -> None:
+    """Start this process's sweep thread (embedded mode, no broker) unless it runs already."""
+    global _sweeper
+    if settings.EVALAPP_ROUND_CLOSE != "thread" or (_sweeper is not None and _sweeper.is_alive()):
+        return
+    with _guard:
+        if _sweeper is None or not _sweeper.is_alive():
+            _sweeper = threading.Thread(target=_sweep_forever, name="evalapp-sweep", daemon=True)
+            _sweeper.start()
+
+
+def _sweep_forever() -> None:
+    while True:
+        time.sleep(settings.EVALAPP_SWEEP_SECONDS)
+        try:
+            close_old_connections()
+            protocol_sweep()
+        except Exception:
+            log.exception("protocol sweep failed")
+        finally:
+            connection.close()

@@ -1,0 +1,64 @@
+"""Regression tests for the two serving bugs of issue 14 (both failed on the old serving code)."""
+from collections import Counter
+import numpy as np
+import pytest
+
+from annotation.models import Annotator, Assignment, Comparison, Study
+from annotation.services import hits, study_import
+from tests.annotation.test_serving import expire
+from tests.conftest import bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def one_pair_rows(items=12, batch=1, budget=1):
+    rows = [{"kind": "study", "name": "One pair", "batch_size": batch, "budget": budget}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in ("A", "B")]
+    return rows
+
+
+def worker(name: str) -> Annotator:
+    return Annotator.objects.create(platform=Annotator.Platform.PROLIFIC, external_id=name)
+
+
+def test_a_lease_that_can_no_longer_be_submitted_is_never_served_again():
+    study = study_import(source=bundle_bytes(one_pair_rows()))
+    late, current = worker("late"), worker("current")
+    stale = hits.hit_next_for_annotator(study=study, annotator=late)
+    expire(stale)
+    lease = hits.hit_next_for_annotator(study=study, annotator=current)
+    assert lease is not None and lease.pk != stale.pk
+    # The late worker answers after their lease expired; whatever the server decides about it,
+    # the current worker's lease must either be accepted or be dead for good.
+    for who, hit in ((late, stale), (current, lease)):
+        try:
+            hits.judgement_submit(assignment=hit, annotator=who, shown_value=1,
+                                  idempotency_key=hits.new_idempotency_key())
+        except hits.HitError:
+            pass
+    for _ in range(3):
+        again = hits.hit_next_for_annotator(study=study, annotator=current)
+        assert again is None or again.pk != lease.pk, "a HIT whose submit failed was served again"
+
+
+def test_stratified_choice_spreads_one_item_per_hit_over_the_strata():
+    """Drawn one per HIT, each separability stratum gets its share (4 bins: 1/4 each)."""
+    study = study_import(source=bundle_bytes(one_pair_rows(items=40, batch=10, budget=400)))
+    Study.objects.filter(pk=study.pk).update(item_choice=Study.ItemChoice.STRATIFIED)
+    study.refresh_from_db()
+    comparisons = list(Comparison.objects.filter(study=study).order_by("item__position"))
+    for n, c in enumerate(comparisons):  # δ spread evenly over [0, 1): 10 items per bin
+        c.separability = n / len(comparisons)
+    Comparison.objects.bulk_update(comparisons, ["separability"])
+    stratum = {c.pk: min(int(4 * c.separability), 3) for c in comparisons}
+    draws = 400
+    seen = Counter()
+    for n in range(draws):
+        hit = hits.hit_next_for_annotator(study=study, annotator=worker(f"w{n}"))
+        seen[stratum[hit.comparison_id]] += 1
+        hits.hit_release(assignment=hit)  # back to the pool: every draw sees all 40 items
+    shares = np.array([seen[s] for s in range(4)]) / draws
+    # Binomial sd of a share 1/4 over 400 draws is 0.0217; 4.5 sd is a false alarm 1 in 10^5.
+    assert np.all(np.abs(shares - 0.25) < 4.5 * np.sqrt(0.25 * 0.75 / draws)), shares
