@@ -117,12 +117,12 @@ def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[
     return labels
 
 
-def hit_display(*, assignment) -> dict:
+def hit_display(*, assignment, study: Study | None = None) -> dict:
     """What the annotator sees for a HIT: input, and the two outputs in screen order."""
-    from .models import Judgement, Output
+    from .models import Comparison, Judgement, Output
 
-    comparison = assignment.comparison
-    study = comparison.study
+    comparison = Comparison.objects.select_related("item").get(pk=assignment.comparison_id)
+    study = study or comparison.study
     texts: dict[int, str] = {}
     # The study's shown sample of each output, else its lowest sample: one query for both.
     for system_id, sample, text in Output.objects.filter(
@@ -132,7 +132,7 @@ def hit_display(*, assignment) -> dict:
             texts[system_id] = text
     first, second = texts[comparison.first_id], texts[comparison.second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
-    done = Judgement.objects.filter(annotator=assignment.annotator, comparison__study=study).count()
+    done = Judgement.objects.filter(annotator_id=assignment.annotator_id, comparison__study=study).count()
     return {"assignment": assignment, "item": comparison.item, "left": left, "right": right, "done": done}
 
 
@@ -243,4 +243,78 @@ def study_dashboard_data(*, study: Study) -> dict:
         "timeline": timeline,
         "separability": separability,
         "metric": study.metric.name if study.metric_id else None,
+    }
+
+
+def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = None) -> dict:
+    """Check serving's invariants from the database (for the load harness and the tests).
+
+    duplicates          comparisons judged beyond ``ratings_per_item`` plus (comparison,
+                        annotator) pairs judged twice
+    lost                ``acknowledged_keys`` (submits the server answered as stored) with no
+                        judgement
+    counters_consistent every serving counter equals what it counts
+    protocol_consistent the protocol state loads and validates, each pair's recorded
+                        judgements equal its stored ones, no pair has live leases beyond its
+                        open quota, live judgements stay within the budget
+    """
+    from .models import Assignment, Comparison
+    from .services import protocol_state
+
+    judgements = Judgement.objects.filter(comparison__study=study)
+    over = Comparison.objects.filter(study=study).annotate(n=Count("judgements")).filter(
+        n__gt=study.ratings_per_item).exclude(judgements__source=Judgement.Source.IMPORT).count()
+    twice = judgements.values("comparison_id", "annotator_id").annotate(n=Count("id")).filter(n__gt=1).count()
+    lost = 0
+    if acknowledged_keys:
+        stored = set()
+        for start in range(0, len(acknowledged_keys), 500):
+            chunk = acknowledged_keys[start:start + 500]
+            stored.update(judgements.filter(idempotency_key__in=chunk).values_list("idempotency_key", flat=True))
+        lost = len(set(acknowledged_keys) - stored)
+    problems = []
+    counted = dict(judgements.values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
+    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED)
+                       .values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
+    for pk, count, lease in Comparison.objects.filter(study=study).values_list(
+            "id", "judgement_count", "lease_expires_at"):
+        if count != counted.get(pk, 0):
+            problems.append(f"comparison {pk}: judgement_count {count}, judgements {counted.get(pk, 0)}")
+        if (lease is not None) != (leased_rows.get(pk, 0) == 1) or leased_rows.get(pk, 0) > 1:
+            problems.append(f"comparison {pk}: lease column {lease}, {leased_rows.get(pk, 0)} live leases")
+    rows = list(PairState.objects.filter(study=study))
+    live_by_pair = dict(Comparison.objects.filter(study=study, lease_expires_at__isnull=False)
+                        .values_list("pair_id").annotate(n=Count("id")).values_list("pair_id", "n"))
+    stored_by_pair = dict(judgements.values_list("comparison__pair_id").annotate(n=Count("id"))
+                          .values_list("comparison__pair_id", "n"))
+    for row in rows:
+        row.live, row.stored = live_by_pair.get(row.pk, 0), stored_by_pair.get(row.pk, 0)
+    consistent = True
+    try:
+        state = protocol_state.study_state_load(study, rows)
+    except ValueError as error:
+        problems.append(f"protocol state does not load: {error}")
+        state, consistent = None, False
+    for row in rows:
+        if row.leased != row.live:
+            problems.append(f"pair {row.pk}: leased {row.leased}, live leases {row.live}")
+        if row.leased > row.quota_left:
+            problems.append(f"pair {row.pk}: {row.leased} live leases beyond its open quota {row.quota_left}")
+            consistent = False
+        if row.state and row.state["judgements"] != row.stored:
+            problems.append(f"pair {row.pk}: protocol recorded {row.state['judgements']}, stored {row.stored}")
+            consistent = False
+    live = judgements.filter(source=Judgement.Source.LIVE).count()
+    if live > study.budget:
+        problems.append(f"{live} live judgements beyond the budget {study.budget}")
+        consistent = False
+    return {
+        "judgements": judgements.count(),
+        "live_judgements": live,
+        "duplicates": over + twice,
+        "lost": lost,
+        "counters_consistent": not any("comparison" in p or "leased" in p for p in problems),
+        "protocol_consistent": consistent and state is not None,
+        "pairs_filled_waiting_for_close": sum(r.status == "filled" for r in rows),
+        "problems": problems[:20],
     }

@@ -47,7 +47,7 @@ def _hit_context(request: HttpRequest, study: Study, annotator: Annotator, error
         context["done"] = selectors.annotator_judgement_count(study=study, annotator=annotator)
         context["mturk"] = request.session.get(f"evalapp:mturk:{study.pk}")
         return context
-    context.update(selectors.hit_display(assignment=hit))
+    context.update(selectors.hit_display(assignment=hit, study=study))
     return context
 
 
@@ -68,8 +68,7 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
     annotator = access_annotator_for_study(request, study)
-    assignment = get_object_or_404(Assignment.objects.select_related("comparison__first", "comparison__second",
-                                                                     "comparison__item"),
+    assignment = get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
                                    pk=assignment_id, comparison__study=study)
     error = ""
     try:

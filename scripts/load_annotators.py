@@ -1,30 +1,51 @@
-"""Load test: simulated crowd workers annotate a study on a running evalapp server.
+"""Load and consistency harness: simulated crowd workers annotate a study on a running server.
 
-    python scripts/load_annotators.py http://127.0.0.1:8000 SLUG --workers 8 --max-seconds 60
+    python scripts/load_annotators.py BASE_URL SLUG --workers N --max-seconds S
+    python scripts/load_annotators.py http://127.0.0.1:8000 summeval-relevance --scenario embedded
 
-Each worker enters through the Prolific start link (its own session), then loops: GET the
-HIT page, answer (at random, or by a fixed preference), POST the form — exactly what a
-browser without JavaScript does. Bounded by --max-hits and --max-seconds; it stops by
-itself. Only loopback addresses are accepted as targets. Prints throughput and latency
-percentiles as JSON.
+Each worker enters through the Prolific start link (its own session), then loops: answer the
+HIT on its page (at random), submit — as a browser with JavaScript does (htmx: one POST that
+returns the next HIT), or with ``--mode form`` as one without (POST, redirect, GET). Bounded
+by --max-seconds and --max-hits; it stops by itself. Only loopback addresses are targets.
+
+At the end it checks the database (``manage.py serving_audit``, run from this checkout with
+this process's environment, so give it the server's DATABASE_URL): duplicates (a comparison
+judged beyond ratings_per_item, an annotator judging one twice), lost judgements (submits the
+server acknowledged that are not stored) and protocol consistency. Prints one JSON object:
+submits_per_second, submit_then_next_hit_ms_p50/p95/p99, first_hit_ms_p50/p95, errors
+(5xx and failed connections), refused (4xx answers, e.g. a HIT no longer needed), duplicates,
+lost, protocol_consistent. Exit status 0 when errors, duplicates and lost are 0 and the
+protocol is consistent.
 """
 from __future__ import annotations
 
 import argparse
 import http.cookiejar
 import json
+import os
 import random
 import re
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
 FORM = re.compile(r'<form method="post" action="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
+# name -> (workers, seconds, mean think time per HIT in ms)
+SCENARIOS = {
+    "smoke": (4, 10, 0),
+    "embedded": (20, 60, 0),
+    "deployment": (100, 60, 0),
+    "crowd": (100, 120, 3000),
+}
 
 
 def _check_loopback(url: str) -> None:
@@ -40,8 +61,13 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
 
-def worker(base: str, slug: str, name: str, deadline: float, budget: dict, lock: threading.Lock,
-           stats: dict, seed: int) -> None:
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def worker(base: str, slug: str, name: str, mode: str, think_ms: float, deadline: float, budget: dict,
+           lock: threading.Lock, stats: dict, seed: int) -> None:
     rng = random.Random(seed)
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
@@ -54,14 +80,21 @@ def worker(base: str, slug: str, name: str, deadline: float, budget: dict, lock:
                 status = response.status
         except urllib.error.HTTPError as error:
             body, status = error.read().decode(), error.code
+        except OSError as error:  # refused, reset, timed out
+            body, status = "", 599
+            with lock:
+                stats["error_examples"].add(f"{kind} {type(error).__name__}")
         elapsed = time.perf_counter() - started
         with lock:
             stats[kind].append(elapsed)
-            if status >= 400:
-                stats["errors"].append(f"{kind} {status}")
+            if status >= 500:
+                stats["errors"] += 1
+                stats["error_examples"].add(f"{kind} {status}")
+            elif status >= 400:
+                stats["refused"] += 1
         return status, body
 
-    status, body = timed(f"{base}/s/{slug}/start/?PROLIFIC_PID={name}&STUDY_ID=load&SESSION_ID={name}", "get")
+    status, body = timed(f"{base}/s/{slug}/start/?PROLIFIC_PID={name}&STUDY_ID=load&SESSION_ID={name}", "first")
     while time.monotonic() < deadline:
         form = FORM.search(body)
         if not form:
@@ -70,54 +103,99 @@ def worker(base: str, slug: str, name: str, deadline: float, budget: dict, lock:
             if budget["left"] <= 0:
                 return
             budget["left"] -= 1
+        if think_ms:
+            time.sleep(min(rng.uniform(0.5, 1.5) * think_ms / 1000, max(deadline - time.monotonic(), 0)))
+        key = KEY.search(body).group(1)
         data = urllib.parse.urlencode({
             "csrfmiddlewaretoken": CSRF.search(body).group(1),
-            "key": KEY.search(body).group(1),
+            "key": key,
             "answer": rng.choice(["left", "left", "tie", "right"]),
             "seconds": f"{rng.uniform(5, 40):.1f}",
         }).encode()
-        request = urllib.request.Request(base + form.group(1), data=data,
-                                         headers={"Referer": f"{base}/s/{slug}/annotate/"})
-        status, body = timed(request, "post")  # follows the redirect to the next HIT (a GET)
+        headers = {"Referer": f"{base}/s/{slug}/annotate/"}
+        if mode == "htmx":
+            headers["HX-Request"] = "true"
+        request = urllib.request.Request(base + form.group(1), data=data, headers=headers)
+        status, body = timed(request, "submit")  # form mode follows the redirect to the next HIT
+        if status < 400:
+            with lock:
+                stats["acknowledged"].append(key)
+
+
+def audit(slug: str, keys: list[str]) -> dict:
+    """The database's view after the run (manage.py serving_audit with this environment)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as handle:
+        handle.write("\n".join(keys))
+    try:
+        done = subprocess.run([sys.executable, str(REPO / "manage.py"), "serving_audit", slug, "--keys", handle.name],
+                              capture_output=True, text=True, timeout=300, cwd=REPO, env=os.environ.copy())
+    finally:
+        os.unlink(handle.name)
+    if done.returncode != 0:
+        return {"audit_error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base_url")
     parser.add_argument("slug")
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--max-hits", type=int, default=500, help="submits in total, over all workers")
-    parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), help="preset workers / seconds / think time")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--max-seconds", type=float)
+    parser.add_argument("--think-ms", type=float, help="mean think time per HIT (uniform 0.5x-1.5x)")
+    parser.add_argument("--max-hits", type=int, default=100_000, help="submits in total, over all workers")
+    parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
+                        help="htmx: one POST returns the next HIT; form: POST, redirect, GET (no JavaScript)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-audit", action="store_true", help="skip the database check at the end")
     args = parser.parse_args(argv)
+    workers, seconds, think = SCENARIOS.get(args.scenario, (8, 60.0, 0.0))
+    workers = args.workers or workers
+    seconds = args.max_seconds or seconds
+    think = args.think_ms if args.think_ms is not None else think
+    if not (0 < workers <= 500 and 0 < seconds <= 900):
+        raise SystemExit("workers must be in 1..500 and max-seconds in (0, 900]")
     base = args.base_url.rstrip("/")
     _check_loopback(base)
-    stats: dict = {"get": [], "post": [], "errors": []}
+    stats: dict = {"first": [], "submit": [], "errors": 0, "refused": 0, "error_examples": set(),
+                   "acknowledged": []}
     budget = {"left": args.max_hits}
     lock = threading.Lock()
-    deadline = time.monotonic() + args.max_seconds
+    deadline = time.monotonic() + seconds
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(base, args.slug, f"load-{args.seed}-{n}", deadline, budget,
-                                                     lock, stats, args.seed * 1000 + n))
-               for n in range(args.workers)]
+    threads = [threading.Thread(target=worker, args=(base, args.slug, f"load-{args.seed}-{n}", args.mode, think,
+                                                     deadline, budget, lock, stats, args.seed * 1000 + n))
+               for n in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    seconds = time.perf_counter() - started
-    submits = len(stats["post"])
-    print(json.dumps({
-        "workers": args.workers,
+    elapsed = time.perf_counter() - started
+    submits = len(stats["submit"])
+    result = {
+        "scenario": args.scenario, "mode": args.mode, "workers": workers, "think_ms": think,
         "submits": submits,
-        "seconds": round(seconds, 2),
-        "submits_per_second": round(submits / seconds, 2) if seconds else None,
-        "submit_then_next_hit_ms_p50": _percentile(stats["post"], 0.5),
-        "submit_then_next_hit_ms_p95": _percentile(stats["post"], 0.95),
-        "first_hit_ms_p50": _percentile(stats["get"], 0.5),
-        "errors": len(stats["errors"]),
-        "error_examples": sorted(set(stats["errors"]))[:5],
-    }))
-    return 0 if not stats["errors"] else 1
+        "seconds": round(elapsed, 2),
+        "submits_per_second": round(submits / elapsed, 2) if elapsed else None,
+        "submit_then_next_hit_ms_p50": _percentile(stats["submit"], 0.5),
+        "submit_then_next_hit_ms_p95": _percentile(stats["submit"], 0.95),
+        "submit_then_next_hit_ms_p99": _percentile(stats["submit"], 0.99),
+        "first_hit_ms_p50": _percentile(stats["first"], 0.5),
+        "first_hit_ms_p95": _percentile(stats["first"], 0.95),
+        "errors": stats["errors"],
+        "refused": stats["refused"],
+        "error_examples": sorted(stats["error_examples"])[:5],
+    }
+    if not args.no_audit:
+        checked = audit(args.slug, stats["acknowledged"])
+        result.update({"duplicates": checked.get("duplicates"), "lost": checked.get("lost"),
+                       "protocol_consistent": checked.get("protocol_consistent"),
+                       "audit_problems": checked.get("problems") or checked.get("audit_error") or []})
+    print(json.dumps(result))
+    ok = result["errors"] == 0 and (args.no_audit or (result["duplicates"] == 0 and result["lost"] == 0
+                                                      and result["protocol_consistent"]))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

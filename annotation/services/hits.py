@@ -32,7 +32,7 @@ from protocol.allocation import choose_items
 
 from ..models import Annotator, Assignment, Comparison, Judgement, PairState, Study
 from . import protocol_state, rounds
-from .transactions import retry_transient
+from .transactions import retry_transient, write_transaction
 
 
 class HitError(ValueError):
@@ -65,7 +65,7 @@ def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
     """The annotator's live lease in the study, if any (a read)."""
     return (Assignment.objects.filter(annotator=annotator, comparison__study=study, state=Assignment.State.LEASED,
                                       expires_at__gt=timezone.now())
-            .select_related("comparison").order_by("issued_at").first())
+            .order_by("issued_at").first())
 
 
 def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment | None:
@@ -92,7 +92,7 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
 
 @retry_transient
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
-    with transaction.atomic():
+    with write_transaction():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
                           .values_list("id", "quota_left", "leased"))
         if not open_pairs:
@@ -155,8 +155,7 @@ def _lease_in_pair(study: Study, row: PairState, annotator: Annotator, rng: rand
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
     Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
     return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
-                                     round=row.round,
-                                     issued_at=now, expires_at=expires)
+                                     round=row.round, issued_at=now, expires_at=expires)
 
 
 def hit_release(*, assignment: Assignment) -> bool:
@@ -166,7 +165,7 @@ def hit_release(*, assignment: Assignment) -> bool:
 
 @retry_transient
 def _release(assignment_id: int) -> bool:
-    with transaction.atomic():
+    with write_transaction():
         pair_id = Comparison.objects.filter(assignments__pk=assignment_id).values_list("pair_id", flat=True).first()
         PairState.objects.select_for_update().filter(pk=pair_id).first()
         return _expire_locked(assignment_id)
@@ -193,7 +192,7 @@ def leases_reclaim(*, study: Study) -> int:
 
 @retry_transient
 def _reclaim_pair(pair_id: int, now) -> int:
-    with transaction.atomic():
+    with write_transaction():
         PairState.objects.select_for_update().filter(pk=pair_id).first()
         expired = list(Assignment.objects.filter(comparison__pair_id=pair_id, state=Assignment.State.LEASED,
                                                  expires_at__lt=now).values_list("id", flat=True))
@@ -224,63 +223,69 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
-    outcome = _submit(assignment.pk, annotator.pk, shown_value, idempotency_key, seconds_on_task)
+    if not Assignment._meta.get_field("comparison").is_cached(assignment):
+        assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
+    outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
     if isinstance(outcome, HitError):
         raise outcome
     return outcome
 
 
 @retry_transient
-def _submit(assignment_id: int, annotator_id: int, shown_value: int, key: str,
+def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
             seconds_on_task: float | None) -> Judgement | HitError:
     earlier = Judgement.objects.filter(idempotency_key=key).first()
     if earlier is not None:
-        if earlier.assignment_id != assignment_id:
+        if earlier.assignment_id != assignment.pk:
             return HitError("this submission key was already used for another HIT")
         return earlier
-    comparison = Comparison.objects.select_related("study", "item").get(assignments__pk=assignment_id)
+    comparison = assignment.comparison
     study = comparison.study
-    with transaction.atomic():
+    with write_transaction():
         row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
-        assignment = Assignment.objects.get(pk=assignment_id)
-        done = Judgement.objects.filter(assignment_id=assignment_id).first()
-        if done is not None:
-            return done  # the same HIT answered under another key: the first answer stands
+        state, judgement_count, lease_expires_at = Assignment.objects.filter(pk=assignment.pk).values_list(
+            "state", "comparison__judgement_count", "comparison__lease_expires_at").get()
+        done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
+            "assignment_id", "idempotency_key", "annotator_id")}
+        for assignment_id, earlier_key, _ in done:
+            if assignment_id == assignment.pk:
+                if earlier_key == key:  # the same submit again, which raced the first one to the lock
+                    return Judgement.objects.get(assignment_id=assignment.pk)
+                return HitError("this HIT was already answered")
         pair = protocol_state.pair_state_of(row)
-        comparison.refresh_from_db(fields=["judgement_count", "lease_expires_at"])
-        holds_lease = assignment.state == Assignment.State.LEASED
+        holds_lease = state == Assignment.State.LEASED
         refusal = None
         if pair.status != adaptive.OPEN:
             refusal = "this comparison is no longer needed: its pair was decided or its round is full"
-        elif Judgement.objects.filter(comparison_id=comparison.pk, annotator_id=annotator_id).exists():
+        elif any(by == annotator_id for *_, by in done):
             refusal = "you have already judged this comparison"
-        elif not holds_lease and (comparison.lease_expires_at is not None
-                                  or comparison.judgement_count >= study.ratings_per_item
+        elif not holds_lease and (lease_expires_at is not None or judgement_count >= study.ratings_per_item
                                   or row.quota_left <= row.leased):
             refusal = "this HIT expired and its comparison is no longer needed"
         if refusal is not None:
             # Committed (not rolled back with an exception): the dead lease is never served again.
-            _expire_locked(assignment_id)
+            _expire_locked(assignment.pk)
             return HitError(refusal)
         value = -shown_value if assignment.shown_swapped else shown_value
-        judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment_id,
+        judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
                               value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
-        # Field validation only: uniqueness is the database's (a query per constraint here
-        # would double the submit's cost); a violation becomes a HitError below.
-        judgement.full_clean(validate_unique=False, validate_constraints=False)
+        # Field validation only: the references were just read under the lock, and uniqueness
+        # is the database's (a query per constraint would double the submit's cost).
+        judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
+                             validate_constraints=False)
         try:
             with transaction.atomic():
                 judgement.save()
         except IntegrityError:
-            return HitError("this HIT was already answered")
-        Assignment.objects.filter(pk=assignment_id).update(state=Assignment.State.SUBMITTED)
+            return HitError("this submission key was already used for another HIT")
+        Assignment.objects.filter(pk=assignment.pk).update(state=Assignment.State.SUBMITTED)
         Comparison.objects.filter(pk=comparison.pk).update(
             judgement_count=F("judgement_count") + 1,
             **({"lease_expires_at": None} if holds_lease else {}))
         if holds_lease:
             row.leased -= 1
-        state = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
-        recorded = adaptive.record_judgement(state, *pair.key, comparison.item.external_id, value).pairs[0]
+        one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
+        recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value).pairs[0]
         protocol_state.pair_write(row, recorded)
         row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
         if recorded.status == adaptive.FILLED:

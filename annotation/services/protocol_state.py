@@ -68,25 +68,29 @@ def study_state_save(
     rows: Iterable[PairState],
     state: adaptive.ProtocolState,
     *,
+    before: adaptive.ProtocolState,
     closed: adaptive.ProtocolState | None = None,
 ) -> list[PairState]:
-    """Write the pairs of ``state`` that differ from their rows; returns the rows written.
+    """Write the pairs of ``state`` that differ from ``before``; returns the rows written.
 
-    Call inside a transaction holding the locks of ``rows`` (and of the study when its closes
-    counter moves). ``closed``: the state right after ``close_rounds`` (before new rounds
-    opened) — a history row is written for every pair it closed, with the closed round's
-    number.
+    ``before`` is the state loaded from ``rows`` (not parsed again here); ``rows`` must
+    include the row of every pair that differs. Call inside a transaction that holds the
+    locks of those rows — or has checked, under the study's lock, that their versions are
+    the ones ``before`` was loaded from — and of the study when its closes counter moves.
+    ``closed``: the state right after ``close_rounds`` (before new rounds opened) — a history
+    row is written for every pair it closed, with the closed round's number.
     """
     by_key = {(row.state.get("first"), row.state.get("second")): row for row in rows if row.state}
+    earlier = {p.key: p for p in before.pairs}
     closed_pairs = {p.key: p for p in closed.pairs} if closed is not None else {}
     changed, history = [], []
     for pair in state.pairs:
-        row = by_key[pair.key]
-        before = pair_state_of(row)
+        old = earlier[pair.key]
         was_closed = closed_pairs.get(pair.key)
-        if was_closed is not None and len(was_closed.theta) > len(before.theta):
-            history.append(_history_row(row, was_closed))
-        if pair != before:
+        if was_closed is not None and len(was_closed.theta) > len(old.theta):
+            history.append(_history_row(by_key[pair.key], was_closed))
+        if pair != old:
+            row = by_key[pair.key]
             pair_write(row, pair)
             changed.append(row)
     PairState.objects.bulk_update(changed, MIRRORED)

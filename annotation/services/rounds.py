@@ -27,7 +27,7 @@ from protocol import adaptive
 from .. import selectors
 from ..models import PairState, Study
 from . import protocol_state
-from .transactions import retry_transient
+from .transactions import retry_transient, write_transaction
 
 log = logging.getLogger(__name__)
 CLOSE_PASSES = 5
@@ -88,56 +88,47 @@ def _seed_judgements(state: adaptive.ProtocolState, existing: dict) -> adaptive.
 
 
 def rounds_close(*, study_id: int) -> int:
-    """Close every filled round of the study; returns the number of pairs closed.
+    """Close every filled round of the study and open the next rounds; returns pairs closed.
 
-    Call outside any transaction (the decision runs with no lock held). Safe to run
-    concurrently with serving, with itself and again after a crash: each pass applies only
-    results whose pair row is unchanged since its snapshot.
+    Call outside any transaction: the state is read and decided with no lock held, and
+    only the rows written are checked and written under the study's lock (compare-and-set
+    on their versions; a pass that finds one moved starts again from a fresh snapshot).
+    Safe to run concurrently with serving, with itself and again after a crash.
+    Why the rows of open pairs need no check: opening rounds shares out the budget left,
+    budget - (spent + reserved), and a submit moves one judgement from reserved to spent.
     """
-    closed = 0
     for _ in range(CLOSE_PASSES):
         study = Study.objects.get(pk=study_id)
-        snapshot = list(PairState.objects.filter(study=study, status=adaptive.FILLED).values_list(
-            "id", "version", "state"))
-        if not snapshot:
-            break
-        pairs = tuple(sorted((adaptive.PairState.from_dict(blob) for _, _, blob in snapshot), key=lambda p: p.key))
-        filled = adaptive.ProtocolState(protocol_state.protocol_settings(study), pairs, study.protocol_closes)
-        decided = adaptive.close_rounds(filled)  # the expensive part: no transaction, no lock
-        applied = _rounds_apply(study_id, {pk: version for pk, version, _ in snapshot}, decided)
-        closed += applied
-        if applied == len(snapshot):
-            break
-    return closed
+        rows = list(PairState.objects.filter(study=study))
+        if not any(row.status == adaptive.FILLED for row in rows):
+            return 0
+        before = protocol_state.study_state_load(study, rows)
+        after_close = adaptive.close_rounds(before)  # the expensive part: no transaction, no lock
+        opened = adaptive.open_rounds(after_close)
+        applied = _rounds_apply(study, rows, before, after_close, opened)
+        if applied is not None:
+            return applied
+    log.warning("study %s: rounds moved under %d close passes; the sweep will close them", study_id, CLOSE_PASSES)
+    return 0
 
 
 @retry_transient
-def _rounds_apply(study_id: int, versions: dict[int, int], decided: adaptive.ProtocolState) -> int:
-    """Apply closed pairs whose rows still have their snapshot's version; open new rounds."""
-    with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study_id)
-        # All pairs: opening rounds shares one budget among them.
-        rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
-        current = protocol_state.study_state_load(study, rows)
-        unchanged = {(r.state["first"], r.state["second"]) for r in rows if versions.get(r.pk) == r.version}
-        results = {p.key: p for p in decided.pairs if p.key in unchanged}
-        if not results:
-            return 0
-        pairs = tuple(results.get(p.key, p) for p in current.pairs)
-        after_close = replace(current, pairs=pairs, closes=current.closes + 1)
-        opened = adaptive.open_rounds(after_close)
-        protocol_state.study_state_save(study, rows, opened, closed=after_close)
-        return len(results)
-
-
-def study_rounds_open(*, study: Study) -> None:
-    """Open rounds for waiting pairs within the budget (after the budget was raised).
-
-    Call inside a transaction that holds the study's row lock.
-    """
-    rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
-    current = protocol_state.study_state_load(study, rows)
-    protocol_state.study_state_save(study, rows, adaptive.open_rounds(current))
+def _rounds_apply(study: Study, rows: list[PairState], before: adaptive.ProtocolState,
+                  after_close: adaptive.ProtocolState, opened: adaptive.ProtocolState) -> int | None:
+    """Write a close computed from a snapshot, unless what it read has moved (then None)."""
+    earlier = {p.key: p for p in before.pairs}
+    writes = {p.key for p in opened.pairs if p != earlier[p.key]}
+    targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
+    with write_transaction():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if (locked.budget, locked.protocol_closes) != (study.budget, study.protocol_closes):
+            return None  # another close or a budget change came first
+        versions = dict(PairState.objects.select_for_update().filter(pk__in=[r.pk for r in targets])
+                        .values_list("pk", "version"))
+        if any(versions.get(row.pk) != row.version for row in targets):
+            return None
+        protocol_state.study_state_save(locked, targets, opened, before=before, closed=after_close)
+    return sum(p.status != a.status for p, a in zip(before.pairs, after_close.pairs))
 
 
 # --- Where a close runs -------------------------------------------------------------------

@@ -37,6 +37,7 @@ from ..models import (
     System,
 )
 from . import protocol_state, rounds
+from .transactions import write_transaction
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -294,7 +295,7 @@ def study_settings_update(
     rounds (ValueError naming both); a larger budget opens new rounds at once. The protocol's
     own parameters (metric, batch, gamma, policy) are fixed once it has started.
     """
-    with transaction.atomic():
+    with write_transaction():
         study = Study.objects.select_for_update().get(pk=study.pk)
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
         state = protocol_state.study_state_load(study, rows)
@@ -313,7 +314,7 @@ def study_settings_update(
         study.full_clean()
         study.save()
         resized = replace(state, settings=protocol_state.protocol_settings(study))
-        protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized))
+        protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized), before=state)
         return study
 
 

@@ -1,0 +1,123 @@
+"""Many annotators leasing and submitting at once on a real study (threads, real database).
+
+Runs on SQLite and, with DATABASE_URL, on PostgreSQL. Bounded: 20 threads, at most 60 s.
+"""
+import random
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from annotation.models import Annotator, Judgement, PairState, Study
+from annotation.selectors import study_serving_audit
+from annotation.services import hits, study_import
+from tests.annotation.test_serving import crowd_rows
+from tests.conftest import bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+THREADS = 20
+MAX_SECONDS = 60
+
+
+def annotate_concurrently(study: Study, *, threads: int = THREADS, double_submit: bool = False) -> dict:
+    """``threads`` annotators lease and submit until there is no work; returns what happened."""
+    annotators = [Annotator.objects.create(platform=Annotator.Platform.PROLIFIC, external_id=f"t{n}")
+                  for n in range(threads)]
+    acknowledged, errors, refused = [], [], []
+    guard = threading.Lock()
+    deadline = time.monotonic() + MAX_SECONDS
+    start = threading.Barrier(threads)
+
+    def run(annotator: Annotator, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            start.wait()
+            idle = 0
+            while time.monotonic() < deadline and idle < 20:
+                hit = hits.hit_next_for_annotator(study=Study.objects.get(pk=study.pk), annotator=annotator)
+                if hit is None:
+                    idle += 1  # rounds may be closing in the background: look again shortly
+                    time.sleep(0.05)
+                    continue
+                idle = 0
+                key = hits.new_idempotency_key()
+                answer = rng.choice([1, 1, 0, -1])
+                attempts = 2 if double_submit else 1
+                for _ in range(attempts):
+                    try:
+                        hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=answer,
+                                              idempotency_key=key)
+                        with guard:
+                            acknowledged.append(key)
+                    except hits.HitError as error:
+                        with guard:
+                            refused.append(str(error))
+        except Exception as error:  # noqa: BLE001 — every failure is reported by the test
+            with guard:
+                errors.append(repr(error))
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=run, args=(a, n)) for n, a in enumerate(annotators)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(MAX_SECONDS + 30)
+    return {"acknowledged": acknowledged, "errors": errors, "refused": refused}
+
+
+@pytest.mark.parametrize("round_close", ["inline", "thread"])
+def test_twenty_annotators_at_once_keep_every_invariant(settings, round_close):
+    settings.EVALAPP_ROUND_CLOSE = round_close
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=150)))
+    outcome = annotate_concurrently(study)
+    assert outcome["errors"] == []
+    # Background closes finish (bounded wait), then every invariant holds.
+    deadline = time.monotonic() + 30
+    while PairState.objects.filter(study=study, status="filled").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    audit = study_serving_audit(study=study, acknowledged_keys=outcome["acknowledged"])
+    assert audit["problems"] == [] and audit["duplicates"] == 0 and audit["lost"] == 0, audit
+    assert audit["protocol_consistent"] and audit["counters_consistent"]
+    stored = Judgement.objects.filter(comparison__study=study).count()
+    assert stored == len(set(outcome["acknowledged"])) > 0
+    assert audit["pairs_filled_waiting_for_close"] == 0
+
+
+@pytest.mark.parametrize("same_key", [True, False])
+def test_the_same_hit_submitted_twice_at_once_is_stored_once(same_key):
+    """Two submits of one HIT race (a double click, a retried request): one judgement is
+    stored; the same key gets the same judgement back, another key a clear refusal."""
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=60)))
+    annotator = Annotator.objects.create(platform=Annotator.Platform.PROLIFIC, external_id="double")
+    for round_ in range(10):
+        hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+        keys = [hits.new_idempotency_key()] * 2 if same_key else [hits.new_idempotency_key() for _ in range(2)]
+        results, barrier = [None, None], threading.Barrier(2)
+
+        def submit(n):
+            barrier.wait()
+            try:
+                results[n] = hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
+                                                   idempotency_key=keys[n])
+            except hits.HitError as error:
+                results[n] = error
+            finally:
+                connection.close()
+
+        racers = [threading.Thread(target=submit, args=(n,)) for n in range(2)]
+        for r in racers:
+            r.start()
+        for r in racers:
+            r.join(30)
+        stored = Judgement.objects.filter(assignment=hit)
+        assert stored.count() == 1, results
+        judgements = [r for r in results if isinstance(r, Judgement)]
+        if same_key:
+            assert [j.pk for j in judgements] == [stored.get().pk] * 2, results
+        else:
+            assert len(judgements) == 1 and judgements[0].pk == stored.get().pk, results
+            assert "already answered" in str(next(r for r in results if isinstance(r, hits.HitError)))
+    audit = study_serving_audit(study=study)
+    assert audit["problems"] == [] and audit["duplicates"] == 0, audit

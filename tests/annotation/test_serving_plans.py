@@ -1,0 +1,42 @@
+"""Every query of the serving loop uses an index (SQLite's EXPLAIN QUERY PLAN).
+
+The loop (submit + next HIT, as htmx sends it) must not scan a table whose size grows with the
+study (judgements, comparisons, assignments, outputs): serving cost stays flat as a study fills.
+"""
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotation.services import study_import
+from tests.annotation.test_serving import crowd_rows, start_worker
+from tests.conftest import bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GROWING = ("annotation_judgement", "annotation_comparison", "annotation_assignment", "annotation_output")
+FORM = re.compile(r'<form method="post" action="([^"]+)"')
+KEY = re.compile(r'name="key" value="([^"]+)"')
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="plans are checked on SQLite (PostgreSQL "
+                    "plans sequential scans of a test's tiny tables whatever the indexes)")
+def test_submit_and_next_hit_use_indexes_only(client):
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
+    start_worker(client, study.slug, "plans")
+    body = client.get(f"/s/{study.slug}/annotate/").content.decode()
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
+                               HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and FORM.search(response.content.decode())
+    selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(captured.captured_queries) <= 32, len(captured.captured_queries)
+    scans = []
+    with connection.cursor() as cursor:
+        for sql in selects:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql)
+            for *_, detail in cursor.fetchall():
+                if detail.startswith("SCAN") and any(f"SCAN {t}" in detail for t in GROWING) \
+                        and "USING" not in detail:
+                    scans.append((detail, sql[:160]))
+    assert scans == []
