@@ -64,7 +64,7 @@ class QualityThresholds:
       options agrees with others a third of the time.
     - min_repeat_consistency 0.5 over >= min_repeats 6 repeat pairs: random answers agree with
       themselves a third of the time (flagged with probability 0.68 on 6 repeats); an honest
-      annotator who agrees with their first answer 3 times in 4 is flagged with 0.03. Fewer
+      annotator who agrees with their first answer 3 times in 4 is flagged with 0.04. Fewer
       repeats cannot tell the two apart.
     - min_judgements_for_speed 5: the median of fewer answers says little.
     """
