@@ -119,12 +119,12 @@ class Output(models.Model):
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="outputs")
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="outputs")
     sample = models.PositiveIntegerField(default=0)
-    text = models.TextField()
+    # May be empty: a system that generated nothing is real data (docs/bundle-format.md).
+    text = models.TextField(blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["item", "system", "sample"], name="output_unique_sample"),
-            models.CheckConstraint(condition=~Q(text=""), name="output_text_not_empty"),
         ]
 
     def __str__(self) -> str:

@@ -13,7 +13,8 @@ One JSON object per line; its ``kind`` says what it is (DESIGN.md, "Study bundle
 :func:`read_bundle` validates the whole file before returning anything and raises
 :class:`BundleError` listing every problem with its line number, so a caller that stores the
 bundle (the web app's importer) can be all-or-nothing. A system exists when it has at least
-one output; every other row must name existing items and systems.
+one output; every other row must name existing items and systems. An output's ``text`` may
+be empty: a system that generated nothing is real data (docs/bundle-format.md).
 """
 from __future__ import annotations
 
@@ -220,9 +221,12 @@ class _Checker:
             self.problems.append(BundleProblem(line, message))
 
 
-def _text(obj: dict, key: str, line: int, check: _Checker, *, allow_empty: bool = False) -> str | None:
+def _text(obj: dict, key: str, line: int, check: _Checker, *, allow_empty: bool = False,
+          allow_null: bool = True) -> str | None:
+    """The string field ``key``; empty (or blank) only when ``allow_empty``, and then ``null``
+    reads as "" unless ``allow_null`` is False."""
     value = obj.get(key)
-    if value is None and allow_empty:
+    if value is None and allow_empty and allow_null:
         return ""
     if not isinstance(value, str):
         check.add(line, f"field {key!r} must be a string, got {type(value).__name__}")
@@ -354,7 +358,9 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
         return Item(item, text, reference or "", line)
     if kind == "output":
         system = _text(obj, "system", line, check)
-        text = _text(obj, "text", line, check)
+        # An empty generation is real data (a system that answered nothing), so it may be
+        # judged; it must still be a string, so a missing text (null) is not mistaken for one.
+        text = _text(obj, "text", line, check, allow_empty=True, allow_null=False)
         sample = obj.get("sample", 0)
         if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
             check.add(line, f"field 'sample' must be a whole number >= 0, got {json.dumps(sample)}")

@@ -86,10 +86,12 @@ def check_rows(rows: list[dict]) -> list[str]:
             problems.append(f"row {n}: a second study row")
         if n > 1 and KIND_ORDER[kind] < KIND_ORDER[rows[n - 2].get("kind", "study")]:
             problems.append(f"row {n}: {kind} after {rows[n - 2].get('kind')}")
-        for f in ("name", "criterion", "instructions", "id", "input", "text", "item", "system",
+        for f in ("name", "criterion", "instructions", "id", "input", "item", "system",
                   "metric", "first", "second", "annotator"):
             if f in row and (not isinstance(row[f], str) or not row[f].strip()):
                 problems.append(f"row {n}: {f} must be a non-empty string")
+        if "text" in row and not isinstance(row["text"], str):
+            problems.append(f"row {n}: text must be a string (it may be empty: a system that generated nothing)")
         if "reference" in row and (not isinstance(row["reference"], str) or not row["reference"].strip()):
             problems.append(f"row {n}: reference must be a non-empty string when present")
         for f in ("score", "preference", "sample"):

@@ -2,21 +2,21 @@
 
     python scripts/convert_pandalm.py [--source DIR] [--out data/bundles/pandalm.jsonl.gz]
 
-Source rows (999) each compare two models' responses to one prompt. The bundle has:
+Source rows (999) each compare two models' responses to one prompt. Every row is kept, with
+the exact texts its annotators saw:
 - items: the distinct (instruction, input) prompts, id ``p<idx>`` where idx is the source
   ``idx`` of the prompt's first row; input = instruction, a blank line, then the input text
-  (just the instruction when the input is empty);
-- outputs: one response per (prompt, model). The source does not always show the same text
-  for a model across the rows of a prompt (truncated or empty variants), so the output is the
-  canonical variant: non-empty before empty, then the most frequent, then the longest, then
-  the earliest row. JSON ``true`` responses are written as the text "True". A model whose only
-  response to a prompt is empty gets the placeholder text ``[empty response]``;
+  (just the instruction when the input is empty). The source does not always show the same
+  text for a model across the rows of a prompt (truncated or empty variants); such a prompt
+  is split into one item per row, id ``p<idx>`` of that row, so no judgement is moved onto a
+  text its annotators did not see;
+- outputs: one response per (item, model), exactly as in the source. An empty response stays
+  empty (54 rows show one: a model that generated nothing is real data, and the annotator
+  screen shows it as "(empty response)"). JSON ``true`` responses are written as "True";
 - human_preference: the three labels of each row (annotators h1, h2, h3) with first =
   model_1 (response1), second = model_2: label 1 -> +1, 2 -> -1, 0 (tie) -> 0;
 - metric_preference ``gpt35`` (rows whose GPT-3.5 verdict is "garbage" are skipped) and
   ``pandalm7b``, same mapping.
-Human and metric rows are kept only for source rows whose two responses are the canonical
-texts, so every judgement in the bundle refers to the texts the bundle shows.
 """
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ if str(ROOT) not in sys.path:
 from scripts._bundle_io import write_bundle  # noqa: E402
 
 DEFAULT_SOURCE = Path("/work/shared/data/pandalm_pairwise")
-EMPTY_PLACEHOLDER = "[empty response]"
 LABEL_TO_PREFERENCE = {1: 1, 2: -1, 0: 0}
 INSTRUCTIONS = (
     "Read the instruction (and its input, if any), then the two responses written by AI "
     "assistants. Choose the response that better follows the instruction: it should do what "
     "was asked, be correct and relevant, and be clear and complete without unnecessary "
     "content. Do not prefer a response just because it is longer. Choose a tie if both are "
-    "equally good or equally bad. \"[empty response]\" means the assistant produced no text."
+    "equally good or equally bad. A response shown as \"(empty response)\" is one where the "
+    "assistant produced no text at all."
 )
 
 
@@ -59,44 +59,38 @@ def prompt_input(row: dict) -> str:
 
 def build(rows: list[dict]) -> tuple[dict, list[dict], dict]:
     rows = sorted(rows, key=lambda r: int(r["idx"]))
-    prompts: dict[tuple, str] = {}
-    variants: dict[tuple, Counter] = defaultdict(Counter)  # (item, model) -> text -> count
-    first_seen: dict[tuple, int] = {}
+    by_prompt: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        key = (r["instruction"], r["input"])
-        item = prompts.setdefault(key, f"p{r['idx']}")
-        for model, field in ((r["model_1"], "response1"), (r["model_2"], "response2")):
-            text = response_text(r[field])
-            variants[(item, model)][text] += 1
-            first_seen.setdefault((item, model, text), int(r["idx"]))
-    canonical: dict[tuple, str] = {}
+        by_prompt[(r["instruction"], r["input"])].append(r)
     notes: Counter = Counter()
-    for (item, model), counts in variants.items():
-        best = min(counts, key=lambda t: (not t.strip(), -counts[t], -len(t), first_seen[(item, model, t)]))
-        canonical[(item, model)] = best
-        if len(counts) > 1:
-            notes["outputs_with_differing_texts"] += 1
-        if not best.strip():
-            notes["outputs_empty_placeholder"] += 1
     out: list[dict] = []
-    inputs = {item: None for item in prompts.values()}
+    row_item: dict[int, str] = {}
+    for prompt_rows in by_prompt.values():
+        texts: dict[str, set] = defaultdict(set)
+        for r in prompt_rows:
+            texts[r["model_1"]].add(response_text(r["response1"]))
+            texts[r["model_2"]].add(response_text(r["response2"]))
+        # One item per prompt when every model shows one text there; else one item per row.
+        groups = [prompt_rows] if all(len(t) == 1 for t in texts.values()) else [[r] for r in prompt_rows]
+        if len(groups) > 1:
+            notes["prompts_split_into_one_item_per_row"] += 1
+        for group in groups:
+            item = f"p{group[0]['idx']}"
+            out.append({"kind": "item", "id": item, "input": prompt_input(group[0])})
+            outputs: dict[str, str] = {}
+            for r in group:
+                row_item[int(r["idx"])] = item
+                outputs[r["model_1"]] = response_text(r["response1"])
+                outputs[r["model_2"]] = response_text(r["response2"])
+            for model, text in outputs.items():
+                out.append({"kind": "output", "item": item, "system": model, "text": text, "sample": 0})
+                notes["outputs_empty"] += not text.strip()
     for r in rows:
-        item = prompts[(r["instruction"], r["input"])]
-        if inputs[item] is None:
-            inputs[item] = prompt_input(r)
-    for item, text in inputs.items():
-        out.append({"kind": "item", "id": item, "input": text})
-    for (item, model), text in canonical.items():
-        out.append({"kind": "output", "item": item, "system": model,
-                    "text": text if text.strip() else EMPTY_PLACEHOLDER, "sample": 0})
-    for r in rows:
-        item = prompts[(r["instruction"], r["input"])]
+        item = row_item[int(r["idx"])]
         m1, m2 = r["model_1"], r["model_2"]
-        if (response_text(r["response1"]) != canonical[(item, m1)]
-                or response_text(r["response2"]) != canonical[(item, m2)]):
-            notes["rows_dropped_noncanonical_text"] += 1
-            continue
         notes["rows_kept"] += 1
+        notes["rows_showing_an_empty_response"] += not (response_text(r["response1"]).strip()
+                                                         and response_text(r["response2"]).strip())
         labels = r["human"]
         if len(labels) != 3:
             raise ValueError(f"row {r['idx']}: {len(labels)} human labels")

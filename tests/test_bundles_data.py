@@ -32,8 +32,8 @@ EXPECTED = {
                                              "human_preference": 0})
         for c, n in GPT4_RTS_ROWS.items()
     },
-    "pandalm.jsonl.gz": (170, 5, {"output": 779, "metric_score": 0, "metric_preference": 1905,
-                                  "human_score": 0, "human_preference": 2895}),
+    "pandalm.jsonl.gz": (222, 5, {"output": 865, "metric_score": 0, "metric_preference": 1973,
+                                  "human_score": 0, "human_preference": 2997}),
     "wmt21_ende.jsonl.gz": (527, 8, {"output": 4216, "metric_score": 8432, "metric_preference": 0,
                                      "human_score": 4216, "human_preference": 0}),
 }
@@ -85,8 +85,20 @@ def test_pandalm_orientation(bundles):
     rows = [(r.first, r.second, r.preference, r.annotator) for r in b.human_preferences if r.item == "p0"
             and {r.first, r.second} == {"bloom-7b", "llama-7b"}]
     assert sorted(rows) == [("bloom-7b", "llama-7b", -1, f"h{i}") for i in (1, 2, 3)]
-    assert Counter(r.metric for r in b.metric_preferences) == {"gpt35": 940, "pandalm7b": 965}
-    assert all(o.text.strip() for o in b.outputs)
+    assert Counter(r.metric for r in b.metric_preferences) == {"gpt35": 974, "pandalm7b": 999}
+
+
+def test_pandalm_keeps_every_row_and_its_empty_responses(bundles):
+    b = bundles["pandalm.jsonl.gz"]
+    rows = {(r.item, r.first, r.second) for r in b.human_preferences}
+    assert len(rows) == 999 and len(b.human_preferences) == 3 * 999
+    empty = {(o.item, o.system) for o in b.outputs if not o.text.strip()}
+    assert all(o.text == "" for o in b.outputs if (o.item, o.system) in empty)
+    assert len(empty) == 48
+    assert sum((item, first) in empty or (item, second) in empty for item, first, second in rows) == 54
+    # A prompt whose responses differ between rows is split into one item per row (p16 has 10 rows).
+    p16 = [i for i in b.items if i.input == next(j.input for j in b.items if j.id == "p16")]
+    assert len(p16) == 10 and all(len({o.system for o in b.outputs if o.item == i.id}) == 2 for i in p16)
 
 
 def test_wmt21_every_item_has_all_systems(bundles):

@@ -53,7 +53,8 @@ BAD_ROWS = {
     "non-finite": ('{"kind":"human_score","item":"i1","system":"A","score":NaN,"annotator":"e9"}', "not a finite"),
     "bad preference": ({"kind": "human_preference", "item": "i1", "first": "A", "second": "B", "preference": 3},
                        "must be -1, 0 or 1"),
-    "empty text": ({"kind": "output", "item": "i1", "system": "D", "text": ""}, "field 'text' is empty"),
+    "text not a string": ({"kind": "output", "item": "i1", "system": "D", "text": None}, "field 'text' must be a string"),
+    "empty input": ({"kind": "item", "id": "i9", "input": ""}, "field 'input' is empty"),
     "not json": ("{oops", "not valid JSON"),
 }
 
@@ -128,7 +129,7 @@ def test_import_command_gzipped_path_and_errors(toy_rows, tmp_path, capsys):
 def test_real_pandalm_bundle_imports_with_judgements():
     study = study_import(source=BUNDLES / "pandalm.jsonl.gz")
     assert study.systems.count() == 5
-    assert models.Judgement.objects.filter(comparison__study=study).count() == 2895  # 965 of 999 source rows (data/bundles/PROVENANCE.md)
+    assert models.Judgement.objects.filter(comparison__study=study).count() == 2997  # all 999 source rows × 3 (data/bundles/PROVENANCE.md)
 
 
 def test_upload_page_imports_and_reports_problems(client, toy_rows):
@@ -171,8 +172,9 @@ def test_database_constraints_hold(toy_rows):
     other = models.Annotator.objects.create(external_id="y")
     with pytest.raises(IntegrityError), transaction.atomic():
         models.Judgement.objects.create(comparison=comparison, annotator=other, assignment=assignment, value=1)
+    # An empty output is allowed (tests/annotation/test_empty_outputs.py); a duplicate is not.
     with pytest.raises(IntegrityError), transaction.atomic():
-        models.Output.objects.create(item=comparison.item, system=system, sample=7, text="")
+        models.Output.objects.create(item=comparison.item, system=system, sample=0, text="")
 
 
 def test_front_page_lists_studies_and_serves_its_partial(client, toy_rows):

@@ -57,7 +57,8 @@ def test_valid_bundle_reads_all_kinds():
          "line 5: field 'preference' must be -1, 0 or 1, got 2"),
         ({"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 0.5},
          "line 5: field 'preference' must be -1, 0 or 1, got 0.5"),
-        ({"kind": "output", "item": "d1", "system": "C", "text": "   "}, "line 5: field 'text' is empty"),
+        ({"kind": "output", "item": "d1", "system": "C", "text": None}, "line 5: field 'text' must be a string, got NoneType"),
+        ({"kind": "item", "id": "d2", "input": "  "}, "line 5: field 'input' is empty"),
         ("{not json", "line 5: not valid JSON"),
         ({"kind": "item", "id": "d2"}, "line 5: item: missing field(s) input"),
         ({**OUT_A}, "line 5: duplicate output for item 'd1', system 'A', sample 0 (first on line 3)"),
@@ -136,3 +137,16 @@ def test_rating_of_a_missing_output_is_an_error():
     row = {"kind": "human_preference", "item": "d2", "first": "A", "second": "B", "preference": 1}
     found = problems_of(lines(STUDY, ITEM, OUT_A, OUT_B, item2, out, row))
     assert found == ["line 7: system 'B' has no output for item 'd2' (field 'second')"]
+
+
+@pytest.mark.parametrize("text", ["", "  \n"])
+def test_an_empty_output_is_data_that_can_be_judged_and_round_trips(tmp_path, text):
+    empty = {**OUT_B, "text": text}
+    rows = [STUDY, ITEM, OUT_A, empty,
+            {"kind": "human_preference", "item": "d1", "first": "A", "second": "B", "preference": 1,
+             "annotator": "w1"}]
+    bundle = read_bundle(lines(*rows))
+    assert [o.text for o in bundle.outputs] == ["Summary a.", text]
+    assert bundle.human_preferences[0].second == "B"
+    write_bundle(bundle, tmp_path / "b.jsonl")
+    assert read_bundle(tmp_path / "b.jsonl") == bundle
