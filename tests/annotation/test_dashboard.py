@@ -65,7 +65,7 @@ def test_dashboard_of_an_imported_study_shows_metric_comparison(client):
     study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm")
     researcher_client(client, study)
     data = client.get(f"/s/{study.slug}/dashboard/").context["data"]
-    assert data["budget"]["imported"] == 2895
+    assert data["budget"]["imported"] == 2997
     assert 0.6 < data["favi_summary"]["sample_accuracy"] < 0.8
     assert data["spa"] is not None and 0 <= data["spa"]["spa"] <= 1
     assert len(data["per_system_favi"]) == 5

@@ -121,13 +121,32 @@ def test_reload_returns_the_same_lease_and_expired_leases_return_to_the_pool(cli
     pair = PairState.objects.get(pk=first.comparison.pair_id)
     assert pair.leased == 1
     expire(first)
-    # An expired lease is not served again, not even to its annotator...
-    later, _ = current_hit(client, study.slug)
-    assert later.pk != first.pk
-    # ...and the sweep gives it back to the pool.
+    # The sweep gives an expired lease back to the pool...
     assert serving.leases_reclaim(study=study) == 1
     assert Assignment.objects.get(pk=first.pk).state == Assignment.State.EXPIRED
     assert Comparison.objects.get(pk=first.comparison_id).lease_expires_at is None
+    assert PairState.objects.get(pk=pair.pk).leased == 0
+    # ...and it is not served again, not even to its annotator.
+    later, _ = current_hit(client, study.slug)
+    assert later.pk != first.pk
+
+
+def test_an_expired_lease_is_taken_over_by_the_next_lease_of_its_comparison():
+    rows = crowd_rows(items=1, batch=1, budget=3)  # one item: three pairs of one comparison each
+    study = study_import(source=bundle_bytes(rows))
+    a, b = (Annotator.objects.create(platform="prolific", external_id=n) for n in ("a", "b"))
+    leases = [serving.hit_next_for_annotator(study=study, annotator=a)]
+    expire(leases[0])
+    taken = [serving.hit_next_for_annotator(study=study, annotator=b) for _ in range(1)]
+    # b's lease may land on another pair; lease until b takes over a's comparison or runs out.
+    while taken[-1] is not None and taken[-1].comparison_id != leases[0].comparison_id:
+        serving.judgement_submit(assignment=taken[-1], annotator=b, shown_value=1,
+                                 idempotency_key=serving.new_idempotency_key())
+        taken.append(serving.hit_next_for_annotator(study=study, annotator=b))
+    assert taken[-1] is not None and taken[-1].comparison_id == leases[0].comparison_id
+    assert Assignment.objects.get(pk=leases[0].pk).state == Assignment.State.EXPIRED
+    assert PairState.objects.get(pk=taken[-1].comparison.pair_id).leased == 1
+    assert serving.leases_reclaim(study=study) == 0
 
 
 def test_bad_answers_and_foreign_hits_are_refused(client):
@@ -164,7 +183,7 @@ def test_imported_judgements_seed_the_protocol():
     # The protocol starts at import: its state is there before any page is read.
     study.refresh_from_db()
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
-    assert state.spent == 2895
+    assert state.spent == 2997
     assert sum(p.decision != 0 for p in state.pairs) >= 3
     assert PairStateHistory.objects.filter(pair_state__study=study).count() == 10
     assert Study.objects.get(pk=study.pk).protocol_closes == 1

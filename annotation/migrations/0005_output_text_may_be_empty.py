@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0003_protocol_settings'),
+        ('annotation', '0004_serving_counters'),
     ]
 
     operations = [
