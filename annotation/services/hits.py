@@ -68,6 +68,7 @@ def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
             .order_by("issued_at").first())
 
 
+@retry_transient
 def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment | None:
     """The annotator's live lease, or a new one; None when there is no work for them now.
 
@@ -76,7 +77,8 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     round whose quota exceeds its live leases, the round closest to full first (a full round
     is decided sooner than many half-full ones), and to a comparison of that pair that has
     fewer than ``ratings_per_item`` judgements, no live lease and no judgement by this
-    annotator, chosen by the study's item choice.
+    annotator, chosen by the study's item choice. Retried as a whole after a transient
+    database error, so a lease whose commit was cut off is found as the current lease.
     """
     current = hit_current(study=study, annotator=annotator)
     if current is not None:
@@ -90,7 +92,6 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     return lease
 
 
-@retry_transient
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     with write_transaction():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
@@ -183,6 +184,7 @@ def _expire_locked(assignment_id: int) -> bool:
     return True
 
 
+@retry_transient
 def leases_reclaim(*, study: Study) -> int:
     """Give expired leases of the study back to the pool; returns how many."""
     now = timezone.now()
@@ -190,7 +192,6 @@ def leases_reclaim(*, study: Study) -> int:
     return sum(_reclaim_pair(pair_id, now) for pair_id in pairs)
 
 
-@retry_transient
 def _reclaim_pair(pair_id: int, now) -> int:
     with write_transaction():
         PairState.objects.select_for_update().filter(pk=pair_id).first()

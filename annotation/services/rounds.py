@@ -105,6 +105,8 @@ def rounds_close(*, study_id: int) -> int:
         before = protocol_state.study_state_load(study, rows)
         after_close = adaptive.close_rounds(before)  # the expensive part: no transaction, no lock
         opened = adaptive.open_rounds(after_close)
+        if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
+            time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
         applied = _rounds_apply(study, rows, before, after_close, opened)
         if applied is not None:
             return applied

@@ -125,7 +125,7 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE", "celery")
 # A worker killed mid-task leaves its task on the broker, redelivered after this many seconds
 # (round closes are idempotent, so a redelivery is harmless).
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 120}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(os.environ.get("EVALAPP_CELERY_VISIBILITY_TIMEOUT", "120"))}
 CELERY_BEAT_SCHEDULE = {
     "protocol-sweep": {"task": "annotation.tasks.protocol_sweep_task",
                        "schedule": float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))},
@@ -138,6 +138,9 @@ CELERY_BEAT_SCHEDULE = {
 EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE") or ("celery" if CELERY_BROKER_URL else "thread")
 if EVALAPP_ROUND_CLOSE not in ("celery", "thread", "inline"):
     raise ValueError(f"EVALAPP_ROUND_CLOSE must be celery, thread or inline, not {EVALAPP_ROUND_CLOSE!r}")
+# Fault injection for the fault tests only: seconds a round close waits between deciding and
+# applying (a worker can then be killed mid-close). 0 in every real deployment.
+EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEFORE_APPLY", "0"))
 # How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
 EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 
