@@ -4,7 +4,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_venv.sh -r requirements.txt
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-evalapp.settings.dev}
+# Debug off: a served study must not keep every SQL query in memory (DJANGO_DEBUG=1 for development).
+export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py demo_setup
 echo "Serving evalapp on http://127.0.0.1:${PORT:-8000}/ (Ctrl-C stops it)"
-exec .venv/bin/python manage.py runserver "127.0.0.1:${PORT:-8000}" --noreload
+# gunicorn, 2 processes x 8 threads: both cores serve, and a request never waits behind a
+# slow one (runserver is one process). Round closes run in a background thread of each
+# process (no broker needed); see README "Scale".
+exec .venv/bin/gunicorn evalapp.wsgi --bind "127.0.0.1:${PORT:-8000}" --workers 2 --worker-class gthread \
+  --threads 8 --log-level warning

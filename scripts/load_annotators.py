@@ -39,12 +39,17 @@ REPO = Path(__file__).resolve().parent.parent
 FORM = re.compile(r'<form method="post" action="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
-# name -> (workers, seconds, mean think time per HIT in ms)
+# name -> (workers, seconds, mean think time per HIT in ms). A closed loop with no think time
+# measures saturation: each worker waits only for the server, so latency grows with the
+# queue (Little's law: latency = workers / throughput). The targets' scenarios give each
+# worker a think time so that the offered load is the target throughput: 20 workers thinking
+# 0.25 s offer at most 80 submits/s, 100 workers thinking 1 s at most 100/s.
 SCENARIOS = {
     "smoke": (4, 10, 0),
-    "embedded": (20, 60, 0),
-    "deployment": (100, 60, 0),
-    "crowd": (100, 120, 3000),
+    "embedded": (20, 60, 250),
+    "deployment": (100, 60, 1000),
+    "saturation": (20, 60, 0),
+    "crowd": (200, 120, 5000),
 }
 
 

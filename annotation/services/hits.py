@@ -24,7 +24,7 @@ import uuid
 from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from protocol import adaptive
@@ -95,17 +95,20 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     with write_transaction():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
-                          .values_list("id", "quota_left", "leased"))
+                          .only("id", "study_id", "round", "quota_left", "leased"))
         if not open_pairs:
             return None
         rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
-        order = [pk for _, _, pk in sorted((quota - leased, rng.random(), pk) for pk, quota, leased in open_pairs)]
-        skip_locked = connection.features.has_select_for_update_skip_locked
+        order = [row for *_, row in sorted((row.quota_left - row.leased, rng.random(), row.pk, row)
+                                           for row in open_pairs)]
+        # SQLite: this transaction holds the database's write lock, so the rows just read are
+        # current. PostgreSQL: lock the pair row, skipping rows other leases hold.
+        row_locks = connection.features.has_select_for_update
         busy = []
-        for pk in order:
-            row = _lock_open_pair(pk, skip_locked=skip_locked)
+        for candidate in order:
+            row = _lock_open_pair(candidate.pk, skip_locked=True) if row_locks else candidate
             if row is None:
-                busy.append(pk)
+                busy.append(candidate.pk)
                 continue
             lease = _lease_in_pair(study, row, annotator, rng)
             if lease is not None:
@@ -130,23 +133,22 @@ def _lock_open_pair(pk: int, *, skip_locked: bool) -> PairState | None:
 def _lease_in_pair(study: Study, row: PairState, annotator: Annotator, rng: random.Random) -> Assignment | None:
     """Lease a comparison of the locked pair ``row`` to ``annotator`` (None if none fits)."""
     now = timezone.now()
-    comparisons = list(Comparison.objects.filter(pair_id=row.pk).values_list(
-        "id", "judgement_count", "lease_expires_at", "separability"))
-    mine = set(Judgement.objects.filter(annotator=annotator, comparison__pair_id=row.pk)
-               .values_list("comparison_id", flat=True))
-    unavailable = [str(pk) for pk, judged, lease, _ in comparisons
-                   if judged >= study.ratings_per_item or (lease is not None and lease > now) or pk in mine]
+    judged_by_annotator = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
+    comparisons = list(Comparison.objects.filter(pair_id=row.pk).annotate(mine=Exists(judged_by_annotator))
+                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine"))
+    unavailable = [str(pk) for pk, judged, lease, _, mine in comparisons
+                   if judged >= study.ratings_per_item or (lease is not None and lease > now) or mine]
     if len(unavailable) == len(comparisons):
         return None
-    has_separability = any(sep is not None for *_, sep in comparisons)
+    has_separability = any(c[3] is not None for c in comparisons)
     policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
     # All the pair's comparisons are candidates (stratified bins do not move as items are
     # judged); the unavailable ones are excluded from the draw.
-    chosen = int(choose_items([str(pk) for pk, *_ in comparisons],
-                              [sep if sep is not None else 0.0 for *_, sep in comparisons],
+    chosen = int(choose_items([str(c[0]) for c in comparisons],
+                              [c[3] if c[3] is not None else 0.0 for c in comparisons],
                               unavailable, 1, policy=policy, temperature=study.item_choice_temperature,
                               seed=rng.randrange(2**31))[0])
-    expired_lease = next(lease for pk, _, lease, _ in comparisons if pk == chosen) is not None
+    expired_lease = next(c[2] for c in comparisons if c[0] == chosen) is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
         Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
@@ -235,11 +237,6 @@ def judgement_submit(
 @retry_transient
 def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
             seconds_on_task: float | None) -> Judgement | HitError:
-    earlier = Judgement.objects.filter(idempotency_key=key).first()
-    if earlier is not None:
-        if earlier.assignment_id != assignment.pk:
-            return HitError("this submission key was already used for another HIT")
-        return earlier
     comparison = assignment.comparison
     study = comparison.study
     with write_transaction():
@@ -250,7 +247,7 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
             "assignment_id", "idempotency_key", "annotator_id")}
         for assignment_id, earlier_key, _ in done:
             if assignment_id == assignment.pk:
-                if earlier_key == key:  # the same submit again, which raced the first one to the lock
+                if earlier_key == key:  # the same submit again (a retry, or a double click)
                     return Judgement.objects.get(assignment_id=assignment.pk)
                 return HitError("this HIT was already answered")
         pair = protocol_state.pair_state_of(row)

@@ -82,7 +82,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         timeout=20, transaction_mode="IMMEDIATE",
         init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
 else:
     # A persistent connection that the server dropped is replaced before a request uses it.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -95,6 +94,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Sessions are read on every annotator request: from this process's cache, the database
+# only on a miss (a crowd worker's session is written once, at the start link).
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
