@@ -12,5 +12,5 @@ echo "Serving evalapp on http://127.0.0.1:${PORT:-8000}/ (Ctrl-C stops it)"
 # gunicorn, 2 processes x 8 threads: both cores serve, and a request never waits behind a
 # slow one (runserver is one process). Round closes run in a background thread of each
 # process (no broker needed); see README "Scale".
-exec .venv/bin/gunicorn evalapp.wsgi --bind "127.0.0.1:${PORT:-8000}" --workers 2 --worker-class gthread \
+exec .venv/bin/gunicorn evalapp.wsgi --preload --bind "127.0.0.1:${PORT:-8000}" --workers 2 --worker-class gthread \
   --threads 8 --log-level warning

@@ -32,7 +32,7 @@ from protocol.allocation import choose_items
 
 from ..models import Annotator, Assignment, Comparison, Judgement, PairState, Study
 from . import protocol_state, rounds
-from .transactions import retry_transient, write_transaction
+from .transactions import retry_transient
 
 
 class HitError(ValueError):
@@ -93,7 +93,7 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
-    with write_transaction():
+    with transaction.atomic():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
                           .only("id", "study_id", "round", "quota_left", "leased"))
         if not open_pairs:
@@ -168,7 +168,7 @@ def hit_release(*, assignment: Assignment) -> bool:
 
 @retry_transient
 def _release(assignment_id: int) -> bool:
-    with write_transaction():
+    with transaction.atomic():
         pair_id = Comparison.objects.filter(assignments__pk=assignment_id).values_list("pair_id", flat=True).first()
         PairState.objects.select_for_update().filter(pk=pair_id).first()
         return _expire_locked(assignment_id)
@@ -195,7 +195,7 @@ def leases_reclaim(*, study: Study) -> int:
 
 
 def _reclaim_pair(pair_id: int, now) -> int:
-    with write_transaction():
+    with transaction.atomic():
         PairState.objects.select_for_update().filter(pk=pair_id).first()
         expired = list(Assignment.objects.filter(comparison__pair_id=pair_id, state=Assignment.State.LEASED,
                                                  expires_at__lt=now).values_list("id", flat=True))
@@ -239,7 +239,7 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
             seconds_on_task: float | None) -> Judgement | HitError:
     comparison = assignment.comparison
     study = comparison.study
-    with write_transaction():
+    with transaction.atomic():
         row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
         state, judgement_count, lease_expires_at = Assignment.objects.filter(pk=assignment.pk).values_list(
             "state", "comparison__judgement_count", "comparison__lease_expires_at").get()

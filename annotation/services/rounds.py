@@ -27,7 +27,7 @@ from protocol import adaptive
 from .. import selectors
 from ..models import PairState, Study
 from . import protocol_state
-from .transactions import retry_transient, write_transaction
+from .transactions import retry_transient
 
 log = logging.getLogger(__name__)
 CLOSE_PASSES = 5
@@ -121,7 +121,7 @@ def _rounds_apply(study: Study, rows: list[PairState], before: adaptive.Protocol
     earlier = {p.key: p for p in before.pairs}
     writes = {p.key for p in opened.pairs if p != earlier[p.key]}
     targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
-    with write_transaction():
+    with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if (locked.budget, locked.protocol_closes) != (study.budget, study.protocol_closes):
             return None  # another close or a budget change came first

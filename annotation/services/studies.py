@@ -37,7 +37,6 @@ from ..models import (
     System,
 )
 from . import protocol_state, rounds
-from .transactions import write_transaction
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -295,7 +294,7 @@ def study_settings_update(
     rounds (ValueError naming both); a larger budget opens new rounds at once. The protocol's
     own parameters (metric, batch, gamma, policy) are fixed once it has started.
     """
-    with write_transaction():
+    with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
         state = protocol_state.study_state_load(study, rows)

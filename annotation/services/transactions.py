@@ -10,15 +10,13 @@ lease returns the annotator's current lease, a submit is keyed).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,20 +47,3 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
 
     return wrapper
 
-
-# SQLite has one writer at a time; a writer that finds the file locked polls with growing
-# sleeps (up to 100 ms each), so under load a waiting thread can miss many hand-overs and
-# wait seconds. Writers of one process queue on this lock instead and reach SQLite one by
-# one; only writers of other processes still meet SQLite's busy wait.
-_sqlite_writers = threading.RLock()  # re-entered by on_commit work (an inline round close)
-
-
-@contextlib.contextmanager
-def write_transaction() -> Iterator[None]:
-    """``transaction.atomic()`` for a short write; on SQLite, queued per process first."""
-    if connection.vendor == "sqlite" and not connection.in_atomic_block:
-        with _sqlite_writers, transaction.atomic():
-            yield
-    else:
-        with transaction.atomic():
-            yield

@@ -74,6 +74,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Writers queue for the database file instead of polling it (evalapp/sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "evalapp.sqlite_backend"
     # Serving and deciding write from several threads; wait for the lock, never fail fast.
     # IMMEDIATE: a write transaction takes the lock when it begins, so two concurrent
     # read-then-write transactions queue instead of failing with "database is locked".

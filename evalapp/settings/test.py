@@ -22,7 +22,7 @@ STATIC_ROOT = None  # static files come from static/ via finders; collectstatic 
 # test can open the same database.
 # Every run gets its own test database (SQLite file or PostgreSQL database), so two runs on one
 # machine (a developer's and CI's, or parallel checkouts) never drop each other's tables.
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "evalapp.sqlite_backend":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_evalapp_{os.getpid()}"}  # noqa: F405

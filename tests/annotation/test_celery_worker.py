@@ -26,7 +26,7 @@ def redis_answers() -> bool:
 
 def database_url() -> str:
     db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
+    if connection.vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
     return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
