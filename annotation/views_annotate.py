@@ -16,6 +16,7 @@ ANSWERS = {"left": 1, "tie": 0, "right": -1}
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
+@retry_transient
 def study_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Entry link for crowd workers: ?PROLIFIC_PID=... (Prolific) or ?workerId=... (MTurk)."""
     study = get_object_or_404(Study, slug=slug)

@@ -95,46 +95,47 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     with transaction.atomic():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
-                          .only("id", "study_id", "round", "quota_left", "leased"))
+                          .values_list("id", "round", "quota_left", "leased"))
         if not open_pairs:
             return None
         rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
-        order = [row for *_, row in sorted((row.quota_left - row.leased, rng.random(), row.pk, row)
-                                           for row in open_pairs)]
+        order = [(pk, round_) for *_, pk, round_ in sorted(
+            (quota - leased, rng.random(), pk, round_) for pk, round_, quota, leased in open_pairs)]
         # SQLite: this transaction holds the database's write lock, so the rows just read are
-        # current. PostgreSQL: lock the pair row, skipping rows other leases hold.
+        # current. PostgreSQL: lock the pair row, skipping rows that other leases hold.
         row_locks = connection.features.has_select_for_update
         busy = []
-        for candidate in order:
-            row = _lock_open_pair(candidate.pk, skip_locked=True) if row_locks else candidate
-            if row is None:
-                busy.append(candidate.pk)
+        for pk, round_ in order:
+            if row_locks and not _lock_open_pair(pk, skip_locked=True):
+                busy.append((pk, round_))
                 continue
-            lease = _lease_in_pair(study, row, annotator, rng)
+            lease = _lease_in_pair(study, pk, round_, annotator, rng)
             if lease is not None:
                 return lease
         # Every open pair was locked by another lease: wait for one rather than say "no work".
-        for pk in busy[:3]:
-            row = _lock_open_pair(pk, skip_locked=False)
-            if row is not None:
-                lease = _lease_in_pair(study, row, annotator, rng)
+        for pk, round_ in busy[:3]:
+            if _lock_open_pair(pk, skip_locked=False):
+                lease = _lease_in_pair(study, pk, round_, annotator, rng)
                 if lease is not None:
                     return lease
         return None
 
 
-def _lock_open_pair(pk: int, *, skip_locked: bool) -> PairState | None:
-    """The pair row, locked, if it still has unmet quota (None when skipped or no longer open)."""
+def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
+    """Lock the pair row if it still has unmet quota (False when skipped or no longer open)."""
     rows = PairState.objects.filter(pk=pk, status=adaptive.OPEN, quota_left__gt=F("leased"))
-    return rows.select_for_update(skip_locked=skip_locked).only("id", "study_id", "round", "quota_left",
-                                                                 "leased").first()
+    return rows.select_for_update(skip_locked=skip_locked).values_list("id", flat=True).first() is not None
 
 
-def _lease_in_pair(study: Study, row: PairState, annotator: Annotator, rng: random.Random) -> Assignment | None:
-    """Lease a comparison of the locked pair ``row`` to ``annotator`` (None if none fits)."""
+def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annotator,
+                   rng: random.Random) -> Assignment | None:
+    """Lease a comparison of the pair ``pair_id`` to ``annotator`` (None if none fits).
+
+    Precondition: the caller holds the pair's row lock (or SQLite's write lock).
+    """
     now = timezone.now()
     judged_by_annotator = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
-    comparisons = list(Comparison.objects.filter(pair_id=row.pk).annotate(mine=Exists(judged_by_annotator))
+    comparisons = list(Comparison.objects.filter(pair_id=pair_id).annotate(mine=Exists(judged_by_annotator))
                        .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine"))
     unavailable = [str(pk) for pk, judged, lease, _, mine in comparisons
                    if judged >= study.ratings_per_item or (lease is not None and lease > now) or mine]
@@ -154,11 +155,11 @@ def _lease_in_pair(study: Study, row: PairState, annotator: Annotator, rng: rand
         Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
             state=Assignment.State.EXPIRED)
     else:
-        PairState.objects.filter(pk=row.pk).update(leased=F("leased") + 1)
+        PairState.objects.filter(pk=pair_id).update(leased=F("leased") + 1)
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
     Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
     return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
-                                     round=row.round, issued_at=now, expires_at=expires)
+                                     round=pair_round, issued_at=now, expires_at=expires)
 
 
 def hit_release(*, assignment: Assignment) -> bool:
