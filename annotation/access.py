@@ -114,7 +114,7 @@ def access_study_worker(request, study) -> StudyWorker:
     """
     annotator_id = request.session.get(session_annotator_key(study))
     if annotator_id is not None:
-        annotator = Annotator.objects.filter(pk=annotator_id).first()
+        annotator = Annotator.objects.filter(pk=annotator_id, crowd_sessions__study=study).first()
         if annotator is not None:
             return StudyWorker(annotator=annotator, user=None)
     user = request.user

@@ -111,3 +111,11 @@ class PairStateAdmin(admin.ModelAdmin):
     list_display = ["study", "first", "second", "decision", "decided", "theta", "round"]
     list_filter = ["study", "decided"]
     inlines = [PairStateHistoryInline]
+
+
+@admin.register(models.CrowdSession)
+class CrowdSessionAdmin(admin.ModelAdmin):
+    list_display = ["annotator", "study", "platform_session_id", "created_at"]
+    list_filter = ["study"]
+    search_fields = ["annotator__external_id", "platform_session_id"]
+    raw_id_fields = ["annotator"]

@@ -23,6 +23,7 @@ from protocol.preferences import canonical_pair
 from .models import (
     Annotator,
     Comparison,
+    CrowdSession,
     HumanScore,
     Item,
     Judgement,
@@ -292,6 +293,39 @@ def study_membership_remove(*, study: Study, user) -> None:
         membership.delete()
 
 
+class CrowdEntryRefused(ValueError):
+    """A crowd worker's entry is refused; the message says why (shown to the worker)."""
+
+
+class CrowdSessionTaken(CrowdEntryRefused):
+    """The worker id already entered the study from another platform session."""
+
+
+def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> Annotator:
+    """The Annotator of a crowd worker entering ``study``, bound to ``platform_session_id``.
+
+    The first entry of a worker id binds it to the platform's session id; later entries must
+    carry the same one (a reload, another browser of the same session), else CrowdSessionTaken.
+    CrowdEntryRefused (a ValueError) for a missing worker or session id.
+    """
+    from .serving import HitError, annotator_for_worker
+
+    platform_session_id = (platform_session_id or "").strip()
+    if not platform_session_id or len(platform_session_id) > 200:
+        name = "assignmentId" if platform == Annotator.Platform.MTURK else "SESSION_ID"
+        raise CrowdEntryRefused(f"the study link lacks the platform's session id ({name})")
+    with transaction.atomic():
+        try:
+            annotator = annotator_for_worker(platform=platform, worker_id=worker_id)
+        except HitError as exc:
+            raise CrowdEntryRefused(str(exc)) from exc
+        session, _ = CrowdSession.objects.get_or_create(study=study, annotator=annotator,
+                                                        defaults={"platform_session_id": platform_session_id})
+    if session.platform_session_id != platform_session_id:
+        raise CrowdSessionTaken("this worker id already started this study in another session")
+    return annotator
+
+
 def api_token_create(*, user) -> Token:
     """A new API token for ``user``, replacing (revoking) any earlier one."""
     with transaction.atomic():
@@ -382,6 +416,7 @@ __all__ = [
     "study_membership_remove",
     "study_membership_set",
     "api_token_create",
+    "crowd_session_enter",
     "api_token_revoke",
     "study_separability_compute",
     "study_slug_for",

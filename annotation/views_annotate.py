@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import selectors, serving
+from . import selectors, serving, services
 from .access import access_annotator_for_study, access_study_running, session_annotator_key
 from .models import Annotator, Assignment, Study
 
@@ -15,25 +15,32 @@ MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
 def study_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """Entry link for crowd workers: ?PROLIFIC_PID=... (Prolific) or ?workerId=... (MTurk)."""
+    """Entry link for crowd workers: ?PROLIFIC_PID=...&SESSION_ID=... (Prolific) or
+    ?workerId=...&assignmentId=... (MTurk). The worker id is bound to the platform session id
+    on first entry (services.crowd_session_enter); GET because the platforms send a GET link.
+    """
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
     if request.GET.get("assignmentId") == MTURK_NO_ASSIGNMENT:
         return render(request, "annotation/start_preview.html", {"study": study})
     if "PROLIFIC_PID" in request.GET:
         platform, worker_id = Annotator.Platform.PROLIFIC, request.GET["PROLIFIC_PID"]
+        session_id = request.GET.get("SESSION_ID", "")
     elif "workerId" in request.GET:
         platform, worker_id = Annotator.Platform.MTURK, request.GET["workerId"]
-        request.session[f"evalapp:mturk:{study.pk}"] = {
-            "assignmentId": request.GET.get("assignmentId", ""),
-            "turkSubmitTo": request.GET.get("turkSubmitTo", ""),
-        }
+        session_id = request.GET.get("assignmentId", "")
     else:
         return redirect("annotate", slug=slug)
     try:
-        annotator = serving.annotator_for_worker(platform=platform, worker_id=worker_id)
-    except serving.HitError as exc:
+        annotator = services.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
+                                                 platform_session_id=session_id)
+    except services.CrowdSessionTaken:
+        return render(request, "annotation/start_taken.html", {"study": study, "platform": platform}, status=403)
+    except services.CrowdEntryRefused as exc:
         return render(request, "annotation/start_preview.html", {"study": study, "error": str(exc)}, status=400)
+    if platform == Annotator.Platform.MTURK:
+        request.session[f"evalapp:mturk:{study.pk}"] = {
+            "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
     return redirect("annotate", slug=slug)
 
