@@ -76,6 +76,15 @@ def studies_for_researcher(user) -> QuerySet[Study]:
     return Study.objects.filter(memberships__user=user, memberships__role=StudyMembership.Role.RESEARCHER)
 
 
+def studies_visible_to(user) -> QuerySet[Study]:
+    """The studies ``user`` may know exist: all for staff, their memberships' otherwise, none anonymous."""
+    if not user.is_authenticated:
+        return Study.objects.none()
+    if user.is_staff:
+        return Study.objects.all()
+    return Study.objects.filter(memberships__user=user)
+
+
 def access_study_running(study) -> None:
     """A draft study is not open to annotators yet (404: it does not exist for them)."""
     if study.status == Study.Status.DRAFT:

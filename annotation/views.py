@@ -9,12 +9,12 @@ from rest_framework.authtoken.models import Token
 from protocol.bundle import BundleError
 
 from . import selectors, services
-from .access import access_study_creation
+from .access import access_study_creation, studies_visible_to
 from .forms import StudyUploadForm
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    studies = list(selectors.study_list_for_home())
+    studies = list(selectors.study_list_for_home().filter(pk__in=studies_visible_to(request.user).values("pk")))
     context = {"studies": studies, "polling": any(s.separability_status in ("pending", "running") for s in studies)}
     if request.GET.get("partial") == "study-table":
         return render(request, "annotation/_study_table.html", context)
