@@ -21,6 +21,14 @@ class StudyAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     inlines = [MembershipInline, SystemInline]
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "metric":
+            # Offer only this study's metrics (Study.clean refuses any other).
+            study_id = request.resolver_match.kwargs.get("object_id")
+            kwargs["queryset"] = models.Metric.objects.filter(study_id=study_id) if study_id else \
+                models.Metric.objects.none()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
 
 @admin.register(models.StudyMembership)
 class StudyMembershipAdmin(admin.ModelAdmin):

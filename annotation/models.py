@@ -69,6 +69,14 @@ class Study(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """The study's metric must be one of its own (another study's has no scores for these outputs)."""
+        from django.core.exceptions import ValidationError
+
+        if self.metric_id is not None and self.metric.study_id != self.pk:
+            raise ValidationError({"metric": f"metric {self.metric.name!r} belongs to another study; "
+                                              "choose one of this study's metrics"})
+
 
 class StudyMembership(models.Model):
     class Role(models.TextChoices):
