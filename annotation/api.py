@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -44,7 +46,9 @@ ANSWERS = {"left": 1, "tie": 0, "right": -1}
 SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
 
 _ERRORS = {
-    400: OpenApiResponse(ValidationErrorSerializer, description="invalid input; `errors` names each field"),
+    400: OpenApiResponse(ValidationErrorSerializer, description="invalid input (code invalid; `errors` names "
+                                                                "each field) or a body that is not JSON "
+                                                                "(code parse_error)"),
     401: OpenApiResponse(ErrorSerializer, description="no or invalid credentials (code not_authenticated "
                                                       "or authentication_failed)"),
     403: OpenApiResponse(ErrorSerializer, description="the caller may see the study but not do this "
@@ -283,3 +287,9 @@ class HitSubmitApi(APIView):
         except serving.HitError as exc:
             raise Conflict(str(exc)) from exc
         return Response({"judgement": judgement.pk, "value": judgement.value}, status=status.HTTP_200_OK)
+
+
+@csrf_exempt  # it changes nothing; a POST to an unknown address is a 404, not a CSRF failure
+def api_not_found(request, *args, **kwargs):
+    """Every unknown /api/ address: 404 in the API's error shape, whatever the method."""
+    return JsonResponse({"detail": "No API endpoint at this address.", "code": "not_found"}, status=404)

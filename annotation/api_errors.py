@@ -72,7 +72,10 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class ValidationErrorSerializer(ErrorSerializer):
-    errors = serializers.DictField(child=serializers.JSONField(), help_text="field -> list of messages")
+    """A 400: invalid fields (code invalid, with errors) or a body that is not JSON (code parse_error)."""
+
+    errors = serializers.DictField(child=serializers.JSONField(), required=False,
+                                   help_text="field -> list of messages (code invalid)")
 
 
 class BundleProblemSerializer(serializers.Serializer):
@@ -81,5 +84,9 @@ class BundleProblemSerializer(serializers.Serializer):
 
 
 class BundleErrorSerializer(ErrorSerializer):
-    problem_count = serializers.IntegerField()
-    problems = BundleProblemSerializer(many=True)
+    """An import's 400: an invalid bundle (problems with lines) or invalid form fields (errors)."""
+
+    problem_count = serializers.IntegerField(required=False, help_text="invalid bundle only")
+    problems = BundleProblemSerializer(many=True, required=False, help_text="invalid bundle only")
+    errors = serializers.DictField(child=serializers.JSONField(), required=False,
+                                   help_text="invalid form fields only (code invalid)")

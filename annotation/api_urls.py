@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from . import api
@@ -16,4 +16,6 @@ urlpatterns = [
     path("studies/<slug:slug>/members/<str:username>/", api.StudyMemberApi.as_view(), name="api_study_member"),
     path("studies/<slug:slug>/hits/next/", api.HitNextApi.as_view(), name="api_hit_next"),
     path("hits/<int:hit_id>/submit/", api.HitSubmitApi.as_view(), name="api_hit_submit"),
+    # Anything else under /api/ is a JSON 404 like every other API error (not Django's HTML page).
+    re_path(r"^", api.api_not_found, name="api_not_found"),
 ]

@@ -134,6 +134,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["annotation.api_renderers.FiniteJSONRenderer",
+                                 "rest_framework.renderers.BrowsableAPIRenderer"],
     "DEFAULT_THROTTLE_CLASSES": ["annotation.throttles.ApiTokenThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "annotation.api_errors.exception_handler",

@@ -214,7 +214,7 @@ def test_schema_describes_every_endpoint_with_its_errors(client):
     api_patterns = [p for p in get_resolver().url_patterns if str(p.pattern) == "api/"][0].url_patterns
     documented_routes = {path.removeprefix("/api/") for path in schema["paths"]}
     for pattern in api_patterns:
-        if pattern.name in ("api_schema", "api_docs"):
+        if pattern.name in ("api_schema", "api_docs", "api_not_found"):
             continue
         route = str(pattern.pattern).replace("<slug:slug>", "{slug}").replace("<int:hit_id>", "{hit_id}").replace(
             "<str:username>", "{username}")
@@ -241,3 +241,14 @@ def test_a_403_logs_one_line_without_traceback(client, caplog):
     assert len(records) == 1
     assert records[0].exc_info is None and "\n" not in records[0].getMessage()
     assert "Only the study's researchers" in records[0].getMessage()
+
+
+def test_undefined_statistics_are_null_not_a_server_error():
+    """One human judgement agreeing with the metric: its Favi-Score is undefined (NaN) -> null."""
+    researcher, _ = api_for("r", researcher=True)
+    rows = crowd_rows() + [{"kind": "human_preference", "item": "i00", "first": "A", "second": "B",
+                            "preference": 1, "annotator": "expert"}]
+    upload(researcher, rows, slug="nan")
+    response = researcher.get("/api/studies/nan/")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["favi_summary"]["mean_abs_favi"] is None

@@ -70,6 +70,8 @@ EXPECTED = {
     # does not exist.
     "api/hits/<int:hit_id>/submit/": [("POST", "/api/hits/{hit}/submit/", {"answer": "left"},
                                        row(401, 401, 428, 404, 404, 404))],
+    "api/^": [("GET", "/api/", None, row(404, 404, 404, 404, 404, 404)),
+             ("POST", "/api/hits/x/submit/", {}, row(404, 404, 404, 404, 404, 404))],
     "": [("GET", "/", None, PUBLIC)],
     "account/api-token/": [("GET", "/account/api-token/", None, LOGGED_IN)],
     "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200))],
