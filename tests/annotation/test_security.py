@@ -127,3 +127,7 @@ def test_check_deploy_is_clean_under_prod_settings():
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+    del env["EVALAPP_CACHE_URL"]  # rate limits counted per process: warned
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "evalapp.W001" in result.stderr + result.stdout
