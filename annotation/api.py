@@ -157,6 +157,16 @@ class StudyDecisionsApi(APIView):
         return Response(serializers.DecisionListSerializer(data).data)
 
 
+class StudyLeaderboardApi(APIView):
+    @extend_schema(operation_id="study_leaderboard",
+                   summary="Systems ranked by the protocol's decisions (layers of the significance DAG)",
+                   responses={200: serializers.LeaderboardEntrySerializer(many=True), **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        return Response(serializers.LeaderboardEntrySerializer(selectors.study_leaderboard(study=study),
+                                                               many=True).data)
+
+
 class JudgementPagination(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"

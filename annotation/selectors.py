@@ -295,3 +295,29 @@ def study_metric_report(*, study: Study, metric: str | None = None) -> dict:
     tie_margin = study.metrics.filter(name=name).values_list("tie_margin", flat=True).first() or 0.0
     report = compare_metric(study_bundle(study=study), name, eps=tie_margin, seed=study.protocol_seed)
     return {"metric": name, **report_json(report)}
+
+
+def study_leaderboard(*, study: Study) -> list[dict]:
+    """Systems ranked by the protocol's decisions (layers of the significance DAG, SPEC §5).
+
+    ``rank`` 1 = beaten by no system; systems that share a rank are not separated by the
+    decisions so far. Within a rank: more wins first, then by name. ``wins``/``losses`` count
+    decided pairs, ``undecided`` the pairs still open.
+    """
+    from protocol import ranking
+
+    systems = tuple(study.systems.order_by("name").values_list("name", flat=True))
+    decisions = {(a, b): d for a, b, d in PairState.objects.filter(study=study).values_list(
+        "first__name", "second__name", "decision")}
+    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions)) if systems else {"nodes": []}
+    record = {s: {"wins": 0, "losses": 0, "undecided": 0} for s in systems}
+    for (a, b), d in decisions.items():
+        if d == 0:
+            record[a]["undecided"] += 1
+            record[b]["undecided"] += 1
+        else:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            record[winner]["wins"] += 1
+            record[loser]["losses"] += 1
+    return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
+            for node in layout["nodes"]]

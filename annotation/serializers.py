@@ -154,3 +154,11 @@ class JudgementFilterSerializer(serializers.Serializer):
         if "first" in data and data["first"] == data["second"]:
             raise serializers.ValidationError("a pair needs two different systems")
         return data
+
+
+class LeaderboardEntrySerializer(serializers.Serializer):
+    rank = serializers.IntegerField(help_text="1 = beaten by no system; equal ranks are not separated yet")
+    system = serializers.CharField()
+    wins = serializers.IntegerField(help_text="pairs decided in this system's favour")
+    losses = serializers.IntegerField()
+    undecided = serializers.IntegerField(help_text="pairs with no decision yet")

@@ -252,3 +252,20 @@ def test_undefined_statistics_are_null_not_a_server_error():
     response = researcher.get("/api/studies/nan/")
     assert response.status_code == 200, response.content[:300]
     assert response.json()["favi_summary"]["mean_abs_favi"] is None
+
+
+def test_leaderboard_ranks_by_the_protocols_decisions(study_with_annotator):
+    researcher, annotator = study_with_annotator
+    study = Study.objects.get(slug="s2")
+    assert researcher.get("/api/studies/s2/leaderboard/").json() == [
+        {"rank": 1, "system": s, "wins": 0, "losses": 0, "undecided": 2} for s in "ABC"]
+    # As if rounds had closed: A beats B, B beats C, A vs C still open.
+    from annotation.models import PairState
+
+    PairState.objects.filter(study=study, first__name="A", second__name="B").update(decision=1, decided=True)
+    PairState.objects.filter(study=study, first__name="B", second__name="C").update(decision=1, decided=True)
+    assert researcher.get("/api/studies/s2/leaderboard/").json() == [
+        {"rank": 1, "system": "A", "wins": 1, "losses": 0, "undecided": 1},
+        {"rank": 2, "system": "B", "wins": 1, "losses": 1, "undecided": 0},
+        {"rank": 3, "system": "C", "wins": 0, "losses": 1, "undecided": 1}]
+    assert_error(annotator.get("/api/studies/s2/leaderboard/"), 403, "permission_denied")

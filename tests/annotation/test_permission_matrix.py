@@ -54,6 +54,7 @@ EXPECTED = {
     "api/studies/<slug:slug>/settings/": [("GET", "/api/studies/{slug}/settings/", None, RESEARCHER_API),
                                           ("PATCH", "/api/studies/{slug}/settings/", {}, RESEARCHER_API)],
     "api/studies/<slug:slug>/decisions/": [("GET", "/api/studies/{slug}/decisions/", None, RESEARCHER_API)],
+    "api/studies/<slug:slug>/leaderboard/": [("GET", "/api/studies/{slug}/leaderboard/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/judgements/": [("GET", "/api/studies/{slug}/judgements/", None, RESEARCHER_API)],
     # No human labels yet: who may ask gets 409 (nothing to compare), the others as always.
     "api/studies/<slug:slug>/report/": [("GET", "/api/studies/{slug}/report/", None,
