@@ -1,9 +1,22 @@
-"""Every permission check lives here, one helper per question (Zulip's access_* style)."""
+"""Every permission question, one helper per question (Zulip's access_* style), for pages and
+API alike. Reads only: this module imports no write module (services, serving, tasks).
+
+Who may know that a study exists: staff, its members (researchers and annotators) and the
+crowd workers who entered it through its link. Everyone else gets 404 for it, never 403, so
+slugs cannot be probed. A caller who may know the study but not do the thing gets 403.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404
+
+from .models import Annotator, Assignment, Study, StudyMembership
 
 RESEARCHER_GROUP = "researchers"
+NOT_FOUND = "No study with this address."
 
 
 def user_can_create_studies(user) -> bool:
@@ -20,47 +33,113 @@ def access_study_creation(user) -> None:
 
 
 def session_annotator_key(study) -> str:
+    """The session entry holding the Annotator id of a crowd worker who entered ``study``."""
     return f"evalapp:annotator:{study.pk}"
 
 
-def access_annotator_for_study(request, study):
-    """The Annotator who may work on ``study`` in this request, or PermissionDenied.
-
-    A crowd worker who arrived through the study's start link is remembered in the session;
-    a logged-in user needs a membership of the study (annotator or researcher) or staff.
-    """
-    from .models import Annotator, StudyMembership
-    from .services.hits import annotator_for_user
-
-    annotator_id = request.session.get(session_annotator_key(study))
-    if annotator_id is not None:
-        annotator = Annotator.objects.filter(pk=annotator_id).first()
-        if annotator is not None:
-            return annotator
-    user = request.user
-    if user.is_authenticated and (
-        user.is_staff or StudyMembership.objects.filter(study=study, user=user).exists()
-    ):
-        return annotator_for_user(user=user)
-    raise PermissionDenied("Open this study through its link, or log in with an account that belongs to it.")
+def _role(user, study) -> str | None:
+    if not user.is_authenticated:
+        return None
+    return StudyMembership.objects.filter(study=study, user=user).values_list("role", flat=True).first()
 
 
-def access_study_running(study) -> None:
-    from django.http import Http404
+def study_is_visible(user, study) -> bool:
+    """May ``user`` know that ``study`` exists (staff or a member)?"""
+    return bool(user.is_authenticated and (user.is_staff or _role(user, study) is not None))
 
-    from .models import Study
 
-    if study.status == Study.Status.DRAFT:
-        raise Http404("This study is not open.")
+def access_study_visible(user, study) -> None:
+    """Http404 unless ``user`` may know that ``study`` exists."""
+    if not study_is_visible(user, study):
+        raise Http404(NOT_FOUND)
 
 
 def access_study_as_researcher(user, study) -> None:
-    """PermissionDenied unless ``user`` is staff or a researcher of ``study``."""
-    from .models import StudyMembership
-
+    """Staff or a researcher of ``study``; 404 for who may not know it, 403 for its annotators."""
     if not user.is_authenticated:
         raise PermissionDenied("Log in as a researcher of this study.")
     if user.is_staff:
         return
-    if not StudyMembership.objects.filter(study=study, user=user, role=StudyMembership.Role.RESEARCHER).exists():
-        raise PermissionDenied("Only the study's researchers can see its dashboard.")
+    role = _role(user, study)
+    if role is None:
+        raise Http404(NOT_FOUND)
+    if role != StudyMembership.Role.RESEARCHER:
+        raise PermissionDenied("Only the study's researchers can do this.")
+
+
+def studies_for_researcher(user) -> QuerySet[Study]:
+    """The studies ``user`` may see as a researcher (all of them for staff)."""
+    if not user.is_authenticated:
+        return Study.objects.none()
+    if user.is_staff:
+        return Study.objects.all()
+    return Study.objects.filter(memberships__user=user, memberships__role=StudyMembership.Role.RESEARCHER)
+
+
+def studies_visible_to(user) -> QuerySet[Study]:
+    """The studies ``user`` may know exist: all for staff, their memberships' otherwise, none anonymous."""
+    if not user.is_authenticated:
+        return Study.objects.none()
+    if user.is_staff:
+        return Study.objects.all()
+    return Study.objects.filter(memberships__user=user)
+
+
+def access_study_running(study) -> None:
+    """A draft study is not open to annotators yet (404: it does not exist for them)."""
+    if study.status == Study.Status.DRAFT:
+        raise Http404("This study is not open.")
+
+
+def study_accepts_work(study) -> bool:
+    """Is ``study`` leasing new HITs (running, not paused, finished or a draft)?"""
+    return study.status == Study.Status.RUNNING
+
+
+@dataclass(frozen=True)
+class StudyWorker:
+    """Who annotates in this request: a crowd worker's Annotator, or a logged-in user.
+
+    ``annotator`` is None for a user who has no Annotator row yet; the view then asks the
+    write layer for one (serving.annotator_for_user).
+    """
+
+    annotator: Annotator | None
+    user: object | None
+
+    @property
+    def is_crowd(self) -> bool:
+        return self.user is None
+
+
+def access_study_worker(request, study) -> StudyWorker:
+    """Who may annotate ``study`` in this request, or an error.
+
+    A crowd worker who entered through the study's start link (bound to their platform
+    session, see services.crowd_session_enter) is remembered in the Django session; a
+    logged-in user needs a membership of the study (annotator or researcher) or staff.
+    A logged-in user who may not know the study gets 404; an anonymous visitor 403 with
+    the way in (the study's link is public to its crowd).
+    """
+    annotator_id = request.session.get(session_annotator_key(study))
+    if annotator_id is not None:
+        annotator = Annotator.objects.filter(pk=annotator_id, crowd_sessions__study=study).first()
+        if annotator is not None:
+            return StudyWorker(annotator=annotator, user=None)
+    user = request.user
+    if user.is_authenticated:
+        access_study_visible(user, study)
+        return StudyWorker(annotator=Annotator.objects.filter(user=user).first(), user=user)
+    raise PermissionDenied("Open this study through its link, or log in with an account that belongs to it.")
+
+
+def access_api_worker(user, study) -> StudyWorker:
+    """The API's annotator: a member of ``study`` or staff (404 for anyone else)."""
+    access_study_visible(user, study)
+    return StudyWorker(annotator=Annotator.objects.filter(user=user).first(), user=user)
+
+
+def access_hit_of_user(user, assignment: Assignment) -> None:
+    """Http404 unless ``assignment`` was leased to ``user`` (another's HIT does not exist for them)."""
+    if not user.is_authenticated or assignment.annotator.user_id != user.pk:
+        raise Http404("No HIT with this id.")

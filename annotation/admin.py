@@ -21,6 +21,14 @@ class StudyAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     inlines = [MembershipInline, SystemInline]
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "metric":
+            # Offer only this study's metrics (Study.clean refuses any other).
+            study_id = request.resolver_match.kwargs.get("object_id")
+            kwargs["queryset"] = models.Metric.objects.filter(study_id=study_id) if study_id else \
+                models.Metric.objects.none()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
 
 @admin.register(models.StudyMembership)
 class StudyMembershipAdmin(admin.ModelAdmin):
@@ -114,3 +122,11 @@ class PairStateAdmin(admin.ModelAdmin):
     # Protocol state is written only by services/protocol_state.py (one codec, validated).
     readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
                        "leased", "version", "state", "updated_at"]
+
+
+@admin.register(models.CrowdSession)
+class CrowdSessionAdmin(admin.ModelAdmin):
+    list_display = ["annotator", "study", "platform_session_id", "created_at"]
+    list_filter = ["study"]
+    search_fields = ["annotator__external_id", "platform_session_id"]
+    raw_id_fields = ["annotator"]

@@ -1,28 +1,97 @@
-"""The REST API (DRF): thin views over the same services and selectors as the pages."""
+"""The REST API (DRF): thin views over the same access checks, services and selectors as the pages.
+
+Every error answers ``{"detail", "code"}`` (annotation/api_errors.py); a study the caller may
+not know exists answers 404 (annotation/access.py). Described in OpenAPI at /api/schema/.
+"""
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied as ApiPermissionDenied
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from protocol.bundle import BundleError
 
 from . import selectors, serializers, services
+from .access import (
+    access_api_worker,
+    access_hit_of_user,
+    access_study_as_researcher,
+    access_study_creation,
+    access_study_running,
+    studies_for_researcher,
+)
+from .api_errors import (
+    BundleErrorSerializer,
+    BundleInvalid,
+    Conflict,
+    ErrorSerializer,
+    IdempotencyKeyRequired,
+    ValidationErrorSerializer,
+)
+from .models import Assignment, Study
 from .services import hits as serving
-from .access import access_study_as_researcher, access_study_creation
-from .models import Assignment, Study, StudyMembership
+from .throttles import ApiTokenThrottle, SubmitThrottle
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
+SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
+
+_ERRORS = {
+    400: OpenApiResponse(ValidationErrorSerializer, description="invalid input (code invalid; `errors` names "
+                                                                "each field) or a body that is not JSON "
+                                                                "(code parse_error)"),
+    401: OpenApiResponse(ErrorSerializer, description="no or invalid credentials (code not_authenticated "
+                                                      "or authentication_failed)"),
+    403: OpenApiResponse(ErrorSerializer, description="the caller may see the study but not do this "
+                                                      "(code permission_denied)"),
+    404: OpenApiResponse(ErrorSerializer, description="no such study or object, or one the caller may not "
+                                                      "know exists (code not_found)"),
+    409: OpenApiResponse(ErrorSerializer, description="conflicts with the current state (code conflict)"),
+    428: OpenApiResponse(ErrorSerializer, description="no Idempotency-Key header (code idempotency_key_required)"),
+    429: OpenApiResponse(ErrorSerializer, description="too many requests (code throttled); see Retry-After"),
+}
+
+
+def errors(*codes: int) -> dict:
+    """OpenAPI error responses; 401 and 429 apply to every endpoint."""
+    return {code: _ERRORS[code] for code in sorted({401, 429, *codes})}
+
+
+def _study(slug: str) -> Study:
+    return get_object_or_404(Study.objects.select_related("metric"), slug=slug)
+
+
+def _researcher_study(request, slug: str) -> Study:
+    study = _study(slug)
+    access_study_as_researcher(request.user, study)
+    return study
 
 
 class StudyListApi(APIView):
-    def get(self, request):
-        studies = Study.objects.all() if request.user.is_staff else Study.objects.filter(
-            memberships__user=request.user, memberships__role=StudyMembership.Role.RESEARCHER)
-        return Response(serializers.StudySerializer(studies.order_by("name"), many=True).data)
+    parser_classes = [MultiPartParser, FormParser]
 
+    @extend_schema(operation_id="studies_list", summary="Studies the caller researches (all for staff)",
+                   responses={200: serializers.StudySerializer(many=True), **errors()})
+    def get(self, request):
+        studies = studies_for_researcher(request.user).select_related("metric").order_by("name")
+        return Response(serializers.StudySerializer(studies, many=True).data)
+
+    @extend_schema(operation_id="studies_import", summary="Import a study bundle (JSON Lines, optionally gzipped)",
+                   request=serializers.StudyImportSerializer,
+                   responses={201: serializers.StudySerializer,
+                              400: OpenApiResponse(BundleErrorSerializer, description="invalid bundle: every "
+                                                   "problem with its line (or invalid form fields)"),
+                              **errors(403)})
     def post(self, request):
         access_study_creation(request.user)
         form = serializers.StudyImportSerializer(data=request.data)
@@ -33,30 +102,165 @@ class StudyListApi(APIView):
                                           metric=form.validated_data.get("metric") or None,
                                           created_by=request.user)
         except BundleError as exc:
-            return Response({"detail": "invalid study bundle", "problem_count": exc.total,
-                             "problems": [{"line": p.line, "message": p.message} for p in exc.problems]},
-                            status=status.HTTP_400_BAD_REQUEST)
+            raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)
 
 
 class StudyDetailApi(APIView):
+    @extend_schema(operation_id="study_detail", summary="A study: settings, budget and every pair's state",
+                   responses={200: serializers.StudyDetailSerializer, **errors(403, 404)})
     def get(self, request, slug):
-        study = get_object_or_404(Study, slug=slug)
-        access_study_as_researcher(request.user, study)
+        study = _researcher_study(request, slug)
         data = selectors.study_dashboard_data(study=study)
         return Response({**serializers.StudySerializer(study).data, "budget": data["budget"],
                          "statuses": data["statuses"], "favi_summary": data["favi_summary"], "spa": data["spa"],
                          "pairs": serializers.PairSerializer(data["pairs"], many=True).data})
 
 
-class HitNextApi(APIView):
-    """POST: lease the next HIT of the study for the calling user (204 when there is none)."""
+class StudySettingsApi(APIView):
+    parser_classes = [JSONParser]
 
+    @extend_schema(operation_id="study_settings", summary="A study's changeable settings",
+                   responses={200: serializers.StudySettingsSerializer, **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        return Response(serializers.StudySettingsSerializer({f: getattr(study, f) for f in SETTINGS_FIELDS}).data)
+
+    @extend_schema(operation_id="study_settings_update",
+                   summary="Pause, resume or finish a study, change its budget or other settings",
+                   description="Send only the fields to change. The budget may not go below the judgements "
+                               "already spent plus those asked for in open rounds (400); a larger budget "
+                               "opens new rounds at once.",
+                   request=serializers.StudySettingsSerializer(partial=True),
+                   responses={200: serializers.StudySettingsSerializer, **errors(400, 403, 404)})
+    def patch(self, request, slug):
+        study = _researcher_study(request, slug)
+        form = serializers.StudySettingsSerializer(data=request.data, partial=True)
+        form.is_valid(raise_exception=True)
+        values = {f: getattr(study, f) for f in SETTINGS_FIELDS} | form.validated_data
+        try:
+            study = services.study_settings_update(study=study, **values)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages) from exc
+        except ValueError as exc:
+            raise ValidationError({"budget": [str(exc)]} if "budget" in str(exc) else [str(exc)]) from exc
+        return Response(serializers.StudySettingsSerializer({f: getattr(study, f) for f in SETTINGS_FIELDS}).data)
+
+
+class StudyDecisionsApi(APIView):
+    @extend_schema(operation_id="study_decisions",
+                   summary="The protocol's decision for every system pair (+1 first better, -1 second, 0 open)",
+                   responses={200: serializers.DecisionListSerializer, **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        data = selectors.study_dashboard_data(study=study)
+        return Response(serializers.DecisionListSerializer(data).data)
+
+
+class StudyLeaderboardApi(APIView):
+    @extend_schema(operation_id="study_leaderboard",
+                   summary="Systems ranked by the protocol's decisions (layers of the significance DAG)",
+                   responses={200: serializers.LeaderboardEntrySerializer(many=True), **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        return Response(serializers.LeaderboardEntrySerializer(selectors.study_leaderboard(study=study),
+                                                               many=True).data)
+
+
+class JudgementPagination(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class StudyJudgementsApi(ListAPIView):
+    serializer_class = serializers.JudgementSerializer
+    pagination_class = JudgementPagination
+
+    @extend_schema(operation_id="study_judgements", summary="The study's judgements, oldest first, paged",
+                   parameters=[
+                       OpenApiParameter("first", str, description="one system of a pair (with second)"),
+                       OpenApiParameter("second", str, description="the other system (either order)"),
+                       OpenApiParameter("annotator", str, description="an annotator's external id"),
+                       OpenApiParameter("platform", str, enum=["local", "prolific", "mturk", "import"]),
+                   ],
+                   responses={200: serializers.JudgementSerializer(many=True), **errors(400, 403, 404)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        study = _researcher_study(self.request, self.kwargs["slug"])
+        filters = serializers.JudgementFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return selectors.study_judgements(study=study, **filters.validated_data)
+
+
+class StudyReportApi(APIView):
+    @extend_schema(operation_id="study_report",
+                   summary="How the metric compares with the study's human labels (protocol.report)",
+                   parameters=[OpenApiParameter("metric", str, description="default: the study's metric")],
+                   responses={200: serializers.MetricReportSerializer,
+                              409: OpenApiResponse(ErrorSerializer, description="no metric, unknown metric or no "
+                                                   "human labels to compare with yet (code conflict)"),
+                              **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        try:
+            report = selectors.study_metric_report(study=study, metric=request.query_params.get("metric") or None)
+        except ValueError as exc:
+            raise Conflict(str(exc)) from exc
+        return Response(serializers.MetricReportSerializer(report).data)
+
+
+class StudyMembersApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(operation_id="study_members", summary="The study's researchers and annotators",
+                   responses={200: serializers.MemberSerializer(many=True), **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        return Response(serializers.MemberSerializer(selectors.study_members(study=study), many=True).data)
+
+    @extend_schema(operation_id="study_members_set", summary="Add a user to the study (or change their role)",
+                   request=serializers.MemberAddSerializer,
+                   responses={200: serializers.MemberSerializer, **errors(400, 403, 404)})
     def post(self, request, slug):
-        study = get_object_or_404(Study, slug=slug)
-        if not (request.user.is_staff or study.memberships.filter(user=request.user).exists()):
-            raise ApiPermissionDenied("You are not a member of this study.")
-        annotator = serving.annotator_for_user(user=request.user)
+        study = _researcher_study(request, slug)
+        form = serializers.MemberAddSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        user = get_user_model().objects.filter(username=form.validated_data["username"]).first()
+        if user is None:
+            raise ValidationError({"username": ["no user with this name"]})
+        membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+        return Response(serializers.MemberSerializer(membership).data)
+
+
+class StudyMemberApi(APIView):
+    @extend_schema(operation_id="study_members_remove", summary="Remove a user from the study",
+                   responses={204: None, **errors(403, 404, 409)})
+    def delete(self, request, slug, username):
+        study = _researcher_study(request, slug)
+        user = get_object_or_404(get_user_model(), username=username, study_memberships__study=study)
+        try:
+            services.study_membership_remove(study=study, user=user)
+        except ValueError as exc:
+            raise Conflict(str(exc)) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class HitNextApi(APIView):
+    @extend_schema(operation_id="hits_next", summary="Lease the caller's next HIT of the study",
+                   description="The same HIT comes back until it is answered or its lease expires. 204 when "
+                               "there is no work for the caller (the study is paused or finished, or "
+                               "everything is judged or leased).",
+                   request=None,
+                   responses={200: serializers.HitSerializer, 204: OpenApiResponse(description="no work now"),
+                              **errors(404)})
+    def post(self, request, slug):
+        study = _study(slug)
+        worker = access_api_worker(request.user, study)
+        access_study_running(study)
+        annotator = worker.annotator or serving.annotator_for_user(user=request.user)
         hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
         if hit is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -64,19 +268,38 @@ class HitNextApi(APIView):
 
 
 class HitSubmitApi(APIView):
-    """POST with an ``Idempotency-Key`` header: answer a HIT; repeating the key is harmless."""
+    parser_classes = [JSONParser]
+    throttle_classes = [ApiTokenThrottle, SubmitThrottle]
 
+    @extend_schema(operation_id="hits_submit", summary="Answer a HIT (idempotent on Idempotency-Key)",
+                   description="Repeating a request with the same key returns the first answer unchanged.",
+                   request=serializers.SubmitSerializer,
+                   parameters=[OpenApiParameter("Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                                                required=True,
+                                                description="unique per answer, at most 64 characters")],
+                   responses={200: serializers.SubmitResultSerializer, **errors(400, 404, 409, 428)})
     def post(self, request, hit_id):
         assignment = get_object_or_404(Assignment.objects.select_related(
-            "comparison__first", "comparison__second", "comparison__item"), pk=hit_id)
+            "annotator", "comparison__first", "comparison__second", "comparison__item"), pk=hit_id)
+        access_hit_of_user(request.user, assignment)
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            raise IdempotencyKeyRequired()
+        if len(key) > 64:
+            raise ValidationError({"Idempotency-Key": ["at most 64 characters"]})
         form = serializers.SubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        key = request.headers.get("Idempotency-Key", "")
         try:
             judgement = serving.judgement_submit(
-                assignment=assignment, annotator=serving.annotator_for_user(user=request.user),
+                assignment=assignment, annotator=assignment.annotator,
                 shown_value=ANSWERS[form.validated_data["answer"]], idempotency_key=key,
                 seconds_on_task=form.validated_data.get("seconds_on_task"))
         except serving.HitError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from exc
         return Response({"judgement": judgement.pk, "value": judgement.value}, status=status.HTTP_200_OK)
+
+
+@csrf_exempt  # it changes nothing; a POST to an unknown address is a 404, not a CSRF failure
+def api_not_found(request, *args, **kwargs):
+    """Every unknown /api/ address: 404 in the API's error shape, whatever the method."""
+    return JsonResponse({"detail": "No API endpoint at this address.", "code": "not_found"}, status=404)

@@ -71,6 +71,14 @@ class Study(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """The study's metric must be one of its own (another study's has no scores for these outputs)."""
+        from django.core.exceptions import ValidationError
+
+        if self.metric_id is not None and self.metric.study_id != self.pk:
+            raise ValidationError({"metric": f"metric {self.metric.name!r} belongs to another study; "
+                                              "choose one of this study's metrics"})
+
 
 class StudyMembership(models.Model):
     class Role(models.TextChoices):
@@ -353,3 +361,27 @@ class PairStateHistory(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+
+
+class CrowdSession(models.Model):
+    """The platform session a crowd worker first entered a study with.
+
+    The worker id in a link is no secret (anyone who learns it could type it), so the first
+    entry binds it to the platform's session id (Prolific SESSION_ID, MTurk assignmentId):
+    an entry with the same worker id from another platform session gets neither the first
+    session's lease nor its completion code.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="crowd_sessions")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="crowd_sessions")
+    platform_session_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "annotator"], name="crowd_session_one_per_worker"),
+            models.CheckConstraint(condition=~Q(platform_session_id=""), name="crowd_session_id_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.annotator} · {self.study} · {self.platform_session_id}"

@@ -318,3 +318,83 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
         "pairs_filled_waiting_for_close": sum(r.status == "filled" for r in rows),
         "problems": problems[:20],
     }
+
+
+def study_judgements(*, study: Study, first: str | None = None, second: str | None = None,
+                     annotator: str | None = None, platform: str | None = None) -> QuerySet[Judgement]:
+    """The study's judgements, oldest first, optionally of one pair and/or one annotator.
+
+    ``first``/``second`` name the pair's systems in either order (both or neither);
+    ``annotator`` is an Annotator's external id, ``platform`` its platform.
+    """
+    from protocol.preferences import canonical_pair
+
+    rows = Judgement.objects.filter(comparison__study=study).select_related(
+        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("id")
+    if first is not None and second is not None:
+        a, b, _ = canonical_pair(first, second)
+        rows = rows.filter(comparison__first__name=a, comparison__second__name=b)
+    if annotator is not None:
+        rows = rows.filter(annotator__external_id=annotator)
+    if platform is not None:
+        rows = rows.filter(annotator__platform=platform)
+    return rows
+
+
+def study_members(*, study: Study) -> QuerySet:
+    """The study's memberships with their users, by username."""
+    from .models import StudyMembership
+
+    return StudyMembership.objects.filter(study=study).select_related("user").order_by("user__username")
+
+
+def study_bundle(*, study: Study):
+    """The study's current data (live judgements as human_preference rows) as a protocol Bundle."""
+    import json
+
+    from protocol.bundle import parse_bundle_lines
+
+    from .services import study_export_rows  # a read despite its module: rows of the stored study
+
+    return parse_bundle_lines((n, json.dumps(row)) for n, row in enumerate(study_export_rows(study=study), 1))
+
+
+def study_metric_report(*, study: Study, metric: str | None = None) -> dict:
+    """protocol.report's comparison of ``metric`` (default: the study's) with the study's human labels.
+
+    ValueError (naming what is missing) when the study has no such metric or no human labels.
+    """
+    from protocol.report import compare_metric, report_json
+
+    name = metric or (study.metric.name if study.metric_id else None)
+    if name is None:
+        raise ValueError("the study has no metric; name one with ?metric=")
+    tie_margin = study.metrics.filter(name=name).values_list("tie_margin", flat=True).first() or 0.0
+    report = compare_metric(study_bundle(study=study), name, eps=tie_margin, seed=study.protocol_seed)
+    return {"metric": name, **report_json(report)}
+
+
+def study_leaderboard(*, study: Study) -> list[dict]:
+    """Systems ranked by the protocol's decisions (layers of the significance DAG, SPEC §5).
+
+    ``rank`` 1 = beaten by no system; systems that share a rank are not separated by the
+    decisions so far. Within a rank: more wins first, then by name. ``wins``/``losses`` count
+    decided pairs, ``undecided`` the pairs still open.
+    """
+    from protocol import ranking
+
+    systems = tuple(study.systems.order_by("name").values_list("name", flat=True))
+    decisions = {(a, b): d for a, b, d in PairState.objects.filter(study=study).values_list(
+        "first__name", "second__name", "decision")}
+    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions)) if systems else {"nodes": []}
+    record = {s: {"wins": 0, "losses": 0, "undecided": 0} for s in systems}
+    for (a, b), d in decisions.items():
+        if d == 0:
+            record[a]["undecided"] += 1
+            record[b]["undecided"] += 1
+        else:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            record[winner]["wins"] += 1
+            record[loser]["losses"] += 1
+    return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
+            for node in layout["nodes"]]

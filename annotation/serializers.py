@@ -43,3 +43,122 @@ class HitSerializer(serializers.Serializer):
 class SubmitSerializer(serializers.Serializer):
     answer = serializers.ChoiceField(choices=["left", "tie", "right"])
     seconds_on_task = serializers.FloatField(required=False, min_value=0, max_value=86400)
+
+
+class BudgetSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    spent = serializers.IntegerField(help_text="live judgements")
+    imported = serializers.IntegerField(help_text="judgements imported with the study")
+    reserved = serializers.IntegerField(help_text="asked for in open rounds")
+    left = serializers.IntegerField()
+
+
+class StudyDetailSerializer(StudySerializer):
+    budget = BudgetSerializer()
+    statuses = serializers.DictField(child=serializers.IntegerField(), help_text="pair status -> pairs")
+    favi_summary = serializers.JSONField(allow_null=True)
+    spa = serializers.JSONField(allow_null=True)
+    pairs = PairSerializer(many=True)
+
+    class Meta(StudySerializer.Meta):
+        fields = StudySerializer.Meta.fields + ["budget", "statuses", "favi_summary", "spa", "pairs"]
+
+
+class StudySettingsSerializer(serializers.Serializer):
+    """What a researcher may change while a study runs; a PATCH sends only what changes."""
+
+    status = serializers.ChoiceField(choices=["running", "paused", "finished"],
+                                     help_text="paused: open leases stay, nothing new is leased")
+    budget = serializers.IntegerField(min_value=0, max_value=2**31 - 1,
+                                      help_text="human judgements the protocol may spend (never below "
+                                                "what is spent and asked for)")
+    lease_timeout_seconds = serializers.IntegerField(min_value=30, max_value=86400)
+    completion_code = serializers.CharField(max_length=64, allow_blank=True)
+    instructions = serializers.CharField(allow_blank=True, max_length=20000)
+    item_choice = serializers.ChoiceField(choices=Study.ItemChoice.choices)
+    item_choice_temperature = serializers.FloatField(min_value=0.01, max_value=10.0)
+
+
+class DecisionSerializer(PairSerializer):
+    quota = serializers.IntegerField(help_text="judgements asked for in the open round")
+    agreement = serializers.FloatField(allow_null=True, help_text="metric-human sample agreement")
+
+
+class DecisionListSerializer(serializers.Serializer):
+    systems = serializers.ListField(child=serializers.CharField())
+    budget = BudgetSerializer()
+    statuses = serializers.DictField(child=serializers.IntegerField())
+    pairs = DecisionSerializer(many=True)
+
+
+class JudgementSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    item = serializers.CharField(source="comparison.item.external_id")
+    first = serializers.CharField(source="comparison.first.name")
+    second = serializers.CharField(source="comparison.second.name")
+    value = serializers.IntegerField(help_text="+1 first better, 0 tie, -1 second better")
+    annotator = serializers.CharField(source="annotator.external_id")
+    platform = serializers.CharField(source="annotator.platform")
+    source = serializers.CharField()
+    shown_swapped = serializers.BooleanField(source="assignment.shown_swapped", default=None, allow_null=True)
+    seconds_on_task = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ReportPairSerializer(serializers.Serializer):
+    first = serializers.CharField()
+    second = serializers.CharField()
+    confusion = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()),
+                                      help_text="3x3, human rows x metric columns, order (+, =, -)")
+    favi = serializers.FloatField(allow_null=True)
+    human_decision = serializers.IntegerField()
+    metric_decision = serializers.IntegerField()
+    category = serializers.CharField()
+
+
+class MetricReportSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    systems = serializers.ListField(child=serializers.CharField())
+    pairs = ReportPairSerializer(many=True)
+    sample_accuracy = serializers.FloatField(allow_null=True)
+    system_accuracy = serializers.FloatField(allow_null=True)
+    mean_abs_favi = serializers.FloatField(allow_null=True)
+    spa = serializers.FloatField(allow_null=True)
+    pa = serializers.FloatField(allow_null=True)
+
+
+class MemberSerializer(serializers.Serializer):
+    username = serializers.CharField(source="user.username")
+    role = serializers.ChoiceField(choices=["researcher", "annotator"])
+
+
+class MemberAddSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=["researcher", "annotator"])
+
+
+class SubmitResultSerializer(serializers.Serializer):
+    judgement = serializers.IntegerField()
+    value = serializers.IntegerField(help_text="stored in canonical order: +1 = first system better")
+
+
+class JudgementFilterSerializer(serializers.Serializer):
+    first = serializers.CharField(required=False, max_length=200)
+    second = serializers.CharField(required=False, max_length=200)
+    annotator = serializers.CharField(required=False, max_length=200)
+    platform = serializers.ChoiceField(required=False, choices=["local", "prolific", "mturk", "import"])
+
+    def validate(self, data):
+        if ("first" in data) != ("second" in data):
+            raise serializers.ValidationError("a pair needs both first and second")
+        if "first" in data and data["first"] == data["second"]:
+            raise serializers.ValidationError("a pair needs two different systems")
+        return data
+
+
+class LeaderboardEntrySerializer(serializers.Serializer):
+    rank = serializers.IntegerField(help_text="1 = beaten by no system; equal ranks are not separated yet")
+    system = serializers.CharField()
+    wins = serializers.IntegerField(help_text="pairs decided in this system's favour")
+    losses = serializers.IntegerField()
+    undecided = serializers.IntegerField(help_text="pairs with no decision yet")

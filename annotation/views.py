@@ -3,16 +3,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from rest_framework.authtoken.models import Token
 
 from protocol.bundle import BundleError
 
 from . import selectors, services
-from .access import access_study_creation
+from .access import access_study_creation, studies_visible_to
 from .forms import StudyUploadForm
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    studies = list(selectors.study_list_for_home())
+    studies = list(selectors.study_list_for_home().filter(pk__in=studies_visible_to(request.user).values("pk")))
     context = {"studies": studies, "polling": any(s.separability_status in ("pending", "running") for s in studies)}
     if request.GET.get("partial") == "study-table":
         return render(request, "annotation/_study_table.html", context)
@@ -42,3 +44,21 @@ def study_upload(request: HttpRequest) -> HttpResponse:
         form = StudyUploadForm()
     status = 400 if context.get("problems") else 200
     return render(request, "annotation/study_upload.html", {"form": form, **context}, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_token(request: HttpRequest) -> HttpResponse:
+    """Create (replacing the old one) or revoke the caller's API token; the key is shown once."""
+    new_key = None
+    if request.method == "POST":
+        if request.POST.get("action") == "create":
+            new_key = services.api_token_create(user=request.user).key
+        elif request.POST.get("action") == "revoke":
+            services.api_token_revoke(user=request.user)
+            messages.success(request, "API token revoked: requests with it are refused from now on.")
+            return redirect("api_token")
+        else:
+            return render(request, "annotation/api_token.html", {"error": "Choose create or revoke."}, status=400)
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "annotation/api_token.html", {"token": token, "new_key": new_key})

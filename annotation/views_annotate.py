@@ -6,37 +6,50 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import selectors
-from .access import access_annotator_for_study, access_study_running, session_annotator_key
+from . import selectors, services
+from .access import access_study_running, access_study_worker, session_annotator_key
 from .models import Annotator, Assignment, Study
 from .services import hits as serving
 from .services.transactions import retry_transient
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
+
+
+def _annotator(request: HttpRequest, study: Study) -> Annotator:
+    """The request's annotator for ``study`` (access.py decides; a member's is made on first use)."""
+    worker = access_study_worker(request, study)
+    return worker.annotator or serving.annotator_for_user(user=worker.user)
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
 @retry_transient
 def study_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """Entry link for crowd workers: ?PROLIFIC_PID=... (Prolific) or ?workerId=... (MTurk)."""
+    """Entry link for crowd workers: ?PROLIFIC_PID=...&SESSION_ID=... (Prolific) or
+    ?workerId=...&assignmentId=... (MTurk). The worker id is bound to the platform session id
+    on first entry (services.crowd_session_enter); GET because the platforms send a GET link.
+    """
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
     if request.GET.get("assignmentId") == MTURK_NO_ASSIGNMENT:
         return render(request, "annotation/start_preview.html", {"study": study})
     if "PROLIFIC_PID" in request.GET:
         platform, worker_id = Annotator.Platform.PROLIFIC, request.GET["PROLIFIC_PID"]
+        session_id = request.GET.get("SESSION_ID", "")
     elif "workerId" in request.GET:
         platform, worker_id = Annotator.Platform.MTURK, request.GET["workerId"]
-        request.session[f"evalapp:mturk:{study.pk}"] = {
-            "assignmentId": request.GET.get("assignmentId", ""),
-            "turkSubmitTo": request.GET.get("turkSubmitTo", ""),
-        }
+        session_id = request.GET.get("assignmentId", "")
     else:
         return redirect("annotate", slug=slug)
     try:
-        annotator = serving.annotator_for_worker(platform=platform, worker_id=worker_id)
-    except serving.HitError as exc:
+        annotator = services.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
+                                                 platform_session_id=session_id)
+    except services.CrowdSessionTaken:
+        return render(request, "annotation/start_taken.html", {"study": study, "platform": platform}, status=403)
+    except services.CrowdEntryRefused as exc:
         return render(request, "annotation/start_preview.html", {"study": study, "error": str(exc)}, status=400)
+    if platform == Annotator.Platform.MTURK:
+        request.session[f"evalapp:mturk:{study.pk}"] = {
+            "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
     return redirect("annotate", slug=slug)
 
@@ -56,7 +69,7 @@ def _hit_context(request: HttpRequest, study: Study, annotator: Annotator, error
 def annotate(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
-    annotator = access_annotator_for_study(request, study)
+    annotator = _annotator(request, study)
     context = _hit_context(request, study, annotator)
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_hit.html", context)
@@ -68,7 +81,7 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
-    annotator = access_annotator_for_study(request, study)
+    annotator = _annotator(request, study)
     assignment = get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
                                    pk=assignment_id, comparison__study=study)
     error = ""

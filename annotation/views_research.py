@@ -46,6 +46,19 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "annotation/dashboard.html", context)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """A CSV cell a spreadsheet will not run: text starting like a formula gets a leading '.
+
+    Numbers stay numbers (a -1 preference is data); only text (names, ids) can carry a formula.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 class _Echo:
     def write(self, value):
         return value
@@ -64,10 +77,11 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
         yield writer.writerow(["item", "first", "second", "value", "annotator", "platform", "source",
                                "shown_swapped", "seconds_on_task", "created_at"])
         for j in rows.iterator():
-            yield writer.writerow([j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
-                                   j.value, j.annotator.external_id, j.annotator.platform, j.source,
-                                   "" if j.assignment is None else int(j.assignment.shown_swapped),
-                                   "" if j.seconds_on_task is None else j.seconds_on_task, j.created_at.isoformat()])
+            yield writer.writerow([spreadsheet_safe(v) for v in (
+                j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
+                j.value, j.annotator.external_id, j.annotator.platform, j.source,
+                "" if j.assignment is None else int(j.assignment.shown_swapped),
+                "" if j.seconds_on_task is None else j.seconds_on_task, j.created_at.isoformat())])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-judgements.csv"'
@@ -86,7 +100,7 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement"]
     writer.writerow(fields)
     for p in data["pairs"]:
-        writer.writerow(["" if p[f] is None else p[f] for f in fields])
+        writer.writerow([spreadsheet_safe("" if p[f] is None else p[f]) for f in fields])
     return response
 
 

@@ -1,8 +1,15 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from annotation.throttles import throttle_page
+
 urlpatterns = [
+    path("admin/login/", throttle_page("login", methods=("POST",))(admin.site.login)),
     path("admin/", admin.site.urls),
+    # Password guesses are POSTs: throttled per client IP (docs/api.md).
+    path("accounts/login/", throttle_page("login", methods=("POST",))(auth_views.LoginView.as_view()),
+         name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("annotation.api_urls")),
     path("", include("annotation.urls")),

@@ -30,3 +30,25 @@ def toy_rows():
              {"kind": "human_preference", "item": "i2", "first": "A", "second": "C", "preference": 0,
               "annotator": "w2"}]
     return rows
+
+
+def _clear_cache_of_this_run() -> None:
+    """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
+        cache.clear()
+        return
+    client = cache._cache.get_client(None, write=True)
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    for key in client.scan_iter(match=f"{prefix}:*"):
+        client.delete(key)
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles(settings):
+    """Each test starts with no request counted against any rate limit."""
+    _clear_cache_of_this_run()
+    yield
+    _clear_cache_of_this_run()

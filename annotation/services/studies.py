@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from protocol import adaptive
 from django.utils.text import slugify
+from rest_framework.authtoken.models import Token
 
 from protocol.separability import compute_alignments
 
@@ -324,6 +325,31 @@ def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
     return membership
 
 
+def study_membership_remove(*, study: Study, user) -> None:
+    """Take ``user`` out of ``study``; ValueError when they are its last researcher."""
+    with transaction.atomic():
+        membership = StudyMembership.objects.select_for_update().filter(study=study, user=user).first()
+        if membership is None:
+            raise ValueError(f"{user.username!r} is not a member of this study")
+        if membership.role == StudyMembership.Role.RESEARCHER and not StudyMembership.objects.filter(
+                study=study, role=StudyMembership.Role.RESEARCHER).exclude(pk=membership.pk).exists():
+            raise ValueError("a study keeps at least one researcher: add another before removing the last")
+        membership.delete()
+
+
+def api_token_create(*, user) -> Token:
+    """A new API token for ``user``, replacing (revoking) any earlier one."""
+    with transaction.atomic():
+        Token.objects.filter(user=user).delete()
+        return Token.objects.create(user=user)
+
+
+def api_token_revoke(*, user) -> bool:
+    """Delete ``user``'s API token; False when there was none."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    return bool(deleted)
+
+
 def study_export_rows(*, study: Study) -> Iterator[dict]:
     """The study as bundle rows; judgements (imported and live) become human_preference rows."""
     head = {"kind": "study", "name": study.name}
@@ -399,7 +425,10 @@ __all__ = [
     "study_export",
     "study_export_rows",
     "study_import",
+    "study_membership_remove",
     "study_membership_set",
+    "api_token_create",
+    "api_token_revoke",
     "study_separability_compute",
     "study_slug_for",
 ]

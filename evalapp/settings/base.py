@@ -32,6 +32,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "annotation",
 ]
 
@@ -149,17 +152,58 @@ EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEF
 # How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
 EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 
+# The cache holds the throttles' request counts. Several web processes must share it, so a
+# deployment sets EVALAPP_CACHE_URL (redis://...); without it each process counts on its own.
+if os.environ.get("EVALAPP_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "evalapp"}}
+
 REST_FRAMEWORK = {
+    # Token first: an unauthenticated API call then answers 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["annotation.api_renderers.FiniteJSONRenderer",
+                                 "rest_framework.renderers.BrowsableAPIRenderer"],
+    "DEFAULT_THROTTLE_CLASSES": ["annotation.throttles.ApiTokenThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "annotation.api_errors.exception_handler",
+}
+
+# Request rates (docs/api.md). Keys are throttle scopes (annotation/throttles.py).
+EVALAPP_THROTTLE_RATES = {
+    "api": os.environ.get("EVALAPP_THROTTLE_API", "600/minute"),
+    "submit": os.environ.get("EVALAPP_THROTTLE_SUBMIT", "120/minute"),
+    "crowd_start": os.environ.get("EVALAPP_THROTTLE_CROWD_START", "30/minute"),
+    "login": os.environ.get("EVALAPP_THROTTLE_LOGIN", "10/minute"),
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "evalapp API",
+    "DESCRIPTION": "Import studies, serve and answer HITs, steer the budgeted protocol and read its "
+                   "decisions, judgements and metric report. Errors are {\"detail\", \"code\"} (docs/api.md).",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    # Swagger UI from the vendored sidecar package: the docs page loads nothing from a CDN.
+    # (No Redoc page: Redoc itself fetches web fonts and a logo from the internet.)
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"StudyStatusEnum": "annotation.models.Study.Status",
+                            "ItemChoiceEnum": "annotation.models.Study.ItemChoice"},
 }
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"forbidden_one_line": {"()": "annotation.log_filters.ForbiddenWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"filters": ["forbidden_one_line"]}},
 }

@@ -28,3 +28,5 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_evalapp_{os.getpid()}"}  # noqa: F405
 # The same for the Celery queue that tests with a real worker send to.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE") or f"evalapp-test-{os.getpid()}"
+# The cache (throttle counts) gets a prefix of its own per run, so runs sharing a Redis never mix.
+CACHES["default"]["KEY_PREFIX"] = f"evalapp-test-{os.getpid()}"  # noqa: F405

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from annotation import models
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_export_rows, study_import
+from annotation.services import study_export_rows, study_import, study_membership_set
 from protocol.bundle import BundleError, read_bundle
 from tests.conftest import BUNDLES, bundle_bytes
 
@@ -178,7 +178,11 @@ def test_database_constraints_hold(toy_rows):
 
 
 def test_front_page_lists_studies_and_serves_its_partial(client, toy_rows):
-    study_import(source=bundle_bytes(toy_rows), separability="skip")
+    study = study_import(source=bundle_bytes(toy_rows), separability="skip")
+    assert "Toy study" not in client.get("/").content.decode()  # only to who may know it exists
+    member = User.objects.create_user("member")
+    study_membership_set(study=study, user=member, role="annotator")
+    client.force_login(member)
     page = client.get("/").content.decode()
     assert "Toy study" in page and "<html" in page
     partial = client.get("/?partial=study-table").content.decode()
