@@ -1,13 +1,16 @@
 from django.urls import path
 
 from . import views, views_annotate, views_research
+from .framing import crowd_frameable
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("studies/upload/", views.study_upload, name="study_upload"),
-    path("s/<slug:slug>/start/", views_annotate.study_start, name="study_start"),
+    path("s/<slug:slug>/start/", crowd_frameable(views_annotate.study_start), name="study_start"),
     path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", views_annotate.hit_submit, name="hit_submit"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/skip/", views_annotate.hit_skip, name="hit_skip"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/flag/", views_annotate.hit_flag, name="hit_flag"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),

@@ -105,6 +105,10 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
 
+# Origins that may frame the crowd pages (start link, HIT page; annotation/framing.py).
+EVALAPP_CROWD_FRAME_ANCESTORS = os.environ.get(
+    "EVALAPP_CROWD_FRAME_ANCESTORS", "https://www.mturk.com https://workersandbox.mturk.com").split()
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"

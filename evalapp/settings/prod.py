@@ -15,6 +15,10 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
+# MTurk shows the HIT in a cross-site iframe: the session and CSRF cookies must be sent there
+# (SameSite=None needs Secure). Forms stay protected by the CSRF token and Origin check.
+SESSION_COOKIE_SAMESITE = "None"
+CSRF_COOKIE_SAMESITE = "None"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 STORAGES = {
