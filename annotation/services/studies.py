@@ -326,6 +326,27 @@ def study_settings_update(
         return study
 
 
+def study_crowd_settings_update(
+    *,
+    study: Study,
+    session_hits_min: int,
+    session_hits_max: int,
+    session_minutes: int,
+    min_seconds_per_hit: int,
+    completion_code: str,
+) -> Study:
+    """Set the crowd-session settings of a study (docs/crowd.md); ValidationError names a bad one."""
+    study.session_hits_min = session_hits_min
+    study.session_hits_max = session_hits_max
+    study.session_minutes = session_minutes
+    study.min_seconds_per_hit = min_seconds_per_hit
+    study.completion_code = completion_code
+    study.full_clean()
+    study.save(update_fields=["session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit",
+                              "completion_code"])
+    return study
+
+
 def item_withdraw(*, item: Item) -> Item:
     """Withdraw an item (e.g. flagged as broken): serving never leases its comparisons again.
 
@@ -415,6 +436,7 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 __all__ = [
     "study_settings_update",
     "item_withdraw",
+    "study_crowd_settings_update",
     "demo_user_ensure",
     "study_export",
     "study_export_rows",

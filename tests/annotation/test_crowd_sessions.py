@@ -219,3 +219,29 @@ def test_session_settings_come_from_the_bundle_and_bad_ones_are_named():
         crowd_study(session_hits_min=4, session_hits_max=2)
     with pytest.raises(BundleError, match="session_minutes"):
         crowd_study(session_minutes=-1)
+
+
+def test_the_wmt_reference_is_shown_and_no_internal_ids():
+    from protocol.bundle import read_bundle
+    from tests.conftest import BUNDLES, bundle_slice
+
+    wmt = read_bundle(BUNDLES / "wmt21_ende.jsonl.gz")
+    assert all(item.reference.strip() for item in wmt.items)  # one reference per item
+    study = study_import(source=bundle_slice(BUNDLES / "wmt21_ende.jsonl.gz", items=3, systems=3), slug="wmt-slice")
+    context, body = screen(prolific(study), study)
+    item = context["item"]
+    assert item.reference and item.reference.replace("'", "&#x27;").replace('"', "&quot;") in body
+    assert 'id="reference"' in body and item.external_id not in body
+
+
+def test_production_cookies_are_sent_in_a_cross_site_frame(settings):
+    settings.SESSION_COOKIE_SAMESITE = settings.CSRF_COOKIE_SAMESITE = "None"
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    settings.EVALAPP_PARTITIONED_COOKIES = True
+    study = crowd_study()
+    response = Client().get(f"/s/{study.slug}/start/?workerId=W1&assignmentId=A1")
+    cookie = response.cookies["sessionid"].OutputString()
+    assert "SameSite=None; Partitioned" in cookie and "Secure" in cookie
+    settings.EVALAPP_PARTITIONED_COOKIES = False
+    response = Client().get(f"/s/{study.slug}/start/?workerId=W2&assignmentId=A1")
+    assert "Partitioned" not in response.cookies["sessionid"].OutputString()
