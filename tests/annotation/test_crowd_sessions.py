@@ -245,3 +245,16 @@ def test_production_cookies_are_sent_in_a_cross_site_frame(settings):
     settings.EVALAPP_PARTITIONED_COOKIES = False
     response = Client().get(f"/s/{study.slug}/start/?workerId=W2&assignmentId=A1")
     assert "Partitioned" not in response.cookies["sessionid"].OutputString()
+
+
+def test_researchers_see_flags_in_the_admin_and_withdraw_the_item(admin_client):
+    study = crowd_study()
+    worker = prolific(study)
+    context, _ = screen(worker, study)
+    worker.post(f"/s/{study.slug}/hits/{context['assignment'].pk}/flag/", {"reason": "language", "note": "French"})
+    flag = ItemFlag.objects.get()
+    page = admin_client.get("/admin/annotation/itemflag/")
+    assert page.status_code == 200 and "Wrong language" in page.content.decode() and "French" in page.content.decode()
+    response = admin_client.post("/admin/annotation/itemflag/", {"action": "withdraw_items",
+                                                                 "_selected_action": [flag.pk]})
+    assert response.status_code == 302 and Item.objects.get(pk=flag.item_id).withdrawn
