@@ -333,14 +333,19 @@ def study_crowd_settings_update(
     session_hits_max: int,
     session_minutes: int,
     min_seconds_per_hit: int,
-    completion_code: str,
+    completion_code: str | None = None,
 ) -> Study:
-    """Set the crowd-session settings of a study (docs/crowd.md); ValidationError names a bad one."""
+    """Set the crowd-session settings of a study (docs/crowd.md); ValidationError names a bad one.
+
+    ``completion_code`` None leaves it unchanged. Takes effect for the next HIT served.
+    """
+    study.refresh_from_db()
     study.session_hits_min = session_hits_min
     study.session_hits_max = session_hits_max
     study.session_minutes = session_minutes
     study.min_seconds_per_hit = min_seconds_per_hit
-    study.completion_code = completion_code
+    if completion_code is not None:
+        study.completion_code = completion_code
     study.full_clean()
     study.save(update_fields=["session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit",
                               "completion_code"])

@@ -258,3 +258,27 @@ def test_researchers_see_flags_in_the_admin_and_withdraw_the_item(admin_client):
     response = admin_client.post("/admin/annotation/itemflag/", {"action": "withdraw_items",
                                                                  "_selected_action": [flag.pk]})
     assert response.status_code == 302 and Item.objects.get(pk=flag.item_id).withdrawn
+
+
+def test_researcher_sets_the_session_on_the_settings_page():
+    from django.contrib.auth.models import User
+
+    from annotation.services import study_membership_set
+
+    study = crowd_study()
+    user = User.objects.create_user("res", password="pw-res-1234")
+    study_membership_set(study=study, user=user, role="researcher")
+    client = Client()
+    client.force_login(user)
+    assert 'name="session_hits_max"' in client.get(f"/s/{study.slug}/settings/").content.decode()
+    form = {"status": "running", "budget": 40, "lease_timeout_seconds": 600, "completion_code": CODE,
+            "instructions": "", "item_choice": "uniform", "item_choice_temperature": 0.25,
+            "session_hits_min": 4, "session_hits_max": 2, "session_minutes": 0, "min_seconds_per_hit": 3}
+    response = client.post(f"/s/{study.slug}/settings/", form)
+    assert response.status_code == 400 and "must be 0 or at least 4" in response.content.decode()
+    response = client.post(f"/s/{study.slug}/settings/", {**form, "session_hits_max": 6})
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert (study.session_hits_min, study.session_hits_max, study.min_seconds_per_hit) == (4, 6, 3)
+    context, body = screen(prolific(study), study)
+    assert "Comparison 1 of 6" in " ".join(body.split())
