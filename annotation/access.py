@@ -8,6 +8,8 @@ slugs cannot be probed. A caller who may know the study but not do the thing get
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -30,6 +32,27 @@ def access_study_creation(user) -> None:
     """Raise PermissionDenied unless ``user`` may create studies."""
     if not user_can_create_studies(user):
         raise PermissionDenied("Only researchers can create studies.")
+
+
+class StudyRole(NamedTuple):
+    annotate: bool   # may open the study's annotate page with their account
+    research: bool   # may see its dashboard and settings (and its draft)
+
+
+def study_roles_for_user(user) -> Callable[[object], StudyRole]:
+    """What ``user`` may do in each study, for lists: one query, then ``roles(study)``."""
+    from .models import StudyMembership
+
+    if not user.is_authenticated:
+        return lambda study: StudyRole(False, False)
+    if user.is_staff:
+        return lambda study: StudyRole(True, True)
+    memberships = dict(StudyMembership.objects.filter(user=user).values_list("study_id", "role"))
+
+    def roles(study) -> StudyRole:
+        role = memberships.get(study.pk)
+        return StudyRole(role is not None, role == StudyMembership.Role.RESEARCHER)
+    return roles
 
 
 def session_annotator_key(study) -> str:

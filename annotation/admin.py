@@ -42,11 +42,38 @@ class SystemAdmin(admin.ModelAdmin):
     list_filter = ["study"]
 
 
+@admin.action(description="Withdraw the items (never served again)")
+def withdraw_items(modeladmin, request, queryset):
+    from .services import item_withdraw
+
+    items = queryset if queryset.model is models.Item else models.Item.objects.filter(
+        pk__in=queryset.values_list("item_id", flat=True))
+    for item in items:
+        item_withdraw(item=item)
+    modeladmin.message_user(request, f"{items.count()} item(s) withdrawn.")
+
+
 @admin.register(models.Item)
 class ItemAdmin(admin.ModelAdmin):
-    list_display = ["external_id", "study", "position"]
-    list_filter = ["study"]
+    list_display = ["external_id", "study", "position", "withdrawn"]
+    list_filter = ["study", "withdrawn"]
     search_fields = ["external_id"]
+    actions = [withdraw_items]
+
+
+@admin.register(models.ItemFlag)
+class ItemFlagAdmin(admin.ModelAdmin):
+    """Annotators' reports of broken items; withdraw an item with the action."""
+
+    list_display = ["item", "reason", "note", "annotator", "created_at", "item_withdrawn"]
+    list_filter = ["reason", "item__study"]
+    list_select_related = ["item", "annotator"]
+    raw_id_fields = ["item", "assignment", "annotator"]
+    actions = [withdraw_items]
+
+    @admin.display(boolean=True, description="withdrawn")
+    def item_withdrawn(self, flag):
+        return flag.item.withdrawn
 
 
 @admin.register(models.Output)

@@ -21,3 +21,26 @@ class StudySettingsForm(forms.Form):
                                              ("stratified", "Stratified by separability")])
     item_choice_temperature = forms.FloatField(min_value=0.01, max_value=10.0,
                                                help_text="weighted choice: lower = stronger preference for separable items")
+
+
+class StudyCrowdSettingsForm(forms.Form):
+    """A crowd worker's session (docs/crowd.md); shown on the settings page under the above.
+
+    A field left out keeps the study's value (the settings form without this part still works).
+    """
+
+    session_hits_min = forms.IntegerField(min_value=1, required=False, label="Comparisons for the completion code",
+                                          help_text="a worker gets the code after this many")
+    session_hits_max = forms.IntegerField(min_value=0, required=False, label="Most comparisons per worker",
+                                          help_text="0 = no limit")
+    session_minutes = forms.IntegerField(min_value=0, required=False, label="Session time limit (minutes)",
+                                         help_text="no new comparison after this long; 0 = no limit")
+    min_seconds_per_hit = forms.IntegerField(min_value=0, max_value=3600, required=False, label="Minimum seconds per comparison",
+                                             help_text="the answer buttons unlock after this long")
+
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("session_hits_min"), data.get("session_hits_max")
+        if low is not None and high and high < low:  # both given; else the service's full_clean checks
+            self.add_error("session_hits_max", f"must be 0 or at least {low} (the comparisons for the code)")
+        return data

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
 
@@ -47,6 +47,16 @@ class Study(models.Model):
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     lease_timeout_seconds = models.PositiveIntegerField(default=900)
     completion_code = models.CharField(max_length=64, blank=True)
+    # A crowd worker's session is their work in this study (an Annotator is one platform
+    # worker id); the completion-code rule is selectors.crowd_session's docstring.
+    session_hits_min = models.PositiveIntegerField(
+        default=1, help_text="judgements a worker needs for the completion code")
+    session_hits_max = models.PositiveIntegerField(
+        default=0, help_text="most judgements one worker is served; 0 = no limit")
+    session_minutes = models.PositiveIntegerField(
+        default=0, help_text="minutes from a worker's first HIT after which no new HIT is served; 0 = no limit")
+    min_seconds_per_hit = models.PositiveIntegerField(
+        default=0, help_text="seconds a HIT must be on screen before it can be answered")
     protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
     protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
     protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
@@ -66,6 +76,8 @@ class Study(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(gamma__gt=0) & Q(gamma__lt=1), name="study_gamma_in_0_1"),
             models.CheckConstraint(condition=Q(batch_size__gte=1), name="study_batch_size_positive"),
+            models.CheckConstraint(condition=Q(session_hits_max=0) | Q(session_hits_max__gte=F("session_hits_min")),
+                                   name="study_session_max_not_below_min"),
         ]
 
     def __str__(self) -> str:
@@ -114,6 +126,7 @@ class Item(models.Model):
     input = models.TextField()
     reference = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
+    withdrawn = models.BooleanField(default=False, help_text="never served again (e.g. flagged as broken)")
 
     class Meta:
         ordering = ["position"]
@@ -273,6 +286,7 @@ class Assignment(models.Model):
         LEASED = "leased", "Leased"
         SUBMITTED = "submitted", "Submitted"
         EXPIRED = "expired", "Expired"
+        SKIPPED = "skipped", "Skipped"  # given back by its annotator, never served to them again
 
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
@@ -385,3 +399,27 @@ class CrowdSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.annotator} · {self.study} · {self.platform_session_id}"
+
+
+class ItemFlag(models.Model):
+    """An annotator's report of a problem with an item (shown to researchers in the admin)."""
+
+    class Reason(models.TextChoices):
+        BROKEN = "broken", "Text is broken, cut off or unreadable"
+        IDENTICAL = "identical", "The two outputs are identical"
+        LANGUAGE = "language", "Wrong language"
+        OFFENSIVE = "offensive", "Offensive or harmful content"
+        OTHER = "other", "Something else"
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="flags")
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="flags")
+    reason = models.CharField(max_length=10, choices=Reason.choices)
+    note = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.item} · {self.get_reason_display()}"

@@ -1,19 +1,44 @@
 """Reads: querysets and plain data for views, the API and the protocol."""
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Min, Q, QuerySet
+from django.utils import timezone
 
 from protocol.preferences import preferences_from_scores
 
-from .models import Judgement, PairState, Study
+from .models import Assignment, Judgement, PairState, Study
+
+# A pair with an open round (or a filled one about to be closed) is work still to serve.
+ACTIVE_PAIR_STATUSES = ("open", "filled")
 
 
-def study_list_for_home() -> QuerySet[Study]:
-    """Studies with the counts the front page shows."""
-    return Study.objects.annotate(
+def study_list_for_home(*, user) -> list[Study]:
+    """The studies ``user`` may know of (access.studies_visible_to; drafts only for their
+    researchers), with the counts the front page shows.
+
+    Each study carries ``can_annotate``, ``can_research`` (access.study_roles_for_user) and
+    ``work_left`` (False once no pair has an open or filled round: nothing more to serve).
+    """
+    from .access import studies_visible_to, study_roles_for_user
+
+    roles = study_roles_for_user(user)
+    studies = Study.objects.filter(pk__in=studies_visible_to(user).values("pk")).annotate(
         system_count=Count("systems", distinct=True),
         item_count=Count("items", distinct=True),
+        active_pairs=Count("pair_states", filter=Q(pair_states__status__in=ACTIVE_PAIR_STATUSES), distinct=True),
     ).order_by("name")
+    visible = []
+    for study in studies:
+        role = roles(study)
+        if study.status == Study.Status.DRAFT and not role.research:
+            continue
+        study.can_annotate, study.can_research = role.annotate, role.research
+        study.work_left = study.active_pairs > 0
+        visible.append(study)
+    return visible
 
 
 def study_progress(*, study: Study) -> dict:
@@ -398,3 +423,60 @@ def study_leaderboard(*, study: Study) -> list[dict]:
             record[loser]["losses"] += 1
     return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
             for node in layout["nodes"]]
+@dataclass(frozen=True)
+class CrowdSession:
+    """One worker's session in a study: their judgements and leases there.
+
+    An Annotator is one platform worker id, so their work in a study is their session.
+    """
+
+    done: int                      # judgements given in the study
+    hits_min: int                  # needed for the completion code (at least 1)
+    hits_max: int                  # most judgements served; 0 = no limit
+    started_at: datetime | None    # their first HIT in the study
+    ends_at: datetime | None       # when the session time limit is up (None = no limit)
+    time_up: bool
+
+    @property
+    def target(self) -> int:
+        """M in "comparison N of M": the maximum, else the minimum when it is above 1 (0 = none)."""
+        return self.hits_max or (self.hits_min if self.hits_min > 1 else 0)
+
+    @property
+    def share_done(self) -> bool:
+        return bool(self.hits_max) and self.done >= self.hits_max
+
+    @property
+    def may_lease(self) -> bool:
+        return not (self.share_done or self.time_up)
+
+    @property
+    def minimum_met(self) -> bool:
+        return self.done >= self.hits_min
+
+    def code_due(self, *, no_more_work: bool) -> bool:
+        """The completion code rule: the minimum is met, or the worker judged at least one
+        comparison and the study can serve them nothing more (paused, finished, out of work
+        for them, or their time is up). A worker who judged nothing never gets the code."""
+        return self.minimum_met or (self.done >= 1 and (no_more_work or self.time_up))
+
+
+def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:
+    """The worker's session in ``study`` (two small queries)."""
+    now = now or timezone.now()
+    done = Judgement.objects.filter(annotator=annotator, comparison__study=study).count()
+    started_at = ends_at = None
+    time_up = False
+    if study.session_minutes:
+        started_at = Assignment.objects.filter(annotator=annotator, comparison__study=study).aggregate(
+            first=Min("issued_at"))["first"]
+        if started_at is not None:
+            ends_at = started_at + timedelta(minutes=study.session_minutes)
+            time_up = now >= ends_at
+    return CrowdSession(done=done, hits_min=max(study.session_hits_min, 1), hits_max=study.session_hits_max,
+                        started_at=started_at, ends_at=ends_at, time_up=time_up)
+
+
+def study_work_left(*, study: Study) -> bool:
+    """Whether any pair of the study has a round open or about to close (more HITs may come)."""
+    return PairState.objects.filter(study=study, status__in=ACTIVE_PAIR_STATUSES).exists()

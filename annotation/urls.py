@@ -2,15 +2,19 @@ from django.urls import path
 
 from . import views, views_annotate, views_research
 from .throttles import throttle_page
+from .framing import crowd_frameable
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("account/api-token/", views.api_token, name="api_token"),
     path("studies/upload/", views.study_upload, name="study_upload"),
-    path("s/<slug:slug>/start/", throttle_page("crowd_start")(views_annotate.study_start), name="study_start"),
+    path("s/<slug:slug>/start/", throttle_page("crowd_start")(crowd_frameable(views_annotate.study_start)),
+         name="study_start"),
     path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_submit), name="hit_submit"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/skip/", views_annotate.hit_skip, name="hit_skip"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/flag/", views_annotate.hit_flag, name="hit_flag"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),

@@ -14,7 +14,7 @@ from .forms import StudyUploadForm
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    studies = list(selectors.study_list_for_home().filter(pk__in=studies_visible_to(request.user).values("pk")))
+    studies = list(selectors.study_list_for_home(user=request.user))
     context = {"studies": studies, "polling": any(s.separability_status in ("pending", "running") for s in studies)}
     if request.GET.get("partial") == "study-table":
         return render(request, "annotation/_study_table.html", context)

@@ -1,6 +1,7 @@
 """Annotator screens: the crowd start link, the HIT page and its submit (htmx or plain form)."""
 from __future__ import annotations
 
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -8,7 +9,8 @@ from django.views.decorators.http import require_POST
 
 from . import selectors, services
 from .access import access_study_running, access_study_worker, session_annotator_key
-from .models import Annotator, Assignment, Study
+from .framing import crowd_frameable, mturk_submit_url
+from .models import Annotator, Assignment, ItemFlag, Study
 from .services import hits as serving
 from .services.transactions import retry_transient
 
@@ -20,6 +22,10 @@ def _annotator(request: HttpRequest, study: Study) -> Annotator:
     worker = access_study_worker(request, study)
     return worker.annotator or serving.annotator_for_user(user=worker.user)
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# Short confirmations after a POST (a redirect carries only the name, so a GET never writes).
+NOTICES = {"saved": "Saved ✓",
+           "skipped": "Skipped. You will not see that comparison again.",
+           "flagged": "Thank you — the problem was reported to the researchers."}
 
 
 @retry_transient
@@ -54,34 +60,79 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("annotate", slug=slug)
 
 
-def _hit_context(request: HttpRequest, study: Study, annotator: Annotator, error: str = "") -> dict:
-    hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
-    context = {"study": study, "annotator": annotator, "error": error, "key": serving.new_idempotency_key()}
-    if hit is None:
-        context["done"] = selectors.annotator_judgement_count(study=study, annotator=annotator)
-        context["mturk"] = request.session.get(f"evalapp:mturk:{study.pk}")
+def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *, error: str = "",
+                    notice: str = "", finishing: bool = False) -> dict:
+    """The next HIT, or the screen that says why there is none (and whether the code is due).
+
+    ``screen``: hit, paused, finished, share (the worker's maximum is reached), time (their
+    session time is up), nowork (nothing for them right now) or stopped (they chose to stop
+    after meeting the minimum). The completion-code rule is CrowdSession.code_due.
+    """
+    context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
+               "key": serving.new_idempotency_key()}
+    session = selectors.crowd_session(study=study, annotator=annotator)
+    finishing = finishing and session.minimum_met
+    hit = None if finishing else serving.hit_next_for_annotator(study=study, annotator=annotator)
+    context["session"] = session
+    if hit is not None:
+        context.update(selectors.hit_display(assignment=hit, study=study), screen="hit",
+                       flag_reasons=ItemFlag.Reason.choices)
         return context
-    context.update(selectors.hit_display(assignment=hit, study=study))
+    if finishing:
+        screen = "stopped"
+    elif study.status == Study.Status.PAUSED:
+        screen = "paused"
+    elif study.status == Study.Status.FINISHED or not selectors.study_work_left(study=study):
+        screen = "finished"
+    elif session.share_done:
+        screen = "share"
+    elif session.time_up:
+        screen = "time"
+    else:
+        screen = "nowork"
+    code_due = session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
+    mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
+    context.update(screen=screen, done=session.done, code_due=code_due,
+                   mturk_submit=mturk_submit_url(mturk.get("turkSubmitTo", "")) if code_due else None,
+                   mturk=mturk)
     return context
 
 
+def _render_screen(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
+    template = "annotation/_hit.html" if request.headers.get("HX-Request") else "annotation/annotate.html"
+    return render(request, template, context, status=status)
+
+
+def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
+    study = get_object_or_404(Study, slug=slug)
+    access_study_running(study)
+    return study, _annotator(request, study)
+
+
+@crowd_frameable
 @retry_transient
 def annotate(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
+    if not request.user.is_authenticated and request.session.get(session_annotator_key(study)) is None:
+        # Not a crowd worker of this study and not logged in: log in first, then come back.
+        return redirect_to_login(request.get_full_path())
     annotator = _annotator(request, study)
-    context = _hit_context(request, study, annotator)
-    if request.headers.get("HX-Request"):
-        return render(request, "annotation/_hit.html", context)
-    return render(request, "annotation/annotate.html", context)
+    context = _screen_context(request, study, annotator, finishing=request.GET.get("finish") == "1",
+                              notice=NOTICES.get(request.GET.get("notice", ""), ""))
+    return _render_screen(request, context)
 
 
+def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> Assignment:
+    return get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
+                             pk=assignment_id, comparison__study=study, annotator=annotator)
+
+
+@crowd_frameable
 @require_POST
 @retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
-    access_study_running(study)
-    annotator = _annotator(request, study)
+    study, annotator = _crowd_request(request, slug)
     assignment = get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
                                    pk=assignment_id, comparison__study=study)
     error = ""
@@ -99,8 +150,37 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
     if request.headers.get("HX-Request"):
-        return render(request, "annotation/_hit.html", _hit_context(request, study, annotator, error))
+        return _render_screen(request, _screen_context(request, study, annotator, error=error,
+                                                       notice="" if error else NOTICES["saved"]))
     if error:
-        context = _hit_context(request, study, annotator, error)
-        return render(request, "annotation/annotate.html", context, status=409)
-    return redirect(reverse("annotate", kwargs={"slug": slug}))
+        return _render_screen(request, _screen_context(request, study, annotator, error=error), status=409)
+    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=saved")
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """Give the HIT back to the pool; this worker is not served its comparison again."""
+    study, annotator = _crowd_request(request, slug)
+    serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
+    if request.headers.get("HX-Request"):
+        return _render_screen(request, _screen_context(request, study, annotator, notice=NOTICES["skipped"]))
+    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=skipped")
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_flag(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """Report a problem with the HIT's item (for the researchers) and skip it."""
+    study, annotator = _crowd_request(request, slug)
+    assignment = _own_assignment(study, annotator, assignment_id)
+    try:
+        serving.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
+                         note=request.POST.get("note", "")[:500])
+    except serving.HitError as exc:
+        return _render_screen(request, _screen_context(request, study, annotator, error=str(exc)), status=400)
+    if request.headers.get("HX-Request"):
+        return _render_screen(request, _screen_context(request, study, annotator, notice=NOTICES["flagged"]))
+    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=flagged")

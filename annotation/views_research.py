@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
-from .forms import StudySettingsForm
+from .forms import StudyCrowdSettingsForm, StudySettingsForm
 from .models import Judgement, Study
 
 
@@ -108,15 +108,21 @@ SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code
                    "item_choice_temperature")
 
 
+CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
+
+
 @login_required
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     if request.method == "POST":
-        form = StudySettingsForm(request.POST)
-        if form.is_valid():
+        form, crowd = StudySettingsForm(request.POST), StudyCrowdSettingsForm(request.POST)
+        if form.is_valid() and crowd.is_valid():
             try:
                 services.study_settings_update(study=study, **form.cleaned_data)
+                services.study_crowd_settings_update(study=study, **{
+                    f: getattr(study, f) if crowd.cleaned_data.get(f) is None else crowd.cleaned_data[f]
+                    for f in CROWD_FIELDS})
             except (ValueError, ValidationError) as exc:
                 form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
             else:
@@ -124,5 +130,6 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
                 return redirect("dashboard", slug=slug)
     else:
         form = StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS})
-    return render(request, "annotation/study_settings.html", {"study": study, "form": form},
-                  status=400 if form.errors else 200)
+        crowd = StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS})
+    return render(request, "annotation/study_settings.html", {"study": study, "form": form, "crowd": crowd},
+                  status=400 if form.errors or crowd.errors else 200)

@@ -43,6 +43,10 @@ STUDY_SETTINGS = {
     "lease_timeout_seconds": int,
     "completion_code": str,
     "shown_sample": int,
+    "session_hits_min": int,
+    "session_hits_max": int,
+    "session_minutes": int,
+    "min_seconds_per_hit": int,
 }
 
 # kind -> (required fields, optional fields)

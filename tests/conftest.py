@@ -11,6 +11,21 @@ def bundle_bytes(rows) -> bytes:
     return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
 
 
+def bundle_slice(path, *, items: int, systems: int, **study_settings) -> bytes:
+    """The study line of a shipped bundle with its first ``items`` items and the outputs of its
+    first ``systems`` systems (by name), as bundle bytes; ``study_settings`` update the study line."""
+    import gzip
+
+    rows = [json.loads(line) for line in gzip.open(path, "rt")]
+    keep = {r["id"] for r in rows if r["kind"] == "item"}
+    keep = set(sorted(keep, key=[r.get("id") for r in rows].index)[:items])
+    names = sorted({r["system"] for r in rows if r["kind"] == "output"})[:systems]
+    study = {**rows[0], **study_settings}
+    return bundle_bytes([study] + [r for r in rows if r["kind"] == "item" and r["id"] in keep] + [
+        r for r in rows if r["kind"] == "output" and r["item"] in keep and r["system"] in names
+        and r.get("sample", 0) == 0])
+
+
 @pytest.fixture
 def toy_rows():
     """A valid 3-system, 2-item bundle with every kind of row."""

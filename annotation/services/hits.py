@@ -23,6 +23,7 @@ import random
 import uuid
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
@@ -30,7 +31,7 @@ from django.utils import timezone
 from protocol import adaptive
 from protocol.allocation import choose_items
 
-from ..models import Annotator, Assignment, Comparison, Judgement, PairState, Study
+from ..models import Annotator, Assignment, Comparison, ItemFlag, Judgement, PairState, Study
 from . import protocol_state, rounds
 from .transactions import retry_transient
 
@@ -76,20 +77,30 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     paused; a study that is not running leases nothing new. A new lease goes to an open
     round whose quota exceeds its live leases, the round closest to full first (a full round
     is decided sooner than many half-full ones), and to a comparison of that pair that has
-    fewer than ``ratings_per_item`` judgements, no live lease and no judgement by this
-    annotator, chosen by the study's item choice. Retried as a whole after a transient
-    database error, so a lease whose commit was cut off is found as the current lease.
+    fewer than ``ratings_per_item`` judgements, no live lease, no judgement or skip by this
+    annotator and an item that is not withdrawn, chosen by the study's item choice. A worker
+    who reached the study's ``session_hits_max`` or whose ``session_minutes`` are up gets
+    nothing new (selectors.crowd_session). Retried as a whole after a transient database
+    error, so a lease whose commit was cut off is found as the current lease.
     """
     current = hit_current(study=study, annotator=annotator)
     if current is not None:
         return current
     if study.status != Study.Status.RUNNING:
         return None
+    if (study.session_hits_max or study.session_minutes) and not _session_may_lease(study, annotator):
+        return None
     rounds.sweeper_ensure()
     lease = _lease(study, annotator)
     if lease is None and leases_reclaim(study=study):
         lease = _lease(study, annotator)  # expired leases went back to the pool: look again
     return lease
+
+
+def _session_may_lease(study: Study, annotator: Annotator) -> bool:
+    from ..selectors import crowd_session
+
+    return crowd_session(study=study, annotator=annotator).may_lease
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
@@ -134,11 +145,15 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     Precondition: the caller holds the pair's row lock (or SQLite's write lock).
     """
     now = timezone.now()
-    judged_by_annotator = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
-    comparisons = list(Comparison.objects.filter(pair_id=pair_id).annotate(mine=Exists(judged_by_annotator))
-                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine"))
-    unavailable = [str(pk) for pk, judged, lease, _, mine in comparisons
-                   if judged >= study.ratings_per_item or (lease is not None and lease > now) or mine]
+    judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
+    skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
+                                        state=Assignment.State.SKIPPED)
+    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
+                       .annotate(mine=Exists(judged) | Exists(skipped))
+                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
+                                    "item__withdrawn"))
+    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
+                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
     if len(unavailable) == len(comparisons):
         return None
     has_separability = any(c[3] is not None for c in comparisons)
@@ -162,25 +177,49 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
                                      round=pair_round, issued_at=now, expires_at=expires)
 
 
-def hit_release(*, assignment: Assignment) -> bool:
-    """Give a live lease back to the pool (the annotator skipped it or left); False if not live."""
-    return _release(assignment.pk)
+def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
+    """Give a live lease back to the pool (the annotator skipped it or left); False if not live.
+
+    ``skipped``: the annotator chose not to judge it; the assignment is kept as SKIPPED and
+    its comparison is never served to that annotator again.
+    """
+    return _release(assignment.pk, Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED)
 
 
 @retry_transient
-def _release(assignment_id: int) -> bool:
+def _release(assignment_id: int, state: str) -> bool:
     with transaction.atomic():
         pair_id = Comparison.objects.filter(assignments__pk=assignment_id).values_list("pair_id", flat=True).first()
         PairState.objects.select_for_update().filter(pk=pair_id).first()
-        return _expire_locked(assignment_id)
+        return _expire_locked(assignment_id, state)
 
 
-def _expire_locked(assignment_id: int) -> bool:
-    """Mark a LEASED assignment expired and free its comparison; call holding its pair's lock."""
+def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note: str = "") -> ItemFlag:
+    """Record the annotator's report of a problem with the HIT's item and skip the HIT.
+
+    Precondition: ``assignment`` is ``annotator``'s. The flag is for researchers (admin);
+    the item stays in the study until a researcher withdraws it (services.item_withdraw).
+    """
+    if assignment.annotator_id != annotator.pk:
+        raise HitError("this HIT belongs to another annotator")
+    item_id = Comparison.objects.filter(pk=assignment.comparison_id).values_list("item_id", flat=True).get()
+    flag = ItemFlag(item_id=item_id, assignment=assignment, annotator=annotator, reason=reason, note=note.strip())
+    try:
+        flag.full_clean(exclude=["item", "assignment", "annotator"])
+    except ValidationError as exc:
+        raise HitError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+    flag.save()
+    hit_release(assignment=assignment, skipped=True)
+    return flag
+
+
+def _expire_locked(assignment_id: int, state: str = Assignment.State.EXPIRED) -> bool:
+    """Mark a LEASED assignment ``state`` (expired or skipped) and free its comparison; call
+    holding its pair's lock."""
     assignment = Assignment.objects.filter(pk=assignment_id, state=Assignment.State.LEASED).first()
     if assignment is None:
         return False
-    Assignment.objects.filter(pk=assignment_id).update(state=Assignment.State.EXPIRED)
+    Assignment.objects.filter(pk=assignment_id).update(state=state)
     comparison = Comparison.objects.get(pk=assignment.comparison_id)
     Comparison.objects.filter(pk=comparison.pk).update(lease_expires_at=None)
     PairState.objects.filter(pk=comparison.pair_id).update(leased=F("leased") - 1)
@@ -215,7 +254,9 @@ def judgement_submit(
 
     ``shown_value`` is in screen order: +1 = the left output is better, -1 = the right one,
     0 = tie; it is stored in canonical order. Submitting the same key again returns the first
-    judgement unchanged. A live lease is always accepted while its pair's round is open. A
+    judgement unchanged. An answer sooner than the study's ``min_seconds_per_hit`` after the
+    HIT was issued (``issued_at``, when it was first rendered) is refused. A live lease is
+    always accepted while its pair's round is open. A
     lease that expired is accepted only if its comparison is free and its pair's round still
     needs a judgement that no live lease will bring. Otherwise HitError, and the lease is
     dead for good (never served again). A submit that fills the pair's round schedules the
@@ -229,6 +270,10 @@ def judgement_submit(
         raise HitError("this HIT belongs to another annotator")
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
+    minimum = assignment.comparison.study.min_seconds_per_hit
+    if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
+        if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
+            raise HitError(f"please read both texts: this study asks for at least {minimum} seconds per comparison")
     outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
     if isinstance(outcome, HitError):
         raise outcome

@@ -52,6 +52,10 @@ SETTING_FIELDS = {
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
     "shown_sample": "shown_sample",
+    "session_hits_min": "session_hits_min",
+    "session_hits_max": "session_hits_max",
+    "session_minutes": "session_minutes",
+    "min_seconds_per_hit": "min_seconds_per_hit",
 }
 
 
@@ -105,6 +109,10 @@ def study_import(
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
+    low, high = bundle.study.get("session_hits_min", 1), bundle.study.get("session_hits_max", 0)
+    if high and high < low:
+        raise BundleError([BundleProblem(0, f"session_hits_max ({high}) is below session_hits_min ({low}); "
+                                            "use 0 for no maximum")])
     with transaction.atomic():
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress)
         if chosen_metric is not None:
@@ -318,6 +326,42 @@ def study_settings_update(
         return study
 
 
+def study_crowd_settings_update(
+    *,
+    study: Study,
+    session_hits_min: int,
+    session_hits_max: int,
+    session_minutes: int,
+    min_seconds_per_hit: int,
+    completion_code: str | None = None,
+) -> Study:
+    """Set the crowd-session settings of a study (docs/crowd.md); ValidationError names a bad one.
+
+    ``completion_code`` None leaves it unchanged. Takes effect for the next HIT served.
+    """
+    study.refresh_from_db()
+    study.session_hits_min = session_hits_min
+    study.session_hits_max = session_hits_max
+    study.session_minutes = session_minutes
+    study.min_seconds_per_hit = min_seconds_per_hit
+    if completion_code is not None:
+        study.completion_code = completion_code
+    study.full_clean()
+    study.save(update_fields=["session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit",
+                              "completion_code"])
+    return study
+
+
+def item_withdraw(*, item: Item) -> Item:
+    """Withdraw an item (e.g. flagged as broken): serving never leases its comparisons again.
+
+    Live leases of the item may still be answered; judgements already given stay.
+    """
+    Item.objects.filter(pk=item.pk).update(withdrawn=True)
+    item.withdrawn = True
+    return item
+
+
 def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
     """Give ``user`` the ``role`` in ``study`` (replacing any earlier role)."""
     membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
@@ -421,6 +465,8 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 
 __all__ = [
     "study_settings_update",
+    "item_withdraw",
+    "study_crowd_settings_update",
     "demo_user_ensure",
     "study_export",
     "study_export_rows",

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "annotation.framing.PartitionedCookieMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -112,6 +113,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
+
+# Origins that may frame the crowd pages (start link, HIT page; annotation/framing.py).
+EVALAPP_CROWD_FRAME_ANCESTORS = os.environ.get(
+    "EVALAPP_CROWD_FRAME_ANCESTORS", "https://www.mturk.com https://workersandbox.mturk.com").split()
+
+# Session and CSRF cookies marked Partitioned (CHIPS) for crowd pages in MTurk's frame (prod).
+EVALAPP_PARTITIONED_COOKIES = env_bool("EVALAPP_PARTITIONED_COOKIES", False)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -15,6 +15,12 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
+# MTurk shows the HIT in a cross-site iframe: the session and CSRF cookies must be sent there
+# (SameSite=None needs Secure). Forms stay protected by the CSRF token and Origin check.
+SESSION_COOKIE_SAMESITE = "None"
+CSRF_COOKIE_SAMESITE = "None"
+# ... and Partitioned (CHIPS), kept by browsers that block third-party cookies (annotation/framing.py).
+EVALAPP_PARTITIONED_COOKIES = env_bool("EVALAPP_PARTITIONED_COOKIES", True)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 STORAGES = {

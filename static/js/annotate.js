@@ -1,22 +1,55 @@
-// Time on task and keyboard answers for the HIT form. The form works without this file.
+// The HIT form's helpers: time on task, keyboard answers, the minimum time before answering,
+// one answer per rendered HIT, and the next HIT opening at the top. The form works without
+// this file (the server enforces the minimum time and idempotency on its own).
 (function () {
+  var KEY_GRACE_MS = 600; // keys pressed this soon after a HIT appears were meant for the previous one
   var shownAt = performance.now();
+  var unlockTimer = null;
   function form() { return document.querySelector("form[data-hit-form]"); }
-  document.addEventListener("htmx:afterSwap", function () { shownAt = performance.now(); });
+  function answerButtons(f) { return f ? f.querySelectorAll(".answers button") : []; }
+
+  function prepare() {
+    shownAt = performance.now();
+    window.scrollTo(0, 0);
+    var f = form();
+    if (!f) return;
+    var minimum = parseFloat(f.dataset.minSeconds || "0");
+    if (unlockTimer) clearTimeout(unlockTimer);
+    if (minimum > 0) {
+      answerButtons(f).forEach(function (b) { b.disabled = true; });
+      unlockTimer = setTimeout(function () {
+        if (f.dataset.answered) return;
+        answerButtons(f).forEach(function (b) { b.disabled = false; });
+        var wait = f.querySelector("[data-wait]");
+        if (wait) wait.hidden = true;
+      }, minimum * 1000);
+    }
+  }
+  function seconds() { return ((performance.now() - shownAt) / 1000).toFixed(2); }
+
+  document.addEventListener("DOMContentLoaded", prepare);
+  document.addEventListener("htmx:afterSwap", prepare);
   document.addEventListener("submit", function (event) {
     var f = event.target.closest("form[data-hit-form]");
-    if (f) { f.elements.seconds.value = ((performance.now() - shownAt) / 1000).toFixed(2); }
+    if (!f) return;
+    if (f.dataset.answered) { // one answer per rendered HIT
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      return;
+    }
+    f.dataset.answered = "1";
+    f.elements.seconds.value = seconds();
   }, true);
   document.addEventListener("htmx:configRequest", function (event) {
     var f = form();
-    if (f && event.detail.elt === f) {
-      event.detail.parameters.seconds = ((performance.now() - shownAt) / 1000).toFixed(2);
-    }
+    if (f && event.detail.elt === f) { event.detail.parameters.seconds = seconds(); }
   });
   document.addEventListener("keydown", function (event) {
-    if (event.target.matches("input, textarea, select") || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.repeat || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.matches("input, textarea, select, summary")) return;
+    if (performance.now() - shownAt < KEY_GRACE_MS) return;
     var f = form();
     var button = f && f.querySelector('button[data-key="' + event.key + '"]');
-    if (button && !button.disabled) { event.preventDefault(); button.click(); }
+    if (button && !button.disabled && !f.dataset.answered) { event.preventDefault(); button.click(); }
   });
 })();

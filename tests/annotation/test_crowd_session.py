@@ -26,8 +26,8 @@ def test_a_second_session_with_the_same_prolific_id_gets_neither_lease_nor_code(
     assert response.status_code == 403
     assert "already started this study in another session" in response.content.decode()
     assert session_annotator_key(study) not in intruder.session
-    page = intruder.get(f"/s/{study.slug}/annotate/")
-    assert page.status_code == 403 and "C0DE42" not in page.content.decode()
+    page = intruder.get(f"/s/{study.slug}/annotate/", follow=True)
+    assert page.redirect_chain[0][0].startswith("/accounts/login/") and "C0DE42" not in page.content.decode()
     submit = intruder.post(f"/s/{study.slug}/hits/{lease.pk}/", {"answer": "left", "key": "k" * 8})
     assert submit.status_code == 403
     assert Assignment.objects.get(pk=lease.pk).state == Assignment.State.LEASED

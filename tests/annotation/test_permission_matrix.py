@@ -77,10 +77,16 @@ EXPECTED = {
     "account/api-token/": [("GET", "/account/api-token/", None, LOGGED_IN)],
     "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200))],
     "s/<slug:slug>/start/": [("GET", "/s/{slug}/start/", None, row(302, 302, 302, 302, 302, 302))],
-    "s/<slug:slug>/annotate/": [("GET", "/s/{slug}/annotate/", None, row(403, 200, 200, 200, 404, 200))],
+    # Anonymous visitors without a crowd session are sent to log in first.
+    "s/<slug:slug>/annotate/": [("GET", "/s/{slug}/annotate/", None, row(302, 200, 200, 200, 404, 200))],
     # An invalid answer: nothing is stored, whoever may post gets the HIT page back with the error.
     "s/<slug:slug>/hits/<int:assignment_id>/": [("POST", "/s/{slug}/hits/{hit}/", {"answer": "maybe", "key": "k1"},
                                                  row(403, 409, 409, 409, 404, 409))],
+    "s/<slug:slug>/hits/<int:assignment_id>/skip/": [("POST", "/s/{slug}/hits/{hit}/skip/", {},
+                                                      row(403, 404, 302, 404, 404, 404))],
+    # An unknown reason: the HIT's owner is told (400), to anyone else the HIT does not exist.
+    "s/<slug:slug>/hits/<int:assignment_id>/flag/": [("POST", "/s/{slug}/hits/{hit}/flag/", {"reason": "nonsense"},
+                                                      row(403, 404, 400, 404, 404, 404))],
     "s/<slug:slug>/dashboard/": [("GET", "/s/{slug}/dashboard/", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/settings/": [("GET", "/s/{slug}/settings/", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/judgements.csv": [("GET", "/s/{slug}/export/judgements.csv", None, RESEARCHER_PAGE)],

@@ -161,7 +161,8 @@ def test_bad_answers_and_foreign_hits_are_refused(client):
     assert response.status_code == 409 and "belongs to another annotator" in response.content.decode()
     assert not Judgement.objects.exists()
     anonymous = client.__class__()
-    assert anonymous.get(f"/s/{study.slug}/annotate/").status_code == 403
+    response = anonymous.get(f"/s/{study.slug}/annotate/")  # not a worker of the study: log in first
+    assert response.status_code == 302 and response["Location"] == f"/accounts/login/?next=/s/{study.slug}/annotate/"
     assert anonymous.get(f"/s/{study.slug}/start/?PROLIFIC_PID=").status_code == 400
 
 

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
-from annotation.services import demo_user_ensure, study_import, study_membership_set
+from annotation.services import (demo_user_ensure, study_crowd_settings_update, study_import,
+                                 study_membership_set)
 from annotation.services.rounds import protocol_ensure_started
 
 BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
@@ -21,6 +22,12 @@ DEMO_STUDIES = [
     ("pandalm.jsonl.gz", "pandalm", "gpt35"),
     ("separability_prefs.jsonl.gz", "separability-prefs", None),
 ]
+# Crowd-session settings of a freshly imported demo study (docs/crowd.md): a Prolific or MTurk
+# worker gets the code after 5 comparisons and may do up to 10, each on screen for >= 3 s.
+DEMO_CROWD_SETTINGS = {
+    "summeval-relevance": {"session_hits_min": 5, "session_hits_max": 10, "session_minutes": 0,
+                           "min_seconds_per_hit": 3, "completion_code": "SUMMEVAL-DEMO"},
+}
 ACCOUNTS = [
     # username, password, staff, role in every demo study
     ("admin", "admin-demo-pass", True, StudyMembership.Role.RESEARCHER),
@@ -43,6 +50,8 @@ class Command(BaseCommand):
             if study is None:
                 self.stdout.write(f"importing {filename} ...")
                 study = study_import(source=path, slug=slug, metric=metric)
+                if slug in DEMO_CROWD_SETTINGS:
+                    study_crowd_settings_update(study=study, **DEMO_CROWD_SETTINGS[slug])
             protocol_ensure_started(study=study)
             studies.append(study)
         researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
