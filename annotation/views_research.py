@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -18,23 +19,31 @@ from .models import Judgement, Study
 def _dashboard_context(study: Study) -> dict:
     serving.study_protocol_ensure_started(study=study)
     data = selectors.study_dashboard_data(study=study)
-    charts = {f"dag-{name}": figures.dag_figure(layout, title) for name, title, layout in (
+    charts = []
+    for name, title, layout in (
         ("protocol", "Protocol decisions", data["dags"].get("protocol")),
         ("human", "Humans only (sign test)", data["dags"].get("human")),
         ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
-    ) if layout and (name != "metric" or data["metric"])}
+    ):
+        if layout and (name != "metric" or data["metric"]):
+            charts.append({"name": f"dag-{name}", "title": title, "figure": figures.dag_figure(layout)})
     if data["per_system_favi"]:
-        charts["favi"] = figures.favi_box_figure(data["per_system_favi"])
+        charts.append({"name": "favi", "title": "Favi-Score per system (> 0: favoured)",
+                       "figure": figures.favi_box_figure(data["per_system_favi"])})
     if data["timeline"]:
-        charts["timeline"] = figures.timeline_figure(data["timeline"], study.gamma)
+        charts.append({"name": "timeline", "title": "θ = P(first better) after each round",
+                       "figure": figures.timeline_figure(data["timeline"], study.gamma)})
     if data["separability"]:
-        charts["separability"] = figures.separability_figure(data["separability"])
+        charts.append({"name": "separability", "title": "Separability of the comparisons",
+                       "figure": figures.separability_figure(data["separability"])})
+    for chart in charts:
+        chart["figure_id"] = f"figure-{chart['name']}"
     budget = data["budget"]
     used = budget["spent"] + budget["reserved"]
     return {"study": study, "data": data, "charts": charts,
             "spent_percent": round(100 * budget["spent"] / budget["total"], 1) if budget["total"] else 0,
             "reserved_percent": round(100 * budget["reserved"] / budget["total"], 1) if budget["total"] else 0,
-            "used": used}
+            "used": used, "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
 
 @login_required

@@ -106,6 +106,8 @@ LOGOUT_REDIRECT_URL = "home"
 EVALAPP_MAX_BUNDLE_BYTES = int(os.environ.get("EVALAPP_MAX_BUNDLE_BYTES", str(512 * 1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# Seconds between two polls of the live dashboard (htmx); tests make it short.
+DASHBOARD_REFRESH_SECONDS = float(os.environ.get("EVALAPP_DASHBOARD_REFRESH_SECONDS", "5"))
 
 # Celery: eager (in-process) unless a broker is configured.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -48,9 +48,9 @@ def test_dashboard_follows_the_judgements(client):
     assert data["budget"]["spent"] + data["budget"]["reserved"] + data["budget"]["left"] == 60
     ab = next(p for p in data["pairs"] if (p["first"], p["second"]) == ("A", "B"))
     assert ab["decision"] == 1 and ab["status"] == "decided"
-    charts = response.context["charts"]
+    charts = {c["name"]: c["figure"] for c in response.context["charts"]}
     assert {"dag-protocol", "dag-human", "dag-metric", "timeline"} <= set(charts)
-    protocol_dag = json.loads(charts["dag-protocol"])
+    protocol_dag = charts["dag-protocol"]
     assert {a["text"] for a in protocol_dag["layout"]["annotations"]} == {""}
     partial = client.get(f"/s/{study.slug}/dashboard/", HTTP_HX_REQUEST="true").content.decode()
     assert partial.lstrip().startswith('<div id="dashboard-body"') and "<html" not in partial

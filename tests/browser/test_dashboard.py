@@ -28,3 +28,53 @@ def test_dashboard_draws_charts_and_updates_live(page, live_server, tmp_path):
     page.wait_for_function("() => document.querySelector('#budget').innerText.includes('1 of 30')", timeout=20000)
     page.wait_for_selector("#plot-dag-protocol .main-svg")
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+
+def _login(page, live_server, study, username="res2"):
+    user = User.objects.create_user(username, password="res-pass-123")
+    study_membership_set(study=study, user=user, role="researcher")
+    page.goto(f"{live_server.url}/accounts/login/?next=/s/{study.slug}/dashboard/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "res-pass-123")
+    page.click("button[type=submit]")
+
+
+CHART_STATE = """(id) => {
+  const div = document.getElementById(id);
+  const modebar = div.querySelector('.modebar');
+  return {
+    plotly: div.classList.contains('js-plotly-plot'),
+    modebarPosition: modebar ? getComputedStyle(modebar).position : null,
+    arrows: div.querySelectorAll('.annotation-arrow-g').length,
+    xrange: div.layout && div.layout.xaxis && div.layout.xaxis.range ? div.layout.xaxis.range.slice() : null,
+    insideCard: (() => { const a = div.getBoundingClientRect(), b = div.closest('.card').getBoundingClientRect();
+      return a.top >= b.top && a.bottom <= b.bottom; })(),
+  };
+}"""
+
+
+def test_dashboard_charts_survive_refreshes_with_zoom_and_mode_bar(page, live_server, settings):
+    """The live refresh updates the charts in place: after three polls the plot divs are still
+    plotly's (mode bar styled, not big blue blocks), the DAG arrows are drawn, and a zoom the
+    researcher made is kept."""
+    settings.DASHBOARD_REFRESH_SECONDS = 0.7
+    study = study_import(source=bundle_bytes(crowd_rows(batch=3, budget=30)))
+    _login(page, live_server, study)
+    page.wait_for_selector("#plot-dag-metric .main-svg")
+    page.evaluate("() => { window.__settled = 0; document.body.addEventListener('htmx:afterSettle', () => window.__settled++); }")
+    box = page.locator("#plot-dag-metric .nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.7, steps=8)
+    page.mouse.up()
+    before = page.evaluate(CHART_STATE, "plot-dag-metric")
+    assert before["plotly"] and before["modebarPosition"] == "absolute" and before["insideCard"]
+    assert before["arrows"] > 0 and before["xrange"] is not None
+    page.wait_for_function("() => window.__settled >= 3", timeout=20000)
+    page.wait_for_timeout(300)  # let the last redraw finish
+    after = page.evaluate(CHART_STATE, "plot-dag-metric")
+    assert after["plotly"], "the plot div lost plotly's class after a refresh"
+    assert after["modebarPosition"] == "absolute", "the mode bar lost its style after a refresh"
+    assert after["insideCard"], "the chart fell out of its card after a refresh"
+    assert after["arrows"] == before["arrows"], "DAG arrows vanished after a refresh"
+    assert after["xrange"] == pytest.approx(before["xrange"]), "the zoom was reset by a refresh"
