@@ -25,6 +25,13 @@ DEFAULT_PRIOR_TIES = 0.5
 DEFAULT_REPLICATES = 200
 
 
+def natural_key(name: str):
+    """Sort key of a system name in natural order (digits compare as numbers)."""
+    from natsort import natsort_keygen
+
+    return natsort_keygen()(name)
+
+
 def natural_sorted(names: Sequence[str]) -> tuple[str, ...]:
     """System names in natural order: M0, M1, M2, ..., M10 (digits compare as numbers)."""
     from natsort import natsorted

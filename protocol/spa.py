@@ -274,6 +274,54 @@ def compare_differences(
     )
 
 
+@dataclass(frozen=True)
+class SpaInterval:
+    """Bootstrap percentile intervals (low, high) of SPA and PA at ``level``."""
+
+    spa: tuple[float, float]
+    pa: tuple[float, float]
+    replicates: int
+    level: float
+
+
+def bootstrap_interval(
+    pairs: Sequence[tuple],
+    human_differences: Sequence,
+    metric_differences: Sequence,
+    *,
+    replicates: int = 50,
+    level: float = 0.95,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = 0,
+) -> SpaInterval:
+    """Uncertainty of :func:`compare_differences` from the items: every replicate redraws
+    each pair's items with replacement (human and metric values of an item stay together)
+    and recomputes SPA and PA; returns the percentile intervals. Same inputs as
+    compare_differences; the replicate draws are seeded by ``seed``.
+    """
+    if replicates < 1:
+        raise ValueError(f"replicates must be at least 1, got {replicates}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    compare_differences(pairs, human_differences, metric_differences, permutations=2, seed=seed)  # validates
+    human_rows = [np.asarray(h, dtype=float) for h in human_differences]
+    metric_rows = [np.asarray(m, dtype=float) for m in metric_differences]
+    rng = np.random.default_rng(seed)
+    spas, pas = [], []
+    for r in range(replicates):
+        picks = [rng.integers(0, len(h), size=len(h)) for h in human_rows]
+        result = compare_differences(pairs, [h[k] for h, k in zip(human_rows, picks)],
+                                     [m[k] for m, k in zip(metric_rows, picks)],
+                                     permutations=permutations, seed=None if seed is None else seed + 1 + r)
+        spas.append(result.spa)
+        pas.append(result.pa)
+    tail = 100 * (1 - level) / 2
+    spa_low, spa_high = np.percentile(spas, [tail, 100 - tail])
+    pa_low, pa_high = np.percentile(pas, [tail, 100 - tail])
+    return SpaInterval(spa=(float(spa_low), float(spa_high)), pa=(float(pa_low), float(pa_high)),
+                       replicates=int(replicates), level=float(level))
+
+
 # --------------------------------------------------------------------------------------
 # Comparing several metrics: significance of SPA differences and greedy clusters (§4.4).
 
