@@ -19,13 +19,13 @@ def test_dashboard_draws_charts_and_updates_live(page, live_server, tmp_path):
     page.fill("input[name=password]", "res-pass-123")
     page.click("button[type=submit]")
     page.wait_for_selector("#plot-dag-protocol .main-svg")
-    assert page.locator("#budget").inner_text().count("0 of 30") == 1
+    assert "0 spent" in page.locator("#budget").inner_text() and "of 30 human judgements" in page.locator("#budget").inner_text()
     # An annotator judges meanwhile; the polling dashboard shows it without a reload.
     worker = Client()
     start_worker(worker, study.slug, "pid-live")
     assignment, context = current_hit(worker, study.slug)
     worker.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": "left", "key": context["key"]})
-    page.wait_for_function("() => document.querySelector('#budget').innerText.includes('1 of 30')", timeout=20000)
+    page.wait_for_function("() => document.querySelector('#budget').innerText.includes('1 spent')", timeout=20000)
     page.wait_for_selector("#plot-dag-protocol .main-svg")
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
@@ -78,3 +78,37 @@ def test_dashboard_charts_survive_refreshes_with_zoom_and_mode_bar(page, live_se
     assert after["insideCard"], "the chart fell out of its card after a refresh"
     assert after["arrows"] == before["arrows"], "DAG arrows vanished after a refresh"
     assert after["xrange"] == pytest.approx(before["xrange"]), "the zoom was reset by a refresh"
+
+
+def test_without_javascript_the_chart_cards_show_tables(browser, live_server):
+    from tests.annotation.test_dashboard import judged_crowd_study
+
+    study = judged_crowd_study(Client())
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        _login(page, live_server, study, username="nojs")
+        page.wait_for_selector("#leaderboard")
+        for card in page.locator(".chart").all():
+            assert not card.locator(".plot").is_visible()
+            assert card.locator(".fallback").is_visible()
+            assert card.locator(".fallback table, .fallback .empty").count() >= 1
+        dag = page.locator(".chart", has=page.locator("#plot-dag-protocol"))
+        assert "A" in dag.locator(".fallback table").inner_text()
+        page.click("#matrix a[href$='/pairs/A/B/']")
+        page.wait_for_selector("h1:has-text('vs')")
+        assert page.locator(".chart .fallback table").first.is_visible()
+    finally:
+        context.close()
+
+
+def test_pair_page_draws_theta_by_round(page, live_server):
+    from tests.annotation.test_dashboard import judged_crowd_study
+
+    study = judged_crowd_study(Client())
+    _login(page, live_server, study, username="pairs")
+    page.wait_for_selector("#plot-dag-protocol .main-svg")
+    page.click("#matrix a[href$='/pairs/A/B/']")
+    page.wait_for_selector("#plot-pair-theta .main-svg")
+    assert page.locator("#plot-pair-theta .scatterlayer .trace").count() == 2
+    assert not page.locator(".chart .fallback").first.is_visible()
