@@ -117,7 +117,7 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
                              hovertemplate="θ %{y:.3f} after %{x} judgements<extra></extra>"))
     for level in (gamma / 2, 1 - gamma / 2):
         fig.add_hline(y=level, line_dash="dash", line_color="#a32020")
-    fig.update_layout(**LAYOUT, legend=dict(orientation="h", y=-0.25), xaxis=dict(title="judgements of the pair"),
+    fig.update_layout(**LAYOUT, legend=dict(orientation="h", y=-0.25), xaxis=dict(title="judgements of the pair", rangemode="tozero"),
                       yaxis=dict(range=[-0.04, 1.04], title="probability"))
     fig.update_layout(height=340, margin=dict(l=50, r=20, t=10, b=80))
     return _plain(fig)

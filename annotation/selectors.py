@@ -164,8 +164,8 @@ def protocol_pair_of(row: PairState):
 # most of [0, 1] on PandaLM with 5 items a pair): the dashboard says what is missing instead.
 SPA_MIN_ITEMS_PER_PAIR = 10
 SPA_MIN_PAIRS = 3
-SPA_REPLICATES = 50
-SPA_PERMUTATIONS = 500
+SPA_REPLICATES = 40
+SPA_PERMUTATIONS = 300
 LEADERBOARD_REPLICATES = 200
 PROJECTION_DRAWS = 300
 
@@ -182,7 +182,7 @@ def _dashboard_version(study: Study) -> tuple:
         updated=Max("updated_at"))
     history = PairStateHistory.objects.filter(pair_state__study=study).aggregate(n=Count("id"), last=Max("id"))
     separability = Comparison.objects.filter(study=study).exclude(separability=None).count()
-    return (study.pk, study.budget, study.metric_id, study.gamma, study.batch_size, study.status,
+    return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size, study.status,
             judgements["n"], judgements["last"], pairs["rounds"], pairs["quota"], pairs["decided"],
             str(pairs["updated"]), history["n"], history["last"], separability)
 

@@ -134,7 +134,7 @@ def pair_detail(request: HttpRequest, slug: str, first: str, second: str) -> Htt
         chart["figure_id"] = f"figure-{chart['name']}"
     query = urlencode({"first": first, "second": second})
     return render(request, "annotation/pair_detail.html", {
-        "study": study, "pair": data, "charts": charts,
+        "study": study, "pair": data, "charts": charts, "band": (study.gamma / 2, 1 - study.gamma / 2),
         "judgements_url": f"{reverse('judgements_csv', kwargs={'slug': slug})}?{query}"})
 
 

@@ -43,6 +43,7 @@ def test_import_through_the_api_reports_problems_with_lines():
     assert [s["slug"] for s in listed] == ["api-study"]
     detail = client.get("/api/studies/api-study/").json()
     assert detail["budget"]["total"] == 90 and len(detail["pairs"]) == 3
+    assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
 
 
 def test_non_researchers_cannot_import_or_read_state():
