@@ -71,14 +71,15 @@ def study_pair_capacities(*, study: Study) -> dict[tuple[str, str], int]:
     return {(a, b): n * study.ratings_per_item for a, b, n in rows}
 
 
-def study_metric_labels(*, study: Study) -> dict[tuple[str, str], dict[str, int]]:
-    """(first, second) -> {item external id: the study metric's preference}; {} without a metric.
+def study_metric_labels(*, study: Study, metric=None) -> dict[tuple[str, str], dict[str, int]]:
+    """(first, second) -> {item external id: the metric's preference}; {} without a metric.
 
-    Scalar metrics give sign(s_first - s_second) with the metric's tie margin (SPEC §1).
+    ``metric`` defaults to the study's protocol metric. Scalar metrics give
+    sign(s_first - s_second) with the metric's tie margin (SPEC §1).
     """
     from .models import Comparison, Metric, MetricPreference, MetricScore
 
-    metric = study.metric
+    metric = study.metric if metric is None else metric
     if metric is None:
         return {}
     labels: dict[tuple[str, str], dict[str, int]] = {}

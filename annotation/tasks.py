@@ -14,3 +14,10 @@ def study_protocol_advance_task(study_id: int) -> None:
     from .serving import study_protocol_advance
 
     study_protocol_advance(study_id=study_id)
+
+
+@shared_task(acks_late=True)
+def study_metrics_table_task(study_id: int) -> None:
+    from .reports import study_metrics_table_refresh
+
+    study_metrics_table_refresh(study_id=study_id)

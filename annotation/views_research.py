@@ -138,6 +138,27 @@ def pair_detail(request: HttpRequest, slug: str, first: str, second: str) -> Htt
         "judgements_url": f"{reverse('judgements_csv', kwargs={'slug': slug})}?{query}"})
 
 
+@login_required
+def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every imported metric against the humans; computed by a worker, cached until the
+    judgements change. While it is computed the page says so and reloads itself."""
+    from . import reports
+
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    sort = request.GET.get("sort", "spa_common")
+    if sort not in reports.SORT_KEYS:
+        return HttpResponseBadRequest(f"unknown sort {sort!r}; one of {', '.join(reports.SORT_KEYS)}")
+    table = reports.study_metrics_table(study=study)
+    if table is None:
+        reports.study_metrics_table_request(study=study)
+        table = reports.study_metrics_table(study=study)  # ready at once when tasks run eagerly
+    rows = None if table is None else reports.sorted_rows(table["rows"], sort)
+    return render(request, "annotation/metrics_table.html", {
+        "study": study, "table": table, "rows": rows, "sort": sort,
+        "columns": [(key, label) for key, (label, _) in reports.SORT_KEYS.items()]})
+
+
 def help_page(request: HttpRequest) -> HttpResponse:
     """What every measure, status and chart on the researcher screens means."""
     return render(request, "annotation/help.html")

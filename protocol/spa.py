@@ -276,12 +276,18 @@ def compare_differences(
 
 @dataclass(frozen=True)
 class SpaInterval:
-    """Bootstrap percentile intervals (low, high) of SPA and PA at ``level``."""
+    """Bootstrap uncertainty of SPA and PA: ``spa``/``pa`` (low, high) = estimate ± z · standard
+    error, clipped to [0, 1], at ``level``; ``replicate_spa`` (replicates,) the SPA of every
+    replicate (same seed and item counts = same redraws, so two metrics on the same items can
+    be compared replicate by replicate)."""
 
     spa: tuple[float, float]
     pa: tuple[float, float]
+    spa_se: float
+    pa_se: float
     replicates: int
     level: float
+    replicate_spa: np.ndarray
 
 
 def bootstrap_interval(
@@ -296,14 +302,19 @@ def bootstrap_interval(
 ) -> SpaInterval:
     """Uncertainty of :func:`compare_differences` from the items: every replicate redraws
     each pair's items with replacement (human and metric values of an item stay together)
-    and recomputes SPA and PA; returns the percentile intervals. Same inputs as
-    compare_differences; the replicate draws are seeded by ``seed``.
+    and recomputes SPA and PA. Same inputs as compare_differences; seeded by ``seed``.
+
+    The interval is the normal one around the estimate, not the percentile one: redrawing
+    items duplicates some, which makes the permutation p-values more extreme and shifts the
+    replicates' SPA away from the estimate (percentile intervals then miss the estimate).
     """
-    if replicates < 1:
-        raise ValueError(f"replicates must be at least 1, got {replicates}")
+    from scipy.stats import norm
+
+    if replicates < 2:
+        raise ValueError(f"replicates must be at least 2, got {replicates}")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    compare_differences(pairs, human_differences, metric_differences, permutations=2, seed=seed)  # validates
+    point = compare_differences(pairs, human_differences, metric_differences, permutations=permutations, seed=seed)
     human_rows = [np.asarray(h, dtype=float) for h in human_differences]
     metric_rows = [np.asarray(m, dtype=float) for m in metric_differences]
     rng = np.random.default_rng(seed)
@@ -315,11 +326,14 @@ def bootstrap_interval(
                                      permutations=permutations, seed=None if seed is None else seed + 1 + r)
         spas.append(result.spa)
         pas.append(result.pa)
-    tail = 100 * (1 - level) / 2
-    spa_low, spa_high = np.percentile(spas, [tail, 100 - tail])
-    pa_low, pa_high = np.percentile(pas, [tail, 100 - tail])
-    return SpaInterval(spa=(float(spa_low), float(spa_high)), pa=(float(pa_low), float(pa_high)),
-                       replicates=int(replicates), level=float(level))
+    z = float(norm.ppf(0.5 + level / 2))
+    spa_se, pa_se = float(np.std(spas, ddof=1)), float(np.std(pas, ddof=1))
+
+    def around(value: float, se: float) -> tuple[float, float]:
+        return float(max(value - z * se, 0.0)), float(min(value + z * se, 1.0))
+
+    return SpaInterval(spa=around(point.spa, spa_se), pa=around(point.pa, pa_se), spa_se=spa_se, pa_se=pa_se,
+                       replicates=int(replicates), level=float(level), replicate_spa=np.asarray(spas))
 
 
 # --------------------------------------------------------------------------------------

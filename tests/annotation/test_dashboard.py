@@ -189,3 +189,32 @@ def test_systems_sort_naturally_and_empty_states_say_so(client):
     assert keys == sorted(keys) and len(keys) == 6
     html = response.content.decode()
     assert "No judgements yet" in html and "No decisions yet" in html
+
+
+def test_every_metric_against_the_humans(client):
+    from annotation import reports
+
+    study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm-metrics")
+    researcher_client(client, study)
+    assert reports.study_metrics_table(study=study) is None
+    response = client.get(f"/s/{study.slug}/metrics/?sort=spa")
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert sorted(r["name"] for r in rows) == sorted(study.metrics.values_list("name", flat=True)) and len(rows) >= 2
+    ours = next(r for r in rows if r["protocol"])
+    assert ours["name"] == "gpt35" and "protocol" in response.content.decode()
+    dashboard = client.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert ours["sample_accuracy"] == pytest.approx(dashboard["favi_summary"]["sample_accuracy"])
+    assert ours["spa"] == pytest.approx(dashboard["spa"]["spa"])
+    spas = [r["spa"] for r in rows if r["spa"] is not None]
+    assert spas == sorted(spas, reverse=True) and len(spas) == 2
+    # Both verdicts are compared on their common items; one of them opens cluster 1.
+    assert response.context["table"]["clustered"] == 2 and {r["cluster"] for r in rows} <= {1, 2}
+    assert 1 in {r["cluster"] for r in rows}
+    by_common = client.get(f"/s/{study.slug}/metrics/").context["rows"]
+    assert [r["cluster"] for r in by_common] == sorted(r["cluster"] for r in by_common)
+    assert reports.study_metrics_table(study=study) is not None  # cached for the next visit
+    by_favi = client.get(f"/s/{study.slug}/metrics/?sort=mean_abs_favi").context["rows"]
+    favis = [r["mean_abs_favi"] for r in by_favi if r["mean_abs_favi"] is not None]
+    assert favis == sorted(favis)
+    assert client.get(f"/s/{study.slug}/metrics/?sort=bogus").status_code == 400

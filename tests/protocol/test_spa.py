@@ -241,8 +241,9 @@ def test_bootstrap_interval_brackets_spa_and_narrows_with_items():
         point = compare_differences(pairs, human, metric, permutations=300, seed=1).spa
         interval = bootstrap_interval(pairs, human, metric, replicates=40, permutations=300, seed=1)
         assert interval.spa[0] <= point <= interval.spa[1]
+        assert interval.spa[1] - interval.spa[0] <= 2 * 1.96 * interval.spa_se + 1e-12
         assert 0 <= interval.pa[0] <= interval.pa[1] <= 1
         widths.append(interval.spa[1] - interval.spa[0])
     assert widths[1] < widths[0] / 2
     with pytest.raises(ValueError, match="replicates"):
-        bootstrap_interval(*small, replicates=0)
+        bootstrap_interval(*small, replicates=1)
