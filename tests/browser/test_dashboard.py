@@ -112,3 +112,23 @@ def test_pair_page_draws_theta_by_round(page, live_server):
     page.wait_for_selector("#plot-pair-theta .main-svg")
     assert page.locator("#plot-pair-theta .scatterlayer .trace").count() == 2
     assert not page.locator(".chart .fallback").first.is_visible()
+
+
+def test_summeval_relevance_dashboard_pair_page_and_metrics_render(page, live_server):
+    from tests.conftest import BUNDLES
+
+    study = study_import(source=BUNDLES / "summeval_relevance.jsonl.gz", slug="summeval", metric="bert_score_f")
+    _login(page, live_server, study, username="summeval")
+    page.wait_for_selector("#plot-dag-metric .main-svg")
+    header = [t.strip() for t in page.locator("#matrix thead th").all_inner_texts()][1:]
+    assert header[:6] == ["M0", "M1", "M2", "M5", "M8", "M9"] and header[-1] == "M23" and len(header) == 16
+    assert page.locator("#matrix tbody tr").count() == 16
+    assert "No judgements yet" in page.locator("#leaderboard").inner_text()
+    assert "No decisions yet" in page.locator("#matrix").inner_text()
+    assert page.locator("#budget .projected").count() == 1
+    page.click("#matrix a[href$='/pairs/M0/M1/']")
+    page.wait_for_selector("text=Items (100)")
+    page.goto(f"{live_server.url}/s/{study.slug}/metrics/")
+    page.wait_for_selector("table.metrics")
+    assert page.locator("table.metrics tbody tr").count() == study.metrics.count()
+    assert page.locator("tr.protocol-metric").inner_text().startswith("bert_score_f")
