@@ -4,17 +4,21 @@ Too slow for a request on a large study (a dozen metrics x SPA with a bootstrap)
 task computes the table (``study_metrics_table_refresh``) and the cache keeps it until the
 judgements change; pages read it with ``study_metrics_table`` and ask for a refresh with
 ``study_metrics_table_request``. The cache must be shared by web processes and workers
-(settings.CACHES: Redis or files in var/).
+(settings.CACHES["shared"]: Redis or files in var/).
 """
 from __future__ import annotations
 
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db.models import Count, Max
 
 from .models import Judgement, Study
 
 CACHE_SECONDS = 7 * 24 * 3600
 LOCK_SECONDS = 600
+
+
+def _cache():
+    return caches["shared"]
 SORT_KEYS = {
     # key: (label, higher is better)
     "spa": ("SPA", True), "spa_common": ("SPA on common items", True), "pa": ("PA", True), "sample_accuracy": ("sample agreement", True),
@@ -31,14 +35,14 @@ def _key(study: Study) -> str:
 
 def study_metrics_table(*, study: Study) -> dict | None:
     """The cached table for the study's current judgements, or None while it is computed."""
-    return cache.get(_key(study))
+    return _cache().get(_key(study))
 
 
 def study_metrics_table_request(*, study: Study) -> None:
     """Ask a worker for the table unless it is cached or already being computed."""
     from .tasks import study_metrics_table_task
 
-    if cache.get(_key(study)) is None and cache.add(_key(study) + ":lock", 1, LOCK_SECONDS):
+    if _cache().get(_key(study)) is None and _cache().add(_key(study) + ":lock", 1, LOCK_SECONDS):
         study_metrics_table_task.delay(study.pk)
 
 
@@ -48,9 +52,9 @@ def study_metrics_table_refresh(*, study_id: int) -> dict:
     key = _key(study)
     try:
         table = study_metrics_table_compute(study=study)
-        cache.set(key, table, CACHE_SECONDS)
+        _cache().set(key, table, CACHE_SECONDS)
     finally:
-        cache.delete(key + ":lock")
+        _cache().delete(key + ":lock")
     return table
 
 
