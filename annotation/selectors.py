@@ -179,7 +179,7 @@ def _dashboard_version(study: Study) -> tuple:
 
     judgements = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
     pairs = PairState.objects.filter(study=study).aggregate(
-        rounds=Sum("round"), quota=Sum("quota_left"), decided=Count("id", filter=Q(decided=True)),
+        rounds=Sum("round"), quota=Sum("quota_left"), decided=Count("id", filter=~Q(decision=0)),
         updated=Max("updated_at"))
     history = PairStateHistory.objects.filter(pair_state__study=study).aggregate(n=Count("id"), last=Max("id"))
     separability = Comparison.objects.filter(study=study).exclude(separability=None).count()
