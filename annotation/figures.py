@@ -1,15 +1,28 @@
 """Plotly figures for the researcher dashboard, built server-side from selector data and
-rendered in the browser by the vendored plotly.js. Each function returns a figure as JSON."""
+rendered in the browser by the vendored plotly.js. Each function returns a figure as a plain
+dict (the template serialises it once, with json_script). Titles live in the HTML card, where
+they wrap instead of being clipped; ``uirevision`` keeps a researcher's zoom across refreshes."""
 from __future__ import annotations
+
+import json
 
 import plotly.graph_objects as go
 
-LAYOUT = dict(margin=dict(l=40, r=20, t=40, b=40), height=320, paper_bgcolor="white", plot_bgcolor="white",
-              font=dict(family="system-ui, sans-serif", size=12))
+LAYOUT = dict(margin=dict(l=40, r=20, t=10, b=40), height=320, paper_bgcolor="white", plot_bgcolor="white",
+              font=dict(family="system-ui, sans-serif", size=12), uirevision="keep")
 
 
-def dag_figure(layout: dict, title: str) -> str:
-    """Layered significance DAG: one row per layer (winners on top), arrows winner -> loser."""
+def _plain(fig: go.Figure) -> dict:
+    """The figure as JSON-able dicts and lists (plotly's encoder turns numpy arrays into lists)."""
+    return json.loads(fig.to_json())
+
+
+def dag_figure(layout: dict) -> dict:
+    """Layered significance DAG: one row per layer (winners on top), arrows winner -> loser.
+
+    Systems are labelled boxes (annotations) so a label never sits under an arrow; within a
+    wide layer every other box is shifted down a little, so neighbouring labels cannot touch.
+    """
     nodes = {n["system"]: n for n in layout.get("nodes", [])}
     widths: dict[int, int] = {}
     for n in nodes.values():
@@ -19,13 +32,14 @@ def dag_figure(layout: dict, title: str) -> str:
     offsets, depth = {}, 0.0
     for layer in sorted(widths):
         offsets[layer] = depth
-        depth += 1 + 0.45 * ((widths[layer] - 1) // row)
+        depth += 1 + 0.6 * ((widths[layer] - 1) // row)
 
     def xy(system: str) -> tuple[float, float]:
         n = nodes[system]
         per_row = min(widths[n["layer"]], row)
         sub, column = divmod(n["position"], row)
-        return (column + 0.5) / per_row, -(offsets[n["layer"]] + 0.45 * sub)
+        stagger = 0.22 if per_row > 3 and column % 2 else 0.0
+        return (column + 0.5) / per_row, -(offsets[n["layer"]] + 0.6 * sub + stagger)
 
     fig = go.Figure()
     in_cycle = {s for cycle in layout.get("cycles", []) for s in cycle}
@@ -34,39 +48,43 @@ def dag_figure(layout: dict, title: str) -> str:
         (x0, y0), (x1, y1) = xy(edge["source"]), xy(edge["target"])
         annotations.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
                                 showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.2,
-                                arrowcolor="#7a8591", standoff=12, startstandoff=12, text=""))
-    fig.add_trace(go.Scatter(
-        x=[xy(s)[0] for s in nodes], y=[xy(s)[1] for s in nodes], text=list(nodes), mode="markers+text",
-        textposition="top center", hoverinfo="text",
-        marker=dict(size=14, color=["#a32020" if s in in_cycle else "#2457a6" for s in nodes]),
-    ))
+                                arrowcolor="#7a8591", standoff=11, startstandoff=11, text=""))
+    for system in nodes:
+        x, y = xy(system)
+        colour = "#a32020" if system in in_cycle else "#2457a6"
+        annotations.append(dict(x=x, y=y, xref="x", yref="y", text=system, showarrow=False,
+                                font=dict(color="white", size=11), bgcolor=colour, bordercolor=colour,
+                                borderpad=2, opacity=0.95))
+    # Invisible markers under the boxes give every system a hover label.
+    fig.add_trace(go.Scatter(x=[xy(s)[0] for s in nodes], y=[xy(s)[1] for s in nodes], text=list(nodes),
+                             mode="markers", hoverinfo="text", marker=dict(size=18, opacity=0)))
     depth = max(depth - 1, 0)
-    fig.update_layout(**LAYOUT, title=title, showlegend=False, annotations=annotations,
-                      xaxis=dict(visible=False, range=[-0.05, 1.05]),
-                      yaxis=dict(visible=False, range=[-depth - 0.6, 0.6]))
-    return fig.to_json()
+    fig.update_layout(**LAYOUT, showlegend=False, annotations=annotations,
+                      xaxis=dict(visible=False, range=[-0.08, 1.08]),
+                      yaxis=dict(visible=False, range=[-depth - 0.55, 0.35]))
+    return _plain(fig)
 
 
-def favi_box_figure(per_system: dict[str, list[float]]) -> str:
+def favi_box_figure(per_system: dict[str, list[float]]) -> dict:
     """Per-system Favi-Score: Φ(s as first, o as second) over opponents o (> 0: the metric
     favours s)."""
     fig = go.Figure()
     for system, values in per_system.items():
         fig.add_trace(go.Box(y=values, name=system, boxpoints="all", jitter=0.3, marker=dict(size=4)))
     fig.add_hline(y=0, line_dash="dot", line_color="#5b6672")
-    fig.update_layout(**LAYOUT, title="Favi-Score per system (> 0: favoured)",
+    fig.update_layout(**LAYOUT,
                       showlegend=False, yaxis=dict(range=[-2.05, 2.05], title="Φ"))
-    return fig.to_json()
+    return _plain(fig)
 
 
-def separability_figure(values: list[float]) -> str:
+def separability_figure(values: list[float]) -> dict:
     fig = go.Figure(go.Histogram(x=values, nbinsx=30, marker_color="#2457a6"))
-    fig.update_layout(**LAYOUT, title="Separability of the comparisons", xaxis=dict(title="δ (normalised)"),
+    fig.update_layout(**LAYOUT, xaxis=dict(title="δ (normalised)"),
                       yaxis=dict(title="comparisons"))
-    return fig.to_json()
+    return _plain(fig)
 
 
-def timeline_figure(timeline: list[dict], gamma: float) -> str:
+def timeline_figure(timeline: list[dict], gamma: float) -> dict:
     """θ of every pair after each closed round, with the decision thresholds."""
     fig = go.Figure()
     by_pair: dict[str, list[dict]] = {}
@@ -74,9 +92,32 @@ def timeline_figure(timeline: list[dict], gamma: float) -> str:
         by_pair.setdefault(row["pair"], []).append(row)
     for pair, rows in by_pair.items():
         fig.add_trace(go.Scatter(x=[r["judgements"] for r in rows], y=[r["theta"] for r in rows], name=pair,
-                                 mode="lines+markers", hovertemplate=pair + ": θ=%{y:.3f} after %{x} judgements"))
+                                 mode="lines+markers", cliponaxis=False,
+                                 hovertemplate=pair + ": θ=%{y:.3f} after %{x} judgements<extra></extra>"))
     for level in (gamma / 2, 1 - gamma / 2):
         fig.add_hline(y=level, line_dash="dash", line_color="#a32020")
-    fig.update_layout(**LAYOUT, title="θ = P(first better) after each round", showlegend=False,
-                      xaxis=dict(title="judgements of the pair"), yaxis=dict(range=[0, 1], title="θ"))
-    return fig.to_json()
+    fig.update_layout(**LAYOUT, showlegend=False,
+                      xaxis=dict(title="judgements of the pair"), yaxis=dict(range=[-0.04, 1.04], title="θ"))
+    return _plain(fig)
+
+
+def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
+    """One pair: θ after each round, and the share of its non-tied judgements preferring the
+    first system with its 95 % credible interval (θ is the probability that share exceeds 1/2)."""
+    x = [r["judgements"] for r in rounds]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=x, y=[r["share"] for r in rounds], mode="markers", name="share preferring first (95 % interval)",
+        marker=dict(color="#7a8591", size=7), cliponaxis=False,
+        error_y=dict(type="data", symmetric=False, array=[r["share_high"] - r["share"] for r in rounds],
+                     arrayminus=[r["share"] - r["share_low"] for r in rounds], color="#9aa4ae"),
+        hovertemplate="share %{y:.2f} after %{x} judgements<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=[r["theta"] for r in rounds], mode="lines+markers", name="θ",
+                             marker=dict(color="#2457a6", size=8), cliponaxis=False,
+                             hovertemplate="θ %{y:.3f} after %{x} judgements<extra></extra>"))
+    for level in (gamma / 2, 1 - gamma / 2):
+        fig.add_hline(y=level, line_dash="dash", line_color="#a32020")
+    fig.update_layout(**LAYOUT, legend=dict(orientation="h", y=-0.25), xaxis=dict(title="judgements of the pair", rangemode="tozero"),
+                      yaxis=dict(range=[-0.04, 1.04], title="probability"))
+    fig.update_layout(height=340, margin=dict(l=50, r=20, t=10, b=80))
+    return _plain(fig)

@@ -27,3 +27,10 @@ def protocol_sweep_task() -> dict:
     from .services import rounds
 
     return rounds.protocol_sweep()
+
+
+@shared_task(acks_late=True)
+def study_metrics_table_task(study_id: int) -> None:
+    from .reports import study_metrics_table_refresh
+
+    study_metrics_table_refresh(study_id=study_id)

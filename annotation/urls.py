@@ -16,6 +16,10 @@ urlpatterns = [
     path("s/<slug:slug>/hits/<int:assignment_id>/skip/", views_annotate.hit_skip, name="hit_skip"),
     path("s/<slug:slug>/hits/<int:assignment_id>/flag/", views_annotate.hit_flag, name="hit_flag"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
+    # System names may hold any character (a "/" too): the pair is named in the query string.
+    path("s/<slug:slug>/pair/", views_research.pair_detail, name="pair_detail"),
+    path("s/<slug:slug>/metrics/", views_research.metrics_table, name="metrics_table"),
+    path("help/", views_research.help_page, name="help"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),

@@ -1,13 +1,17 @@
-"""Researcher screens: the live dashboard of a study and its exports."""
+"""Researcher screens: the live dashboard of a study, a page per pair, the help page and the exports."""
 from __future__ import annotations
 
 import csv
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
@@ -15,25 +19,81 @@ from .forms import StudyCrowdSettingsForm, StudySettingsForm
 from .models import Judgement, Study
 
 
-def _dashboard_context(study: Study) -> dict:
-    data = selectors.study_dashboard_data(study=study)
-    charts = {f"dag-{name}": figures.dag_figure(layout, title) for name, title, layout in (
+def _histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
+    import numpy as np
+
+    counts, edges = np.histogram(values, bins=bins)
+    return [(f"{edges[k]:.2f} to {edges[k + 1]:.2f}", int(n)) for k, n in enumerate(counts)]
+
+
+def _charts(study: Study, data: dict) -> list[dict]:
+    """The dashboard's plotly charts, each with a title, a help anchor and the table shown
+    instead of it without JavaScript (``fallback``: head, rows, and the text when empty)."""
+    import numpy as np
+
+    charts = []
+    for name, title, layout in (
         ("protocol", "Protocol decisions", data["dags"].get("protocol")),
         ("human", "Humans only (sign test)", data["dags"].get("human")),
         ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
-    ) if layout and (name != "metric" or data["metric"])}
+    ):
+        if layout and (name != "metric" or data["metric"]):
+            edges = [(e["source"], e["target"]) for e in layout["edges"]]
+            charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": figures.dag_figure(layout),
+                           "note": "" if edges else "No decisions yet: no system is significantly better than another.",
+                           "fallback": {"head": ("better", "worse"), "rows": edges, "empty": "No decisions yet."}})
     if data["per_system_favi"]:
-        charts["favi"] = figures.favi_box_figure(data["per_system_favi"])
+        charts.append({"name": "favi", "title": "Favi-Score per system (> 0: the metric favours it)", "help": "favi",
+                       "figure": figures.favi_box_figure(data["per_system_favi"]), "note": "",
+                       "fallback": {"head": ("system", "pairs with errors", "median Φ", "min Φ", "max Φ"),
+                                    "rows": [(s, len(v), *(f"{f(v):.2f}" for f in (np.median, np.min, np.max)))
+                                             if v else (s, 0, "—", "—", "—")
+                                             for s, v in data["per_system_favi"].items()],
+                                    "empty": "No metric errors yet."}})
     if data["timeline"]:
-        charts["timeline"] = figures.timeline_figure(data["timeline"], study.gamma)
+        last = {}
+        for row in data["timeline"]:
+            last[row["pair"]] = row
+        charts.append({"name": "timeline", "title": "θ = P(first better) after each round", "help": "theta",
+                       "figure": figures.timeline_figure(data["timeline"], study.gamma), "note": "",
+                       "fallback": {"head": ("pair", "rounds", "judgements", "last θ"),
+                                    "rows": [(r["pair"], r["round"], r["judgements"], f"{r['theta']:.3f}")
+                                             for r in last.values() if r["theta"] is not None],
+                                    "empty": "No round closed yet."}})
     if data["separability"]:
-        charts["separability"] = figures.separability_figure(data["separability"])
-    budget = data["budget"]
-    used = budget["spent"] + budget["reserved"]
-    return {"study": study, "data": data, "charts": charts,
-            "spent_percent": round(100 * budget["spent"] / budget["total"], 1) if budget["total"] else 0,
-            "reserved_percent": round(100 * budget["reserved"] / budget["total"], 1) if budget["total"] else 0,
-            "used": used}
+        charts.append({"name": "separability", "title": "Separability of the comparisons", "help": "separability",
+                       "figure": figures.separability_figure(data["separability"]), "note": "",
+                       "fallback": {"head": ("separability δ", "comparisons"),
+                                    "rows": _histogram_rows(data["separability"]), "empty": ""}})
+    for chart in charts:
+        chart["figure_id"] = f"figure-{chart['name']}"
+    return charts
+
+
+def _leaderboard_bars(rows: list[dict]) -> None:
+    """Adds to each leaderboard row the position of its score interval on a common scale
+    (percent of the cell width), so the table shows the intervals without JavaScript."""
+    values = [v for r in rows for v in (r["low"], r["high"]) if v is not None]
+    if not values:
+        return
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    span = (hi - lo) or 1.0
+    for r in rows:
+        r["bar_zero"] = round(100 * (0.0 - lo) / span, 1)
+        if r["score"] is None:
+            continue
+        r["bar_left"] = round(100 * (r["low"] - lo) / span, 1)
+        r["bar_width"] = max(round(100 * (r["high"] - r["low"]) / span, 1), 0.5)
+        r["bar_point"] = round(100 * (r["score"] - lo) / span, 1)
+
+
+def _dashboard_context(study: Study) -> dict:
+    data = selectors.study_dashboard_data(study=study)
+    leaderboard = [dict(r) for r in data["leaderboard"]]
+    if leaderboard:
+        _leaderboard_bars(leaderboard)
+    return {"study": study, "data": data, "charts": _charts(study, data), "leaderboard": leaderboard,
+            "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
 
 @login_required
@@ -44,6 +104,67 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_dashboard_body.html", context)
     return render(request, "annotation/dashboard.html", context)
+
+
+@login_required
+def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """One pair (``?first=A&second=B``): θ by round, every item's judgements and metric label,
+    separability."""
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    first, second = request.GET.get("first"), request.GET.get("second")
+    if not first or not second:
+        return HttpResponseBadRequest("name the pair: ?first=SYSTEM&second=SYSTEM")
+    data = selectors.pair_detail_data(study=study, first=first, second=second)
+    if data is None and selectors.pair_detail_data(study=study, first=second, second=first) is not None:
+        return redirect(f"{reverse('pair_detail', kwargs={'slug': slug})}?{urlencode({'first': second, 'second': first})}")
+    if data is None:
+        raise Http404(f"no pair {first} vs {second} in this study")
+    charts = []
+    if data["rounds"]:
+        charts.append({"name": "pair-theta", "title": "θ and the share preferring the first system, by round",
+                       "help": "theta", "figure": figures.pair_theta_figure(data["rounds"], study.gamma), "note": "",
+                       "fallback": {"head": ("round", "judgements", "θ", "share (95 % interval)"),
+                                    "rows": [(r["round"], r["judgements"], f"{r['theta']:.3f}",
+                                              f"{r['share']:.2f} ({r['share_low']:.2f}–{r['share_high']:.2f})")
+                                             for r in data["rounds"]], "empty": ""}})
+    if data["separability"]:
+        charts.append({"name": "pair-separability", "title": "Separability of this pair's items",
+                       "help": "separability", "figure": figures.separability_figure(data["separability"]), "note": "",
+                       "fallback": {"head": ("separability δ", "items"), "rows": _histogram_rows(data["separability"]),
+                                    "empty": ""}})
+    for chart in charts:
+        chart["figure_id"] = f"figure-{chart['name']}"
+    query = urlencode({"first": first, "second": second})
+    return render(request, "annotation/pair_detail.html", {
+        "study": study, "pair": data, "charts": charts, "band": (study.gamma / 2, 1 - study.gamma / 2),
+        "judgements_url": f"{reverse('judgements_csv', kwargs={'slug': slug})}?{query}"})
+
+
+@login_required
+def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every imported metric against the humans; computed by a worker, cached until the
+    judgements change. While it is computed the page says so and reloads itself."""
+    from . import reports
+
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    sort = request.GET.get("sort", "spa_common")
+    if sort not in reports.SORT_KEYS:
+        return HttpResponseBadRequest(f"unknown sort {sort!r}; one of {', '.join(reports.SORT_KEYS)}")
+    table = reports.study_metrics_table(study=study)
+    if table is None:
+        reports.study_metrics_table_request(study=study)
+        table = reports.study_metrics_table(study=study)  # ready at once when tasks run eagerly
+    rows = None if table is None else reports.sorted_rows(table["rows"], sort)
+    return render(request, "annotation/metrics_table.html", {
+        "study": study, "table": table, "rows": rows, "sort": sort,
+        "columns": [(key, label) for key, (label, _) in reports.SORT_KEYS.items()]})
+
+
+def help_page(request: HttpRequest) -> HttpResponse:
+    """What every measure, status and chart on the researcher screens means."""
+    return render(request, "annotation/help.html")
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -66,10 +187,18 @@ class _Echo:
 
 @login_required
 def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
-    """Every judgement of the study, canonical order (+1 = first better), as CSV."""
+    """Every judgement of the study, canonical order (+1 = first better), as CSV;
+    ``?first=A&second=B`` keeps one pair (either order)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    rows = Judgement.objects.filter(comparison__study=study).select_related(
+    rows = Judgement.objects.filter(comparison__study=study)
+    first, second = request.GET.get("first"), request.GET.get("second")
+    if bool(first) != bool(second):
+        return HttpResponseBadRequest("give both first and second to filter by pair")
+    if first:
+        rows = rows.filter(Q(comparison__first__name=first, comparison__second__name=second)
+                           | Q(comparison__first__name=second, comparison__second__name=first))
+    rows = rows.select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("id")
     writer = csv.writer(_Echo())
 
@@ -84,7 +213,8 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
                 "" if j.seconds_on_task is None else j.seconds_on_task, j.created_at.isoformat())])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="{study.slug}-judgements.csv"'
+    suffix = f"-{first}-{second}" if first else ""
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}{suffix}-judgements.csv"'
     return response
 
 
@@ -106,8 +236,6 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
 
 SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
                    "item_choice_temperature")
-
-
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
 
 

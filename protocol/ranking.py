@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+from .leaderboard import natural_key
+
 CORRECT = "Correct"
 INVERSION = "Inversion"
 OMISSION = "Omission"
@@ -291,7 +293,8 @@ def dag_layout(graph: RankingGraph) -> dict:
 
     Layer 0 holds systems beaten by nobody; every other system sits one layer below the
     deepest system that beats it (longest path in the condensation, so systems on a common
-    cycle share a layer). Within a layer, systems are ordered by more wins, then by name.
+    cycle share a layer). Within a layer, systems are ordered by more wins, then by name in
+    natural order (M2 before M10).
     Returns ``{"nodes": [{"system", "layer", "position"}], "edges": [{"source", "target"}],
     "cycles": [[system, ...]]}`` with edges of the transitive reduction.
     """
@@ -319,7 +322,7 @@ def dag_layout(graph: RankingGraph) -> dict:
     nodes = []
     for layer in sorted(set(layer_of.values())):
         members = [i for i, s in enumerate(systems) if layer_of[s] == layer]
-        members.sort(key=lambda i: (-wins[i], systems[i]))
+        members.sort(key=lambda i: (-wins[i], natural_key(systems[i])))
         nodes.extend(
             {"system": systems[i], "layer": layer, "position": position} for position, i in enumerate(members)
         )

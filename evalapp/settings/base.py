@@ -129,6 +129,17 @@ LOGOUT_REDIRECT_URL = "home"
 EVALAPP_MAX_BUNDLE_BYTES = int(os.environ.get("EVALAPP_MAX_BUNDLE_BYTES", str(512 * 1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# "default" is this process's memory; "shared" is one cache for every web process and Celery
+# worker (a worker computes the metrics table, the web reads it): Redis when EVALAPP_CACHE_URL
+# is set (redis://...), else files in var/.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "shared": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["EVALAPP_CACHE_URL"]}
+               if os.environ.get("EVALAPP_CACHE_URL") else
+               {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}),
+}
+# Seconds between two polls of the live dashboard (htmx); tests make it short.
+DASHBOARD_REFRESH_SECONDS = float(os.environ.get("EVALAPP_DASHBOARD_REFRESH_SECONDS", "5"))
 
 # Celery: eager (in-process) unless a broker is configured.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

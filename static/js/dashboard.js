@@ -1,15 +1,26 @@
-// Draws the server-built plotly figures (JSON in <script type="application/json">) and
-// redraws them after htmx swaps in fresh data. Without JavaScript the tables still show.
+// Draws the server-built plotly figures (JSON in <script type="application/json" id="figure-NAME">)
+// into <div class="plot" id="plot-NAME" hx-preserve>. The htmx refresh keeps the plot divs
+// themselves (hx-preserve) and swaps only the data, so Plotly.react updates each chart in
+// place: its classes, mode bar, zoom (layout.uirevision) and hover survive every refresh.
+// Without JavaScript the fallback tables in each chart card show instead.
 (function () {
-  function draw(root) {
+  document.documentElement.classList.add("js");
+  var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+
+  function draw() {
     if (!window.Plotly) return;
-    root.querySelectorAll(".plot").forEach(function (div) {
-      var data = document.getElementById(div.id.replace(/^plot-/, ""));
+    document.querySelectorAll(".plot").forEach(function (div) {
+      var data = document.getElementById(div.id.replace(/^plot-/, "figure-"));
       if (!data) return;
-      var figure = JSON.parse(JSON.parse(data.textContent));
-      Plotly.react(div, figure.data, figure.layout, { displaylogo: false, responsive: true });
+      var card = div.closest(".chart");
+      if (card) card.classList.add("drawn");
+      var text = data.textContent;
+      if (div.dataset.drawn === text) return;  // same figure: nothing to redraw
+      var figure = JSON.parse(text);
+      Plotly.react(div, figure.data, figure.layout, config);
+      div.dataset.drawn = text;
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { draw(document); });
-  document.addEventListener("htmx:afterSwap", function (event) { draw(event.detail.target.ownerDocument); });
+  document.addEventListener("DOMContentLoaded", draw);
+  document.addEventListener("htmx:afterSwap", draw);
 })();

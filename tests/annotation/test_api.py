@@ -59,6 +59,7 @@ def test_import_through_the_api_reports_problems_with_lines():
     assert [s["slug"] for s in listed] == ["api-study"]
     detail = client.get("/api/studies/api-study/").json()
     assert detail["budget"]["total"] == 90 and len(detail["pairs"]) == 3
+    assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
 
 
 def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():

@@ -1,7 +1,6 @@
 """The researcher dashboard and exports through HTTP."""
 import csv
 import io
-import json
 
 import pytest
 from django.contrib.auth.models import User
@@ -48,10 +47,12 @@ def test_dashboard_follows_the_judgements(client):
     assert data["budget"]["spent"] + data["budget"]["reserved"] + data["budget"]["left"] == 60
     ab = next(p for p in data["pairs"] if (p["first"], p["second"]) == ("A", "B"))
     assert ab["decision"] == 1 and ab["status"] == "decided"
-    charts = response.context["charts"]
+    charts = {c["name"]: c["figure"] for c in response.context["charts"]}
     assert {"dag-protocol", "dag-human", "dag-metric", "timeline"} <= set(charts)
-    protocol_dag = json.loads(charts["dag-protocol"])
-    assert {a["text"] for a in protocol_dag["layout"]["annotations"]} == {""}
+    protocol_dag = charts["dag-protocol"]
+    arrows = [a for a in protocol_dag["layout"]["annotations"] if a.get("showarrow")]
+    boxes = [a for a in protocol_dag["layout"]["annotations"] if not a.get("showarrow")]
+    assert arrows and {a["text"] for a in arrows} == {""} and sorted(a["text"] for a in boxes) == ["A", "B", "C"]
     partial = client.get(f"/s/{study.slug}/dashboard/", HTTP_HX_REQUEST="true").content.decode()
     assert partial.lstrip().startswith('<div id="dashboard-body"') and "<html" not in partial
     rows = list(csv.reader(io.StringIO(b"".join(client.get(
@@ -103,3 +104,117 @@ def test_researcher_changes_budget_and_pauses_the_study(client):
     fresh = client.__class__()
     start_worker(fresh, study.slug, "pid-new")
     assert current_hit(fresh, study.slug)[0] is None  # ... but a paused study leases nothing new
+
+
+def judged_crowd_study(client, budget=60):
+    """The crowd study of test_serving after truthful annotators spent its budget (A > B ~ C)."""
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=budget)))
+    worker = client.__class__()
+    start_worker(worker, study.slug, "pid-judged")
+    for _ in range(budget):
+        assignment, context = current_hit(worker, study.slug)
+        if assignment is None:
+            break
+        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    return study
+
+
+def test_leaderboard_matrix_and_pair_page(client):
+    study = judged_crowd_study(client)
+    researcher_client(client, study)
+    response = client.get(f"/s/{study.slug}/dashboard/")
+    data = response.context["data"]
+    board = data["leaderboard"]
+    assert board[0]["system"] == "A" and board[0]["tier"] == 1
+    assert all(r["low"] <= r["score"] <= r["high"] for r in board)
+    assert sum(r["judgements"] for r in board) == 2 * Judgement.objects.count()
+    assert data["order"] == [r["system"] for r in board]
+    row_a = next(r for r in data["matrix"] if r["system"] == "A")
+    cell_ab = next(c for c in row_a["cells"] if c.get("other") == "B")
+    assert cell_ab["tone"] == "better" and cell_ab["theta"] > 0.975
+    row_b = next(r for r in data["matrix"] if r["system"] == "B")
+    cell_ba = next(c for c in row_b["cells"] if c.get("other") == "A")
+    assert cell_ba["tone"] == "worse" and cell_ba["theta"] == pytest.approx(1 - cell_ab["theta"])
+    html = response.content.decode()
+    assert f'href="/s/{study.slug}/pair/?first=A&amp;second=B"' in html
+    # Few judged items per pair: SPA is withheld, and the page says why.
+    assert data["spa"] is None or not data["spa"]["enough"]
+
+    page = client.get(f"/s/{study.slug}/pair/?first=A&second=B")
+    assert page.status_code == 200
+    pair = page.context["pair"]
+    ab_judgements = Judgement.objects.filter(comparison__first__name="A", comparison__second__name="B").count()
+    assert pair["judgement_count"] == ab_judgements and pair["decision"] == 1
+    assert pair["rounds"] and all(r["share_low"] <= r["share"] <= r["share_high"] for r in pair["rounds"])
+    assert sum(len(i["judgements"]) for i in pair["items"]) == ab_judgements and len(pair["items"]) == 40
+    assert pair["category"] in {"Correct", "Inversion", "Omission", "Insertion"}
+    assert {c["name"] for c in page.context["charts"]} >= {"pair-theta"}
+    assert client.get(f"/s/{study.slug}/pair/?first=B&second=A")["Location"] == f"/s/{study.slug}/pair/?first=A&second=B"
+    assert client.get(f"/s/{study.slug}/pair/?first=A&second=Z").status_code == 404
+
+    link = page.context["judgements_url"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(client.get(link).streaming_content).decode())))
+    assert len(rows) == ab_judgements and {(r["first"], r["second"]) for r in rows} == {("A", "B")}
+    reversed_rows = b"".join(client.get(f"/s/{study.slug}/export/judgements.csv?first=B&second=A").streaming_content)
+    assert len(reversed_rows.decode().strip().splitlines()) == ab_judgements + 1
+    assert client.get(f"/s/{study.slug}/export/judgements.csv?first=A").status_code == 400
+
+
+def test_every_help_link_has_its_section(client):
+    import re
+
+    study = judged_crowd_study(client)
+    researcher_client(client, study)
+    help_html = client.get("/help/").content.decode()
+    anchors = set(re.findall(r'id="([^"]+)"', help_html))
+    for url in (f"/s/{study.slug}/dashboard/", f"/s/{study.slug}/pair/?first=A&second=B"):
+        html = client.get(url).content.decode()
+        linked = set(re.findall(r'href="/help/#([^"]+)"', html))
+        assert linked and linked <= anchors, f"{url}: help links without a section: {linked - anchors}"
+
+
+def test_systems_sort_naturally_and_empty_states_say_so(client):
+    rows = [{"kind": "study", "name": "Natural", "batch_size": 2, "budget": 10}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Input {n}"} for n in range(3)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} on {n}"}
+             for n in range(3) for s in ("M10", "M2", "M1", "M0")]
+    study = study_import(source=bundle_bytes(rows))
+    researcher_client(client, study)
+    response = client.get(f"/s/{study.slug}/dashboard/")
+    data = response.context["data"]
+    assert list(data["systems"]) == ["M0", "M1", "M2", "M10"] == data["order"]
+    position = {s: k for k, s in enumerate(data["systems"])}
+    keys = [(position[p["first"]], position[p["second"]]) for p in data["pairs"]]
+    assert keys == sorted(keys) and len(keys) == 6
+    html = response.content.decode()
+    assert "No judgements yet" in html and "No decisions yet" in html
+
+
+def test_every_metric_against_the_humans(client):
+    from annotation import reports
+
+    study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm-metrics")
+    researcher_client(client, study)
+    assert reports.study_metrics_table(study=study) is None
+    response = client.get(f"/s/{study.slug}/metrics/?sort=spa")
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert sorted(r["name"] for r in rows) == sorted(study.metrics.values_list("name", flat=True)) and len(rows) >= 2
+    ours = next(r for r in rows if r["protocol"])
+    assert ours["name"] == "gpt35" and "protocol" in response.content.decode()
+    dashboard = client.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert ours["sample_accuracy"] == pytest.approx(dashboard["favi_summary"]["sample_accuracy"])
+    assert ours["spa"] == pytest.approx(dashboard["spa"]["spa"])
+    spas = [r["spa"] for r in rows if r["spa"] is not None]
+    assert spas == sorted(spas, reverse=True) and len(spas) == 2
+    # Both verdicts are compared on their common items; one of them opens cluster 1.
+    assert response.context["table"]["clustered"] == 2 and {r["cluster"] for r in rows} <= {1, 2}
+    assert 1 in {r["cluster"] for r in rows}
+    by_common = client.get(f"/s/{study.slug}/metrics/").context["rows"]
+    assert [r["cluster"] for r in by_common] == sorted(r["cluster"] for r in by_common)
+    assert reports.study_metrics_table(study=study) is not None  # cached for the next visit
+    by_favi = client.get(f"/s/{study.slug}/metrics/?sort=mean_abs_favi").context["rows"]
+    favis = [r["mean_abs_favi"] for r in by_favi if r["mean_abs_favi"] is not None]
+    assert favis == sorted(favis)
+    assert client.get(f"/s/{study.slug}/metrics/?sort=bogus").status_code == 400

@@ -88,6 +88,10 @@ EXPECTED = {
     "s/<slug:slug>/hits/<int:assignment_id>/flag/": [("POST", "/s/{slug}/hits/{hit}/flag/", {"reason": "nonsense"},
                                                       row(403, 404, 400, 404, 404, 404))],
     "s/<slug:slug>/dashboard/": [("GET", "/s/{slug}/dashboard/", None, RESEARCHER_PAGE)],
+    # The pair page names its pair in the query string; the metrics table is computed on demand.
+    "s/<slug:slug>/pair/": [("GET", "/s/{slug}/pair/?first=A&second=B", None, RESEARCHER_PAGE)],
+    "s/<slug:slug>/metrics/": [("GET", "/s/{slug}/metrics/", None, RESEARCHER_PAGE)],
+    "help/": [("GET", "/help/", None, PUBLIC)],
     "s/<slug:slug>/settings/": [("GET", "/s/{slug}/settings/", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/judgements.csv": [("GET", "/s/{slug}/export/judgements.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/decisions.csv": [("GET", "/s/{slug}/export/decisions.csv", None, RESEARCHER_PAGE)],

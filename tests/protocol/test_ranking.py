@@ -253,3 +253,8 @@ def test_graph_from_labels_matches_decisions():
     graph = graph_from_labels(["A", "B", "C"], labels)
     assert graph.edges == (("A", "B"), ("A", "C"), ("B", "C"))
     assert graph.reduced_edges == (("A", "B"), ("B", "C"))
+
+
+def test_dag_layout_orders_a_layer_naturally():
+    graph = significance_graph(["M10", "M2", "M1", "M0"], {})
+    assert [n["system"] for n in dag_layout(graph)["nodes"]] == ["M0", "M1", "M2", "M10"]

@@ -218,3 +218,32 @@ def test_bench_spa_reports_both_routes_on_a_small_problem():
     assert result["fast_seconds_all_pairs"] > 0 and result["scipy_seconds_all_pairs_extrapolated"] > 0
     # independent random flips: the routes agree within Monte-Carlo error (sd <= 0.036 at 200 draws)
     assert result["max_abs_p_difference_on_timed_pairs"] <= 0.15
+
+
+def test_bootstrap_interval_brackets_spa_and_narrows_with_items():
+    from protocol.spa import bootstrap_interval, compare_differences
+
+    rng = np.random.default_rng(5)
+
+    def data(items):
+        pairs, human, metric = [], [], []
+        for k, effect in enumerate((0.6, -0.3, 0.05, 0.4)):
+            h = np.sign(rng.normal(effect, 1, items))
+            m = np.where(rng.random(items) < 0.75, h, -h)
+            pairs.append((f"s{k}", f"t{k}"))
+            human.append(h)
+            metric.append(m)
+        return pairs, human, metric
+
+    small, large = data(15), data(400)
+    widths = []
+    for pairs, human, metric in (small, large):
+        point = compare_differences(pairs, human, metric, permutations=300, seed=1).spa
+        interval = bootstrap_interval(pairs, human, metric, replicates=40, permutations=300, seed=1)
+        assert interval.spa[0] <= point <= interval.spa[1]
+        assert interval.spa[1] - interval.spa[0] <= 2 * 1.96 * interval.spa_se + 1e-12
+        assert 0 <= interval.pa[0] <= interval.pa[1] <= 1
+        widths.append(interval.spa[1] - interval.spa[0])
+    assert widths[1] < widths[0] / 2
+    with pytest.raises(ValueError, match="replicates"):
+        bootstrap_interval(*small, replicates=1)

@@ -64,4 +64,11 @@ class Command(BaseCommand):
             for study in studies:
                 study_membership_set(study=study, user=user, role=role)
             self.stdout.write(f"  {username:<11} password: {password}")
+        # The metrics table is a background job; computing it now spares the first visitor the wait.
+        from annotation.reports import study_metrics_table, study_metrics_table_refresh
+
+        for study in studies:
+            if study.metrics.exists() and study_metrics_table(study=study) is None:
+                self.stdout.write(f"computing the metrics table of {study.slug} ...")
+                study_metrics_table_refresh(study_id=study.pk)
         self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))

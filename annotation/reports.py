@@ -1,0 +1,163 @@
+"""Every imported metric of a study against the human judgements (issue 12, item 4).
+
+Too slow for a request on a large study (a dozen metrics x SPA with a bootstrap), so a Celery
+task computes the table (``study_metrics_table_refresh``) and the cache keeps it until the
+judgements change; pages read it with ``study_metrics_table`` and ask for a refresh with
+``study_metrics_table_request``. The cache must be shared by web processes and workers
+(settings.CACHES["shared"]: Redis or files in var/).
+"""
+from __future__ import annotations
+
+from django.core.cache import caches
+from django.db.models import Count, Max
+
+from .models import Judgement, Study
+
+CACHE_SECONDS = 7 * 24 * 3600
+LOCK_SECONDS = 600
+
+
+def _cache():
+    return caches["shared"]
+SORT_KEYS = {
+    # key: (label, higher is better)
+    "spa": ("SPA", True), "spa_common": ("SPA on common items", True), "pa": ("PA", True), "sample_accuracy": ("sample agreement", True),
+    "system_accuracy": ("system agreement", True), "mean_abs_favi": ("mean |Φ|", False), "name": ("name", None),
+}
+
+
+def _key(study: Study) -> str:
+    version = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
+    metrics = study.metrics.aggregate(n=Count("id"), last=Max("id"))
+    return (f"evalapp:metrics-table:{study.pk}:{study.created_at.timestamp()}:{version['n']}:{version['last']}"
+            f":{metrics['n']}:{metrics['last']}:{study.protocol_seed}")
+
+
+def study_metrics_table(*, study: Study) -> dict | None:
+    """The cached table for the study's current judgements, or None while it is computed."""
+    return _cache().get(_key(study))
+
+
+def study_metrics_table_request(*, study: Study) -> None:
+    """Ask a worker for the table unless it is cached or already being computed."""
+    from .tasks import study_metrics_table_task
+
+    if _cache().get(_key(study)) is None and _cache().add(_key(study) + ":lock", 1, LOCK_SECONDS):
+        study_metrics_table_task.delay(study.pk)
+
+
+def study_metrics_table_refresh(*, study_id: int) -> dict:
+    """Compute the table and store it in the cache (the Celery task's body)."""
+    study = Study.objects.get(pk=study_id)
+    key = _key(study)
+    try:
+        table = study_metrics_table_compute(study=study)
+        _cache().set(key, table, CACHE_SECONDS)
+    finally:
+        _cache().delete(key + ":lock")
+    return table
+
+
+def study_metrics_table_compute(*, study: Study) -> dict:
+    """One row per imported metric: sample and system agreement, mean |Φ|, SPA (with its
+    interval and significance cluster) and PA, error categories of its sign-test decisions
+    against the humans'; ``protocol`` marks the study's own metric."""
+    import numpy as np
+
+    from protocol import favi as favi_lib
+    from protocol import ranking
+
+    from . import selectors
+
+    human = selectors._pair_labels_table(selectors.study_judgement_labels(study=study))
+    human_decisions = ranking.decisions_from_labels(human) if human else {}
+    rows, tables = [], {}
+    for metric in study.metrics.all():
+        labels = selectors.study_metric_labels(study=study, metric=metric)
+        table = selectors._pair_labels_table({pair: sorted(v.items()) for pair, v in labels.items()})
+        tables[metric.name] = table
+        favi = favi_lib.favi_by_pair(human, table) if human and table else {}
+        summary = favi_lib.summarize(favi) if favi else None
+        spa = selectors._spa_summary(human, table, study.protocol_seed) if human and table else None
+        metric_decisions = ranking.decisions_from_labels(table) if table else {}
+        categories = {c: 0 for c in ranking.CATEGORIES}
+        for pair, decision in metric_decisions.items():
+            categories[ranking.decision_category(human_decisions.get(pair, 0), decision)] += 1
+
+        def finite(x):
+            return None if x is None or np.isnan(x) else float(x)
+
+        enough = bool(spa and spa["enough"])
+        rows.append({
+            "name": metric.name, "kind": metric.kind, "protocol": metric.pk == study.metric_id,
+            "pairs": 0 if summary is None else summary.pairs,
+            "sample_accuracy": None if summary is None else finite(summary.sample_accuracy),
+            "system_accuracy": None if summary is None else finite(summary.system_accuracy),
+            "mean_abs_favi": None if summary is None else finite(summary.mean_abs_favi),
+            "spa": spa["spa"] if enough else None, "spa_low": spa["spa_low"] if enough else None,
+            "spa_high": spa["spa_high"] if enough else None, "pa": spa["pa"] if enough else None,
+            "cluster": None, "spa_common": None, "categories": categories,
+        })
+    clustered = _clusters(rows, human, tables, study.protocol_seed)
+    return {"rows": rows, "judgements": sum(len(h.values) for h in human.values()), "clustered": clustered}
+
+
+def _clusters(rows: list[dict], human, tables, seed: int) -> int:
+    """Sets ``spa_common`` and ``cluster`` on the rows with an SPA: metrics compared on the items EVERY such metric
+    labels, by the same bootstrap redraws (p[a, b] = share of redraws where b's SPA is at least
+    a's, a ranked above b), grouped greedily (protocol.spa.significance_clusters). Returns how
+    many metrics were clustered (0 when fewer than two have enough common data)."""
+    import numpy as np
+
+    from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
+
+    from . import selectors
+
+    names = [r["name"] for r in rows if r["spa"] is not None]
+    if len(names) < 2:
+        return 0
+    pairs, human_rows, metric_rows = [], [], {n: [] for n in names}
+    for pair in sorted(human):
+        of = {n: dict(zip(tables[n][pair].items, tables[n][pair].values)) for n in names if pair in tables[n]}
+        if len(of) < len(names):
+            continue
+        per_item: dict[str, list[int]] = {}
+        for item, value in zip(human[pair].items, human[pair].values):
+            if all(item in labels for labels in of.values()):
+                per_item.setdefault(item, []).append(int(value))
+        if len(per_item) < selectors.SPA_MIN_ITEMS_PER_PAIR:
+            continue
+        items = sorted(per_item)
+        pairs.append(pair)
+        human_rows.append([float(np.mean(per_item[i])) for i in items])
+        for n in names:
+            metric_rows[n].append([float(of[n][i]) for i in items])
+    if len(pairs) < selectors.SPA_MIN_PAIRS:
+        return 0
+    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=selectors.SPA_PERMUTATIONS,
+                                     seed=seed).spa for n in names}
+    order = sorted(names, key=lambda n: -common[n])
+    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=selectors.SPA_REPLICATES,
+                                              permutations=selectors.SPA_PERMUTATIONS, seed=seed).replicate_spa
+                           for n in order])
+    p_values = np.full((len(order), len(order)), np.nan)
+    for a in range(len(order)):
+        for b in range(a + 1, len(order)):
+            p_values[a, b] = float(np.mean(replicates[b] >= replicates[a]))
+    cluster_of = dict(zip(order, significance_clusters(p_values)))
+    for row in rows:
+        row["cluster"] = cluster_of.get(row["name"])
+        row["spa_common"] = common.get(row["name"])
+    return len(order)
+
+
+def sorted_rows(rows: list[dict], sort: str) -> list[dict]:
+    """Rows ordered by ``sort`` (a SORT_KEYS key), best first; missing values last."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {sort!r}; one of {', '.join(SORT_KEYS)}")
+    if sort == "name":
+        from protocol.leaderboard import natural_key
+
+        return sorted(rows, key=lambda r: natural_key(r["name"]))
+    higher_better = SORT_KEYS[sort][1]
+    return sorted(rows, key=lambda r: (r[sort] is None, -(r[sort] or 0) if higher_better else (r[sort] or 0)))
