@@ -179,6 +179,9 @@ class PairState:
     decision      last decision, -1/0/+1
     theta         theta after every closed round, oldest first
     p_mean        (3,) posterior mean of (p+, p=, p-) at the last close, or None
+    diagnostics   how the last close computed theta, or None: {"method": one of
+                  protocol.decision.METHODS, "ess": effective sample size (None when exact),
+                  "draws": posterior draws, "theta_se": Monte-Carlo standard error}
     """
 
     first: str
@@ -196,6 +199,7 @@ class PairState:
     decision: int = 0
     theta: tuple[float, ...] = ()
     p_mean: tuple[float, float, float] | None = None
+    diagnostics: Mapping | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -229,6 +233,7 @@ class PairState:
             "decision": int(self.decision),
             "theta": [float(t) for t in self.theta],
             "p_mean": None if self.p_mean is None else [float(p) for p in self.p_mean],
+            "diagnostics": None if self.diagnostics is None else dict(self.diagnostics),
         }
 
     @classmethod
@@ -250,6 +255,8 @@ class PairState:
                 decision=int(data["decision"]),
                 theta=tuple(float(t) for t in data["theta"]),
                 p_mean=None if data["p_mean"] is None else tuple(float(p) for p in data["p_mean"]),
+                # states stored before diagnostics existed have none
+                diagnostics=_diagnostics(data.get("diagnostics")),
             )
         except KeyError as missing:
             raise ValueError(f"pair state is missing the field {missing}") from None
@@ -580,8 +587,35 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
             decision=decision,
             theta=pair.theta + (float(theta[j]),),
             p_mean=tuple(float(x) for x in p_mean[j]),
+            diagnostics=_batch_diagnostics(batch, j),
         )
     return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
+
+
+def _diagnostics(data: Mapping | None) -> MappingProxyType | None:
+    if data is None:
+        return None
+    ess = data.get("ess")
+    return MappingProxyType({
+        "method": str(data["method"]),
+        "ess": None if ess is None or not math.isfinite(float(ess)) else float(ess),
+        "draws": int(data["draws"]),
+        "theta_se": float(data["theta_se"]),
+    })
+
+
+def _batch_diagnostics(batch, j: int) -> MappingProxyType:
+    """The diagnostics of result j of a decide batch (defaults for a closed-form batch)."""
+    method = getattr(batch, "method", None)
+    ess = getattr(batch, "ess", None)
+    draws = getattr(batch, "draws", None)
+    se = getattr(batch, "theta_se", None)
+    return _diagnostics({
+        "method": "closed_form" if method is None else method[j],
+        "ess": None if ess is None else ess[j],
+        "draws": 0 if draws is None else draws[j],
+        "theta_se": 0.0 if se is None else se[j],
+    })
 
 
 def decision_at(theta: float, gamma: float) -> int:

@@ -325,3 +325,25 @@ def test_round_size_by_hand():
     far = replace(near, theta=(0.6,))
     assert adaptive.round_size(adaptive_settings, far) == 10
     assert adaptive.round_size(replace(adaptive_settings, strict=True), near) == 10
+
+
+def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json():
+    caps = {AB: 40}
+    metric = {AB: {f"i{k}": 1 for k in range(40)}}
+    state = open_rounds(start(ProtocolSettings(budget=40, batch=10), caps, metric))
+    state = record_judgements(state, "A", "B", [f"i{k}" for k in range(10)], [1] * 6 + [-1] * 4)
+    closed = close_rounds(state)
+    diagnostics = closed.pair(*AB).diagnostics
+    assert diagnostics["method"] in ("importance", "exact", "gibbs")
+    assert diagnostics["draws"] >= 0 and diagnostics["theta_se"] >= 0
+    text = json.dumps(closed.to_dict(), allow_nan=False)   # PostgreSQL jsonb rejects Infinity
+    assert ProtocolState.from_dict(json.loads(text)) == closed
+    # without metric labels theta is the closed form; a state stored before diagnostics loads
+    plain = close_rounds(record_judgements(open_rounds(start(ProtocolSettings(budget=40), caps)),
+                                           "A", "B", [f"i{k}" for k in range(10)], [1] * 10))
+    assert dict(plain.pair(*AB).diagnostics) == {"method": "closed_form", "ess": None,
+                                                 "draws": 0, "theta_se": 0.0}
+    old = plain.to_dict()
+    for pair in old["pairs"]:
+        del pair["diagnostics"]
+    assert ProtocolState.from_dict(old).pair(*AB).diagnostics is None
