@@ -168,10 +168,12 @@ class PairState:
     capacity      human judgements this pair can ever receive (items x ratings per item)
     metric        item -> metric label in {-1, 0, 1}, all known from the start (read-only)
     paired        (3, 3) counts, metric label rows x human label columns, order (+, =, -):
-                  human judgements of items with a metric label
-    human_only    (3,) human judgements of items without a metric label
+                  judged items with a metric label, each counted once with its human label
+                  (the sign of the mean of its judgements: the item is the unit)
+    human_only    (3,) judged items without a metric label, by human label
     metric_only   (3,) metric labels of items without any human judgement yet
     judged_items  items with at least one human judgement
+    votes         item -> sum of its judgements (their mean's sign is the item's label)
     judgements    human judgements recorded
     round         rounds opened for this pair
     quota         judgements still missing in the open round
@@ -192,6 +194,7 @@ class PairState:
     human_only: tuple[int, int, int] = (0, 0, 0)
     metric_only: tuple[int, int, int] = (0, 0, 0)
     judged_items: frozenset[str] = field(default_factory=frozenset)
+    votes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     judgements: int = 0
     round: int = 0
     quota: int = 0
@@ -226,6 +229,7 @@ class PairState:
             "human_only": list(self.human_only),
             "metric_only": list(self.metric_only),
             "judged_items": sorted(self.judged_items),
+            "votes": dict(sorted(self.votes.items())),
             "judgements": int(self.judgements),
             "round": int(self.round),
             "quota": int(self.quota),
@@ -248,6 +252,8 @@ class PairState:
                 human_only=tuple(int(x) for x in data["human_only"]),
                 metric_only=tuple(int(x) for x in data["metric_only"]),
                 judged_items=frozenset(str(i) for i in data["judged_items"]),
+                # states stored before votes existed counted every judgement (see record)
+                votes=MappingProxyType({str(k): int(v) for k, v in data.get("votes", {}).items()}),
                 judgements=int(data["judgements"]),
                 round=int(data["round"]),
                 quota=int(data["quota"]),
@@ -276,7 +282,15 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: decision must be -1, 0 or 1, got {state.decision}")
     if not 0 <= state.judgements <= state.capacity:
         raise ValueError(f"{name}: {state.judgements} judgements for capacity {state.capacity}")
-    if int(np.sum(state.paired)) + sum(state.human_only) != state.judgements:
+    counted = int(np.sum(state.paired)) + sum(state.human_only)
+    if state.judgements < len(state.judged_items) or (state.judgements and not state.judged_items) \
+            or sum(abs(v) for v in state.votes.values()) > state.judgements:
+        raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
+    if set(state.votes) == set(state.judged_items):
+        if counted != len(state.votes):
+            raise ValueError(f"{name}: counts do not add up to {len(state.votes)} judged items")
+    elif not set(state.votes) <= set(state.judged_items) or counted > state.judgements:
+        # a state stored before votes existed counted every judgement
         raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
     if state.quota < 0 or (state.quota > 0) != (state.status == OPEN):
         raise ValueError(f"{name}: quota {state.quota} does not fit status {state.status!r}")
@@ -465,7 +479,10 @@ def record_judgements(
     """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1}.
 
     The pair must have an open round with at least k judgements missing: a decided or
-    stopped pair, or one whose round is full, never receives more.
+    stopped pair, or one whose round is full, never receives more. Every judgement spends
+    budget, but an item counts once in the decision's counts: with the label the sign of the
+    mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
+    annotators of one item are not taken for independent observations.
     """
     index = _index(state).get((first, second))
     if index is None:
@@ -483,19 +500,25 @@ def record_judgements(
     human_only = list(pair.human_only)
     metric_only = list(pair.metric_only)
     judged = set(pair.judged_items)
+    votes = dict(pair.votes)
     for item, value in zip(items, values):
         if value not in _LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
-        column = _LABEL_INDEX[value]
         metric_value = pair.metric.get(item)
-        if metric_value is None:
-            human_only[column] += 1
+        counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
+        if item in votes:
+            # a further judgement of a judged item replaces the item's label, never adds one
+            counts[_LABEL_INDEX[_sign(votes[item])]] -= 1
+        elif item in judged:
+            pass   # judged before votes were stored (old state): counted per judgement
+        elif metric_value is not None:
+            # An item's metric label counts as metric-only until its first human label.
+            metric_only[_LABEL_INDEX[metric_value]] -= 1
+        if item in judged and item not in votes:
+            counts[_LABEL_INDEX[value]] += 1
         else:
-            row = _LABEL_INDEX[metric_value]
-            paired[row][column] += 1
-            if item not in judged:
-                # An item's metric label counts as metric-only until its first human label.
-                metric_only[row] -= 1
+            votes[item] = votes.get(item, 0) + value
+            counts[_LABEL_INDEX[_sign(votes[item])]] += 1
         judged.add(item)
     quota = pair.quota - len(items)
     pairs = list(state.pairs)
@@ -505,11 +528,16 @@ def record_judgements(
         human_only=tuple(human_only),
         metric_only=tuple(metric_only),
         judged_items=frozenset(judged),
+        votes=MappingProxyType(votes),
         judgements=pair.judgements + len(items),
         quota=quota,
         status=OPEN if quota else FILLED,
     )
     return replace(state, pairs=tuple(pairs))
+
+
+def _sign(total: int) -> int:
+    return (total > 0) - (total < 0)
 
 
 DecideMany = Callable[..., object]

@@ -184,10 +184,13 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
     """Split labelled items into the counts of SPEC §4.
 
     human_items, human_values: (k,) item ids and labels in {-1, 0, 1}; an item may carry
-        several human labels, each counts (and each is paired with the item's metric label).
+        several human labels: they count once, as the sign of their mean (the item is the
+        unit, protocol.preferences.sign_of_mean_per_item).
     metric_items, metric_values: (j,) item ids and labels; at most one metric label per item.
     Metric labels of items that also have a human label go to ``paired`` only, never to m.
     """
+    from .preferences import sign_of_mean_per_item
+
     human_items = np.asarray(human_items)
     metric_items = np.asarray(metric_items)
     human_index = _label_index(human_values, "human_values")
@@ -203,6 +206,8 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
         if item in metric_of:
             raise ValueError(f"item {item!r} has more than one metric label")
         metric_of[item] = label
+    human_items, human_values = sign_of_mean_per_item(human_items, 1 - human_index)
+    human_index = 1 - human_values.astype(np.int64)
     paired = np.zeros((3, 3), np.int64)
     human_only = np.zeros(3, np.int64)
     for item, label in zip(human_items.tolist(), human_index.tolist()):

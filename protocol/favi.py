@@ -156,12 +156,14 @@ class PairFavi:
 
 
 def paired_labels(human_items, human_values, metric_items, metric_values):
-    """Pair every human label with the metric label of its item.
+    """Pair every item's human label with its metric label.
 
-    Several human labels of one item (several annotators) each pair with the item's single
-    metric label; human labels of items the metric did not rate are dropped.
-    Returns (human labels (n,), metric labels (n,)).
+    Several human labels of one item (several annotators) are first merged into one, the sign
+    of their mean (protocol.preferences.sign_of_mean_per_item: the item is the unit); items
+    the metric did not rate are dropped. Returns (human labels (n,), metric labels (n,)).
     """
+    from .preferences import sign_of_mean_per_item
+
     metric_items = np.asarray(metric_items)
     metric_values = _labels(metric_values, "metric")
     if len(np.unique(metric_items)) != len(metric_items):
@@ -170,6 +172,10 @@ def paired_labels(human_items, human_values, metric_items, metric_values):
     human_values = _labels(human_values, "human")
     if human_items.shape != human_values.shape or metric_items.shape != metric_values.shape:
         raise ValueError("items and label values must have the same length")
+    human_items, human_values = sign_of_mean_per_item(human_items, human_values)
+    if len(metric_items) and len(human_items):
+        # one comparable type for the search below (object arrays of str)
+        metric_items = metric_items.astype(object)
     order = np.argsort(metric_items, kind="stable")
     sorted_items = metric_items[order]
     position = np.searchsorted(sorted_items, human_items)

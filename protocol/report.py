@@ -6,19 +6,20 @@ prints ``{"systems", "pairs": [{"first", "second", "confusion", "favi", "human_d
 "spa", "pa"}``.
 
 Definitions used here:
-- Human labels come from human_preference rows (one per row) or from human_score rows
-  averaged per (item, system) before a preference is derived (protocol.preferences).
+- Human labels come from human_preference rows or from human_score rows averaged per
+  (item, system) before a preference is derived; several labels of one item and pair are
+  merged into the sign of their mean, so the item is the unit (protocol.preferences).
   Metric labels come from metric_score or metric_preference rows alike.
 - Every pair is judged on its *evaluation setting* (papers/favi-score.txt Def. 3): the human
-  labels of items the metric also rated, each paired with that item's metric label (several
-  annotators of one item give several rows of the confusion matrix).
+  label of every item the metric also rated, paired with that item's metric label (one row
+  of the confusion matrix per item, however many annotators judged it).
 - human_decision / metric_decision: the default sign test (asymptotic, ties discarded,
   alpha 0.05) on that pair's human outcome d (row sums) and metric outcome d_hat (column
   sums); category: the metric decision judged against the human one (SPEC §5).
 - SPA / PA: when both the humans and the metric give scalar scores, the (systems, items)
   score matrices on the items every kept system has in both (systems the metric never
-  scored are left out). Otherwise per pair the per-item preference values (human
-  annotators of one item averaged) on the items both rated (protocol.spa module docstring).
+  scored are left out). Otherwise per pair the per-item preference labels on the items both
+  rated (protocol.spa module docstring).
   ``null`` when no pair can be compared.
 """
 from __future__ import annotations

@@ -96,10 +96,11 @@ def test_metric_labels_move_from_metric_only_to_paired_on_the_first_human_label(
     state = record_judgement(state, "A", "B", "x9", 0)  # an item without a metric label
     pair = state.pair(*AB)
     assert pair.metric_only == (0, 1, 1)
-    assert pair.paired == ((1, 0, 1), (0, 0, 0), (0, 0, 0))
+    # the item is the unit: i0's -1 and +1 are one item with the label 0 (sign of the mean)
+    assert pair.paired == ((0, 1, 0), (0, 0, 0), (0, 0, 0))
     assert pair.human_only == (0, 1, 0)
     assert pair.status == FILLED and pair.judgements == 3
-    assert pair.human_counts.tolist() == [1, 1, 1]
+    assert pair.human_counts.tolist() == [0, 2, 0]
 
 
 def test_a_full_round_or_a_stopped_pair_takes_no_more_judgements():
@@ -347,3 +348,20 @@ def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json()
     for pair in old["pairs"]:
         del pair["diagnostics"]
     assert ProtocolState.from_dict(old).pair(*AB).diagnostics is None
+
+
+def test_several_judgements_of_one_item_count_once_as_the_sign_of_their_mean():
+    caps = {AB: 12}
+    metric = {AB: {"x": 1, "y": -1, "z": 0}}
+    state = open_rounds(start(ProtocolSettings(budget=12, batch=6), caps, metric))
+    state = record_judgements(state, "A", "B", ["x", "x", "y", "w", "w", "x"], [1, -1, -1, 1, 1, 1])
+    pair = state.pair(*AB)
+    # x: +1 -1 +1 -> +; y: -; w (no metric label): +1 +1 -> +; z untouched (metric-only)
+    assert pair.paired == ((1, 0, 0), (0, 0, 0), (0, 0, 1))
+    assert pair.human_only == (1, 0, 0) and pair.metric_only == (0, 1, 0)
+    assert pair.judgements == 6 and state.spent == 6 and dict(pair.votes) == {"x": 1, "y": -1, "w": 2}
+    from protocol.decision import counts_from_labels
+    direct = counts_from_labels(["x", "x", "y", "w", "w", "x"], [1, -1, -1, 1, 1, 1],
+                                ["x", "y", "z"], [1, -1, 0])
+    assert adaptive.pair_counts(pair) == direct
+    assert ProtocolState.from_dict(json.loads(json.dumps(state.to_dict()))) == state

@@ -209,13 +209,12 @@ def test_counts_from_labels_splits_items_as_spec_section_4():
         human_items=["a", "a", "b", "c", "d"], human_values=[1, 0, -1, 1, 0],
         metric_items=["a", "b", "e", "f", "g"], metric_values=[-1, -1, 1, 1, 0])
     expected_paired = np.zeros((3, 3), int)
-    expected_paired[2, 0] = 1      # item a: metric -, human +
-    expected_paired[2, 1] = 1      # item a: metric -, human =
+    expected_paired[2, 0] = 1      # item a: metric -, human + and = -> sign of the mean +
     expected_paired[2, 2] = 1      # item b: metric -, human -
     np.testing.assert_array_equal(counts.paired, expected_paired)
     np.testing.assert_array_equal(counts.human_only, [1, 1, 0])     # c (+), d (=)
     np.testing.assert_array_equal(counts.metric_only, [2, 1, 0])    # e, f (+), g (=)
-    np.testing.assert_array_equal(counts.n, [2, 2, 1])
+    np.testing.assert_array_equal(counts.n, [2, 1, 1])
 
 
 def test_counts_from_labels_of_the_swapped_pair_is_the_swapped_counts():
@@ -225,7 +224,7 @@ def test_counts_from_labels_of_the_swapped_pair_is_the_swapped_counts():
     forward = counts_from_labels(human_items, human_values, metric_items, metric_values)
     backward = counts_from_labels(human_items, -human_values, metric_items, -metric_values)
     assert backward == forward.swapped()
-    assert forward.paired.sum() + forward.human_only.sum() == 60
+    assert forward.paired.sum() + forward.human_only.sum() == len(set(human_items))
     assert forward.metric_only.sum() == 35 - len(set(metric_items) & set(human_items))
 
 

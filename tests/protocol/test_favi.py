@@ -119,7 +119,7 @@ def _labels(items, values):
     return SimpleNamespace(items=np.array(items), values=np.array(values, dtype=np.int8))
 
 
-def test_favi_by_pair_pairs_each_human_label_with_its_items_metric_label():
+def test_favi_by_pair_pairs_each_items_merged_human_label_with_its_metric_label():
     human = {
         ("A", "B"): _labels(["i1", "i1", "i2", "i3", "i4"], [1, 1, -1, 0, 1]),
         ("A", "C"): _labels(["i1", "i2"], [1, 1]),
@@ -130,8 +130,9 @@ def test_favi_by_pair_pairs_each_human_label_with_its_items_metric_label():
     }
     results = favi_by_pair(human, metric)
     ab = results[("A", "B")]
-    np.testing.assert_array_equal(ab.confusion, [[0, 0, 2], [1, 0, 0], [0, 0, 1]])
-    assert ab.favi == pytest.approx((-2 - 2 + 1) / 3)
+    # the item is the unit: i1's two human labels are one row of the confusion matrix
+    np.testing.assert_array_equal(ab.confusion, [[0, 0, 1], [1, 0, 0], [0, 0, 1]])
+    assert ab.favi == pytest.approx((-2 + 1) / 2)
     assert np.isnan(results[("A", "C")].favi)
     boxes = per_system_favi({pair: r.favi for pair, r in results.items()})
     np.testing.assert_allclose(boxes["A"], [ab.favi])
@@ -139,8 +140,8 @@ def test_favi_by_pair_pairs_each_human_label_with_its_items_metric_label():
     assert boxes["C"].size == 0
     summary = summarize(results)
     assert summary.pairs == 2 and summary.pairs_without_errors == 1
-    assert summary.mean_abs_favi == pytest.approx(1.0)
-    assert summary.sample_accuracy == pytest.approx(3 / 6)
+    assert summary.mean_abs_favi == pytest.approx(0.5)
+    assert summary.sample_accuracy == pytest.approx(3 / 5)
     assert summary.system_accuracy == pytest.approx(0.5)
 
 
@@ -182,4 +183,4 @@ def test_favi_by_pair_batched_equals_per_pair():
         single = favi_by_pair({pair: human[pair]}, {pair: metric[pair]})[pair]
         np.testing.assert_array_equal(result.confusion, single.confusion)
         assert result.favi == pytest.approx(single.favi, nan_ok=True)
-        assert result.confusion.sum() == 2 * len(metric[pair].values)
+        assert result.confusion.sum() == len(metric[pair].values)   # one row per item

@@ -84,8 +84,8 @@ def test_preference_bundle_report_pairs_annotators_with_the_items_verdict():
     by_pair = {(p.first, p.second): p for p in report.pairs}
     assert set(by_pair) == {("P", "Q"), ("Q", "R")}
     qr = by_pair[("Q", "R")]
-    assert qr.confusion.sum() == 60  # two annotator labels per item, each paired with the verdict
-    assert qr.confusion[:, 2].sum() == 60  # the judge says R (second) every time
+    assert qr.confusion.sum() == 30  # two annotator labels per item merged into one
+    assert qr.confusion[:, 2].sum() == 30  # the judge says R (second) every time
     assert qr.favi < 0 and qr.metric_decision == -1
     assert by_pair[("P", "Q")].human_decision == 1 and by_pair[("P", "Q")].category == "Correct"
     assert report.spa_route == "preferences"
