@@ -281,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact", action="store_true", help="exact binomial sign test instead of asymptotic")
     parser.add_argument("--permutations", type=int, default=DEFAULT_PERMUTATIONS)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bootstrap", type=int, default=1000,
-                        help="item-clustered bootstrap draws for the 95%% intervals (0 = none)")
+    parser.add_argument("--bootstrap", type=int, default=0,
+                        help="item-clustered bootstrap draws for 95%% intervals of the Favi-Scores "
+                             "and accuracies, adds \"intervals\" to the JSON (default 0 = none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:

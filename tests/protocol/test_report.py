@@ -149,6 +149,12 @@ def test_command_line_json_and_errors(tmp_path, capsys):
     output = json.loads(capsys.readouterr().out)
     assert set(output) == CONTRACT_KEYS
     assert output["systems"] == ["A", "B", "C"] and len(output["pairs"]) == 3
+    assert main([str(path), "--metric", "m", "--json", "--permutations", "100",
+                 "--bootstrap", "200"]) == 0
+    intervals = json.loads(capsys.readouterr().out)["intervals"]
+    low, high = intervals["sample_accuracy"]
+    assert low <= output["sample_accuracy"] <= high and intervals["draws"] == 200
+    assert set(intervals["favi"]) == {"A|B", "A|C", "B|C"}
     assert main([str(path), "--metric", "nope"]) == 2
     assert "unknown metric 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
