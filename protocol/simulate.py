@@ -16,7 +16,10 @@ Command line (DESIGN.md)::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
         [--policy paper|adaptive] [--method fast|nuts] [--json]
-        [--strict [--spending bonferroni|pocock]] [--null] [--quiet]
+        [--strict [--spending bonferroni|pocock]] [--rule bayes|eprocess] [--null] [--quiet]
+
+``--null`` replays null pairs and adds ``null_false_decision_rate`` (the share of pairs
+decided ±, all of them false) to the output.
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.
 """
@@ -345,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="split gamma over the looks: false ± rate <= gamma")
     parser.add_argument("--spending", choices=adaptive.SPENDING, default="bonferroni",
                         help="how --strict splits gamma (default bonferroni: gamma / looks)")
+    parser.add_argument("--rule", choices=adaptive.RULES, default="bayes",
+                        help="decision rule: bayes (theta thresholds) or eprocess (anytime-valid: false ± <= gamma)")
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
@@ -365,19 +370,20 @@ def main(argv: list[str] | None = None) -> int:
             method=args.method,
             strict=args.strict,
             spending=args.spending,
+            rule=args.rule,
         )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = result.summary()
+    if args.null:
+        summary["null_false_decision_rate"] = result.false_decision_rate
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:
         for key, value in summary.items():
             print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")
         print(f"{'kld_skipped':22s} {result.kld_skipped}")
-        if args.null:
-            print(f"{'false_decision_rate':22s} {result.false_decision_rate:.4f}")
     return 0
 
 
