@@ -55,6 +55,25 @@ Policies
               correct 0.012 lower on average (at worst 0.042), no inversion in any run
               (docs/results.md, scripts/results_protocol.py).
 
+Error control at the stated level (``rule="eprocess"``)
+-------------------------------------------------------
+Every pair carries a betting e-process over its items in the order they were judged:
+wealth K starts at 1 and every newly judged item with a non-tie human label s in {+1, -1}
+multiplies it by (1 + b s). The bet b in [-MAX_BET, MAX_BET] is predictable: it is the Kelly
+bet 2 r - 1 for r = P(+ | not a tie) estimated from the counts when the item's round opened
+(so the order within a round does not matter) and the metric labels of the pair's OTHER
+items (paired confusion, +1 smoothed, imputes the human labels of
+the metric-only items; the judged item's own metric label is left out, because under a null
+its human and metric labels flip together). When the two systems are exchangeable within
+items (the item-flipping null of ``protocol.simulate``), the sign of the next item's human
+label is a fair coin independent of b, so K is a nonnegative martingale and by Ville's
+inequality P(K ever reaches 1/gamma) <= gamma: with ``rule="eprocess"`` a pair is decided
+± (the sign of its human margin) when log K >= log(1 / gamma), at any number of looks and
+any round sizes, futility stops included. The metric makes the bets sharp early (few
+labels to a decision when it agrees with the humans) and cannot make the test invalid, only
+weaker when it misleads. Only an item's first judgement moves K (later ones are fair coins
+too, but not independent of the first).
+
 Error control (``strict``)
 --------------------------
 Checking after every round is a group-sequential test: with K looks the chance of a false ±
@@ -96,6 +115,9 @@ STATUSES = (WAITING, OPEN, FILLED, DECIDED, EXHAUSTED, FUTILE)
 STOPPED = (DECIDED, EXHAUSTED, FUTILE)
 
 METHODS = ("fast", "nuts")
+RULES = ("bayes", "eprocess")
+#: largest |bet| of the e-process: a wrong bet then keeps 1 - 0.6 of the wealth
+MAX_BET = 0.6
 SPENDING = ("bonferroni", "pocock")
 _LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
 
@@ -109,6 +131,8 @@ class ProtocolSettings:
     gamma                   decision level: ±1 when theta > 1 - gamma/2 or < gamma/2
     policy                  "paper" or "adaptive" (see module docstring)
     strict                  split gamma over the looks (false ± rate <= gamma, see module doc)
+    rule                    "bayes" (theta thresholds, SPEC §4) or "eprocess" (anytime-valid
+                            betting e-process; false ± rate <= gamma at any looks, module doc)
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
@@ -126,6 +150,7 @@ class ProtocolSettings:
     policy: str = PAPER
     strict: bool = False
     spending: str = "bonferroni"
+    rule: str = "bayes"
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -159,6 +184,8 @@ class ProtocolSettings:
             raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
         if not isinstance(self.strict, bool):
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
 
 
 @dataclass(frozen=True)
@@ -168,10 +195,12 @@ class PairState:
     capacity      human judgements this pair can ever receive (items x ratings per item)
     metric        item -> metric label in {-1, 0, 1}, all known from the start (read-only)
     paired        (3, 3) counts, metric label rows x human label columns, order (+, =, -):
-                  human judgements of items with a metric label
-    human_only    (3,) human judgements of items without a metric label
+                  judged items with a metric label, each counted once with its human label
+                  (the sign of the mean of its judgements: the item is the unit)
+    human_only    (3,) judged items without a metric label, by human label
     metric_only   (3,) metric labels of items without any human judgement yet
     judged_items  items with at least one human judgement
+    votes         item -> sum of its judgements (their mean's sign is the item's label)
     judgements    human judgements recorded
     round         rounds opened for this pair
     quota         judgements still missing in the open round
@@ -179,6 +208,13 @@ class PairState:
     decision      last decision, -1/0/+1
     theta         theta after every closed round, oldest first
     p_mean        (3,) posterior mean of (p+, p=, p-) at the last close, or None
+    log_evidence  log wealth of the pair's betting e-process (module doc), 0 at the start
+    round_basis   the 15 counts (paired, human_only, metric_only) when the open round opened:
+                  every bet of a round is made from them, so the order of a round's
+                  judgements does not matter
+    diagnostics   how the last close computed theta, or None: {"method": one of
+                  protocol.decision.METHODS, "ess": effective sample size (None when exact),
+                  "draws": posterior draws, "theta_se": Monte-Carlo standard error}
     """
 
     first: str
@@ -189,6 +225,7 @@ class PairState:
     human_only: tuple[int, int, int] = (0, 0, 0)
     metric_only: tuple[int, int, int] = (0, 0, 0)
     judged_items: frozenset[str] = field(default_factory=frozenset)
+    votes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     judgements: int = 0
     round: int = 0
     quota: int = 0
@@ -196,6 +233,9 @@ class PairState:
     decision: int = 0
     theta: tuple[float, ...] = ()
     p_mean: tuple[float, float, float] | None = None
+    diagnostics: Mapping | None = None
+    log_evidence: float = 0.0
+    round_basis: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -222,6 +262,7 @@ class PairState:
             "human_only": list(self.human_only),
             "metric_only": list(self.metric_only),
             "judged_items": sorted(self.judged_items),
+            "votes": dict(sorted(self.votes.items())),
             "judgements": int(self.judgements),
             "round": int(self.round),
             "quota": int(self.quota),
@@ -229,6 +270,9 @@ class PairState:
             "decision": int(self.decision),
             "theta": [float(t) for t in self.theta],
             "p_mean": None if self.p_mean is None else [float(p) for p in self.p_mean],
+            "diagnostics": None if self.diagnostics is None else dict(self.diagnostics),
+            "log_evidence": float(self.log_evidence),
+            "round_basis": list(self.round_basis),
         }
 
     @classmethod
@@ -243,6 +287,8 @@ class PairState:
                 human_only=tuple(int(x) for x in data["human_only"]),
                 metric_only=tuple(int(x) for x in data["metric_only"]),
                 judged_items=frozenset(str(i) for i in data["judged_items"]),
+                # states stored before votes existed counted every judgement (see record)
+                votes=MappingProxyType({str(k): int(v) for k, v in data.get("votes", {}).items()}),
                 judgements=int(data["judgements"]),
                 round=int(data["round"]),
                 quota=int(data["quota"]),
@@ -250,6 +296,10 @@ class PairState:
                 decision=int(data["decision"]),
                 theta=tuple(float(t) for t in data["theta"]),
                 p_mean=None if data["p_mean"] is None else tuple(float(p) for p in data["p_mean"]),
+                # states stored before diagnostics existed have none
+                diagnostics=_diagnostics(data.get("diagnostics")),
+                log_evidence=float(data.get("log_evidence", 0.0)),
+                round_basis=tuple(int(x) for x in data.get("round_basis", ())),
             )
         except KeyError as missing:
             raise ValueError(f"pair state is missing the field {missing}") from None
@@ -269,7 +319,15 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: decision must be -1, 0 or 1, got {state.decision}")
     if not 0 <= state.judgements <= state.capacity:
         raise ValueError(f"{name}: {state.judgements} judgements for capacity {state.capacity}")
-    if int(np.sum(state.paired)) + sum(state.human_only) != state.judgements:
+    counted = int(np.sum(state.paired)) + sum(state.human_only)
+    if state.judgements < len(state.judged_items) or (state.judgements and not state.judged_items) \
+            or sum(abs(v) for v in state.votes.values()) > state.judgements:
+        raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
+    if set(state.votes) == set(state.judged_items):
+        if counted != len(state.votes):
+            raise ValueError(f"{name}: counts do not add up to {len(state.votes)} judged items")
+    elif not set(state.votes) <= set(state.judged_items) or counted > state.judgements:
+        # a state stored before votes existed counted every judgement
         raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
     if state.quota < 0 or (state.quota > 0) != (state.status == OPEN):
         raise ValueError(f"{name}: quota {state.quota} does not fit status {state.status!r}")
@@ -419,7 +477,8 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
             break
         budget -= quota
         p = pairs[i]
-        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN)
+        basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only)
+        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
     return replace(state, pairs=tuple(pairs))
 
 
@@ -458,7 +517,10 @@ def record_judgements(
     """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1}.
 
     The pair must have an open round with at least k judgements missing: a decided or
-    stopped pair, or one whose round is full, never receives more.
+    stopped pair, or one whose round is full, never receives more. Every judgement spends
+    budget, but an item counts once in the decision's counts: with the label the sign of the
+    mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
+    annotators of one item are not taken for independent observations.
     """
     index = _index(state).get((first, second))
     if index is None:
@@ -476,19 +538,34 @@ def record_judgements(
     human_only = list(pair.human_only)
     metric_only = list(pair.metric_only)
     judged = set(pair.judged_items)
+    votes = dict(pair.votes)
+    log_evidence = pair.log_evidence
     for item, value in zip(items, values):
         if value not in _LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
-        column = _LABEL_INDEX[value]
         metric_value = pair.metric.get(item)
-        if metric_value is None:
-            human_only[column] += 1
+        if item not in judged and value != 0:
+            basis = pair.round_basis or (*(x for row in pair.paired for x in row),
+                                         *pair.human_only, *pair.metric_only)
+            others = list(basis[12:])
+            if metric_value is not None:
+                others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
+            wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others)
+            log_evidence += math.log1p(value * wager)
+        counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
+        if item in votes:
+            # a further judgement of a judged item replaces the item's label, never adds one
+            counts[_LABEL_INDEX[_sign(votes[item])]] -= 1
+        elif item in judged:
+            pass   # judged before votes were stored (old state): counted per judgement
+        elif metric_value is not None:
+            # An item's metric label counts as metric-only until its first human label.
+            metric_only[_LABEL_INDEX[metric_value]] -= 1
+        if item in judged and item not in votes:
+            counts[_LABEL_INDEX[value]] += 1
         else:
-            row = _LABEL_INDEX[metric_value]
-            paired[row][column] += 1
-            if item not in judged:
-                # An item's metric label counts as metric-only until its first human label.
-                metric_only[row] -= 1
+            votes[item] = votes.get(item, 0) + value
+            counts[_LABEL_INDEX[_sign(votes[item])]] += 1
         judged.add(item)
     quota = pair.quota - len(items)
     pairs = list(state.pairs)
@@ -498,11 +575,34 @@ def record_judgements(
         human_only=tuple(human_only),
         metric_only=tuple(metric_only),
         judged_items=frozenset(judged),
+        votes=MappingProxyType(votes),
+        log_evidence=log_evidence,
         judgements=pair.judgements + len(items),
         quota=quota,
         status=OPEN if quota else FILLED,
     )
     return replace(state, pairs=tuple(pairs))
+
+
+def bet(paired, human_only, metric_only) -> float:
+    """The e-process bet on the next item's human label (module doc), in [-MAX_BET, MAX_BET].
+
+    paired (3, 3) metric rows x human columns, human_only (3,), metric_only (3,) metric labels
+    of the unjudged items other than the one bet on. The human labels of the metric-only items
+    are imputed with the +1-smoothed confusion P(human | metric), then
+    r = (n+ + 1/2) / (n+ + n- + 1) and b = 2 r - 1, clipped.
+    """
+    paired = np.asarray(paired, dtype=float)
+    human = paired.sum(axis=0) + np.asarray(human_only, dtype=float)
+    given_metric = (paired + 1.0) / (paired.sum(axis=1, keepdims=True) + 3.0)   # rows: metric
+    imputed = np.asarray(metric_only, dtype=float) @ given_metric
+    wins, losses = human[0] + imputed[0], human[2] + imputed[2]
+    r = (wins + 0.5) / (wins + losses + 1.0)
+    return float(np.clip(2.0 * r - 1.0, -MAX_BET, MAX_BET))
+
+
+def _sign(total: int) -> int:
+    return (total > 0) - (total < 0)
 
 
 DecideMany = Callable[..., object]
@@ -534,9 +634,18 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
     if len(theta) != len(closing) or len(p_mean) != len(closing):
         raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
     levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
-    decisions = [decision_at(t, g) for t, g in zip(theta, levels)]
+    if settings.rule == "eprocess":
+        decisions = [eprocess_decision(state.pairs[i], settings.gamma) for i in closing]
+    else:
+        decisions = [decision_at(t, g) for t, g in zip(theta, levels)]
     futile = np.zeros(len(closing), dtype=bool)
-    if settings.policy == ADAPTIVE:
+    if settings.policy == ADAPTIVE and settings.rule == "eprocess":
+        for j, i in enumerate(closing):
+            pair = state.pairs[i]
+            if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
+                    and pair.judgements >= settings.futility_min_judgements:
+                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility)
+    elif settings.policy == ADAPTIVE:
         candidates = [
             j for j, i in enumerate(closing)
             if decisions[j] == 0 and settings.futility > 0 and state.pairs[i].remaining > 0
@@ -580,8 +689,63 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
             decision=decision,
             theta=pair.theta + (float(theta[j]),),
             p_mean=tuple(float(x) for x in p_mean[j]),
+            diagnostics=_batch_diagnostics(batch, j),
         )
     return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
+
+
+def _diagnostics(data: Mapping | None) -> MappingProxyType | None:
+    if data is None:
+        return None
+    ess = data.get("ess")
+    return MappingProxyType({
+        "method": str(data["method"]),
+        "ess": None if ess is None or not math.isfinite(float(ess)) else float(ess),
+        "draws": int(data["draws"]),
+        "theta_se": float(data["theta_se"]),
+    })
+
+
+def _batch_diagnostics(batch, j: int) -> MappingProxyType:
+    """The diagnostics of result j of a decide batch (defaults for a closed-form batch)."""
+    method = getattr(batch, "method", None)
+    ess = getattr(batch, "ess", None)
+    draws = getattr(batch, "draws", None)
+    se = getattr(batch, "theta_se", None)
+    return _diagnostics({
+        "method": "closed_form" if method is None else method[j],
+        "ess": None if ess is None else ess[j],
+        "draws": 0 if draws is None else draws[j],
+        "theta_se": 0.0 if se is None else se[j],
+    })
+
+
+def eprocess_can_decide(pair: PairState, gamma: float, futility: float) -> bool:
+    """Whether the pair's e-process can still reach 1/gamma on its remaining labels.
+
+    Optimistic: the share r of first-system wins among non-ties is put at the end of its
+    (1 - futility) credible interval (Beta(n+ + 1, n- + 1)) farther from 1/2, and the wealth
+    grows at the Kelly rate KL(r || 1/2) per non-tie label (tie share as observed, +1
+    smoothed). A futility stop never decides ±, so it cannot break the error control.
+    """
+    from scipy.stats import beta as beta_distribution
+
+    wins, ties, losses = (float(x) for x in pair.human_counts)
+    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
+            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    r = min(r, 1 - 1e-9)
+    rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
+    non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
+    reachable = pair.log_evidence + pair.remaining * non_tie_share * rate
+    return reachable >= math.log(1.0 / gamma)
+
+
+def eprocess_decision(pair: PairState, gamma: float) -> int:
+    """±1 (the sign of the human margin) once log K >= log(1 / gamma), else 0."""
+    if pair.log_evidence < math.log(1.0 / gamma):
+        return 0
+    margin = pair.human_counts[0] - pair.human_counts[2]
+    return int(np.sign(margin))
 
 
 def decision_at(theta: float, gamma: float) -> int:

@@ -37,6 +37,29 @@ default), kept as the reference.
   standard error is above ``target_se`` or theta is within ``resolve_z`` standard errors of
   a threshold; pairs still that close at the cap are reported unresolved.
 
+The importance sampler knows when it fails. Its proposal ignores the factor
+prod p^(h - 2) of many human-only labels, so with many human-only labels, metric-only labels
+and few paired items the weights collapse (Kish ESS = (sum w)^2 / sum w^2 of a few draws in
+thousands) and the delta-method standard error is meaningless. Every pair's Kish ESS is
+computed; a pair whose ESS per draw falls below ``min_ess_fraction`` (the weights are then
+too uneven for their own error estimate), or whose ESS is below ``min_ess`` or standard
+error above ``target_se`` at the draw cap, falls back to
+
+* ``method="exact"``: summation over the metric-only splits. Given the latent oracle labels L
+  (L[c, c'] metric-only items of metric label c and oracle label c'), the posterior of p is
+  Dir(n + 1 + L.sum(0)), so theta = sum_L P(L | data) (1 - I_1/2(...)); and
+      P(L | data) ∝ prod_cc' C(N[c, c'] + L[c, c'], L[c, c'])
+                    * prod_c' Gamma(n_c' + 1 + k_c') / Gamma(N.sum(0)_c' + 3 + k_c'),
+  k = L.sum(0) (Dirichlet-multinomial marginals of mu's columns and of p). The first factor is
+  a product over rows, so the sum over L is a dynamic programme over rows on the column sums
+  (k+, k=), in log space; used while its cost (``exact_budget`` element operations) allows;
+* ``method="gibbs"`` otherwise: the SPEC §4 data-augmentation Gibbs sampler (chains in
+  parallel, theta Rao-Blackwellised given L, standard error from the spread between chains).
+
+Every pair reports its diagnostics: ``ess`` (Kish ESS of the importance weights; the
+between-chain ESS for Gibbs; inf for the closed form and the exact sum), ``method`` and
+``draws``.
+
 Every pair draws from its own random stream, seeded by (seed, its counts), so a pair's result
 does not depend on which other pairs share the call; each pair is decided in a canonical
 orientation and mirrored, so exchanging the systems maps theta to exactly 1 - theta. The fast
@@ -44,12 +67,13 @@ method is numpy only (no JIT): a fresh process pays no compilation.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy.special import betainc
+from scipy.special import betainc, gammaln
 
 CLASSES = (1, 0, -1)  # index 0 = "+", 1 = "=", 2 = "-"
 _REVERSE = np.array([2, 1, 0])
@@ -60,6 +84,10 @@ FAST_DEFAULTS = dict(
     resolve_z=3.0,         # ... and theta is this many standard errors from a threshold
     max_draws=1 << 16,     # per pair; pairs still unresolved then are reported unresolved
     threads=min(2, os.cpu_count() or 1),  # pairs drawn in parallel threads
+    min_ess=200,           # a pair is not finished before its Kish ESS reaches this ...
+    min_ess_fraction=0.05,  # ... and falls back once ESS / draws is below this
+    exact_budget=40_000_000,  # element operations the exact sum may take, else Gibbs
+    fallback=True,         # False: report the importance sampler's result whatever its ESS
 )
 NUTS_DEFAULTS = dict(num_chains=5, num_warmup=2000, num_samples=10000,
                      chain_method="vectorized", resolve_z=3.0)
@@ -156,10 +184,13 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
     """Split labelled items into the counts of SPEC §4.
 
     human_items, human_values: (k,) item ids and labels in {-1, 0, 1}; an item may carry
-        several human labels, each counts (and each is paired with the item's metric label).
+        several human labels: they count once, as the sign of their mean (the item is the
+        unit, protocol.preferences.sign_of_mean_per_item).
     metric_items, metric_values: (j,) item ids and labels; at most one metric label per item.
     Metric labels of items that also have a human label go to ``paired`` only, never to m.
     """
+    from .preferences import sign_of_mean_per_item
+
     human_items = np.asarray(human_items)
     metric_items = np.asarray(metric_items)
     human_index = _label_index(human_values, "human_values")
@@ -175,6 +206,8 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
         if item in metric_of:
             raise ValueError(f"item {item!r} has more than one metric label")
         metric_of[item] = label
+    human_items, human_values = sign_of_mean_per_item(human_items, 1 - human_index)
+    human_index = 1 - human_values.astype(np.int64)
     paired = np.zeros((3, 3), np.int64)
     human_only = np.zeros(3, np.int64)
     for item, label in zip(human_items.tolist(), human_index.tolist()):
@@ -208,6 +241,9 @@ def _check_gamma(gamma):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
 
 
+METHODS = ("closed_form", "importance", "exact", "gibbs", "nuts")
+
+
 @dataclass(frozen=True)
 class PairDecision:
     decision: int
@@ -216,6 +252,8 @@ class PairDecision:
     p_mean: tuple[float, float, float]
     resolved: bool
     draws: int
+    ess: float = float("inf")
+    method: str = "closed_form"
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,7 +263,9 @@ class DecisionBatch:
     decision (P,) int8 in {-1, 0, 1}; theta (P,) = P(p+ > p- | data); theta_se (P,) its
     Monte-Carlo standard error; p_mean (P, 3) posterior mean of p; resolved (P,) bool, False
     when theta stayed within resolve_z standard errors of a threshold at the draw cap;
-    draws (P,) int, posterior draws spent (0 for the closed form).
+    draws (P,) int, posterior draws spent (0 for the closed form and the exact sum);
+    ess (P,) float, effective sample size behind theta (Kish ESS of the importance weights,
+    between-chain ESS of MCMC, inf when exact); method (P,) str, one of METHODS.
     """
 
     decision: np.ndarray
@@ -234,9 +274,17 @@ class DecisionBatch:
     p_mean: np.ndarray
     resolved: np.ndarray
     draws: np.ndarray
+    ess: np.ndarray = None
+    method: np.ndarray = None
 
     def __post_init__(self):
-        for name in ("decision", "theta", "theta_se", "p_mean", "resolved", "draws"):
+        size = len(self.theta)
+        if self.ess is None:
+            object.__setattr__(self, "ess", np.full(size, np.inf))
+        if self.method is None:
+            object.__setattr__(self, "method", np.full(size, "closed_form", dtype=object))
+        for name in ("decision", "theta", "theta_se", "p_mean", "resolved", "draws", "ess",
+                     "method"):
             getattr(self, name).setflags(write=False)
 
     def __len__(self):
@@ -246,7 +294,8 @@ class DecisionBatch:
         return PairDecision(int(self.decision[i]), float(self.theta[i]),
                             float(self.theta_se[i]),
                             tuple(float(x) for x in self.p_mean[i]),
-                            bool(self.resolved[i]), int(self.draws[i]))
+                            bool(self.resolved[i]), int(self.draws[i]),
+                            float(self.ess[i]), str(self.method[i]))
 
 
 def _decisions(theta, se, gamma, resolve_z):
@@ -354,6 +403,10 @@ class _PairImportanceSampler:
             self.sum_wfh += h[:, wins] @ w[wins]
         self.draws += size
 
+    def ess(self) -> float:
+        """Kish effective sample size (sum w)^2 / sum w^2 of the weights so far."""
+        return float(self.sum_w ** 2 / self.sum_w2) if self.sum_w2 > 0 else 0.0
+
     def proposals(self, size: int) -> tuple[np.ndarray, np.ndarray]:
         """size proposals: p (size, 3) and weights w (size,) in (0, 1]."""
         gq = self.rng.standard_gamma(np.broadcast_to(self.q_alpha[:, None], (3, size)))
@@ -403,13 +456,20 @@ def _thread_pool(threads: int):
     return _THREAD_POOLS[key]
 
 
+def _wanted_se(theta, gamma, target_se, resolve_z):
+    distance = min(abs(theta - gamma / 2), abs(theta - (1 - gamma / 2)))
+    return min(target_se, distance / resolve_z) if resolve_z > 0 else target_se
+
+
 def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_se, resolve_z,
-                 max_draws, threads):
+                 max_draws, threads, min_ess, min_ess_fraction, exact_budget, fallback):
     size = len(counts)
     theta = np.zeros(size)
     se = np.zeros(size)
     p_mean = np.zeros((size, 3))
     draws = np.zeros(size, np.int64)
+    ess = np.full(size, np.inf)
+    method = np.full(size, "closed_form", dtype=object)
     samplers = {}
     for i, pair in enumerate(counts):
         if pair.metric_only.sum() == 0:
@@ -418,7 +478,9 @@ def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_
             p_mean[i] = (n + 1) / (n.sum() + 3)
         else:
             samplers[i] = _PairImportanceSampler(pair, seed)
+            method[i] = "importance"
     plan = {i: first_draws for i in samplers}                  # draws of each pair's next round
+    failed = []
     pool = _thread_pool(threads) if threads > 1 and len(samplers) > 1 else None
     while plan:
         # numpy's generators and ufuncs release the GIL; each pair owns its stream, so
@@ -432,20 +494,160 @@ def _decide_fast(counts: Sequence[PairCounts], gamma, seed, first_draws, target_
         for i in plan:
             theta[i], se[i], p_mean[i] = samplers[i].estimate()
             draws[i] = samplers[i].draws
+            ess[i] = samplers[i].ess()
         next_plan = {}
         for i in plan:
-            distance = min(abs(theta[i] - gamma / 2), abs(theta[i] - (1 - gamma / 2)))
-            wanted_se = min(target_se, distance / resolve_z) if resolve_z > 0 else target_se
-            if se[i] <= wanted_se or draws[i] >= max_draws:
+            if fallback and ess[i] < min_ess_fraction * draws[i]:
+                failed.append(i)        # weights too uneven for their own error estimate
+                continue
+            wanted_se = _wanted_se(theta[i], gamma, target_se, resolve_z)
+            if (se[i] <= wanted_se and ess[i] >= min_ess) or draws[i] >= max_draws:
+                if fallback and (ess[i] < min_ess or se[i] > target_se):
+                    failed.append(i)    # the cap came before the wanted precision
                 continue
             # the standard error falls as 1/sqrt(draws): aim a little past the wanted value
-            wanted = draws[i] * ((se[i] / max(wanted_se, 1e-12)) ** 2 * 1.2 - 1)
+            wanted = draws[i] * max((se[i] / max(wanted_se, 1e-12)) ** 2 * 1.2,
+                                    min_ess / max(ess[i], 1e-12) * 1.1) - draws[i]
             wanted = max(wanted, draws[i] / 4, 256)
             grain = 1 << max(int(np.log2(wanted)) - 2, 0)          # four sizes per octave
             next_plan[i] = int(min(np.ceil(wanted / grain) * grain, max_draws - draws[i]))
         plan = next_plan
+    for i in failed:
+        pair = counts[i]
+        if _exact_cost(pair.metric_only) <= exact_budget:
+            theta[i], p_mean[i] = exact_posterior(pair)
+            se[i], draws[i], ess[i], method[i] = 0.0, 0, np.inf, "exact"
+        else:
+            theta[i], se[i], p_mean[i], draws[i], ess[i] = _gibbs(
+                pair, seed, lambda value: _wanted_se(value, gamma, target_se, resolve_z))
+            method[i] = "gibbs"
     decision, resolved = _decisions(theta, se, gamma, resolve_z)
-    return DecisionBatch(decision, theta, se, p_mean, resolved, draws)
+    return DecisionBatch(decision, theta, se, p_mean, resolved, draws, ess, method)
+
+
+# --------------------------------------------------------------------------------------------
+# fallbacks: exact summation over the metric-only splits, data-augmentation Gibbs
+# --------------------------------------------------------------------------------------------
+def _exact_cost(metric_only) -> float:
+    """Element operations of exact_posterior's dynamic programme (rows largest first)."""
+    cost, state = 0.0, 1.0
+    for m in sorted(np.asarray(metric_only).tolist(), reverse=True):
+        kernel = (m + 1) * (m + 2) / 2
+        cost += min(kernel, state) * (np.sqrt(state) + m) ** 2
+        state = (np.sqrt(state) + m) ** 2
+    return cost
+
+
+def _split_log_weights(counts: PairCounts) -> tuple[np.ndarray, np.ndarray]:
+    """log P(k | data) + const over the column sums k = L.sum(0) of the latent splits.
+
+    Returns k (K, 3) float and log weights (K,), see the module docstring.
+    """
+    paired = counts.paired.astype(float)
+    m = counts.metric_only.astype(np.int64)
+    log_state = np.zeros((1, 1))            # log sum over the rows so far, indexed (k+, k=)
+    for c in np.argsort(-m, kind="stable"):
+        rows = int(m[c])
+        a, b = np.meshgrid(np.arange(rows + 1), np.arange(rows + 1), indexing="ij")
+        rest = rows - a - b
+        valid = rest >= 0
+        cells = np.stack([a, b, np.where(valid, rest, 0)])                       # (3, r, r)
+        beta = paired[c][:, None, None]
+        kernel = (gammaln(beta + 1 + cells) - gammaln(beta + 1) - gammaln(cells + 1)).sum(0)
+        kernel = np.where(valid, kernel, -np.inf)
+        old0, old1 = log_state.shape
+        new = np.full((old0 + rows, old1 + rows), -np.inf)
+        # shift-and-add over whichever of (kernel, state) has fewer live entries
+        if valid.sum() <= np.isfinite(log_state).sum():
+            for i, j in zip(*np.nonzero(valid)):
+                window = new[i:i + old0, j:j + old1]
+                np.logaddexp(window, log_state + kernel[i, j], out=window)
+        else:
+            for i, j in zip(*np.nonzero(np.isfinite(log_state))):
+                window = new[i:i + rows + 1, j:j + rows + 1]
+                np.logaddexp(window, log_state[i, j] + kernel, out=window)
+        log_state = new
+    total = int(m.sum())
+    k0, k1 = np.meshgrid(np.arange(total + 1), np.arange(total + 1), indexing="ij")
+    live = (k0 + k1 <= total) & np.isfinite(log_state)
+    k = np.stack([k0[live], k1[live], total - k0[live] - k1[live]], 1).astype(float)
+    n = counts.n.astype(float)
+    log_weight = log_state[live] + (gammaln(n + 1 + k)
+                                    - gammaln(paired.sum(0) + 3 + k)).sum(1)
+    return k, log_weight
+
+
+def exact_posterior(counts: PairCounts) -> tuple[float, np.ndarray]:
+    """theta and the posterior mean of p (3,) by summation over the metric-only splits.
+
+    Exact up to floating point; cost grows like the product of the squared metric-only counts
+    (see _exact_cost), fine for a few hundred metric-only items.
+    """
+    if not isinstance(counts, PairCounts):
+        raise ValueError(f"counts must be a PairCounts, got {type(counts).__name__}")
+    theta, p_mean = _exact_posterior_of(counts.key())
+    return theta, np.array(p_mean)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_posterior_of(key: tuple[int, ...]) -> tuple[float, tuple[float, ...]]:
+    # deterministic and the costliest path: adaptive rounds and simulations repeat counts
+    counts = PairCounts(np.reshape(key[:9], (3, 3)), key[9:12], key[12:])
+    k, log_weight = _split_log_weights(counts)
+    weight = np.exp(log_weight - log_weight.max())
+    weight /= weight.sum()
+    n = counts.n.astype(float)
+    theta = float(weight @ closed_form_theta(n + k))
+    p_mean = weight @ ((n + 1 + k) / (n.sum() + 3 + counts.metric_only.sum()))
+    return min(max(theta, 0.0), 1.0), tuple(p_mean.tolist())
+
+
+def _gibbs(counts: PairCounts, seed, wanted_se, chains=64, burn_in=300, block=500,
+           max_steps=20_000):
+    """SPEC §4 data-augmentation Gibbs sampler; chains in parallel, theta Rao-Blackwellised.
+
+    wanted_se(theta) -> the standard error to reach. Returns theta, its standard error (spread
+    of the chain means), p_mean, draws kept, between-chain ESS.
+    """
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+        [int(seed) & 0xFFFFFFFF, *counts.key(), 1])))
+    paired = counts.paired.astype(float)
+    n = counts.n.astype(float)
+    m = counts.metric_only
+    total = n.sum() + 3 + m.sum()
+    p = rng.dirichlet(n + 1, size=chains)                                       # (C, c')
+    mu = rng.standard_gamma(np.broadcast_to(paired + 1, (chains, 3, 3)))         # (C, c, c')
+    mu /= mu.sum(1, keepdims=True)
+    theta_sum = np.zeros(chains)
+    theta_square = 0.0
+    p_sum = np.zeros(3)
+    kept = 0
+    step = 0
+    while True:
+        latent = np.empty((chains, 3, 3))
+        for c in range(3):
+            weights = mu[:, c, :] * p
+            latent[:, c, :] = rng.multinomial(m[c], weights / weights.sum(1, keepdims=True))
+        column = latent.sum(1)
+        p = rng.standard_gamma(n + 1 + column)
+        p /= p.sum(1, keepdims=True)
+        mu = rng.standard_gamma(paired + 1 + latent)
+        mu /= mu.sum(1, keepdims=True)
+        step += 1
+        if step > burn_in:
+            value = closed_form_theta(n + column)
+            theta_sum += value
+            theta_square += float(value @ value)
+            p_sum += ((n + 1 + column) / total).sum(0)
+            kept += 1
+            if kept % block == 0 or step >= max_steps:
+                chain_theta = theta_sum / kept
+                theta = float(chain_theta.mean())
+                se = float(chain_theta.std(ddof=1) / np.sqrt(chains))
+                if se <= wanted_se(theta) or step >= max_steps:
+                    spread = theta_square / (kept * chains) - theta ** 2
+                    ess = spread / se ** 2 if se > 0 else float(kept * chains)
+                    return theta, se, p_sum / (kept * chains), kept * chains, float(ess)
 
 
 # --------------------------------------------------------------------------------------------
@@ -488,6 +690,7 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
     theta = np.zeros(size)
     se = np.zeros(size)
     p_mean = np.zeros((size, 3))
+    ess_all = np.zeros(size)
     for i, pair in enumerate(counts):
         stream = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *pair.key()])
         key = jax.random.PRNGKey(int(stream.generate_state(1)[0]))
@@ -501,11 +704,14 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
             ess = float(effective_sample_size(wins[..., None])[0])
             ess = ess if np.isfinite(ess) and ess > 1 else 1.0
             se[i] = np.sqrt(theta[i] * (1 - theta[i]) / ess)
+            ess_all[i] = ess
         else:
+            ess_all[i] = wins.size
             se[i] = 1.0 / wins.size   # no draw on the other side (see the fast method)
     decision, resolved = _decisions(theta, se, gamma, resolve_z)
     draws = np.full(size, num_chains * num_samples, np.int64)
-    return DecisionBatch(decision, theta, se, p_mean, resolved, draws)
+    return DecisionBatch(decision, theta, se, p_mean, resolved, draws, ess_all,
+                         np.full(size, "nuts", dtype=object))
 
 
 # --------------------------------------------------------------------------------------------
@@ -518,13 +724,16 @@ def _options(defaults: dict, options: dict, method: str) -> dict:
                          f"known: {sorted(defaults)}")
     merged = {**defaults, **options}
     for name, value in merged.items():
+        if name == "fallback" and not isinstance(value, bool):
+            raise ValueError(f"fallback must be True or False, got {value!r}")
         if name in ("first_draws", "max_draws", "threads", "num_chains", "num_samples") and \
                 (not isinstance(value, (int, np.integer)) or value < 1):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if name == "num_warmup" and (not isinstance(value, (int, np.integer))
                                                    or value < 0):
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if name in ("target_se", "resolve_z") and not (isinstance(value, (int, float))
+        if name in ("target_se", "resolve_z", "min_ess", "min_ess_fraction",
+                    "exact_budget") and not (isinstance(value, (int, float))
                                                         and value >= 0):
             raise ValueError(f"{name} must be a non-negative number, got {value!r}")
     return merged
@@ -557,7 +766,8 @@ def decide_many(counts: Sequence[PairCounts], *, gamma: float = 0.05, method: st
     theta = np.where(flip, 1.0 - batch.theta, batch.theta)
     p_mean = np.where(flip[:, None], batch.p_mean[:, ::-1], batch.p_mean)
     decision = np.where(flip, -batch.decision, batch.decision).astype(np.int8)
-    return DecisionBatch(decision, theta, batch.theta_se, p_mean, batch.resolved, batch.draws)
+    return DecisionBatch(decision, theta, batch.theta_se, p_mean, batch.resolved, batch.draws,
+                         batch.ess, batch.method)
 
 
 def posterior_draws(counts: PairCounts, size: int, seed: int = 0) -> np.ndarray:

@@ -156,28 +156,34 @@ class PairFavi:
 
 
 def paired_labels(human_items, human_values, metric_items, metric_values):
-    """Pair every human label with the metric label of its item.
+    """Pair every item's human label with its metric label.
 
-    Several human labels of one item (several annotators) each pair with the item's single
-    metric label; human labels of items the metric did not rate are dropped.
-    Returns (human labels (n,), metric labels (n,)).
+    Several human labels of one item (several annotators) are first merged into one, the sign
+    of their mean (protocol.preferences.sign_of_mean_per_item: the item is the unit); items
+    the metric did not rate are dropped. Returns (human labels (n,), metric labels (n,)).
     """
-    metric_items = np.asarray(metric_items)
+    _, human, metric = paired_items(human_items, human_values, metric_items, metric_values)
+    return human, metric
+
+
+def paired_items(human_items, human_values, metric_items, metric_values):
+    """paired_labels with the items: (items (n,) object, human (n,), metric (n,))."""
+    from .preferences import sign_of_mean_per_item
+
+    metric_items = np.asarray(metric_items, dtype=object)
     metric_values = _labels(metric_values, "metric")
-    if len(np.unique(metric_items)) != len(metric_items):
+    if len(set(metric_items.tolist())) != len(metric_items):
         raise ValueError("metric labels must hold at most one label per item")
     human_items = np.asarray(human_items)
     human_values = _labels(human_values, "human")
     if human_items.shape != human_values.shape or metric_items.shape != metric_values.shape:
         raise ValueError("items and label values must have the same length")
-    order = np.argsort(metric_items, kind="stable")
-    sorted_items = metric_items[order]
-    position = np.searchsorted(sorted_items, human_items)
-    position = np.clip(position, 0, max(len(sorted_items) - 1, 0))
-    found = (
-        sorted_items[position] == human_items if len(sorted_items) else np.zeros(len(human_items), bool)
-    )
-    return human_values[found], metric_values[order][position[found]]
+    human_items, human_values = sign_of_mean_per_item(human_items, human_values)
+    metric_of = dict(zip(metric_items.tolist(), metric_values.tolist()))
+    found = np.array([item in metric_of for item in human_items.tolist()], dtype=bool)
+    items = human_items[found]
+    metric = np.array([metric_of[item] for item in items.tolist()], dtype=np.int8)
+    return items, human_values[found], metric
 
 
 def favi_by_pair(human: Mapping, metric: Mapping) -> dict[tuple[str, str], PairFavi]:
@@ -264,4 +270,80 @@ def summarize(results: Mapping[tuple[str, str], PairFavi]) -> FaviSummary:
         std_abs_favi=float(with_errors.std()) if with_errors.size else float("nan"),
         sample_accuracy=sample_accuracy(confusions),
         system_accuracy=system_accuracy(confusions),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Uncertainty: item-clustered bootstrap
+
+
+@dataclass(frozen=True)
+class FaviIntervals:
+    """Percentile intervals (low, high) at ``level`` from an item-clustered bootstrap.
+
+    pairs: (P,) canonical pairs; favi: (P, 2), NaN rows where a pair had no error in too
+    many replicates to say; sample_accuracy, system_accuracy, mean_abs_favi: (2,).
+    """
+
+    pairs: tuple[tuple[str, str], ...]
+    favi: np.ndarray
+    sample_accuracy: np.ndarray
+    system_accuracy: np.ndarray
+    mean_abs_favi: np.ndarray
+    level: float
+    draws: int
+
+
+def bootstrap_intervals(human: Mapping, metric: Mapping, *, draws: int = 1000,
+                        level: float = 0.95, seed: int = 0) -> FaviIntervals:
+    """Intervals for the Favi-Scores and the accuracies, resampling items, not labels.
+
+    human, metric: as for favi_by_pair. An item id names one input (e.g. a source text)
+    shared by every pair that was compared on it, so one replicate draws the item ids with
+    replacement and every pair keeps all its labels of a drawn item: labels that share an
+    item (annotators, pairs of systems on one input) are dependent and move together.
+    """
+    if not (isinstance(draws, (int, np.integer)) and draws >= 2):
+        raise ValueError(f"draws must be an integer >= 2, got {draws!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    pairs = sorted(set(human) & set(metric))
+    if not pairs:
+        raise ValueError("no system pairs in both label tables")
+    per_pair = [paired_items(human[p].items, human[p].values, metric[p].items, metric[p].values)
+                for p in pairs]
+    index = {item: k for k, item in enumerate(sorted({i for items, _, _ in per_pair
+                                                      for i in items.tolist()}, key=str))}
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(index), np.full(len(index), 1 / len(index)), size=draws)
+    confusions = np.zeros((draws, len(pairs), 9))
+    for k, (items, h, m) in enumerate(per_pair):
+        cells = np.zeros((len(items), 9))
+        cells[np.arange(len(items)), (1 - h.astype(int)) * 3 + (1 - m.astype(int))] = 1
+        columns = np.array([index[i] for i in items.tolist()], dtype=np.int64)
+        confusions[:, k] = weights[:, columns] @ cells
+    confusions = confusions.reshape(draws, len(pairs), 3, 3)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        favi = np.atleast_2d(favi_score(confusions))                              # (B, P)
+        totals = confusions.sum(axis=(1, 2, 3))
+        sample = np.trace(confusions, axis1=-2, axis2=-1).sum(axis=1) / totals
+        system = system_sign_agreement(confusions).mean(axis=1)
+    abs_favi = np.abs(favi)
+    has_error = ~np.isnan(favi)
+    mean_abs = np.where(has_error.any(axis=1),
+                        np.nansum(abs_favi, axis=1) / np.maximum(has_error.sum(axis=1), 1), np.nan)
+    tails = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+
+    def interval(values):
+        values = values[np.isfinite(values)]
+        return np.percentile(values, tails) if values.size >= draws / 2 else np.full(2, np.nan)
+
+    return FaviIntervals(
+        pairs=tuple(pairs),
+        favi=np.array([interval(favi[:, k]) for k in range(len(pairs))]),
+        sample_accuracy=interval(sample),
+        system_accuracy=interval(system),
+        mean_abs_favi=interval(mean_abs),
+        level=float(level),
+        draws=int(draws),
     )

@@ -171,9 +171,20 @@ def decisions_from_counts(
 def decisions_from_labels(
     labels: Mapping[tuple[str, str], object], alpha: float = 0.05, method: str = ASYMPTOTIC
 ) -> dict[tuple[str, str], int]:
-    """Sign-test decision per pair from label tables (anything with a ``values`` array)."""
+    """Sign-test decision per pair from label tables (anything with a ``values`` array).
+
+    Tables with an ``items`` array count every item once, labelled with the sign of the mean
+    of its labels (protocol.preferences.sign_of_mean_per_item: the item is the unit).
+    """
+    from .preferences import sign_of_mean_per_item
+
+    def per_item(table):
+        if getattr(table, "items", None) is None:
+            return table.values
+        return sign_of_mean_per_item(table.items, table.values)[1]
+
     return decisions_from_counts(
-        {pair: label_counts(table.values) for pair, table in labels.items()}, alpha, method
+        {pair: label_counts(per_item(table)) for pair, table in labels.items()}, alpha, method
     )
 
 

@@ -6,19 +6,20 @@ prints ``{"systems", "pairs": [{"first", "second", "confusion", "favi", "human_d
 "spa", "pa"}``.
 
 Definitions used here:
-- Human labels come from human_preference rows (one per row) or from human_score rows
-  averaged per (item, system) before a preference is derived (protocol.preferences).
+- Human labels come from human_preference rows or from human_score rows averaged per
+  (item, system) before a preference is derived; several labels of one item and pair are
+  merged into the sign of their mean, so the item is the unit (protocol.preferences).
   Metric labels come from metric_score or metric_preference rows alike.
 - Every pair is judged on its *evaluation setting* (papers/favi-score.txt Def. 3): the human
-  labels of items the metric also rated, each paired with that item's metric label (several
-  annotators of one item give several rows of the confusion matrix).
+  label of every item the metric also rated, paired with that item's metric label (one row
+  of the confusion matrix per item, however many annotators judged it).
 - human_decision / metric_decision: the default sign test (asymptotic, ties discarded,
   alpha 0.05) on that pair's human outcome d (row sums) and metric outcome d_hat (column
   sums); category: the metric decision judged against the human one (SPEC §5).
 - SPA / PA: when both the humans and the metric give scalar scores, the (systems, items)
   score matrices on the items every kept system has in both (systems the metric never
-  scored are left out). Otherwise per pair the per-item preference values (human
-  annotators of one item averaged) on the items both rated (protocol.spa module docstring).
+  scored are left out). Otherwise per pair the per-item preference labels on the items both
+  rated (protocol.spa module docstring).
   ``null`` when no pair can be compared.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bundle import Bundle, BundleError, read_bundle
-from .favi import favi_by_pair, per_system_favi, summarize
+from .favi import FaviIntervals, bootstrap_intervals, favi_by_pair, per_system_favi, summarize
 from .preferences import human_labels, metric_labels, score_matrix
 from .ranking import (
     ASYMPTOTIC,
@@ -73,6 +74,7 @@ class MetricReport:
     spa: SpaResult | None
     spa_route: str  # "scores", "preferences" or "none"
     spa_items: int  # items (score route) or largest per-pair item count (preference route)
+    intervals: FaviIntervals | None = None  # item-clustered bootstrap, None when not asked
 
     @property
     def category_counts(self) -> dict[str, int]:
@@ -133,6 +135,7 @@ def compare_metric(
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
     with_spa: bool = True,
+    bootstrap: int = 0,
 ) -> MetricReport:
     """Compare ``metric`` with the bundle's human labels (module docstring for definitions)."""
     bundle.metric_kind(metric)  # ValueError naming the known metrics when unknown
@@ -152,6 +155,7 @@ def compare_metric(
     metric_decisions = {p: int(d) for p, d in zip(pairs, metric_test.decision)}
     categories = compare_decisions(human_decisions, metric_decisions)
     summary = summarize(results)
+    intervals = bootstrap_intervals(human, labels, draws=bootstrap, seed=seed) if bootstrap else None
 
     spa, route, spa_items = None, "none", 0
     if with_spa:
@@ -187,6 +191,7 @@ def compare_metric(
         spa=spa,
         spa_route=route,
         spa_items=spa_items,
+        intervals=intervals,
     )
 
 
@@ -198,9 +203,13 @@ def _number(value: float | None):
     return None if math.isnan(value) else value
 
 
+def _interval(values) -> list | None:
+    return None if values is None or np.isnan(values).any() else [float(v) for v in values]
+
+
 def report_json(report: MetricReport) -> dict:
-    """The DESIGN.md ``protocol.report`` object."""
-    return {
+    """The DESIGN.md ``protocol.report`` object (plus "intervals" when bootstrapped)."""
+    result = {
         "systems": list(report.systems),
         "pairs": [
             {
@@ -220,6 +229,18 @@ def report_json(report: MetricReport) -> dict:
         "spa": _number(report.spa.spa) if report.spa else None,
         "pa": _number(report.spa.pa) if report.spa else None,
     }
+    if report.intervals is not None:
+        found = report.intervals
+        result["intervals"] = {
+            "level": found.level,
+            "draws": found.draws,
+            "method": "item-clustered percentile bootstrap",
+            "sample_accuracy": _interval(found.sample_accuracy),
+            "system_accuracy": _interval(found.system_accuracy),
+            "mean_abs_favi": _interval(found.mean_abs_favi),
+            "favi": {f"{a}|{b}": _interval(v) for (a, b), v in zip(found.pairs, found.favi)},
+        }
+    return result
 
 
 def _format_text(report: MetricReport) -> str:
@@ -230,6 +251,12 @@ def _format_text(report: MetricReport) -> str:
         f"metric {report.metric}: {len(report.systems)} systems, {len(report.pairs)} pairs",
         f"sample accuracy {fmt(report.sample_accuracy)}  system accuracy {fmt(report.system_accuracy)}  "
         f"mean |Favi| {fmt(report.mean_abs_favi)}",
+        *([f"95% intervals (item-clustered bootstrap): sample accuracy "
+           f"{fmt(report.intervals.sample_accuracy[0])}-{fmt(report.intervals.sample_accuracy[1])}, "
+           f"system accuracy {fmt(report.intervals.system_accuracy[0])}-"
+           f"{fmt(report.intervals.system_accuracy[1])}, mean |Favi| "
+           f"{fmt(report.intervals.mean_abs_favi[0])}-{fmt(report.intervals.mean_abs_favi[1])}"]
+          if report.intervals is not None else []),
         f"SPA {fmt(report.spa.spa if report.spa else None)}  PA {fmt(report.spa.pa if report.spa else None)}"
         f"  ({report.spa_route} route)",
         "categories " + ", ".join(f"{k} {v}" for k, v in sorted(report.category_counts.items())),
@@ -254,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact", action="store_true", help="exact binomial sign test instead of asymptotic")
     parser.add_argument("--permutations", type=int, default=DEFAULT_PERMUTATIONS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bootstrap", type=int, default=0,
+                        help="item-clustered bootstrap draws for 95%% intervals of the Favi-Scores "
+                             "and accuracies, adds \"intervals\" to the JSON (default 0 = none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -265,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             method="exact" if args.exact else ASYMPTOTIC,
             permutations=args.permutations,
             seed=args.seed,
+            bootstrap=args.bootstrap,
         )
     except BundleError as error:
         print(f"error: invalid bundle {args.bundle}:\n{error}", file=sys.stderr)

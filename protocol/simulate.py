@@ -16,7 +16,11 @@ Command line (DESIGN.md)::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
         [--policy paper|adaptive] [--method fast|nuts] [--json]
-        [--strict [--spending bonferroni|pocock]] [--null] [--quiet]
+        [--strict [--spending bonferroni|pocock]] [--rule bayes|eprocess] [--null] [--quiet]
+
+``--null`` replays null pairs and adds ``null_false_decision_rate`` (the share of pairs
+decided ±, all of them false) to the output. ``--baselines`` adds the human-only sign test
+and PPI++ (metric as predictor) at the replay's annotation fraction (``baselines``).
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.
 """
@@ -187,6 +191,110 @@ def null_labels(human, metric=None, *, seed: int = 0):
     return null_human, null_metric
 
 
+# --------------------------------------------------------------------------------------------
+# Baselines from the literature, at a fixed budget (one look: no repeated-looks inflation)
+# --------------------------------------------------------------------------------------------
+BASELINES = ("sign_test", "ppi++")
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """A fixed-sample baseline: every pair gets round(fraction x its labels) uniform labels.
+
+    Rates are fractions of pairs against the human-only decision on all labels (as replay).
+    """
+
+    name: str
+    annotation_fraction: float
+    correct: float
+    inversion: float
+    omission: float
+    insertion: float
+    decisions: Mapping[Pair, int]
+
+    def summary(self) -> dict:
+        return {"baseline": self.name, "annotation_fraction": self.annotation_fraction,
+                "correct": self.correct, "inversion": self.inversion,
+                "omission": self.omission, "insertion": self.insertion}
+
+
+def ppi_plus_plus(labelled_human, labelled_metric, unlabelled_metric, gamma: float) -> int:
+    """PPI++ test of mean(human label) = 0 with the metric label as the predictor.
+
+    labelled_human, labelled_metric: (n,) labels in {-1, 0, 1} of the human-labelled items;
+    unlabelled_metric: (N,) metric labels of the other items. Estimate (Angelopoulos et al.
+    2023, PPI++ with power tuning): theta = lam mean(f_U) + mean(h - lam f)_L, variance
+    lam^2 var(f_U) / N + var(h - lam f)_L / n, lam = cov(h, f)_L / ((1 + n / N) var(f)),
+    clipped to [0, 1]. Returns +1 / -1 when |z| > Phi^-1(1 - gamma/2) (normal approximation),
+    else 0.
+    """
+    from scipy.special import ndtri
+
+    h = np.asarray(labelled_human, dtype=float)
+    f = np.asarray(labelled_metric, dtype=float)
+    unlabelled = np.asarray(unlabelled_metric, dtype=float)
+    n, big_n = len(h), len(unlabelled)
+    if n < 2:
+        return 0
+    lam = 0.0
+    if big_n >= 2:
+        variance_f = np.var(np.concatenate([f, unlabelled]), ddof=1)
+        if variance_f > 0:
+            lam = float(np.clip(np.cov(h, f, ddof=1)[0, 1] / ((1 + n / big_n) * variance_f), 0, 1))
+    residual = h - lam * f
+    estimate = residual.mean() + (lam * unlabelled.mean() if big_n else 0.0)
+    variance = residual.var(ddof=1) / n + (lam ** 2 * unlabelled.var(ddof=1) / big_n
+                                           if big_n >= 2 else 0.0)
+    if variance <= 0:
+        return int(np.sign(estimate))
+    z = estimate / math.sqrt(variance)
+    critical = float(ndtri(1 - gamma / 2))
+    return 1 if z > critical else (-1 if z < -critical else 0)
+
+
+def baselines(human, metric=None, *, fraction: float, gamma: float = 0.05,
+              seed: int = 0) -> dict[str, BaselineResult]:
+    """The human-only sign test and PPI++ (metric as predictor) at a fixed budget fraction.
+
+    human, metric: as for replay. Every pair gets round(fraction x its labels) human labels,
+    drawn uniformly without replacement (seeded per pair as the replay), one look. The sign
+    test is protocol.ranking.sign_test (asymptotic, ties discarded); PPI++ uses the metric
+    labels of every other item of the pair (without a metric table it is the plain z-test).
+    """
+    from .ranking import compare_decisions, sign_test
+
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
+    human = {k: v for k, v in _labels_by_pair(human, "human").items() if len(v[1])}
+    metric = _labels_by_pair(metric, "metric") if metric else {}
+    reference, _ = reference_decisions(human, gamma)
+    decided: dict[str, dict[Pair, int]] = {name: {} for name in BASELINES}
+    used = available = 0
+    for key in sorted(human):
+        items, values = human[key]
+        order = np.random.default_rng([seed, 5, _stable_hash(*key)]).permutation(len(values))
+        chosen = order[: max(1, int(round(fraction * len(values))))]
+        used += len(chosen)
+        available += len(values)
+        sample = values[chosen]
+        test = sign_test(np.array([np.sum(sample == 1)]), np.array([np.sum(sample == -1)]), gamma)
+        decided["sign_test"][key] = int(test.decision[0])
+        metric_of = dict(zip(*(x.tolist() for x in metric[key]))) if key in metric else {}
+        picked = set(items[chosen].tolist())
+        labelled = [(v, metric_of.get(i, 0)) for i, v in zip(items[chosen].tolist(), sample.tolist())]
+        unlabelled = [v for i, v in metric_of.items() if i not in picked]
+        decided["ppi++"][key] = ppi_plus_plus([h for h, _ in labelled], [f for _, f in labelled],
+                                              unlabelled, gamma)
+    results = {}
+    for name, decisions in decided.items():
+        categories = compare_decisions(reference, decisions)
+        rates = {c: float(np.mean([v == c for v in categories.values()]))
+                 for c in ("Correct", "Inversion", "Omission", "Insertion")}
+        results[name] = BaselineResult(name, used / available, rates["Correct"], rates["Inversion"],
+                                       rates["Omission"], rates["Insertion"], decisions)
+    return results
+
+
 def replay(
     human,
     metric=None,
@@ -345,7 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="split gamma over the looks: false ± rate <= gamma")
     parser.add_argument("--spending", choices=adaptive.SPENDING, default="bonferroni",
                         help="how --strict splits gamma (default bonferroni: gamma / looks)")
+    parser.add_argument("--rule", choices=adaptive.RULES, default="bayes",
+                        help="decision rule: bayes (theta thresholds) or eprocess (anytime-valid: false ± <= gamma)")
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
+    parser.add_argument("--baselines", action="store_true",
+                        help="also run the human-only sign test and PPI++ at the replay's annotation fraction")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
 
@@ -365,19 +477,38 @@ def main(argv: list[str] | None = None) -> int:
             method=args.method,
             strict=args.strict,
             spending=args.spending,
+            rule=args.rule,
         )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = result.summary()
+    if args.null:
+        summary["null_false_decision_rate"] = result.false_decision_rate
+    if args.baselines:
+        human, metric_table = load(args.bundle, args.metric)
+        if args.null:
+            human, metric_table = null_labels(human, metric_table, seed=args.seed)
+        found = baselines(human, metric_table, fraction=result.annotation_fraction,
+                          gamma=args.gamma, seed=args.seed)
+        summary["baselines"] = []
+        for name, baseline in found.items():
+            row = baseline.summary()
+            if args.null:
+                row["null_false_decision_rate"] = float(np.mean(
+                    [d != 0 for d in baseline.decisions.values()]))
+            summary["baselines"].append(row)
     if args.json:
         print(json.dumps(summary, allow_nan=False))
     else:
         for key, value in summary.items():
+            if key == "baselines":
+                for row in value:
+                    print(f"{'baseline ' + row['baseline']:22s} " + "  ".join(
+                        f"{k} {v:.3f}" for k, v in row.items() if isinstance(v, float)))
+                continue
             print(f"{key:22s} {value:.4f}" if isinstance(value, float) else f"{key:22s} {value}")
         print(f"{'kld_skipped':22s} {result.kld_skipped}")
-        if args.null:
-            print(f"{'false_decision_rate':22s} {result.false_decision_rate:.4f}")
     return 0
 
 

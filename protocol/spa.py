@@ -6,7 +6,14 @@ sign flips s of the per-segment differences with s·(x_i - x_j) >= sum(x_i - x_j
 P[i, j] means i is better, large means j is better, 0.5 means indistinguishable.
 
     SPA = 1 - mean_{i<j} |P_h[i, j] - P_m[i, j]|
-    PA  = 1 - mean_{i<j} |round(P_h[i, j]) - round(P_m[i, j])|,  round(p) = 1 iff p >= 0.5
+    PA  = mean_{i<j} a_ij,  a_ij = 1 iff sign(sum(h_i - h_j)) == sign(sum(m_i - m_j))
+
+PA is the paper's Eq. 2 (Kocmi et al. 2021): sign agreement of the human and the metric
+totals, deterministic. Its Eq. 3 form 1 - |round(P_h) - round(P_m)| equals it only when the
+p-values are exact and no total is 0 or near it; from Monte-Carlo p-values it depends on the
+seed (a pair whose exact p-value is 0.5 rounds either way), so it is kept only as
+``pairwise_accuracy`` for comparison. A total within rounding of 0 is a tie, which agrees
+only with a tie.
 
 One (permutations x segments) matrix of random signs is drawn once (seeded) and shared by
 every pair and by both the human and the metric scores. Sharing it across pairs makes the
@@ -159,8 +166,33 @@ def soft_pairwise_accuracy(human_p, metric_p) -> float:
     return float(1.0 - np.mean(np.abs(human_p - metric_p)))
 
 
+def pairwise_accuracy_from_totals(human_totals, metric_totals, human_tolerance: float = 0.0,
+                                  metric_tolerance: float = 0.0) -> float:
+    """PA by the paper's Eq. 2: the fraction of pairs whose totals agree in sign.
+
+    human_totals, metric_totals: (P,) sums of x_first - x_second; |total| <= tolerance is a
+    tie (sign 0).
+    """
+    human = np.asarray(human_totals, dtype=float)
+    metric = np.asarray(metric_totals, dtype=float)
+    if human.shape != metric.shape or human.ndim != 1:
+        raise ValueError(f"totals must be two (P,) vectors, got {human.shape} and {metric.shape}")
+    if human.size == 0:
+        raise ValueError("no system pairs to compare")
+    if not (np.all(np.isfinite(human)) and np.all(np.isfinite(metric))):
+        raise ValueError("totals must be finite")
+
+    def sign(total, tolerance):
+        return np.where(np.abs(total) <= tolerance, 0, np.sign(total))
+
+    return float(np.mean(sign(human, human_tolerance) == sign(metric, metric_tolerance)))
+
+
 def pairwise_accuracy(human_p, metric_p) -> float:
-    """PA from quantised p-values, round(p) = 1 iff p >= 0.5."""
+    """PA from quantised p-values (the paper's Eq. 3), round(p) = 1 iff p >= 0.5.
+
+    Seed-dependent with Monte-Carlo p-values; SpaResult.pa uses Eq. 2 instead.
+    """
     human_p, metric_p = _paired_p_values(human_p, metric_p)
     return float(1.0 - np.mean(np.abs((human_p >= 0.5).astype(float) - (metric_p >= 0.5))))
 
@@ -171,6 +203,8 @@ class SpaResult:
 
     pairs: (P,) (first index/name, second) in the order of the p-value vectors.
     human_p, metric_p: (P,) p-values of "first better than second".
+    pa: Eq. 2, sign agreement of the totals (deterministic); pa_quantised: Eq. 3 from the
+    Monte-Carlo p-values, for comparison.
     """
 
     spa: float
@@ -180,6 +214,7 @@ class SpaResult:
     metric_p: np.ndarray
     permutations: int
     seed: int | None
+    pa_quantised: float = float("nan")
 
 
 def compare_scores(
@@ -209,14 +244,18 @@ def compare_scores(
     human_p = _upper(pairwise_p_values(human, signs=signs))
     metric_p = _upper(pairwise_p_values(metric, signs=signs))
     rows, cols = np.triu_indices(human.shape[0], 1)
+    human_totals, metric_totals = human.sum(axis=1), metric.sum(axis=1)
     return SpaResult(
         spa=soft_pairwise_accuracy(human_p, metric_p),
-        pa=pairwise_accuracy(human_p, metric_p),
+        pa=pairwise_accuracy_from_totals(human_totals[rows] - human_totals[cols],
+                                         metric_totals[rows] - metric_totals[cols],
+                                         _tolerance(human), _tolerance(metric)),
         pairs=tuple((names[i], names[j]) for i, j in zip(rows, cols)),
         human_p=human_p,
         metric_p=metric_p,
         permutations=int(permutations),
         seed=seed,
+        pa_quantised=pairwise_accuracy(human_p, metric_p),
     )
 
 
@@ -265,12 +304,14 @@ def compare_differences(
     metric_p = p_values_from_differences(metric_values, mask, signs=signs)
     return SpaResult(
         spa=soft_pairwise_accuracy(human_p, metric_p),
-        pa=pairwise_accuracy(human_p, metric_p),
+        pa=pairwise_accuracy_from_totals(human_values.sum(axis=1), metric_values.sum(axis=1),
+                                         _tolerance(human_values), _tolerance(metric_values)),
         pairs=tuple(tuple(p) for p in pairs),
         human_p=human_p,
         metric_p=metric_p,
         permutations=int(permutations),
         seed=seed,
+        pa_quantised=pairwise_accuracy(human_p, metric_p),
     )
 
 

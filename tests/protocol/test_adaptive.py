@@ -1,5 +1,6 @@
 import json
 from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -96,10 +97,11 @@ def test_metric_labels_move_from_metric_only_to_paired_on_the_first_human_label(
     state = record_judgement(state, "A", "B", "x9", 0)  # an item without a metric label
     pair = state.pair(*AB)
     assert pair.metric_only == (0, 1, 1)
-    assert pair.paired == ((1, 0, 1), (0, 0, 0), (0, 0, 0))
+    # the item is the unit: i0's -1 and +1 are one item with the label 0 (sign of the mean)
+    assert pair.paired == ((0, 1, 0), (0, 0, 0), (0, 0, 0))
     assert pair.human_only == (0, 1, 0)
     assert pair.status == FILLED and pair.judgements == 3
-    assert pair.human_counts.tolist() == [1, 1, 1]
+    assert pair.human_counts.tolist() == [0, 2, 0]
 
 
 def test_a_full_round_or_a_stopped_pair_takes_no_more_judgements():
@@ -325,3 +327,92 @@ def test_round_size_by_hand():
     far = replace(near, theta=(0.6,))
     assert adaptive.round_size(adaptive_settings, far) == 10
     assert adaptive.round_size(replace(adaptive_settings, strict=True), near) == 10
+
+
+def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json():
+    caps = {AB: 40}
+    metric = {AB: {f"i{k}": 1 for k in range(40)}}
+    state = open_rounds(start(ProtocolSettings(budget=40, batch=10), caps, metric))
+    state = record_judgements(state, "A", "B", [f"i{k}" for k in range(10)], [1] * 6 + [-1] * 4)
+    closed = close_rounds(state)
+    diagnostics = closed.pair(*AB).diagnostics
+    assert diagnostics["method"] in ("importance", "exact", "gibbs")
+    assert diagnostics["draws"] >= 0 and diagnostics["theta_se"] >= 0
+    text = json.dumps(closed.to_dict(), allow_nan=False)   # PostgreSQL jsonb rejects Infinity
+    assert ProtocolState.from_dict(json.loads(text)) == closed
+    # without metric labels theta is the closed form; a state stored before diagnostics loads
+    plain = close_rounds(record_judgements(open_rounds(start(ProtocolSettings(budget=40), caps)),
+                                           "A", "B", [f"i{k}" for k in range(10)], [1] * 10))
+    assert dict(plain.pair(*AB).diagnostics) == {"method": "closed_form", "ess": None,
+                                                 "draws": 0, "theta_se": 0.0}
+    old = plain.to_dict()
+    for pair in old["pairs"]:
+        del pair["diagnostics"]
+    assert ProtocolState.from_dict(old).pair(*AB).diagnostics is None
+
+
+def test_several_judgements_of_one_item_count_once_as_the_sign_of_their_mean():
+    caps = {AB: 12}
+    metric = {AB: {"x": 1, "y": -1, "z": 0}}
+    state = open_rounds(start(ProtocolSettings(budget=12, batch=6), caps, metric))
+    state = record_judgements(state, "A", "B", ["x", "x", "y", "w", "w", "x"], [1, -1, -1, 1, 1, 1])
+    pair = state.pair(*AB)
+    # x: +1 -1 +1 -> +; y: -; w (no metric label): +1 +1 -> +; z untouched (metric-only)
+    assert pair.paired == ((1, 0, 0), (0, 0, 0), (0, 0, 1))
+    assert pair.human_only == (1, 0, 0) and pair.metric_only == (0, 1, 0)
+    assert pair.judgements == 6 and state.spent == 6 and dict(pair.votes) == {"x": 1, "y": -1, "w": 2}
+    from protocol.decision import counts_from_labels
+    direct = counts_from_labels(["x", "x", "y", "w", "w", "x"], [1, -1, -1, 1, 1, 1],
+                                ["x", "y", "z"], [1, -1, 0])
+    assert adaptive.pair_counts(pair) == direct
+    assert ProtocolState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_eprocess_bets_never_use_the_judged_items_own_metric_label():
+    metric = {AB: {"a": 1, "b": 1, "c": -1, "d": 0}}
+    state = open_rounds(start(ProtocolSettings(budget=4, batch=4, rule="eprocess"), {AB: 4}, metric))
+    state = record_judgements(state, "A", "B", ["a"], [1])
+    # before item a: nothing paired, metric-only (2, 1, 1) minus a's own + -> (1, 1, 1)
+    first_bet = adaptive.bet(np.zeros((3, 3)), (0, 0, 0), (1, 1, 1))
+    assert state.pair(*AB).log_evidence == pytest.approx(np.log1p(first_bet))
+    before = state.pair(*AB)
+    state = record_judgements(state, "A", "B", ["c", "c"], [-1, 1])   # c judged twice
+    # every bet of the round is made from the counts when it opened, minus c's own -
+    second_bet = adaptive.bet(np.zeros((3, 3)), (0, 0, 0), (2, 1, 0))
+    # only the item's first judgement moves the wealth
+    assert state.pair(*AB).log_evidence == pytest.approx(before.log_evidence + np.log1p(-second_bet))
+    assert ProtocolState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_eprocess_decides_at_wealth_one_over_gamma_in_the_direction_of_the_margin():
+    pair = adaptive.PairState("A", "B", capacity=30, metric={}, human_only=(8, 1, 1),
+                              judged_items=frozenset(f"i{k}" for k in range(10)),
+                              votes=MappingProxyType({f"i{k}": 1 for k in range(10)}),
+                              judgements=10, log_evidence=np.log(20.0) + 1e-9)
+    assert adaptive.eprocess_decision(pair, 0.05) == 1
+    assert adaptive.eprocess_decision(replace(pair, log_evidence=np.log(19.9)), 0.05) == 0
+    with pytest.raises(ValueError, match="rule must be one of"):
+        ProtocolSettings(budget=1, rule="bayesian")
+
+
+@pytest.mark.slow
+def test_eprocess_controls_false_decisions_on_null_pairs_under_many_looks():
+    # 50 looks per pair (batch 2, 100 items): the bayes rule's false ± rate is far above
+    # gamma there (measured 0.32), the e-process must stay within Monte-Carlo error of it
+    from protocol.simulate import null_labels, replay
+
+    rng = np.random.default_rng(11)
+    human = {(f"S{k:02d}", f"T{k:02d}"): (np.array([f"i{j}" for j in range(100)]),
+                                          rng.choice([1, 0, -1], size=100, p=[0.45, 0.1, 0.45]))
+             for k in range(100)}
+    rates = {}
+    for rule in ("eprocess", "bayes"):
+        false = total = 0
+        for seed in range(2):
+            null_human, _ = null_labels(human, None, seed=seed)
+            result = replay(null_human, None, seed=seed, batch=2, rule=rule)
+            false += sum(d != 0 for d in result.decisions.values())
+            total += len(result.decisions)
+        rates[rule] = false / total
+    bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / total)
+    assert rates["eprocess"] <= bound < rates["bayes"]

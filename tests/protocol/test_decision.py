@@ -78,8 +78,12 @@ def test_s2_near_the_edge_keeps_sampling_until_resolved_or_reports_it():
     resolved = decide(S2, seed=1)          # theta ~ 0.969, 0.006 below the 0.975 edge
     assert resolved.resolved and resolved.draws > 2048
     assert abs(resolved.theta - 0.975) > 3 * resolved.theta_se
-    capped = decide(S2, seed=1, first_draws=512, max_draws=1024)
+    capped = decide(S2, seed=1, first_draws=512, max_draws=1024, fallback=False)
     assert capped.draws == 1024 and not capped.resolved and capped.decision == 0
+    # with the fallback, the cap before the wanted precision hands the pair to MCMC (600
+    # metric-only items make the exact sum too costly)
+    fallen_back = decide(S2, seed=1, first_draws=512, max_draws=1024)
+    assert fallen_back.method == "gibbs" and fallen_back.resolved and fallen_back.decision == 0
 
 
 # ---------------------------------------------------------------------------- independent oracle
@@ -205,13 +209,12 @@ def test_counts_from_labels_splits_items_as_spec_section_4():
         human_items=["a", "a", "b", "c", "d"], human_values=[1, 0, -1, 1, 0],
         metric_items=["a", "b", "e", "f", "g"], metric_values=[-1, -1, 1, 1, 0])
     expected_paired = np.zeros((3, 3), int)
-    expected_paired[2, 0] = 1      # item a: metric -, human +
-    expected_paired[2, 1] = 1      # item a: metric -, human =
+    expected_paired[2, 0] = 1      # item a: metric -, human + and = -> sign of the mean +
     expected_paired[2, 2] = 1      # item b: metric -, human -
     np.testing.assert_array_equal(counts.paired, expected_paired)
     np.testing.assert_array_equal(counts.human_only, [1, 1, 0])     # c (+), d (=)
     np.testing.assert_array_equal(counts.metric_only, [2, 1, 0])    # e, f (+), g (=)
-    np.testing.assert_array_equal(counts.n, [2, 2, 1])
+    np.testing.assert_array_equal(counts.n, [2, 1, 1])
 
 
 def test_counts_from_labels_of_the_swapped_pair_is_the_swapped_counts():
@@ -221,7 +224,7 @@ def test_counts_from_labels_of_the_swapped_pair_is_the_swapped_counts():
     forward = counts_from_labels(human_items, human_values, metric_items, metric_values)
     backward = counts_from_labels(human_items, -human_values, metric_items, -metric_values)
     assert backward == forward.swapped()
-    assert forward.paired.sum() + forward.human_only.sum() == 60
+    assert forward.paired.sum() + forward.human_only.sum() == len(set(human_items))
     assert forward.metric_only.sum() == 35 - len(set(metric_items) & set(human_items))
 
 
@@ -317,3 +320,98 @@ def test_a_clear_pair_reports_a_nonzero_standard_error_and_stops_early():
     result = decide(counts)
     assert result.theta == 1.0 and result.decision == 1 and result.resolved
     assert 0 < result.theta_se < 0.01 and result.draws == 2048
+
+
+# ---------------------------------------------------------------------------- failing regime
+def _compositions(total):
+    return [(a, b, total - a - b) for a in range(total + 1) for b in range(total + 1 - a)]
+
+
+def brute_force_theta(counts: PairCounts) -> float:
+    """theta by enumerating every latent split L of the metric-only items (tiny m only).
+
+    P(L | data) ∝ prod_cc' C(N + L, L) * prod_c' Gamma(n + 1 + k) / Gamma(N.sum(0) + 3 + k),
+    k = L.sum(0) (Dirichlet-multinomial marginals); theta | L is the Dirichlet closed form.
+    """
+    from itertools import product
+    from scipy.special import gammaln
+
+    paired, n = counts.paired.astype(float), counts.n.astype(float)
+    log_weights, thetas = [], []
+    for rows in product(*(_compositions(int(m)) for m in counts.metric_only)):
+        split = np.array(rows, float)
+        k = split.sum(0)
+        log_weights.append((gammaln(paired + 1 + split) - gammaln(paired + 1)
+                            - gammaln(split + 1)).sum()
+                           + (gammaln(n + 1 + k) - gammaln(paired.sum(0) + 3 + k)).sum())
+        thetas.append(closed_form_theta(n + k))
+    weights = np.exp(np.array(log_weights) - max(log_weights))
+    return float(weights @ np.array(thetas) / weights.sum())
+
+
+def reference_theta(counts: PairCounts) -> float:
+    """The same sum as brute_force_theta, one row of L at a time over (k+, k=) in log space."""
+    from scipy.special import gammaln, logsumexp
+
+    paired, n = counts.paired.astype(float), counts.n.astype(float)
+    state = {(0, 0): 0.0}
+    for c, m in enumerate(counts.metric_only.tolist()):
+        row = [(split, (gammaln(paired[c] + 1 + split) - gammaln(paired[c] + 1)
+                        - gammaln(np.array(split) + 1.0)).sum())
+               for split in _compositions(m)]
+        grouped: dict = {}
+        for (k0, k1), old in state.items():
+            for split, log_kernel in row:
+                grouped.setdefault((k0 + split[0], k1 + split[1]), []).append(old + log_kernel)
+        state = {key: logsumexp(values) for key, values in grouped.items()}
+    total = int(counts.metric_only.sum())
+    k = np.array([(k0, k1, total - k0 - k1) for k0, k1 in state], float)
+    log_weight = np.array(list(state.values())) + (
+        gammaln(n + 1 + k) - gammaln(paired.sum(0) + 3 + k)).sum(1)
+    weight = np.exp(log_weight - log_weight.max())
+    return float(weight @ closed_form_theta(n + k) / weight.sum())
+
+
+@pytest.mark.parametrize("counts", [
+    PairCounts([[1, 0, 0], [0, 0, 0], [0, 0, 1]], [30, 2, 20], [4, 1, 3]),
+    PairCounts([[2, 1, 0], [0, 1, 0], [1, 0, 3]], [0, 1, 0], [5, 0, 2]),
+])
+def test_the_row_by_row_reference_equals_brute_force_enumeration(counts):
+    assert reference_theta(counts) == pytest.approx(brute_force_theta(counts), abs=1e-12)
+
+
+FEW_PAIRED = ([[0, 0, 0], [0, 0, 0], [0, 0, 0]], [[1, 0, 0], [0, 0, 0], [0, 0, 1]],
+              [[3, 1, 0], [0, 0, 0], [0, 1, 1]], [[15, 4, 5], [1, 2, 1], [6, 4, 12]])
+REGIME_GRID = [PairCounts(paired, human_only, metric_only)
+               for paired in FEW_PAIRED
+               for human_only in ([0, 0, 0], [40, 5, 30], [200, 20, 170])
+               for metric_only in ([20, 4, 15], [45, 6, 35])]
+
+
+def test_every_pair_reports_its_sampler_diagnostics():
+    batch = decide_many([PairCounts.empty(), S1, REGIME_GRID[-1]], seed=0)
+    assert batch.method.tolist() == ["closed_form", "importance", "exact"]
+    assert batch.ess[0] == np.inf and 200 <= batch.ess[1] <= batch.draws[1]
+    assert batch.ess[2] == np.inf and batch.draws[2] == 0 and batch.theta_se[2] == 0
+    assert batch.pair(1).method == "importance" and batch.pair(1).ess == batch.ess[1]
+
+
+@pytest.mark.slow
+def test_sampler_matches_the_exact_sum_in_the_failing_regime_over_20_seeds():
+    # many human-only labels + metric-only labels + few paired items: the importance weights
+    # collapse there; every pair must still be within 0.01 and never decided wrongly
+    exact = np.array([reference_theta(counts) for counts in REGIME_GRID])
+    worst, wrong = 0.0, []
+    for seed in range(20):
+        batch = decide_many(REGIME_GRID, seed=seed)
+        worst = max(worst, float(np.abs(batch.theta - exact).max()))
+        wrong += [(seed, i) for i in range(len(REGIME_GRID)) if batch.resolved[i]
+                  and batch.decision[i] != decision_from_theta(exact[i])]
+    assert worst <= 0.01 and wrong == []
+
+
+def test_gibbs_fallback_matches_the_exact_sum_when_the_exact_sum_is_too_costly():
+    counts = PairCounts([[3, 1, 0], [0, 0, 0], [0, 1, 1]], [200, 20, 170], [45, 6, 35])
+    result = decide(counts, seed=4, exact_budget=0)
+    assert result.method == "gibbs" and result.draws > 0 and result.theta_se > 0
+    assert abs(result.theta - reference_theta(counts)) <= Z * result.theta_se

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from protocol.bundle import read_bundle
 from protocol.preferences import (canonical_pair, human_labels, metric_labels, preferences_from_scores,
+                                  sign_of_mean_per_item,
                                   score_matrix)
 
 
@@ -64,10 +65,28 @@ def test_preference_rows_are_flipped_into_canonical_order():
         {"kind": "metric_preference", "item": "i2", "first": "C", "second": "A", "metric": "j", "preference": -1},
     ]
     bundle = bundle_from(rows)
-    ab = human_labels(bundle)[("A", "B")]
+    ab = human_labels(bundle, per_item=False)[("A", "B")]
     assert ab.values.tolist() == [-1, 1] and ab.annotators.tolist() == ["w1", "w2"]
     assert metric_labels(bundle, "j")[("A", "C")].values.tolist() == [1]
     assert ab.swapped().values.tolist() == [1, -1]
+    # the item is the unit: the two annotators of i1 cancel into one tie
+    merged = human_labels(bundle)[("A", "B")]
+    assert merged.items.tolist() == ["i1"] and merged.values.tolist() == [0]
+    assert merged.annotators.tolist() == ["mean"]
+
+
+@pytest.mark.parametrize("values, expected", [
+    ([1, 1, -1], 1), ([1, -1], 0), ([0, 0, -1], -1), ([1, 0, 0], 1), ([-1, -1, 1, 1, 0], 0)])
+def test_several_labels_of_one_item_become_the_sign_of_their_mean(values, expected):
+    items, labels = sign_of_mean_per_item(["x"] * len(values) + ["y"], values + [1])
+    assert items.tolist() == ["x", "y"] and labels.tolist() == [expected, 1]
+
+
+def test_sign_of_mean_rejects_bad_labels():
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        sign_of_mean_per_item(["a"], [2])
+    with pytest.raises(ValueError, match="2 items but 1"):
+        sign_of_mean_per_item(["a", "b"], [1])
 
 
 def test_metric_scores_and_score_matrix():

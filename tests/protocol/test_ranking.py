@@ -258,3 +258,15 @@ def test_graph_from_labels_matches_decisions():
 def test_dag_layout_orders_a_layer_naturally():
     graph = significance_graph(["M10", "M2", "M1", "M0"], {})
     assert [n["system"] for n in dag_layout(graph)["nodes"]] == ["M0", "M1", "M2", "M10"]
+
+
+def test_decisions_from_labels_count_each_item_once():
+    from protocol.preferences import PairLabels
+    from protocol.ranking import decisions_from_labels
+
+    # six items judged +1 by three annotators each, two items judged -1 once
+    items = np.array([f"i{k}" for k in range(6) for _ in range(3)] + ["j0", "j1"], dtype=object)
+    values = np.array([1] * 18 + [-1, -1], dtype=np.int8)
+    table = PairLabels("A", "B", items, values, np.array(["h"] * 20, dtype=object))
+    # per label: 18 vs 2, z = 3.6 -> +1; per item: 6 vs 2, z = 1.41 -> 0
+    assert decisions_from_labels({("A", "B"): table}) == {("A", "B"): 0}

@@ -84,8 +84,8 @@ def test_preference_bundle_report_pairs_annotators_with_the_items_verdict():
     by_pair = {(p.first, p.second): p for p in report.pairs}
     assert set(by_pair) == {("P", "Q"), ("Q", "R")}
     qr = by_pair[("Q", "R")]
-    assert qr.confusion.sum() == 60  # two annotator labels per item, each paired with the verdict
-    assert qr.confusion[:, 2].sum() == 60  # the judge says R (second) every time
+    assert qr.confusion.sum() == 30  # two annotator labels per item merged into one
+    assert qr.confusion[:, 2].sum() == 30  # the judge says R (second) every time
     assert qr.favi < 0 and qr.metric_decision == -1
     assert by_pair[("P", "Q")].human_decision == 1 and by_pair[("P", "Q")].category == "Correct"
     assert report.spa_route == "preferences"
@@ -149,6 +149,12 @@ def test_command_line_json_and_errors(tmp_path, capsys):
     output = json.loads(capsys.readouterr().out)
     assert set(output) == CONTRACT_KEYS
     assert output["systems"] == ["A", "B", "C"] and len(output["pairs"]) == 3
+    assert main([str(path), "--metric", "m", "--json", "--permutations", "100",
+                 "--bootstrap", "200"]) == 0
+    intervals = json.loads(capsys.readouterr().out)["intervals"]
+    low, high = intervals["sample_accuracy"]
+    assert low <= output["sample_accuracy"] <= high and intervals["draws"] == 200
+    assert set(intervals["favi"]) == {"A|B", "A|C", "B|C"}
     assert main([str(path), "--metric", "nope"]) == 2
     assert "unknown metric 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"

@@ -182,3 +182,45 @@ def test_summeval_relevance_bert_score_meets_the_issue_targets():
     assert ours.annotations_used <= 0.85 * paper.annotations_used
     assert ours.correct >= paper.correct - 0.02
     assert ours.inversion <= paper.inversion
+
+
+def test_ppi_plus_plus_by_hand_and_without_a_predictor_it_is_the_z_test():
+    from scipy.special import ndtri
+
+    from protocol.simulate import ppi_plus_plus
+
+    h = np.array([1, 1, 0, -1, 1, 1, 0, 1, -1, 1])
+    f = np.array([1, 1, 0, -1, 1, 0, 0, 1, -1, 1])
+    unlabelled = np.array([1, 1, 1, 0, -1, 1, 1, 0, 1, 1, 1, -1, 1, 1, 0, 1, 1, 1, 1, 1])
+    n, big_n = len(h), len(unlabelled)
+    lam = min(1.0, max(0.0, np.cov(h, f)[0, 1] / ((1 + n / big_n)
+                                                   * np.var(np.r_[f, unlabelled], ddof=1))))
+    estimate = (h - lam * f).mean() + lam * unlabelled.mean()
+    se = np.sqrt((h - lam * f).var(ddof=1) / n + lam ** 2 * unlabelled.var(ddof=1) / big_n)
+    for gamma in (0.01, 0.05, 0.3):
+        expected = int(np.sign(estimate)) if abs(estimate / se) > ndtri(1 - gamma / 2) else 0
+        assert ppi_plus_plus(h, f, unlabelled, gamma) == expected
+    # a constant predictor carries nothing: the plain z-test of the human labels
+    z = h.mean() / (h.std(ddof=1) / np.sqrt(n))
+    for gamma in (0.01, 0.05, 0.3):
+        expected = int(np.sign(z)) if abs(z) > ndtri(1 - gamma / 2) else 0
+        assert ppi_plus_plus(h, np.zeros(n), np.zeros(big_n), gamma) == expected
+
+
+def test_baselines_spend_the_fraction_and_a_perfect_metric_makes_ppi_decide_more():
+    from protocol.simulate import baselines
+
+    rng = np.random.default_rng(3)
+    human, metric = {}, {}
+    for k in range(30):
+        items = np.array([f"i{j}" for j in range(80)])
+        values = rng.choice([1, 0, -1], size=80, p=[0.5, 0.1, 0.4])
+        human[(f"A{k:02d}", f"B{k:02d}")] = (items, values)
+        metric[(f"A{k:02d}", f"B{k:02d}")] = (items, values.copy())
+    found = baselines(human, metric, fraction=0.25, seed=1)
+    assert set(found) == {"sign_test", "ppi++"}
+    assert all(r.annotation_fraction == 0.25 for r in found.values())
+    decided = {name: sum(d != 0 for d in r.decisions.values()) for name, r in found.items()}
+    assert decided["ppi++"] > decided["sign_test"]
+    with pytest.raises(ValueError, match="fraction"):
+        baselines(human, metric, fraction=0)

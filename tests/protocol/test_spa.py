@@ -105,12 +105,22 @@ def test_spa_of_a_metric_against_itself_is_one(scores, seed):
 
 @settings(max_examples=60, deadline=None)
 @given(score_matrices, st.data())
-def test_spa_and_pa_lie_in_unit_interval_and_pa_matches_rounding(human, data):
+def test_spa_and_pa_lie_in_unit_interval_and_pa_is_sign_agreement(human, data):
     metric = data.draw(arrays(np.float64, human.shape, elements=st.floats(-10, 10, allow_nan=False, width=32)))
     result = compare_scores(human, metric, permutations=200, seed=0)
     assert 0.0 <= result.spa <= 1.0 and 0.0 <= result.pa <= 1.0
     agree = (result.human_p >= 0.5) == (result.metric_p >= 0.5)
-    assert result.pa == pytest.approx(np.mean(agree))
+    assert result.pa_quantised == pytest.approx(np.mean(agree))
+    # Eq. 2, written out with the same tie tolerance as the module
+    rows, cols = np.triu_indices(len(human), 1)
+
+    def signs(scores):
+        totals = scores.sum(axis=1)
+        difference = totals[rows] - totals[cols]
+        tolerance = 1e-9 * max(1.0, np.abs(scores).sum(axis=-1).max())
+        return np.where(np.abs(difference) <= tolerance, 0, np.sign(difference))
+
+    assert result.pa == pytest.approx(np.mean(signs(human) == signs(metric)))
     assert result.spa >= 1.0 - np.mean(np.abs(result.human_p - result.metric_p)) - 1e-12
 
 
@@ -247,3 +257,23 @@ def test_bootstrap_interval_brackets_spa_and_narrows_with_items():
     assert widths[1] < widths[0] / 2
     with pytest.raises(ValueError, match="replicates"):
         bootstrap_interval(*small, replicates=1)
+
+
+def test_pa_is_sign_agreement_of_the_totals_and_does_not_depend_on_the_seed():
+    # human differences sum to +1 over 21 items: the exact p-value of "first better" is 0.5,
+    # so the quantised Monte-Carlo p-value (Eq. 3) rounds either way with the seed; Eq. 2
+    # counts the pair as agreeing with a metric that prefers the first system
+    human = [np.array([1.0, -1.0] * 10 + [1.0]), np.array([-1.0] * 6 + [0.0] * 4)]
+    metric = [np.ones(21), -np.ones(10)]
+    results = [compare_differences([("A", "B"), ("A", "C")], human, metric, permutations=200,
+                                   seed=seed) for seed in range(12)]
+    assert {r.pa for r in results} == {1.0}
+    assert len({r.pa_quantised for r in results}) > 1      # the old definition wobbles
+
+
+def test_pa_from_totals_by_hand():
+    from protocol.spa import pairwise_accuracy_from_totals
+
+    assert pairwise_accuracy_from_totals([2.0, -1.0, 0.0, 3.0], [1.0, 1.0, 0.0, 0.0]) == 0.5
+    with pytest.raises(ValueError, match="no system pairs"):
+        pairwise_accuracy_from_totals([], [])
