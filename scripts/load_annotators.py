@@ -39,17 +39,20 @@ REPO = Path(__file__).resolve().parent.parent
 FORM = re.compile(r'<form method="post" action="([^"]+)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
-# name -> (workers, seconds, mean think time per HIT in ms). A closed loop with no think time
-# measures saturation: each worker waits only for the server, so latency grows with the
-# queue (Little's law: latency = workers / throughput). The targets' scenarios give each
-# worker a think time so that the offered load is the target throughput: 20 workers thinking
-# 0.25 s offer at most 80 submits/s, 100 workers thinking 1 s at most 100/s.
+# name -> (workers, seconds, mean think time per HIT in ms, ramp-up seconds). A closed loop
+# with no think time measures saturation: each worker waits only for the server, so latency
+# grows with the queue (Little's law: latency = workers / throughput). The targets' scenarios
+# give each worker a think time so that the offered load is the target throughput: 20 workers
+# thinking 0.25 s offer at most 80 submits/s, 100 workers thinking 1 s at most 100/s. Workers
+# arrive spread over the ramp-up (10 a second), as a crowd does; ramp 0 is a burst: every
+# worker opens the start link at the same instant.
 SCENARIOS = {
-    "smoke": (4, 10, 0),
-    "embedded": (20, 60, 250),
-    "deployment": (100, 60, 1000),
-    "saturation": (20, 60, 0),
-    "crowd": (200, 120, 5000),
+    "smoke": (4, 10, 0, 0),
+    "embedded": (20, 60, 250, 2),
+    "deployment": (100, 60, 1000, 10),
+    "saturation": (20, 60, 0, 0),
+    "burst": (20, 30, 250, 0),
+    "crowd": (200, 120, 5000, 20),
 }
 
 
@@ -71,9 +74,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def worker(base: str, slug: str, name: str, mode: str, think_ms: float, deadline: float, budget: dict,
-           lock: threading.Lock, stats: dict, seed: int) -> None:
+def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at: float, deadline: float,
+           budget: dict, lock: threading.Lock, stats: dict, seed: int) -> None:
     rng = random.Random(seed)
+    time.sleep(max(start_at - time.monotonic(), 0))
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
 
@@ -149,28 +153,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int)
     parser.add_argument("--max-seconds", type=float)
     parser.add_argument("--think-ms", type=float, help="mean think time per HIT (uniform 0.5x-1.5x)")
+    parser.add_argument("--ramp-seconds", type=float, help="workers arrive evenly over this time (0: all at once)")
     parser.add_argument("--max-hits", type=int, default=100_000, help="submits in total, over all workers")
     parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
                         help="htmx: one POST returns the next HIT; form: POST, redirect, GET (no JavaScript)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-audit", action="store_true", help="skip the database check at the end")
     args = parser.parse_args(argv)
-    workers, seconds, think = SCENARIOS.get(args.scenario, (8, 60.0, 0.0))
+    workers, seconds, think, ramp = SCENARIOS.get(args.scenario, (8, 60.0, 0.0, 0.0))
     workers = args.workers or workers
     seconds = args.max_seconds or seconds
     think = args.think_ms if args.think_ms is not None else think
-    if not (0 < workers <= 500 and 0 < seconds <= 900):
-        raise SystemExit("workers must be in 1..500 and max-seconds in (0, 900]")
+    ramp = args.ramp_seconds if args.ramp_seconds is not None else ramp
+    if not (0 < workers <= 500 and 0 < seconds <= 900 and 0 <= ramp < seconds):
+        raise SystemExit("workers must be in 1..500, max-seconds in (0, 900] and ramp-seconds in [0, max-seconds)")
     base = args.base_url.rstrip("/")
     _check_loopback(base)
     stats: dict = {"first": [], "submit": [], "errors": 0, "refused": 0, "error_examples": set(),
                    "acknowledged": []}
     budget = {"left": args.max_hits}
     lock = threading.Lock()
-    deadline = time.monotonic() + seconds
+    now = time.monotonic()
+    deadline = now + seconds
     started = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(base, args.slug, f"load-{args.seed}-{n}", args.mode, think,
-                                                     deadline, budget, lock, stats, args.seed * 1000 + n))
+                                                     now + ramp * n / workers, deadline, budget, lock, stats,
+                                                     args.seed * 1000 + n))
                for n in range(workers)]
     for t in threads:
         t.start()
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     submits = len(stats["submit"])
     result = {
-        "scenario": args.scenario, "mode": args.mode, "workers": workers, "think_ms": think,
+        "scenario": args.scenario, "mode": args.mode, "workers": workers, "think_ms": think, "ramp_seconds": ramp,
         "submits": submits,
         "seconds": round(elapsed, 2),
         "submits_per_second": round(submits / elapsed, 2) if elapsed else None,
