@@ -132,12 +132,6 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # "default" is this process's memory; "shared" is one cache for every web process and Celery
 # worker (a worker computes the metrics table, the web reads it): Redis when EVALAPP_CACHE_URL
 # is set (redis://...), else files in var/.
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "shared": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["EVALAPP_CACHE_URL"]}
-               if os.environ.get("EVALAPP_CACHE_URL") else
-               {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}),
-}
 # Seconds between two polls of the live dashboard (htmx); tests make it short.
 DASHBOARD_REFRESH_SECONDS = float(os.environ.get("EVALAPP_DASHBOARD_REFRESH_SECONDS", "5"))
 
@@ -171,13 +165,23 @@ EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEF
 # How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
 EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 
-# The cache holds the throttles' request counts. Several web processes must share it, so a
-# deployment sets EVALAPP_CACHE_URL (redis://...); without it each process counts on its own.
+# Caches, one declaration (several web processes must share the throttles' counts, so a
+# deployment sets EVALAPP_CACHE_URL; without it each process counts on its own). "default" (rate limits, round-close coalescing, sessions) and
+# "shared" (the metrics table, computed by a worker and read by every web process): Redis when
+# EVALAPP_CACHE_URL is set (deployment), else this process's memory and files in var/cache.
 if os.environ.get("EVALAPP_CACHE_URL"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                    "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"},
+        "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                   "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-shared"},
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "evalapp"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "evalapp"},
+        "shared": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                   "LOCATION": str(VAR_DIR / "cache")},
+    }
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call then answers 401 with "WWW-Authenticate: Token".

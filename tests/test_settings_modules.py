@@ -1,0 +1,34 @@
+"""Every settings module the README names loads and gives the app what it uses.
+
+The suite itself runs on evalapp.settings.test; these start a fresh interpreter on dev and prod
+so that a setting the tests override (caches, say) cannot be missing where the demo runs.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+CHECK = """
+import django
+django.setup()
+from django.core.cache import caches
+from django.core.management import call_command
+for alias in ("default", "shared"):
+    caches[alias].get("evalapp-settings-check")
+call_command("check")
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("module", ["evalapp.settings.dev", "evalapp.settings.prod"])
+@pytest.mark.parametrize("cache_url", ["", "redis://127.0.0.1:6379/12"])
+def test_settings_module_loads_with_every_cache_the_app_uses(module, cache_url, tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": module, "DJANGO_SECRET_KEY": "settings-check",
+           "DJANGO_ALLOWED_HOSTS": "localhost", "EVALAPP_VAR_DIR": str(tmp_path), "EVALAPP_CACHE_URL": cache_url}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", CHECK], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
