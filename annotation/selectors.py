@@ -497,6 +497,8 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "decision": row.decision, "theta": row.theta, "round": row.round, "quota": row.quota_left,
         "judgement_count": len(judgements),
         "capacity": protocol_pair.capacity if protocol_pair else None,
+        # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
+        "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,
         "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),

@@ -150,6 +150,9 @@ def test_leaderboard_matrix_and_pair_page(client):
     assert sum(len(i["judgements"]) for i in pair["items"]) == ab_judgements and len(pair["items"]) == 40
     assert pair["category"] in {"Correct", "Inversion", "Omission", "Insertion"}
     assert {c["name"] for c in page.context["charts"]} >= {"pair-theta"}
+    # How the last close computed θ is stored with the pair and shown (issue 9: diagnostics).
+    assert pair["diagnostics"]["method"] in {"closed_form", "importance", "exact", "gibbs", "nuts"}
+    assert "data-diagnostics" in page.content.decode() and pair["diagnostics"]["method"] in page.content.decode()
     assert client.get(f"/s/{study.slug}/pair/?first=B&second=A")["Location"] == f"/s/{study.slug}/pair/?first=A&second=B"
     assert client.get(f"/s/{study.slug}/pair/?first=A&second=Z").status_code == 404
 
