@@ -11,6 +11,7 @@ urlpatterns = [
     path("s/<slug:slug>/start/", throttle_page("crowd_start")(crowd_frameable(views_annotate.study_start)),
          name="study_start"),
     path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
+    path("s/<slug:slug>/next/", views_annotate.hit_next, name="hit_next"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_submit), name="hit_submit"),
     path("s/<slug:slug>/hits/<int:assignment_id>/skip/", views_annotate.hit_skip, name="hit_skip"),

@@ -1,4 +1,11 @@
-"""Annotator screens: the crowd start link, the HIT page and its submit (htmx or plain form)."""
+"""Annotator screens: the crowd start link, the HIT page and its submit (htmx or plain form).
+
+GET never writes, with one exception: the crowd start link, which Prolific and MTurk send as a
+GET, binds the worker to their platform session and leases their first HIT. The annotate page
+shows the annotator's live lease, or an end screen, or — when they hold no lease and work may be
+left — a button that POSTs for the next comparison (htmx presses it on load). Every POST that
+ends a HIT (submit, skip, report) leases the next one before it answers.
+"""
 from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
@@ -18,7 +25,8 @@ ANSWERS = {"left": 1, "tie": 0, "right": -1}
 
 
 def _annotator(request: HttpRequest, study: Study) -> Annotator:
-    """The request's annotator for ``study`` (access.py decides; a member's is made on first use)."""
+    """The request's annotator for ``study`` (access.py decides; a member's is made on first use,
+    so call it from a POST)."""
     worker = access_study_worker(request, study)
     return worker.annotator or serving.annotator_for_user(user=worker.user)
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -57,22 +65,30 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         request.session[f"evalapp:mturk:{study.pk}"] = {
             "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
+    serving.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
     return redirect("annotate", slug=slug)
 
 
-def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *, error: str = "",
+def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *, lease: bool, error: str = "",
                     notice: str = "", finishing: bool = False) -> dict:
-    """The next HIT, or the screen that says why there is none (and whether the code is due).
+    """The annotator's HIT, or the screen that says why there is none (and whether the code is due).
 
-    ``screen``: hit, paused, finished, share (the worker's maximum is reached), time (their
-    session time is up), nowork (nothing for them right now) or stopped (they chose to stop
-    after meeting the minimum). The completion-code rule is CrowdSession.code_due.
+    ``lease``: lease the next HIT when the annotator holds none (POST only); without it the
+    screen is ``ready`` (a button for the next comparison) when there is work for them.
+    ``screen``: hit, ready, paused, finished, share (the worker's maximum is reached), time
+    (their session time is up), nowork (nothing for them right now) or stopped (they chose to
+    stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
                "key": serving.new_idempotency_key()}
     session = selectors.crowd_session(study=study, annotator=annotator)
     finishing = finishing and session.minimum_met
-    hit = None if finishing else serving.hit_next_for_annotator(study=study, annotator=annotator)
+    if finishing:
+        hit = None
+    elif lease:
+        hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    else:
+        hit = serving.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study), screen="hit",
@@ -88,6 +104,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "share"
     elif session.time_up:
         screen = "time"
+    elif not lease and selectors.annotator_has_work(study=study, annotator=annotator):
+        screen = "ready"
     else:
         screen = "nowork"
     code_due = session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
@@ -117,10 +135,36 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
     if not request.user.is_authenticated and request.session.get(session_annotator_key(study)) is None:
         # Not a crowd worker of this study and not logged in: log in first, then come back.
         return redirect_to_login(request.get_full_path())
-    annotator = _annotator(request, study)
-    context = _screen_context(request, study, annotator, finishing=request.GET.get("finish") == "1",
+    worker = access_study_worker(request, study)
+    if worker.annotator is None:  # a member who never annotated: nothing of theirs to show yet
+        return _render_screen(request, {"study": study, "screen": "ready", "done": 0,
+                                        "annotator": Annotator(platform=Annotator.Platform.LOCAL)})
+    context = _screen_context(request, study, worker.annotator, lease=False,
+                              finishing=request.GET.get("finish") == "1",
                               notice=NOTICES.get(request.GET.get("notice", ""), ""))
     return _render_screen(request, context)
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_next(request: HttpRequest, slug: str) -> HttpResponse:
+    """Lease the next comparison (the annotate page's button; htmx presses it on load)."""
+    study, annotator = _crowd_request(request, slug)
+    return _after_post(request, study, annotator)
+
+
+def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, notice: str = "",
+                error: str = "", status: int = 200) -> HttpResponse:
+    """Answer a POST: lease the next HIT, then show it (htmx) or redirect to the page that
+    shows it (post/redirect/get; an error is shown at once, with ``status``)."""
+    if error or request.headers.get("HX-Request"):
+        context = _screen_context(request, study, annotator, lease=True, error=error,
+                                  notice=NOTICES.get(notice, ""))
+        return _render_screen(request, context, status=status)
+    serving.hit_next_for_annotator(study=study, annotator=annotator)
+    suffix = f"?notice={notice}" if notice else ""
+    return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
 
 
 def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> Assignment:
@@ -149,12 +193,8 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
         )
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
-    if request.headers.get("HX-Request"):
-        return _render_screen(request, _screen_context(request, study, annotator, error=error,
-                                                       notice="" if error else NOTICES["saved"]))
-    if error:
-        return _render_screen(request, _screen_context(request, study, annotator, error=error), status=409)
-    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=saved")
+    status = 409 if error and not request.headers.get("HX-Request") else 200
+    return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status)
 
 
 @crowd_frameable
@@ -164,9 +204,7 @@ def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     """Give the HIT back to the pool; this worker is not served its comparison again."""
     study, annotator = _crowd_request(request, slug)
     serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
-    if request.headers.get("HX-Request"):
-        return _render_screen(request, _screen_context(request, study, annotator, notice=NOTICES["skipped"]))
-    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=skipped")
+    return _after_post(request, study, annotator, notice="skipped")
 
 
 @crowd_frameable
@@ -180,7 +218,5 @@ def hit_flag(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
         serving.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
                          note=request.POST.get("note", "")[:500])
     except serving.HitError as exc:
-        return _render_screen(request, _screen_context(request, study, annotator, error=str(exc)), status=400)
-    if request.headers.get("HX-Request"):
-        return _render_screen(request, _screen_context(request, study, annotator, notice=NOTICES["flagged"]))
-    return redirect(reverse("annotate", kwargs={"slug": slug}) + "?notice=flagged")
+        return _after_post(request, study, annotator, error=str(exc), status=400)
+    return _after_post(request, study, annotator, notice="flagged")

@@ -58,6 +58,9 @@ def test_anonymous_annotate_link_goes_to_login_and_back():
     response = client.post(response["Location"], {"username": "ann", "password": "pw-ann-1234",
                                                   "next": "/s/running-one/annotate/"})
     assert response.status_code == 302 and response["Location"] == "/s/running-one/annotate/"
+    # A member's first visit offers the next comparison (a GET leases nothing); pressing it does.
+    assert client.get("/s/running-one/annotate/").context["screen"] == "ready"
+    assert client.post("/s/running-one/next/").status_code == 302
     assert client.get("/s/running-one/annotate/").context["screen"] == "hit"
 
 

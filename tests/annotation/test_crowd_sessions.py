@@ -81,6 +81,7 @@ def test_out_of_work_after_some_work_gives_the_code():
     worker = prolific(study)
     answer(worker, study)
     Study.objects.filter(pk=study.pk).update(status=Study.Status.PAUSED)
+    answer(worker, study)  # the HIT leased before the pause stays theirs; after it, nothing new
     context, body = screen(worker, study)
     assert context["screen"] == "paused" and context["code_due"] and CODE in body
 
@@ -102,8 +103,9 @@ def test_session_time_limit_stops_new_hits():
     study = crowd_study(session_hits_min=5, session_minutes=10)
     worker = prolific(study)
     answer(worker, study)
-    Assignment.objects.filter(comparison__study=study).update(issued_at=Assignment.objects.get().issued_at
-                                                              - timedelta(minutes=11))
+    first = Assignment.objects.filter(comparison__study=study).earliest("issued_at")
+    Assignment.objects.filter(comparison__study=study).update(issued_at=first.issued_at - timedelta(minutes=11))
+    answer(worker, study)  # the HIT leased in time stays theirs; after it, nothing new
     context, body = screen(worker, study)
     assert context["screen"] == "time" and context["code_due"] and CODE in body
 
@@ -125,7 +127,7 @@ def test_minimum_time_on_task_is_enforced_on_submit():
 def test_skip_gives_the_lease_back_and_the_worker_never_sees_it_again():
     # One item, three systems: three comparisons, one per pair, each pair's round asks for one.
     study = study_import(source=bundle_bytes(crowd_rows(items=1, batch=1, budget=3)))
-    worker, other = prolific(study, "w"), prolific(study, "o")
+    worker = prolific(study, "w")
     context, _ = screen(worker, study)
     skipped = context["assignment"].comparison_id
     response = worker.post(f"/s/{study.slug}/hits/{context['assignment'].pk}/skip/")
@@ -142,6 +144,7 @@ def test_skip_gives_the_lease_back_and_the_worker_never_sees_it_again():
     assert sorted(seen) == sorted(set(Comparison.objects.filter(study=study).values_list("id", flat=True))
                                   - {skipped})
     assert context["screen"] == "nowork"  # the skipped one is left, but never for this worker
+    other = prolific(study, "o")
     context, _ = screen(other, study)
     assert context["assignment"].comparison_id == skipped  # the pool got it back
     answer(other, study)

@@ -82,6 +82,8 @@ EXPECTED = {
     # An invalid answer: nothing is stored, whoever may post gets the HIT page back with the error.
     "s/<slug:slug>/hits/<int:assignment_id>/": [("POST", "/s/{slug}/hits/{hit}/", {"answer": "maybe", "key": "k1"},
                                                  row(403, 409, 409, 409, 404, 409))],
+    # Asking for the next comparison: crowd workers and members get it (or the page), others not.
+    "s/<slug:slug>/next/": [("POST", "/s/{slug}/next/", {}, row(403, 302, 302, 302, 404, 302))],
     "s/<slug:slug>/hits/<int:assignment_id>/skip/": [("POST", "/s/{slug}/hits/{hit}/skip/", {},
                                                       row(403, 404, 302, 404, 404, 404))],
     # An unknown reason: the HIT's owner is told (400), to anyone else the HIT does not exist.
@@ -133,6 +135,7 @@ def callers():
     for name, user in users.items():
         clients[name].force_login(user)
     assert clients["crowd_a"].get("/s/study-a/start/?PROLIFIC_PID=w1&SESSION_ID=s1").status_code == 302
+    assert clients["annotator_a"].post("/s/study-a/next/").status_code == 302  # a member's first HIT
     hit = clients["annotator_a"].get("/s/study-a/annotate/").context["assignment"]
     return clients, {"slug": study_a.slug, "hit": hit.pk, "username": "researcher_a"}
 

@@ -40,8 +40,12 @@ def start_worker(client, slug, pid):
 
 
 def current_hit(client, slug):
+    """The annotate page's HIT; on the "ready" screen, press its button first (htmx does on load)."""
     response = client.get(f"/s/{slug}/annotate/")
     assert response.status_code == 200
+    if response.context.get("screen") == "ready":
+        assert client.post(f"/s/{slug}/next/").status_code in (200, 302)
+        response = client.get(f"/s/{slug}/annotate/")
     context = response.context
     return context.get("assignment"), context
 
