@@ -9,7 +9,7 @@ from rest_framework.authtoken.models import Token
 from protocol.bundle import BundleError
 
 from . import selectors, services
-from .access import access_study_creation, studies_visible_to
+from .access import access_study_creation
 from .forms import StudyUploadForm
 
 
