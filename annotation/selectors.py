@@ -143,8 +143,11 @@ def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[
     return labels
 
 
-def hit_display(*, assignment, study: Study | None = None) -> dict:
-    """What the annotator sees for a HIT: input, and the two outputs in screen order."""
+def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
+    """What the annotator sees for a HIT: input, and the two outputs in screen order.
+
+    ``done``: the annotator's judgements in the study, when the caller has counted them already.
+    """
     from .models import Comparison, Judgement, Output
 
     comparison = Comparison.objects.select_related("item").get(pk=assignment.comparison_id)
@@ -158,11 +161,13 @@ def hit_display(*, assignment, study: Study | None = None) -> dict:
             texts[system_id] = text
     first, second = texts[comparison.first_id], texts[comparison.second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
-    done = Judgement.objects.filter(annotator_id=assignment.annotator_id, comparison__study=study).count()
+    if done is None:
+        done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
     return {"assignment": assignment, "item": comparison.item, "left": left, "right": right, "done": done}
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
+    """Judgements of ``annotator`` (an Annotator or its id) in ``study``."""
     return Judgement.objects.filter(annotator=annotator, comparison__study=study).count()
 
 
@@ -703,7 +708,7 @@ class CrowdSession:
 def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:
     """The worker's session in ``study`` (two small queries)."""
     now = now or timezone.now()
-    done = Judgement.objects.filter(annotator=annotator, comparison__study=study).count()
+    done = annotator_judgement_count(study=study, annotator=annotator)
     started_at = ends_at = None
     time_up = False
     if study.session_minutes:

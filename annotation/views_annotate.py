@@ -91,7 +91,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         hit = serving.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
-        context.update(selectors.hit_display(assignment=hit, study=study), screen="hit",
+        context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
                        flag_reasons=ItemFlag.Reason.choices)
         return context
     if finishing:
