@@ -36,7 +36,9 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FORM = re.compile(r'<form method="post" action="([^"]+)"')
+FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
+# With no live lease the page offers the next comparison (htmx presses this button on load).
+NEXT = re.compile(r'<form method="post" action="([^"]+/next/)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 # name -> (workers, seconds, mean think time per HIT in ms, ramp-up seconds). A closed loop
@@ -107,7 +109,15 @@ def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at
     while time.monotonic() < deadline:
         form = FORM.search(body)
         if not form:
-            break  # no more work for this worker
+            ready = NEXT.search(body)
+            if not ready:
+                break  # no more work for this worker
+            data = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1)}).encode()
+            headers = {"Referer": f"{base}/s/{slug}/annotate/"}
+            if mode == "htmx":
+                headers["HX-Request"] = "true"
+            status, body = timed(urllib.request.Request(base + ready.group(1), data=data, headers=headers), "next")
+            continue
         with lock:
             if budget["left"] <= 0:
                 return
@@ -169,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("workers must be in 1..500, max-seconds in (0, 900] and ramp-seconds in [0, max-seconds)")
     base = args.base_url.rstrip("/")
     _check_loopback(base)
-    stats: dict = {"first": [], "submit": [], "errors": 0, "refused": 0, "error_examples": set(),
+    stats: dict = {"first": [], "submit": [], "next": [], "errors": 0, "refused": 0, "error_examples": set(),
                    "acknowledged": []}
     budget = {"left": args.max_hits}
     lock = threading.Lock()
@@ -198,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_hit_ms_p95": _percentile(stats["first"], 0.95),
         "errors": stats["errors"],
         "refused": stats["refused"],
+        "next_requests": len(stats["next"]),  # "next comparison" posts from a page without a lease
         "error_examples": sorted(stats["error_examples"])[:5],
     }
     if not args.no_audit:

@@ -15,7 +15,7 @@ from tests.conftest import bundle_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GROWING = ("annotation_judgement", "annotation_comparison", "annotation_assignment", "annotation_output")
-FORM = re.compile(r'<form method="post" action="([^"]+)"')
+FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 
 
