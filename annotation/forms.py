@@ -74,8 +74,9 @@ class PlanForm(forms.Form):
     policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
     reps = forms.IntegerField(min_value=1, max_value=5, initial=2, label="Repetitions",
                               help_text="replays per scenario and grid point")
-    fit = forms.BooleanField(required=False, initial=True, label="Estimate the assumptions from the study's human labels",
-                             help_text="when it has any; otherwise the values below are used")
+    use_human = forms.BooleanField(required=False, initial=True, label="Use the study's human labels",
+                                   help_text="fit the assumptions from them and replay the pairs they label completely; "
+                                             "otherwise (or without any) every annotator is simulated from the values below")
     metric_error = forms.FloatField(min_value=0, max_value=0.5, label="Metric error")
     metric_error_low = forms.FloatField(min_value=0, max_value=0.5, label="low")
     metric_error_high = forms.FloatField(min_value=0, max_value=0.5, label="high")
@@ -87,6 +88,7 @@ class PlanForm(forms.Form):
     spread_high = forms.FloatField(min_value=0, max_value=5, label="high")
 
     ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
+    GRID_FIELDS = ("budgets", "batches", "gammas", "throughput", "policy", "reps")
 
     def clean_budgets(self):
         values = _numbers(self.cleaned_data["budgets"], int, "budget", allow_all=True)

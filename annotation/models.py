@@ -428,8 +428,9 @@ class ItemFlag(models.Model):
 class PlanJob(models.Model):
     """One run of the planner (protocol.plan) for a study, computed off the request path.
 
-    params: {"assumptions": dict or None (None: fitted from the study's human labels, else the
-    defaults), "budgets": [int or None], "batches": [int], "gammas": [float], "reps": int,
+    params: {"use_human": bool (fit the assumptions from the study's human labels and replay
+    the pairs they label completely), "assumptions": the stated ones (used without human
+    labels), "budgets": [int or None], "batches": [int], "gammas": [float], "reps": int,
     "policy": str, "throughput": judgements per hour}; result: protocol.plan's summary.
     """
 

@@ -24,7 +24,7 @@ POLL_SECONDS = 1
 def _initial(study: Study) -> dict:
     defaults = DEFAULT_ASSUMPTIONS
     initial = {"batches": str(study.batch_size), "gammas": f"{study.gamma:g}", "policy": study.allocation_policy,
-               "budgets": "all" if not study.budget else f"{study.budget}, all"}
+               "budgets": str(study.budget) if study.budget else "all"}
     for name in PlanForm.ASSUMPTION_ROWS:
         low, high = getattr(defaults, f"{name}_range")
         initial.update({name: getattr(defaults, name), f"{name}_low": low, f"{name}_high": high})
@@ -43,7 +43,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
             data = form.cleaned_data
             try:
                 job = planner_service.plan_job_create(
-                    study=study, user=request.user, assumptions=None if data["fit"] else form.assumptions(),
+                    study=study, user=request.user, use_human=data["use_human"], assumptions=form.assumptions(),
                     budgets=data["budgets"], batches=data["batches"], gammas=data["gammas"], reps=data["reps"],
                     policy=data["policy"], throughput=data["throughput"])
             except ValueError as error:

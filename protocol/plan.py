@@ -405,6 +405,11 @@ class PlanResult:
         return out
 
 
+def has_paired_labels(metric, human) -> bool:
+    """Does some item have both a metric and a human label (so the assumptions can be fitted)?"""
+    return bool(human) and _paired_statistics(metric, human) is not None
+
+
 def complete_human_pairs(metric, human) -> dict[Pair, Labels]:
     """The pairs whose human labels cover every item the metric labels (replayed as they are)."""
     metric = _labels_by_pair(metric, "metric")
@@ -445,7 +450,7 @@ def plan(
     human   same shape or None: the study's human labels so far (several per item allowed)
     assumptions  None: fitted from ``human`` when it has paired items, else the defaults
     reps    replays per scenario and grid point (>= 1)
-    progress(done, total) is called after every replay.
+    progress(done, total) is called before the first replay and after every replay.
     """
     metric = _labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
@@ -457,7 +462,7 @@ def plan(
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
     human = _labels_by_pair(human, "human") if human else {}
     if assumptions is None:
-        assumptions = fit_assumptions(metric, human) if _paired_statistics(metric, human) else DEFAULT_ASSUMPTIONS
+        assumptions = fit_assumptions(metric, human) if has_paired_labels(metric, human) else DEFAULT_ASSUMPTIONS
     real = complete_human_pairs(metric, human)
     comparisons = sum(len(real[k][1]) if k in real else len(metric[k][1]) for k in metric)
     for point in grid:
@@ -466,6 +471,8 @@ def plan(
     scenarios = assumptions.scenarios() if len(real) < len(metric) else [("stated", assumptions)]
     total = len(grid) * len(scenarios) * reps
     done = 0
+    if progress is not None:
+        progress(done, total)
     plans = []
     for point in grid:
         budget = comparisons if point.budget is None else min(point.budget, comparisons)

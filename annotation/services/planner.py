@@ -30,18 +30,19 @@ MAX_GRID_POINTS = 12
 MAX_REPS = 5
 
 
-def plan_job_create(*, study: Study, user, assumptions: dict | None, budgets: Sequence[int | None],
+def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, budgets: Sequence[int | None],
                     batches: Sequence[int], gammas: Sequence[float], reps: int, policy: str,
                     throughput: float) -> PlanJob:
     """Store a plan request (ValueError naming the problem) and schedule it after commit.
 
-    assumptions: Assumptions.to_dict() values, or None to fit them from the study's human
-    labels (the defaults when it has none). budgets: None = every comparison.
+    use_human: use the study's human labels (imported ratings, judgements): the assumptions
+    are then fitted from them, and pairs with a human label on every item are replayed on
+    them; otherwise (or when it has none) the planner simulates every annotator from
+    ``assumptions`` (Assumptions.to_dict() values). budgets: None = every comparison.
     """
     if study.metric_id is None:
         raise ValueError("the study has no metric: the planner simulates the protocol on the metric's labels")
-    if assumptions is not None:
-        assumptions = Assumptions.from_dict({**assumptions, "source": "edited"}).to_dict()
+    assumptions = Assumptions.from_dict({**assumptions, "source": "edited"}).to_dict()
     budgets, batches, gammas = list(budgets), list(batches), list(gammas)
     if not (budgets and batches and gammas):
         raise ValueError("give at least one budget (or none for every comparison), batch size and γ")
@@ -59,7 +60,7 @@ def plan_job_create(*, study: Study, user, assumptions: dict | None, budgets: Se
     if not throughput > 0:
         raise ValueError("throughput must be a positive number of judgements per hour")
     job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
-        "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
+        "use_human": bool(use_human), "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
         "reps": reps, "policy": policy, "throughput": float(throughput)})
     try:
         job.full_clean()
@@ -73,7 +74,7 @@ def plan_job_create(*, study: Study, user, assumptions: dict | None, budgets: Se
 
 def plan_job_run(*, job_id: int) -> PlanJob:
     """Run a queued (or interrupted) job to the end; a finished one is left as it is."""
-    from protocol.plan import plan
+    from protocol.plan import has_paired_labels, plan
     from protocol.preferences import human_labels, metric_labels
 
     from ..selectors import study_bundle
@@ -88,14 +89,14 @@ def plan_job_run(*, job_id: int) -> PlanJob:
             raise ValueError("the study has no metric")
         bundle = study_bundle(study=study)
         metric = metric_labels(bundle, study.metric.name, eps=study.metric.tie_margin)
-        human = human_labels(bundle)
-        given = params.get("assumptions")
+        human = human_labels(bundle) if params["use_human"] else {}
+        assumptions = Assumptions.from_dict(params["assumptions"])
 
         def progress(done: int, total: int) -> None:
             PlanJob.objects.filter(pk=job_id).update(done=done, total=total)
 
         result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
-                      assumptions=None if given is None else Assumptions.from_dict(given),
+                      assumptions=None if has_paired_labels(metric, human) else assumptions,
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
                       progress=progress)
     except Exception as error:  # stored for the researcher; the page shows it

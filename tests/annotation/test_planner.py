@@ -68,12 +68,12 @@ def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_st
     assert f"/s/{study.slug}/plan/{job.pk}/" in client.get(f"/s/{study.slug}/plan/").content.decode()
 
 
-def test_without_human_labels_the_fitted_choice_falls_back_to_the_defaults(researcher):
+def test_without_human_labels_using_them_falls_back_to_the_stated_assumptions(researcher):
     client, study, _ = researcher
-    client.post(f"/s/{study.slug}/plan/", form_data(fit="on"))
+    client.post(f"/s/{study.slug}/plan/", form_data(use_human="on"))
     job = PlanJob.objects.get()
-    assert job.params["assumptions"] is None
-    assert job.result["assumptions"] == DEFAULT_ASSUMPTIONS.to_dict()
+    assert job.params["use_human"] is True
+    assert job.result["assumptions"]["source"] == "edited" and job.result["assumptions"]["spread"] == 0.8
 
 
 def test_with_human_labels_the_assumptions_are_fitted_from_them(client):
@@ -84,18 +84,24 @@ def test_with_human_labels_the_assumptions_are_fitted_from_them(client):
               "preference": rng.choice([1, 1, 0, -1]) if QUALITY[a] > QUALITY[b] else rng.choice([-1, -1, 0, 1])}
              for n in range(10) for i, a in enumerate(names) for b in names[i + 1:]]
     study = study_import(source=bundle_bytes(rows), slug="with-humans")
-    job = plan_job_create(study=study, user=None, assumptions=None, budgets=[None], batches=[5], gammas=[0.05],
-                          reps=1, policy="paper", throughput=60)
+    job = plan_job_create(study=study, user=None, use_human=True, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                          budgets=[None], batches=[5], gammas=[0.05], reps=1, policy="paper", throughput=60)
     job.refresh_from_db()
     assert job.status == PlanJob.Status.DONE
     assert job.result["assumptions"]["source"] == "human labels"
     assert job.result["pairs_with_human_labels"] == 0  # half the items judged: simulated for all pairs
+    # the same study planned as before a launch: every annotator simulated from the stated values
+    job = plan_job_create(study=study, user=None, use_human=False, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                          budgets=[None], batches=[5], gammas=[0.05], reps=1, policy="paper", throughput=60)
+    job.refresh_from_db()
+    assert job.result["assumptions"] == {**DEFAULT_ASSUMPTIONS.to_dict(), "source": "edited"}
 
 
 def test_a_running_job_shows_its_progress_and_polls_with_and_without_javascript(researcher):
     client, study, _ = researcher
     job = PlanJob.objects.create(study=study, params={"budgets": [None], "batches": [5], "gammas": [0.05], "reps": 1,
-                                                      "policy": "paper", "throughput": 10, "assumptions": None},
+                                                      "policy": "paper", "throughput": 10, "use_human": True,
+                                                      "assumptions": DEFAULT_ASSUMPTIONS.to_dict()},
                                  status=PlanJob.Status.RUNNING, done=3, total=7)
     html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
     assert '<progress id="plan-progress" max="7" value="3">' in html
@@ -140,8 +146,8 @@ def test_a_study_without_a_metric_cannot_be_planned(client):
     study = study_import(source=bundle_bytes(rows), slug="no-metric")
     assert study.metric is None
     with pytest.raises(ValueError, match="no metric"):
-        plan_job_create(study=study, user=None, assumptions=None, budgets=[None], batches=[5], gammas=[0.05],
-                        reps=1, policy="paper", throughput=60)
+        plan_job_create(study=study, user=None, use_human=True, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                        budgets=[None], batches=[5], gammas=[0.05], reps=1, policy="paper", throughput=60)
 
 
 def test_the_dashboard_links_to_the_planner(researcher):

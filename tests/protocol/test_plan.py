@@ -129,7 +129,7 @@ def test_without_human_labels_every_scenario_runs_and_the_interval_spans_them():
     stated = assumptions(metric_error_range=(0.2, 0.45), tie_rate_range=(0.05, 0.5), spread_range=(0.3, 2.0))
     result = plan(metric, None, grid=grid_of([None, 6], [2], [0.05]), reps=2, assumptions=stated,
                   progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(k, 2 * 7 * 2) for k in range(1, 29)]
+    assert seen == [(k, 2 * 7 * 2) for k in range(0, 29)]
     assert result.pairs_with_human_labels == 0
     first, capped = result.plans
     assert set(first.scenarios) == {"stated", "metric_error low", "metric_error high", "tie_rate low",
