@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from protocol.bundle import read_bundle  # noqa: E402
-from protocol.plan import ASSUMPTION_NAMES, fit_assumptions  # noqa: E402
+from protocol.plan import ASSUMPTION_NAMES, fit_assumptions, non_tie_margin, pair_margins, spread_from_margins  # noqa: E402
 from protocol.preferences import human_labels, metric_labels  # noqa: E402
 
 BUNDLES = ("summeval_relevance", "summeval_coherence", "summeval_consistency", "summeval_fluency",
@@ -51,14 +51,31 @@ def defaults(table: dict[str, dict[str, dict]]) -> dict[str, dict]:
     return out
 
 
+def shape(bundles=BUNDLES, quantiles=(0.1, 0.25, 0.5, 0.75, 0.9)) -> dict[str, dict]:
+    """Quantiles of |human non-tie pair margin| against the planner's one-parameter shape
+    (systems at evenly spaced normal quantiles, spread matched to the median)."""
+    out = {}
+    for name in bundles:
+        human = human_labels(read_bundle(ROOT / "data" / "bundles" / f"{name}.jsonl.gz"))
+        margins = np.array([non_tie_margin(labels.values) for labels in human.values()])
+        systems = sorted({s for key in human for s in key})
+        spread = spread_from_margins(margins, len(systems))
+        model = np.abs(np.array(list(pair_margins(tuple(systems), spread).values())))
+        out[name] = {"systems": len(systems), "spread": spread,
+                     "human": np.quantile(np.abs(margins), quantiles).round(3).tolist(),
+                     "model": np.quantile(model, quantiles).round(3).tolist()}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = fits()
     summary = defaults(table)
+    shapes = shape()
     if args.json:
-        print(json.dumps({"fits": table, "defaults": summary}))
+        print(json.dumps({"fits": table, "defaults": summary, "shape": shapes}))
         return 0
     for name, metrics in table.items():
         for metric, values in metrics.items():
@@ -66,6 +83,9 @@ def main() -> int:
     for key, row in summary.items():
         print(f"default {key}: {row['value']:.3f} range [{row['range'][0]:.3f}, {row['range'][1]:.3f}] "
               + " ".join(f"{b}={v:.3f}" for b, v in row["per_bundle"].items()))
+    for name, row in shapes.items():
+        print(f"shape {name}: {row['systems']} systems, spread {row['spread']:.3f}; |human margin| quantiles "
+              f"10/25/50/75/90 % {row['human']} vs model {row['model']}")
     return 0
 
 
