@@ -31,9 +31,10 @@ Simulated humans (``simulated_human_labels``) come from three explicit assumptio
                     metric_error.
 
 ``fit_assumptions`` estimates the three from human labels where a study or bundle has them
-(tie share; root-mean-square ratio of human to metric pair margins; the profile maximum
-likelihood beta of the model above); ``DEFAULT_ASSUMPTIONS`` are the medians of those fits
-over the repository's bundles and metrics (``scripts/planner_defaults.py``, docs/planner.md).
+(tie share; the spread matched to the median |human pair margin|; the profile maximum
+likelihood beta of the model above); ``DEFAULT_ASSUMPTIONS`` are the medians over the
+repository's six bundles of each bundle's median fit over its metrics, their ranges the lowest
+and highest bundle (``scripts/planner_defaults.py``, docs/planner.md).
 A pair with human labels for every item it has a metric label for is replayed on its real
 labels; the others get simulated humans.
 
@@ -447,7 +448,8 @@ def plan(
     """Plan every grid point (module docstring).
 
     metric  (first, second) -> labels, one per item: the study's metric labels (required)
-    human   same shape or None: the study's human labels so far (several per item allowed)
+    human   same shape or None: the study's human labels so far, one per item (pairs with a
+            label on every metric item are replayed on them)
     assumptions  None: fitted from ``human`` when it has paired items, else the defaults
     reps    replays per scenario and grid point (>= 1)
     progress(done, total) is called before the first replay and after every replay.

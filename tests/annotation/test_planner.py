@@ -12,7 +12,7 @@ from annotation.models import PlanJob
 from annotation.services import study_import, study_membership_set
 from annotation.services.planner import plan_job_create
 from protocol.bundle import read_bundle
-from protocol.plan import DEFAULT_ASSUMPTIONS, GridPoint, hours_to_finish, plan
+from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, hours_to_finish, plan
 from protocol.preferences import human_labels, metric_labels
 from tests.annotation.test_serving import QUALITY, crowd_rows
 from tests.conftest import bundle_bytes
@@ -50,7 +50,6 @@ def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_st
     bundle = read_bundle(bundle_bytes(rows))
     stated = {"metric_error": 0.3, "tie_rate": 0.2, "spread": 0.8, "metric_error_range": [0.2, 0.4],
               "tie_rate_range": [0.1, 0.3], "spread_range": [0.5, 1.2]}
-    from protocol.plan import Assumptions
     direct = plan(metric_labels(bundle, "m"), human_labels(bundle), grid=[GridPoint(None, 5, 0.05)], reps=1,
                   assumptions=Assumptions.from_dict(stated), seed=study.protocol_seed)
     (row,) = job.result["plans"]
