@@ -38,6 +38,7 @@ from ..models import (
     System,
 )
 from . import protocol_state, rounds
+from .members import study_membership_set
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -95,7 +96,8 @@ def study_import(
 
     Raises BundleError (a ValueError) listing every problem, each with its line, before
     anything is written; a failure while writing rolls the whole import back.
-    ``metric`` chooses the study's metric (default: the bundle's ``metric`` setting).
+    ``metric`` chooses the study's metric: None takes the bundle's ``metric`` setting, ``""``
+    means none (a human-only study, whatever the bundle says).
     ``created_by`` becomes a researcher of the study.
     ``separability``: when outputs have >= 2 samples, compute the comparisons' separability
     ``"inline"`` (before returning, reporting to ``progress``), in the ``"background"`` (a
@@ -105,7 +107,7 @@ def study_import(
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
     progress("validated", bundle.line_count(), bundle.line_count())
-    chosen_metric = metric or bundle.study.get("metric")
+    chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
@@ -362,25 +364,6 @@ def item_withdraw(*, item: Item) -> Item:
     return item
 
 
-def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
-    """Give ``user`` the ``role`` in ``study`` (replacing any earlier role)."""
-    membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
-    membership.full_clean()
-    return membership
-
-
-def study_membership_remove(*, study: Study, user) -> None:
-    """Take ``user`` out of ``study``; ValueError when they are its last researcher."""
-    with transaction.atomic():
-        membership = StudyMembership.objects.select_for_update().filter(study=study, user=user).first()
-        if membership is None:
-            raise ValueError(f"{user.username!r} is not a member of this study")
-        if membership.role == StudyMembership.Role.RESEARCHER and not StudyMembership.objects.filter(
-                study=study, role=StudyMembership.Role.RESEARCHER).exclude(pk=membership.pk).exists():
-            raise ValueError("a study keeps at least one researcher: add another before removing the last")
-        membership.delete()
-
-
 def api_token_create(*, user) -> Token:
     """A new API token for ``user``, replacing (revoking) any earlier one."""
     with transaction.atomic():
@@ -471,8 +454,6 @@ __all__ = [
     "study_export",
     "study_export_rows",
     "study_import",
-    "study_membership_remove",
-    "study_membership_set",
     "api_token_create",
     "api_token_revoke",
     "study_separability_compute",
