@@ -28,7 +28,7 @@ TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{32,64}$")
 
 
 def staged_dir() -> Path:
-    configured = getattr(settings, "EVALAPP_STAGED_UPLOAD_DIR", None)
+    configured = settings.EVALAPP_STAGED_UPLOAD_DIR
     path = Path(configured) if configured else Path(tempfile.gettempdir()) / "evalapp-staged-uploads"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
