@@ -51,6 +51,32 @@ class StudySettingsForm(forms.Form):
                                                help_text="weighted choice: lower = stronger preference for separable items")
 
 
+class StudyDraftForm(forms.Form):
+    """A draft's protocol parameters (services.study_draft_update); ``metrics``: the study's own
+    metric names. Once launched they are fixed (Study.PROTOCOL_PARAMETERS)."""
+
+    metric = forms.ChoiceField(label="Metric for the protocol")
+    gamma = forms.FloatField(label="γ (error level per decision)", min_value=0.001, max_value=0.5,
+                             help_text="e.g. 0.05; smaller = more judgements per decision")
+    batch_size = forms.IntegerField(min_value=1, max_value=1000, help_text="judgements per pair per round")
+    budget = forms.IntegerField(min_value=1, help_text="human judgements the protocol may spend")
+    ratings_per_item = forms.IntegerField(min_value=1, max_value=100,
+                                          help_text="judgements one comparison may receive")
+    allocation_policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
+    item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
+                                             ("stratified", "Stratified by separability")])
+
+    def __init__(self, *args, metrics: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["metric"].choices = [(METRIC_PREFIX + m, m) for m in metrics] + [
+            (HUMAN_ONLY, "No metric: human-only study")]
+
+    def chosen_metric(self) -> str:
+        """The metric's name; "" for a human-only study."""
+        value = self.cleaned_data["metric"]
+        return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
+
+
 class StudyCrowdSettingsForm(forms.Form):
     """A crowd worker's session (docs/crowd.md); shown on the settings page under the above.
 

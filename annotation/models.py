@@ -102,7 +102,13 @@ class Study(models.Model):
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
                                 "choose one of this study's metrics")
-        if self.pk is not None and self.protocol_started:
+        started = self.pk is not None and self.protocol_started
+        if started and self.status == self.Status.DRAFT:
+            errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"
+        elif not started and self.pk is not None and self.status != self.Status.DRAFT and \
+                Study.objects.filter(pk=self.pk, status=self.Status.DRAFT).exists():
+            errors["status"] = "a draft is launched from its settings page (the launch starts the protocol)"
+        if started:
             stored = Study.objects.filter(pk=self.pk).values(*(
                 f"{f}_id" if f == "metric" else f for f in self.PROTOCOL_PARAMETERS)).first() or {}
             for name in self.PROTOCOL_PARAMETERS:

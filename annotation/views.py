@@ -64,16 +64,20 @@ def _upload_choose_metric(request: HttpRequest) -> HttpResponse:
     context = {"choice": choice, "summary": summary}
     if not choice.is_valid():
         return render(request, "annotation/study_upload.html", context, status=400)
+    as_draft = request.POST.get("start") == "draft"
     try:
         study = services.study_import(source=path, slug=choice.cleaned_data["slug"] or None,
-                                      metric=choice.chosen_metric(), created_by=request.user)
+                                      metric=choice.chosen_metric(), created_by=request.user, start=not as_draft)
     except BundleError as exc:
         return render(request, "annotation/study_upload.html", {
             **context, "problems": [str(p) for p in exc.problems], "problem_total": exc.total}, status=400)
     uploads.staged_upload_discard(token=token, user=request.user)
     metric = f"metric {study.metric.name}" if study.metric_id else "no metric (human-only)"
-    messages.success(request, f"Imported study {study.name}: {summary['items']} items, "
-                              f"{summary['comparisons']} comparisons, {metric}. The protocol has started.")
+    imported = f"Imported study {study.name}: {summary['items']} items, {summary['comparisons']} comparisons, {metric}."
+    if as_draft:
+        messages.success(request, f"{imported} Saved as a draft: set its protocol parameters, then launch it.")
+        return redirect("study_settings", slug=study.slug)
+    messages.success(request, f"{imported} The protocol has started.")
     return redirect("dashboard", slug=study.slug)
 
 

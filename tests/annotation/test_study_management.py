@@ -347,3 +347,89 @@ def test_api_refuses_demoting_the_last_researcher(study):
                            content_type="application/json")
     assert response.status_code == 409 and "at least one researcher" in response.json()["detail"]
     assert study.memberships.get().role == "researcher"
+
+
+# --- drafts: saved without starting, protocol parameters editable until the launch ------------
+
+
+def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
+    user, client = researcher_client()
+    token = staged_token(client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "d"}))
+    response = client.post("/studies/upload/", {"staged": token, "metric": "metric:rouge", "slug": "d",
+                                                "start": "draft"})
+    assert response.status_code == 302 and response["Location"] == "/s/d/settings/"
+    study = models.Study.objects.get(slug="d")
+    assert study.status == "draft" and not study.protocol_started
+    page = client.get("/s/d/settings/").content.decode()
+    assert "Draft: not served yet" in page and 'name="batch_size"' in page and 'name="gamma"' in page
+    # The dashboard of a draft sends the researcher to its settings (nothing to show yet).
+    assert client.get("/s/d/dashboard/")["Location"] == "/s/d/settings/"
+    draft = {"action": "draft", "metric": "metric:judge", "gamma": "0.1", "batch_size": "3", "budget": "20",
+             "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform"}
+    response = client.post("/s/d/settings/", {**draft, "gamma": "1.5"})
+    assert response.status_code == 400 and models.Study.objects.get(pk=study.pk).gamma == 0.05
+    response = client.post("/s/d/settings/", draft)
+    assert response.status_code == 302 and response["Location"] == "/s/d/settings/"
+    study.refresh_from_db()
+    assert (study.metric.name, study.gamma, study.batch_size, study.budget, study.ratings_per_item,
+            study.allocation_policy) == ("judge", 0.1, 3, 20, 2, "adaptive")
+    response = client.post("/s/d/settings/", {"action": "launch"})
+    assert response.status_code == 302 and response["Location"] == "/s/d/dashboard/"
+    study.refresh_from_db()
+    assert study.status == "running" and study.protocol_started
+    assert models.PairState.objects.filter(study=study, status="open").exists()
+    # Launched: the parameters are fixed, the draft form refused.
+    assert client.post("/s/d/settings/", {**draft, "batch_size": "4"}).status_code == 400
+    assert models.Study.objects.get(pk=study.pk).batch_size == 3
+    assert client.post("/s/d/settings/", {"action": "launch"}).status_code == 400
+
+
+def test_a_draft_is_not_served_and_no_page_fails_on_it(toy_rows):
+    owner = User.objects.create_user("owner", password="pw-owner-123")
+    study = study_import(source=bundle_bytes(toy_rows), slug="d", created_by=owner, start=False)
+    annotator = User.objects.create_user("ann")
+    study_membership_set(study=study, user=annotator, role="annotator")
+    member = Client()
+    member.force_login(annotator)
+    assert member.get("/s/d/annotate/").status_code == 404
+    assert member.post("/s/d/next/").status_code == 404
+    assert member.post("/api/studies/d/hits/next/").status_code == 404
+    assert Client().get("/s/d/start/?PROLIFIC_PID=p&SESSION_ID=s").status_code == 404
+    client = Client()
+    client.force_login(owner)
+    answers = {}
+    for method, url in (("get", "/s/d/dashboard/"), ("get", "/s/d/pair/?first=A&second=B"), ("get", "/s/d/metrics/"),
+                        ("get", "/s/d/settings/"), ("get", "/s/d/members/"), ("get", "/s/d/export/judgements.csv"),
+                        ("get", "/s/d/export/decisions.csv"), ("get", "/api/studies/d/"),
+                        ("get", "/api/studies/d/settings/"), ("get", "/api/studies/d/decisions/"),
+                        ("get", "/api/studies/d/leaderboard/"), ("get", "/api/studies/d/judgements/"),
+                        ("get", "/api/studies/d/report/"), ("get", "/api/studies/", ), ("get", "/"),
+                        ("patch", "/api/studies/d/settings/")):
+        response = client.patch(url, {"budget": 30}, content_type="application/json") if method == "patch" \
+            else client.get(url)
+        answers[f"{method} {url}"] = response.status_code
+    assert all(code < 500 for code in answers.values()), answers
+    assert answers["get /api/studies/d/settings/"] == 200 and answers["get /s/d/settings/"] == 200
+    assert answers["get /s/d/dashboard/"] == 302
+    # The API's settings change does not launch a draft: it says so.
+    response = client.patch("/api/studies/d/settings/", {"status": "running"}, content_type="application/json")
+    assert response.status_code == 400 and "draft" in str(response.json())
+    assert not models.Study.objects.get(pk=study.pk).protocol_started
+
+
+def test_protocol_sweep_does_not_start_a_draft(toy_rows):
+    from django.core.management import call_command
+
+    study = study_import(source=bundle_bytes(toy_rows), slug="d", start=False)
+    call_command("protocol_sweep", stdout=io.StringIO())
+    assert not models.Study.objects.get(pk=study.pk).protocol_started
+
+
+def test_status_cannot_bypass_the_launch(toy_rows, study):
+    draft = study_import(source=bundle_bytes(toy_rows), slug="d", start=False)
+    draft.status = "running"
+    with pytest.raises(ValidationError, match="launched from its settings page"):
+        draft.full_clean()
+    study.status = "draft"
+    with pytest.raises(ValidationError, match="cannot become a draft again"):
+        study.full_clean()
