@@ -120,6 +120,40 @@ def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size
     context.close()
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_upload_as_draft_edit_and_launch(browser, live_server, toy_rows, tmp_path, size):
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    researcher()
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/studies/upload/")
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(bundle_bytes(toy_rows))
+    page.set_input_files("input[name=bundle]", str(good))
+    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Save as draft')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/settings/")
+    assert "Saved as a draft" in page.content() and "Draft: not served yet" in page.content()
+    form = page.locator("#draft-form")
+    form.locator("select[name=metric]").select_option(label="judge")
+    form.locator("input[name=batch_size]").fill("3")
+    form.locator("select[name=allocation_policy]").select_option("adaptive")
+    form.locator("button").click()
+    assert "Draft saved." in page.content()
+    assert "metric judge, γ = 0.05, batch 3" in page.locator("#launch-form").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / f"draft-settings-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    page.click("button:has-text('Launch the study')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
+    study = Study.objects.get()
+    assert study.status == "running" and study.protocol_started and study.batch_size == 3
+    page.goto(f"{live_server.url}/s/toy-study/settings/")
+    assert "Protocol parameters (fixed)" in page.content() and page.locator("input[name=batch_size]").count() == 0
+    context.close()
+
+
 def test_researcher_uploads_bad_then_good_bundle(page, live_server, toy_rows, tmp_path):
     researcher()
     log_in(page, live_server, "rita", "rita-pass-123")
