@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
 
 from . import models
 
@@ -8,8 +10,24 @@ class SystemInline(admin.TabularInline):
     extra = 0
 
 
+class MembershipFormSet(BaseInlineFormSet):
+    """The admin keeps the members page's rule: a study with a researcher keeps one."""
+
+    def clean(self):
+        super().clean()
+        had_researcher = self.instance.pk is not None and models.StudyMembership.objects.filter(
+            study=self.instance, role=models.StudyMembership.Role.RESEARCHER).exists()
+        kept = [form.cleaned_data for form in self.forms
+                if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+        if had_researcher and not any(data.get("role") == models.StudyMembership.Role.RESEARCHER
+                                      for data in kept):
+            raise ValidationError("a study keeps at least one researcher: add another before "
+                                  "removing or demoting the last")
+
+
 class MembershipInline(admin.TabularInline):
     model = models.StudyMembership
+    formset = MembershipFormSet
     extra = 0
     autocomplete_fields = ["user"]
 
@@ -44,8 +62,19 @@ class StudyAdmin(admin.ModelAdmin):
 
 @admin.register(models.StudyMembership)
 class StudyMembershipAdmin(admin.ModelAdmin):
+    """A list to look things up in; memberships change on the members page or in the study's
+    inline, both of which keep a study's last researcher."""
     list_display = ["study", "user", "role"]
     list_filter = ["role", "study"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(models.System)

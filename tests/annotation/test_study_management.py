@@ -433,3 +433,24 @@ def test_status_cannot_bypass_the_launch(toy_rows, study):
     study.status = "draft"
     with pytest.raises(ValidationError, match="cannot become a draft again"):
         study.full_clean()
+
+
+def test_admin_keeps_the_last_researcher(study):
+    client = admin_client()
+    page, data = admin_form_data(client, study)
+    prefix = next(f.formset.prefix for f in page.context["inline_admin_formsets"]
+                  if f.formset.model is models.StudyMembership)
+    data[f"{prefix}-0-DELETE"] = "on"
+    response = client.post(f"/admin/annotation/study/{study.pk}/change/", data)
+    assert response.status_code == 200
+    assert "at least one researcher" in response.content.decode()
+    assert study.memberships.filter(role="researcher").count() == 1
+    data.pop(f"{prefix}-0-DELETE")
+    data[f"{prefix}-0-role"] = "annotator"
+    response = client.post(f"/admin/annotation/study/{study.pk}/change/", data)
+    assert "at least one researcher" in response.content.decode()
+    assert study.memberships.get().role == "researcher"
+    # The membership list is for looking things up only.
+    membership = study.memberships.get()
+    assert client.post(f"/admin/annotation/studymembership/{membership.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert study.memberships.count() == 1

@@ -168,3 +168,21 @@ def test_researcher_uploads_bad_then_good_bundle(page, live_server, toy_rows, tm
     row = page.locator("table tbody tr").first
     assert "Toy study" in row.inner_text() and "fluency" in row.inner_text()
     page.screenshot(path=str(tmp_path / "front.png"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_front_page_fits_the_screen(browser, live_server, toy_rows, tmp_path, size):
+    from annotation import services
+
+    width, height = size
+    services.study_import(source=bundle_bytes(toy_rows), slug="toy-study", separability="skip",
+                          created_by=researcher())
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/")
+    assert "Toy study" in page.content()
+    page.screenshot(path=str(tmp_path / f"front-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    context.close()
