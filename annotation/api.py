@@ -99,8 +99,9 @@ class StudyListApi(APIView):
         try:
             study = services.study_import(source=form.validated_data["bundle"].file,
                                           slug=form.validated_data.get("slug") or None,
-                                          metric=form.validated_data.get("metric") or None,
-                                          created_by=request.user)
+                                          metric="" if form.validated_data["human_only"] else
+                                          (form.validated_data.get("metric") or None),
+                                          metric_required=True, created_by=request.user)
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)

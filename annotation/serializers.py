@@ -16,7 +16,12 @@ class StudySerializer(serializers.ModelSerializer):
 class StudyImportSerializer(serializers.Serializer):
     bundle = serializers.FileField()
     slug = serializers.SlugField(required=False, allow_blank=True)
-    metric = serializers.CharField(required=False, allow_blank=True)
+    metric = serializers.CharField(required=False, allow_blank=True,
+                                   help_text="the protocol's metric; default: the bundle's setting")
+    human_only = serializers.BooleanField(
+        required=False, default=False,
+        help_text="no metric: the protocol decides from human judgements only. A bundle that has "
+                  "metrics but names none is refused unless a metric or this is given")
 
 
 class PairSerializer(serializers.Serializer):

@@ -92,13 +92,17 @@ def study_import(
     separability: str = "background",
     progress: Progress = _no_progress,
     start: bool = True,
+    metric_required: bool = False,
 ) -> Study:
     """Validate a study bundle and store it as a new study, all or nothing.
 
     Raises BundleError (a ValueError) listing every problem, each with its line, before
     anything is written; a failure while writing rolls the whole import back.
     ``metric`` chooses the study's metric: None takes the bundle's ``metric`` setting, ``""``
-    means none (a human-only study, whatever the bundle says).
+    means none (a human-only study, whatever the bundle says). With ``metric_required`` a
+    bundle that has metrics but names none for the protocol, imported with ``metric=None``,
+    is refused (BundleError naming its metrics): a human-only study is then asked for with
+    ``metric=""`` (the upload page, the API and ``import_study`` never make one silently).
     ``created_by`` becomes a researcher of the study.
     ``start``: start the protocol now (the study runs), or store a draft — not served, its
     protocol parameters editable (``study_draft_update``) until ``study_launch``.
@@ -111,6 +115,10 @@ def study_import(
     bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
     progress("validated", bundle.line_count(), bundle.line_count())
     chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
+    if metric_required and metric is None and chosen_metric is None and bundle.metrics:
+        known = ", ".join(sorted(bundle.metrics))
+        raise BundleError([BundleProblem(0, f"the bundle names no metric for the protocol; choose one of its "
+                                            f"metrics ({known}) or ask for a human-only study")])
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
