@@ -12,11 +12,12 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
-from protocol import adaptive
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 from rest_framework.authtoken.models import Token
 
+from protocol import adaptive
 from protocol.separability import compute_alignments
 
 from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
@@ -162,8 +163,21 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
         instructions=bundle.study.get("instructions", ""),
         **{field: bundle.study[key] for key, field in SETTING_FIELDS.items() if key in bundle.study},
     )
-    study.full_clean()
-    study.save()
+    # study_slug_for checked the slug, but another import may take it before this one writes.
+    taken = BundleError([BundleProblem(0, f"a study with slug {slug!r} exists already; choose another slug")])
+    try:
+        study.full_clean()
+    except ValidationError as exc:
+        if "slug" in exc.message_dict and Study.objects.filter(slug=slug).exists():
+            raise taken from None
+        raise
+    try:
+        with transaction.atomic():
+            study.save()
+    except IntegrityError:
+        if Study.objects.filter(slug=slug).exists():
+            raise taken from None
+        raise
 
     systems = {s.name: s for s in _bulk(System, [System(study=study, name=n) for n in bundle.systems],
                                         progress, "systems")}

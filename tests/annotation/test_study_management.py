@@ -454,3 +454,15 @@ def test_admin_keeps_the_last_researcher(study):
     membership = study.memberships.get()
     assert client.post(f"/admin/annotation/studymembership/{membership.pk}/delete/", {"post": "yes"}).status_code == 403
     assert study.memberships.count() == 1
+
+
+def test_an_import_that_loses_the_race_for_its_slug_is_told_so(toy_rows):
+    """Two uploads of one bundle at once both pass the slug check; the later writer gets a
+    BundleError naming the slug (the upload page shows it), not a server error."""
+    from annotation.services.studies import _store_bundle
+    from protocol.bundle import BundleError, read_bundle
+
+    study_import(source=bundle_bytes(toy_rows), slug="same")
+    with pytest.raises(BundleError, match="a study with slug 'same' exists already"):
+        _store_bundle(read_bundle(bundle_bytes(toy_rows)), "same", lambda *args: None)
+    assert models.Study.objects.filter(slug="same").count() == 1
