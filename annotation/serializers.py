@@ -101,7 +101,11 @@ class JudgementSerializer(serializers.Serializer):
     platform = serializers.CharField(source="annotator.platform")
     source = serializers.CharField()
     shown_swapped = serializers.BooleanField(source="assignment.shown_swapped", default=None, allow_null=True)
-    seconds_on_task = serializers.FloatField(allow_null=True)
+    seconds_on_task = serializers.FloatField(allow_null=True, help_text="the client's claim")
+    server_seconds = serializers.FloatField(allow_null=True, help_text="measured by the server, render to answer")
+    kind = serializers.ChoiceField(choices=["real", "check", "repeat"],
+                                   help_text="only real judgements are counted by the protocol")
+    excluded = serializers.BooleanField(help_text="by a worker excluded from the study: not counted")
     created_at = serializers.DateTimeField()
 
 

@@ -191,26 +191,29 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     ``?first=A&second=B`` keeps one pair (either order)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    rows = Judgement.objects.filter(comparison__study=study)
+    rows = selectors.study_judgements(study=study)
     first, second = request.GET.get("first"), request.GET.get("second")
     if bool(first) != bool(second):
         return HttpResponseBadRequest("give both first and second to filter by pair")
     if first:
         rows = rows.filter(Q(comparison__first__name=first, comparison__second__name=second)
                            | Q(comparison__first__name=second, comparison__second__name=first))
-    rows = rows.select_related(
-        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("id")
     writer = csv.writer(_Echo())
 
     def lines():
+        # kind and excluded mark the rows the protocol does not count (checks, repeats,
+        # excluded workers); "counted" says it in one column.
         yield writer.writerow(["item", "first", "second", "value", "annotator", "platform", "source",
-                               "shown_swapped", "seconds_on_task", "created_at"])
+                               "shown_swapped", "seconds_on_task", "server_seconds", "kind", "excluded", "counted",
+                               "created_at"])
         for j in rows.iterator():
             yield writer.writerow([spreadsheet_safe(v) for v in (
                 j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
                 j.value, j.annotator.external_id, j.annotator.platform, j.source,
                 "" if j.assignment is None else int(j.assignment.shown_swapped),
-                "" if j.seconds_on_task is None else j.seconds_on_task, j.created_at.isoformat())])
+                "" if j.seconds_on_task is None else j.seconds_on_task,
+                "" if j.server_seconds is None else round(j.server_seconds, 3), j.kind, int(j.excluded),
+                int(j.kind == "real" and not j.excluded), j.created_at.isoformat())])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")
     suffix = f"-{first}-{second}" if first else ""

@@ -83,6 +83,8 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     nothing new (selectors.crowd_session). Retried as a whole after a transient database
     error, so a lease whose commit was cut off is found as the current lease.
     """
+    if study.exclusions_active and _excluded(study, annotator):
+        return None
     current = hit_current(study=study, annotator=annotator)
     if current is not None:
         return current
@@ -95,6 +97,12 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     if lease is None and leases_reclaim(study=study):
         lease = _lease(study, annotator)  # expired leases went back to the pool: look again
     return lease
+
+
+def _excluded(study: Study, annotator: Annotator) -> bool:
+    from .quality import annotator_is_excluded
+
+    return annotator_is_excluded(study=study, annotator=annotator)
 
 
 def _session_may_lease(study: Study, annotator: Annotator) -> bool:
@@ -255,7 +263,9 @@ def judgement_submit(
     ``shown_value`` is in screen order: +1 = the left output is better, -1 = the right one,
     0 = tie; it is stored in canonical order. Submitting the same key again returns the first
     judgement unchanged. An answer sooner than the study's ``min_seconds_per_hit`` after the
-    HIT was issued (``issued_at``, when it was first rendered) is refused. A live lease is
+    HIT was issued (``issued_at``, when it was first rendered) is refused, and so is any answer
+    of a worker excluded from the study. The judgement stores the client's
+    ``seconds_on_task`` and the server's own ``server_seconds`` (issue to answer). A live lease is
     always accepted while its pair's round is open. A
     lease that expired is accepted only if its comparison is free and its pair's round still
     needs a judgement that no live lease will bring. Otherwise HitError, and the lease is
@@ -270,7 +280,10 @@ def judgement_submit(
         raise HitError("this HIT belongs to another annotator")
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    minimum = assignment.comparison.study.min_seconds_per_hit
+    study = assignment.comparison.study
+    if study.exclusions_active and _excluded(study, annotator):
+        raise HitError("your answers are no longer needed in this study; thank you for your time")
+    minimum = study.min_seconds_per_hit
     if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
         if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
             raise HitError(f"please read both texts: this study asks for at least {minimum} seconds per comparison")
@@ -311,8 +324,12 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
             _expire_locked(assignment.pk)
             return HitError(refusal)
         value = -shown_value if assignment.shown_swapped else shown_value
+        # The server's own measure of time on task: the lease is made when the HIT is rendered
+        # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
+        server_seconds = max((timezone.now() - assignment.issued_at).total_seconds(), 0.0)
         judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
-                              value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
+                              value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
+                              idempotency_key=key)
         # Field validation only: the references were just read under the lock, and uniqueness
         # is the database's (a query per constraint would double the submit's cost).
         judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,

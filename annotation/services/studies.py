@@ -37,6 +37,7 @@ from ..models import (
     StudyMembership,
     System,
 )
+from ..selectors import counted_judgements
 from . import protocol_state, rounds
 
 BATCH = 2000
@@ -437,7 +438,9 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         if h.annotator_label:
             row["annotator"] = h.annotator_label
         yield row
-    judgements = Judgement.objects.filter(comparison__study=study).select_related(
+    # Counted judgements only: checks, repeats and the judgements of excluded workers are not
+    # preferences of the study (the judgements CSV lists them, marked).
+    judgements = counted_judgements(study=study).select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
     for j in judgements.iterator():
         a = j.annotator
