@@ -855,3 +855,10 @@ def study_annotator_quality(*, study: Study, sort: str = "annotator", descending
 def _gold_answers(rows) -> list | None:
     """Per judgement the answers a check accepts, None for other judgements (no checks: None)."""
     return None
+
+
+def study_exclusion_log(*, study: Study) -> QuerySet:
+    """The study's exclusion audit log, newest first, with worker and user."""
+    from .models import ExclusionEvent
+
+    return ExclusionEvent.objects.filter(study=study).select_related("annotator", "user")

@@ -12,11 +12,12 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
 from .forms import StudyCrowdSettingsForm, StudySettingsForm
-from .models import Judgement, Study
+from .models import Annotator, Study
 
 
 def _histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
@@ -103,7 +104,96 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     context = _dashboard_context(study)
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_dashboard_body.html", context)
+    try:
+        context.update(_quality_context(request, study))
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc))
     return render(request, "annotation/dashboard.html", context)
+
+
+# (key, header, what it is) of the quality panel's sortable columns.
+QUALITY_HEADERS = (
+    ("annotator", "Worker", "platform worker id"),
+    ("judgements", "Judgements", "every answer, checks and repeats included"),
+    ("median_seconds", "Median s", "median seconds from render to answer (server-measured)"),
+    ("tie_rate", "Ties", "share of tie answers"),
+    ("left_share", "Left", "left / (left + right) answers as shown; 0.5 = no position bias"),
+    ("agreement", "Agreement", "leave-one-out agreement with the other annotators of the same comparisons"),
+    ("gold_accuracy", "Gold", "share of gold checks answered as expected"),
+    ("repeat_consistency", "Repeat", "share of repeated comparisons answered the same way"),
+    ("flag_count", "Flags", "too fast, straight-lining, failed checks, low agreement, inconsistent"),
+    ("excluded", "Status", "excluded workers' judgements are not counted"),
+)
+
+
+def _quality_sort(request: HttpRequest, prefix: str = "q") -> tuple[str, bool]:
+    sort = request.GET.get(f"{prefix}sort", "flag_count")
+    order = request.GET.get(f"{prefix}order", "desc" if sort == "flag_count" else "asc")
+    if order not in ("asc", "desc"):
+        raise ValueError(f"unknown order {order!r}; asc or desc")
+    if sort not in selectors.QUALITY_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; one of {', '.join(sorted(selectors.QUALITY_SORTS))}")
+    return sort, order == "desc"
+
+
+def _quality_context(request: HttpRequest, study: Study) -> dict:
+    """The annotator quality panel: the table sorted by ?qsort=&qorder=, and column links."""
+    sort, descending = _quality_sort(request)
+    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    headers = [{"key": key, "label": label, "title": title, "active": key == sort,
+                "order": "asc" if key == sort and descending or key != sort and key not in (
+                    "flag_count", "judgements") else "desc"}
+               for key, label, title in QUALITY_HEADERS]
+    return {"quality": rows, "quality_headers": headers, "quality_sort": sort, "quality_descending": descending,
+            "exclusion_log": selectors.study_exclusion_log(study=study)[:20]}
+
+
+@login_required
+def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """The annotator quality table (``?sort=&order=`` as on the dashboard) as CSV."""
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    try:
+        sort, descending = _quality_sort(request, prefix="")
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc))
+    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-quality.csv"'
+    writer = csv.writer(response)
+    writer.writerow(selectors.QUALITY_COLUMNS)
+    for r in rows:
+        writer.writerow([spreadsheet_safe(" ".join(r[c]) if c == "flags" else
+                                          int(r[c]) if c == "excluded" else "" if r[c] is None else r[c])
+                         for c in selectors.QUALITY_COLUMNS])
+    return response
+
+
+@login_required
+@require_POST
+def annotator_exclusion(request: HttpRequest, slug: str, annotator_id: int) -> HttpResponse:
+    """Exclude (``action=exclude``) or re-include (``action=include``) a worker; the affected
+    pairs are re-decided off the request path. Back to the dashboard's quality panel."""
+    from .services import quality
+
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    annotator = get_object_or_404(Annotator, pk=annotator_id)
+    action = request.POST.get("action")
+    if action not in ("exclude", "include"):
+        return HttpResponseBadRequest("action must be exclude or include")
+    change = quality.annotator_exclude if action == "exclude" else quality.annotator_include
+    try:
+        changed = change(study=study, annotator=annotator, user=request.user,
+                         reason=request.POST.get("reason", "")[:500])
+    except quality.QualityError as exc:
+        return HttpResponseBadRequest(str(exc))
+    if changed:
+        messages.success(request, f"{annotator.external_id} {'excluded' if action == 'exclude' else 're-included'}: "
+                                  "the affected pairs are being re-decided.")
+    else:
+        messages.info(request, f"{annotator.external_id} was already {action}d.")
+    return redirect(reverse("dashboard", kwargs={"slug": slug}) + "#quality")
 
 
 @login_required
