@@ -114,6 +114,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 # (key, header, what it is) of the quality panel's sortable columns.
 QUALITY_HEADERS = (
     ("annotator", "Worker", "platform worker id"),
+    ("excluded", "Status", "excluded workers' judgements are not counted; exclude or re-include here"),
     ("judgements", "Judgements", "every answer, checks and repeats included"),
     ("median_seconds", "Median s", "median seconds from render to answer (server-measured)"),
     ("tie_rate", "Ties", "share of tie answers"),
@@ -122,7 +123,6 @@ QUALITY_HEADERS = (
     ("gold_accuracy", "Gold", "share of gold checks answered as expected"),
     ("repeat_consistency", "Repeat", "share of repeated comparisons answered the same way"),
     ("flag_count", "Flags", "too fast, straight-lining, failed checks, low agreement, inconsistent"),
-    ("excluded", "Status", "excluded workers' judgements are not counted"),
 )
 
 
