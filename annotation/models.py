@@ -59,6 +59,10 @@ class Study(models.Model):
         default=0, help_text="seconds a HIT must be on screen before it can be answered")
     # Quality control (docs/quality.md). A rule excludes a worker that protocol.quality flags
     # with its flag; exclusion re-decides the affected pairs (services/quality.py).
+    check_every = models.PositiveIntegerField(
+        default=0, help_text="about one HIT in this many is a check (never two in a row); 0 = no checks")
+    onboarding_checks = models.PositiveIntegerField(
+        default=0, help_text="a worker's first HITs are this many checks; who fails them is not served more")
     exclude_too_fast = models.BooleanField(default=False, help_text="exclude workers flagged too_fast")
     exclude_failed_checks = models.BooleanField(default=False, help_text="exclude workers flagged failed_checks")
     exclude_low_agreement = models.BooleanField(default=False, help_text="exclude workers flagged low_agreement")
@@ -311,7 +315,11 @@ class Assignment(models.Model):
         SKIPPED = "skipped", "Skipped"  # given back by its annotator, never served to them again
 
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
+    # A real or repeat HIT has a comparison; a check HIT has a check item instead (kind CHECK).
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="assignments")
+    check_item = models.ForeignKey("CheckItem", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="assignments")
     shown_swapped = models.BooleanField(default=False, help_text="second system shown on the left")
     round = models.PositiveIntegerField(default=0)
     issued_at = models.DateTimeField()
@@ -334,7 +342,12 @@ class Judgement(models.Model):
         LIVE = "live", "Collected in evalapp"
         IMPORT = "import", "Imported with the study"
 
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judgements")
+    # A check's answer has no comparison (so no reader of comparisons ever sees it) but its check
+    # item; value is then in the check's own order (+1 = its first text better).
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="judgements")
+    check_item = models.ForeignKey("CheckItem", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="judgements")
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="judgements")
     assignment = models.OneToOneField(
         Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgement"
@@ -449,6 +462,41 @@ class ItemFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item} · {self.get_reason_display()}"
+
+
+class CheckItem(models.Model):
+    """An attention or gold check (bundle kind ``check``): an input, two texts and the answers
+    accepted. Not an Item: it has no system, no comparison and no pair, so the protocol never
+    sees it. Served by services/checks.py."""
+
+    class Expected(models.TextChoices):
+        FIRST = "first", "The first text is better"
+        SECOND = "second", "The second text is better"
+        TIE = "tie", "About the same"
+        EITHER = "either", "Either text, but not a tie"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="check_items")
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    reference = models.TextField(blank=True)
+    first = models.TextField(blank=True)
+    second = models.TextField(blank=True)
+    expected = models.CharField(max_length=6, choices=Expected.choices)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="check_unique_external_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def accepted(self) -> tuple[int, ...]:
+        """The answers the check accepts, in its own order (protocol.bundle.CHECK_EXPECTED)."""
+        from protocol.bundle import CHECK_EXPECTED
+
+        return CHECK_EXPECTED[self.expected]
 
 
 class AnnotatorExclusion(models.Model):

@@ -168,8 +168,15 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
 
     ``done``: the annotator's judgements in the study, when the caller has counted them already.
     """
-    from .models import Comparison, Judgement, Output
+    from .models import CheckItem, Comparison, Judgement, Output
 
+    if assignment.check_item_id is not None:
+        # A check looks like any HIT (services/checks.py): its input and its two texts.
+        check = CheckItem.objects.select_related("study").get(pk=assignment.check_item_id)
+        left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
+        if done is None:
+            done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
+        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
     comparison = Comparison.objects.select_related("item").get(pk=assignment.comparison_id)
     study = study or comparison.study
     texts: dict[int, str] = {}
@@ -816,26 +823,28 @@ def study_annotator_quality(*, study: Study, sort: str = "annotator", descending
 
     if sort not in QUALITY_SORTS:
         raise ValueError(f"cannot sort by {sort!r}; choose one of {', '.join(sorted(QUALITY_SORTS))}")
-    rows = list(Judgement.objects.filter(comparison__study=study).order_by("id").values_list(
-        "annotator_id", "comparison_id", "value", "assignment__shown_swapped", "server_seconds", "seconds_on_task",
-        "kind"))
+    from .models import CheckItem
+
+    rows = list(Judgement.objects.filter(Q(comparison__study=study) | Q(check_item__study=study)).order_by("id")
+                .values_list("annotator_id", "comparison_id", "value", "assignment__shown_swapped", "server_seconds",
+                             "seconds_on_task", "kind", "check_item_id"))
     if not rows:
         return []
     annotators = [r[0] for r in rows]
-    comparisons = [r[1] for r in rows]
+    comparisons = [r[1] if r[7] is None else f"check:{r[7]}" for r in rows]
     values = np.array([r[2] for r in rows], dtype=np.int64)
     shown = np.array([-r[2] if r[3] else r[2] for r in rows], dtype=np.int64)
     seconds = np.array([r[4] if r[4] is not None else (r[5] if r[5] is not None else math.nan) for r in rows],
                        dtype=float)
     first_time: dict[tuple[int, int], int] = {}
     repeats = []
-    for j, (who, comparison, *_, kind) in enumerate(rows):
+    for j, (who, comparison, *_, kind, _check) in enumerate(rows):
         if kind == JudgementKind.REPEAT and (who, comparison) in first_time:
             repeats.append((first_time[(who, comparison)], j))
         elif kind == JudgementKind.REAL:
             first_time.setdefault((who, comparison), j)
     quality = annotator_quality(annotators, comparisons, values, shown, seconds, repeats=repeats or None,
-                                gold=_gold_answers(rows), thresholds=thresholds or QualityThresholds())
+                                gold=_gold_answers(rows, CheckItem), thresholds=thresholds or QualityThresholds())
     names = {pk: (external_id, platform) for pk, external_id, platform in
              Annotator.objects.filter(pk__in=set(annotators)).values_list("id", "external_id", "platform")}
     excluded = set(excluded_annotators(study=study).values_list("annotator_id", flat=True))
@@ -852,9 +861,14 @@ def study_annotator_quality(*, study: Study, sort: str = "annotator", descending
     return present + sorted((r for r in table if r[sort] is None), key=lambda r: r["annotator"])
 
 
-def _gold_answers(rows) -> list | None:
-    """Per judgement the answers a check accepts, None for other judgements (no checks: None)."""
-    return None
+def _gold_answers(rows, check_model) -> list | None:
+    """Per judgement (rows of study_annotator_quality) the answers its check accepts, None for
+    other judgements; None when there are no checks."""
+    checks = {r[7] for r in rows if r[7] is not None}
+    if not checks:
+        return None
+    accepted = {c.pk: c.accepted for c in check_model.objects.filter(pk__in=checks)}
+    return [None if r[7] is None else accepted[r[7]] for r in rows]
 
 
 def study_exclusion_log(*, study: Study) -> QuerySet:

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from protocol import adaptive
@@ -63,10 +63,14 @@ def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
 
 
 def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
-    """The annotator's live lease in the study, if any (a read)."""
-    return (Assignment.objects.filter(annotator=annotator, comparison__study=study, state=Assignment.State.LEASED,
-                                      expires_at__gt=timezone.now())
-            .order_by("issued_at").first())
+    """The annotator's live lease in the study (a check's too, when the study has checks), if any (a read)."""
+    leases = Assignment.objects.filter(annotator=annotator, state=Assignment.State.LEASED,
+                                       expires_at__gt=timezone.now())
+    if study.check_every or study.onboarding_checks:
+        leases = leases.filter(Q(comparison__study=study) | Q(check_item__study=study))
+    else:
+        leases = leases.filter(comparison__study=study)
+    return leases.order_by("issued_at").first()
 
 
 @retry_transient
@@ -92,11 +96,21 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
         return None
     if (study.session_hits_max or study.session_minutes) and not _session_may_lease(study, annotator):
         return None
+    if study.check_every or study.onboarding_checks:
+        turn = _check_turn(study, annotator)
+        if turn is not None:
+            return turn.hit  # a check, or None: the worker failed onboarding
     rounds.sweeper_ensure()
     lease = _lease(study, annotator)
     if lease is None and leases_reclaim(study=study):
         lease = _lease(study, annotator)  # expired leases went back to the pool: look again
     return lease
+
+
+def _check_turn(study: Study, annotator: Annotator):
+    from .checks import check_turn
+
+    return check_turn(study=study, annotator=annotator)
 
 
 def _excluded(study: Study, annotator: Annotator) -> bool:
@@ -191,7 +205,12 @@ def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
     ``skipped``: the annotator chose not to judge it; the assignment is kept as SKIPPED and
     its comparison is never served to that annotator again.
     """
-    return _release(assignment.pk, Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED)
+    state = Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED
+    if assignment.check_item_id is not None:
+        from .checks import check_release
+
+        return check_release(assignment=assignment, state=state)
+    return _release(assignment.pk, state)
 
 
 @retry_transient
@@ -210,6 +229,12 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
     """
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
+    if assignment.check_item_id is not None:
+        # A check looks like any HIT; a report of one is not an item's problem, so it only skips.
+        if reason not in ItemFlag.Reason.values:
+            raise HitError(f"reason: {reason!r} is not a valid choice")
+        hit_release(assignment=assignment, skipped=True)
+        return ItemFlag(reason=reason, note=note.strip(), annotator=annotator)
     item_id = Comparison.objects.filter(pk=assignment.comparison_id).values_list("item_id", flat=True).get()
     flag = ItemFlag(item_id=item_id, assignment=assignment, annotator=annotator, reason=reason, note=note.strip())
     try:
@@ -278,6 +303,11 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
+    if assignment.check_item_id is not None:
+        from .checks import check_submit
+
+        return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
+                            idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
     study = assignment.comparison.study

@@ -1,0 +1,126 @@
+"""Attention and gold checks: bundle lines, interleaving, onboarding, and never counted."""
+import pytest
+
+from annotation import selectors
+from annotation.models import Assignment, CheckItem, Judgement, PairState
+from annotation.services import protocol_state, study_import, study_export_rows
+from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
+from tests.annotation.test_serving import current_hit, start_worker
+from tests.conftest import bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0}
+GOOD, BAD = "A clear, correct and complete answer.", "answer answer answer the the"
+
+
+def rows(items=12, **settings):
+    out = [{"kind": "study", "name": "Checked", "batch_size": 5, "budget": 60, "completion_code": "OK1", **settings}]
+    out += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    out += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+            for n in range(items) for s in QUALITY]
+    out += [{"kind": "check", "id": f"gold-{n}", "input": f"Check input {n}", "first": GOOD, "second": BAD,
+             "expected": "first"} for n in range(3)]
+    out += [{"kind": "check", "id": "same", "input": "Two identical texts", "first": GOOD, "second": GOOD,
+             "expected": "tie"}]
+    return out
+
+
+def answer_for(context, *, honest=True) -> str:
+    left, right = context["left"], context["right"]
+    if context["assignment"].kind == "check":
+        if left == right:
+            right_answer = "tie"
+        else:
+            right_answer = "left" if left == GOOD else "right"
+        if honest:
+            return right_answer
+        return {"left": "right", "right": "left", "tie": "left"}[right_answer]
+    a, b = left.split()[0], right.split()[0]
+    return "left" if QUALITY[a] > QUALITY[b] else "right"
+
+
+def test_check_lines_are_validated_and_written_back():
+    bundle = parse_bundle_lines(enumerate(map(__import__("json").dumps, rows()), 1))
+    assert [c.id for c in bundle.checks] == ["gold-0", "gold-1", "gold-2", "same"]
+    assert bundle.checks[0].accepted == (1,) and bundle.checks[3].accepted == (0,)
+    again = parse_bundle_lines(enumerate(map(__import__("json").dumps, bundle_rows(bundle)), 1))
+    assert again.checks == tuple(c.__class__(**{**{f: getattr(c, f) for f in c.__slots__}, "line": d.line})
+                                 for c, d in zip(bundle.checks, again.checks))
+    bad = rows()[:1] + [{"kind": "check", "id": "x", "input": "i", "first": "a", "second": "b", "expected": "left"},
+                        {"kind": "check", "id": "x", "input": "i", "first": "a", "second": "b", "expected": "either"},
+                        {"kind": "check", "id": "y", "input": "i", "first": "a", "expected": "tie"}]
+    with pytest.raises(BundleError) as error:
+        parse_bundle_lines(enumerate(map(__import__("json").dumps, bad), 1))
+    text = str(error.value)
+    assert "line 2: field 'expected' must be one of" in text
+    assert "line 3: duplicate check id 'x'" in text
+    assert "line 4: check: missing field(s) second" in text
+    with pytest.raises(BundleError, match="asks for checks .* no check lines"):
+        study_import(source=bundle_bytes([r for r in rows(check_every=3) if r["kind"] != "check"]))
+
+
+def test_onboarding_then_interleaved_checks_never_counted(client):
+    study = study_import(source=bundle_bytes(rows(onboarding_checks=2, check_every=3)))
+    assert CheckItem.objects.filter(study=study).count() == 4
+    start_worker(client, study.slug, "pid-honest")
+    kinds = []
+    for _ in range(200):
+        assignment, context = current_hit(client, study.slug)
+        if assignment is None:
+            break
+        kinds.append(assignment.kind)
+        response = client.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                               {"answer": answer_for(context), "key": context["key"], "seconds": "5"})
+        assert response.status_code == 302, response.content[:300]
+    assert kinds[:2] == ["check", "check"]  # onboarding
+    later = kinds[2:]
+    assert "check" in later and "real" in later
+    assert not any(a == b == "check" for a, b in zip(later, later[1:]))  # never two in a row
+    checks = Judgement.objects.filter(check_item__study=study)
+    assert checks.count() == kinds.count("check") and all(j.comparison_id is None for j in checks)
+    swapped = set(Assignment.objects.filter(check_item__study=study).values_list("shown_swapped", flat=True))
+    assert swapped == {True, False}  # sides at random
+    # The protocol counts the real judgements only; checks have no pair.
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert state.spent == selectors.counted_judgements(study=study).count() == kinds.count("real")
+    assert selectors.study_progress(study=study)["live_judgements"] == kinds.count("real")
+    assert all(r["kind"] != "human_preference" or r["item"].startswith("i") for r in study_export_rows(study=study))
+    assert sum(r["kind"] == "check" for r in study_export_rows(study=study)) == 4
+    audit = selectors.study_serving_audit(study=study)
+    assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
+    row = selectors.study_annotator_quality(study=study)[0]
+    assert (row["checks"], row["gold_accuracy"]) == (kinds.count("check"), 1.0)
+    # The client claimed 5 s per HIT; the server measured the test's instant answers, and that
+    # is what the statistics use.
+    assert row["median_seconds"] < 1 and row["flags"] == ["too_fast"]
+    # The completion code counts real comparisons.
+    page = client.get(f"/s/{study.slug}/annotate/")
+    assert page.context["done"] == kinds.count("real")
+
+
+def test_failed_onboarding_ends_politely_before_any_real_judgement(client):
+    study = study_import(source=bundle_bytes(rows(onboarding_checks=2)))
+    start_worker(client, study.slug, "pid-careless")
+    for _ in range(2):
+        assignment, context = current_hit(client, study.slug)
+        assert assignment.kind == "check"
+        client.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                    {"answer": answer_for(context, honest=False), "key": context["key"]})
+    page = client.get(f"/s/{study.slug}/annotate/")
+    assert page.context["screen"] == "screened" and not page.context["code_due"]
+    html = page.content.decode()
+    assert "Thank you for your time" in html and "Return submission" in html and "OK1" not in html
+    assert client.post(f"/s/{study.slug}/next/").status_code == 302
+    assert client.get(f"/s/{study.slug}/annotate/").context["screen"] == "screened"
+    assert not Judgement.objects.filter(comparison__study=study).exists()
+    row = selectors.study_annotator_quality(study=study)[0]
+    assert (row["checks"], row["gold_accuracy"]) == (2, 0.0) and "failed_checks" in row["flags"]
+
+
+def test_a_study_without_checks_serves_no_check(client):
+    study = study_import(source=bundle_bytes([r for r in rows() if r["kind"] != "check"]))
+    start_worker(client, study.slug, "pid-plain")
+    for _ in range(10):
+        assignment, context = current_hit(client, study.slug)
+        assert assignment.kind == "real" and assignment.comparison_id is not None
+        client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": context["key"]})
