@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
-from .forms import StudyCrowdSettingsForm, StudySettingsForm
+from .forms import StudyCrowdSettingsForm, StudyQualitySettingsForm, StudySettingsForm
 from .models import Annotator, Study
 
 
@@ -330,6 +330,8 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
 SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
                    "item_choice_temperature")
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
+QUALITY_FIELDS = ("check_every", "onboarding_checks", "exclude_too_fast", "exclude_failed_checks",
+                  "exclude_low_agreement")
 
 
 @login_required
@@ -338,12 +340,19 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     if request.method == "POST":
         form, crowd = StudySettingsForm(request.POST), StudyCrowdSettingsForm(request.POST)
-        if form.is_valid() and crowd.is_valid():
+        quality = StudyQualitySettingsForm(request.POST)
+        if form.is_valid() and crowd.is_valid() and quality.is_valid():
             try:
                 services.study_settings_update(study=study, **form.cleaned_data)
                 services.study_crowd_settings_update(study=study, **{
                     f: getattr(study, f) if crowd.cleaned_data.get(f) is None else crowd.cleaned_data[f]
                     for f in CROWD_FIELDS})
+                if quality.cleaned_data.get("quality_form"):
+                    from .services.quality import study_quality_settings_update
+
+                    study_quality_settings_update(study=study, **{
+                        f: getattr(study, f) if quality.cleaned_data.get(f) is None else quality.cleaned_data[f]
+                        for f in QUALITY_FIELDS})
             except (ValueError, ValidationError) as exc:
                 form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
             else:
@@ -352,5 +361,8 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS})
         crowd = StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS})
-    return render(request, "annotation/study_settings.html", {"study": study, "form": form, "crowd": crowd},
-                  status=400 if form.errors or crowd.errors else 200)
+        quality = StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
+                                                                           for f in QUALITY_FIELDS}})
+    return render(request, "annotation/study_settings.html",
+                  {"study": study, "form": form, "crowd": crowd, "quality": quality},
+                  status=400 if form.errors or crowd.errors or quality.errors else 200)

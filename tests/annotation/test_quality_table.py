@@ -86,3 +86,24 @@ def test_exclude_and_reinclude_from_the_panel_and_the_api(client, spammed):
     assert client.post(f"/api/studies/{study.slug}/annotators/{other.pk}/exclusion/", {"excluded": True},
                        content_type="application/json").status_code == 404
     assert not Study.objects.get(pk=study.pk).exclusions_active
+
+
+def test_settings_page_sets_checks_and_exclusion_rules(client, spammed):
+    study, _ = spammed
+    page = client.get(f"/s/{study.slug}/settings/")
+    assert "Exclude workers flagged too fast" in page.content.decode()
+    base = {"status": "running", "budget": study.budget, "lease_timeout_seconds": 900, "completion_code": "",
+            "instructions": "", "item_choice": "uniform", "item_choice_temperature": 0.25}
+    response = client.post(f"/s/{study.slug}/settings/", {**base, "quality_form": "1", "check_every": 0,
+                                                          "onboarding_checks": 0, "exclude_too_fast": "on"})
+    assert response.status_code == 302
+    study.refresh_from_db()
+    assert (study.exclude_too_fast, study.exclude_failed_checks) == (True, False)
+    # This study has no check lines: asking for checks is refused and names why.
+    response = client.post(f"/s/{study.slug}/settings/", {**base, "quality_form": "1", "check_every": 10,
+                                                          "exclude_too_fast": "on"})
+    assert response.status_code == 400 and "no check items" in response.content.decode()
+    # A post without the quality fieldset leaves the rules alone.
+    assert client.post(f"/s/{study.slug}/settings/", base).status_code == 302
+    study.refresh_from_db()
+    assert study.exclude_too_fast and study.check_every == 0
