@@ -57,6 +57,10 @@ class StudyQualitySettingsForm(forms.Form):
     onboarding_checks = forms.IntegerField(min_value=0, max_value=50, required=False, label="Onboarding checks",
                                            help_text="a worker's first HITs are this many checks; fail them and "
                                                      "they are thanked and not served more")
+    repeat_every = forms.IntegerField(min_value=0, max_value=1000, required=False,
+                                      label="A repeat every N comparisons",
+                                      help_text="repeats a comparison the worker judged, sides swapped "
+                                                "(repeat consistency); 0 = none")
     exclude_too_fast = forms.BooleanField(required=False, label="Exclude workers flagged too fast")
     exclude_failed_checks = forms.BooleanField(required=False, label="Exclude workers who fail checks")
     exclude_low_agreement = forms.BooleanField(required=False, label="Exclude workers with low agreement")

@@ -61,6 +61,9 @@ class Study(models.Model):
     # with its flag; exclusion re-decides the affected pairs (services/quality.py).
     check_every = models.PositiveIntegerField(
         default=0, help_text="about one HIT in this many is a check (never two in a row); 0 = no checks")
+    repeat_every = models.PositiveIntegerField(
+        default=0, help_text="about one HIT in this many repeats a comparison the worker judged, sides swapped; "
+                             "0 = no repeats")
     onboarding_checks = models.PositiveIntegerField(
         default=0, help_text="a worker's first HITs are this many checks; who fails them is not served more")
     exclude_too_fast = models.BooleanField(default=False, help_text="exclude workers flagged too_fast")
@@ -364,7 +367,9 @@ class Judgement(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=PREFERENCE_VALUES, name="judgement_value_valid"),
-            models.UniqueConstraint(fields=["comparison", "annotator"], name="judgement_once_per_annotator"),
+            # A repeat (kind "repeat") is the same comparison judged again on purpose.
+            models.UniqueConstraint(fields=["comparison", "annotator"], condition=Q(kind="real"),
+                                    name="judgement_once_per_annotator"),
         ]
         indexes = [models.Index(fields=["comparison"], name="judgement_comparison")]
 

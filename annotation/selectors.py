@@ -194,8 +194,9 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
-    """Judgements of ``annotator`` (an Annotator or its id) in ``study``."""
-    return Judgement.objects.filter(annotator=annotator, comparison__study=study).count()
+    """Real judgements of ``annotator`` (an Annotator or its id) in ``study`` (their session's
+    work: checks and repeats are not comparisons of the study)."""
+    return Judgement.objects.filter(annotator=annotator, comparison__study=study, kind="real").count()
 
 
 def _pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
@@ -580,7 +581,7 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
         lost = len(set(acknowledged_keys) - stored)
     problems = []
     counted = dict(judgements.values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
-    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED)
+    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED, kind="real")
                        .values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
     for pk, count, lease in Comparison.objects.filter(study=study).values_list(
             "id", "judgement_count", "lease_expires_at"):

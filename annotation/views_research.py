@@ -330,7 +330,7 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
 SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
                    "item_choice_temperature")
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
-QUALITY_FIELDS = ("check_every", "onboarding_checks", "exclude_too_fast", "exclude_failed_checks",
+QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
                   "exclude_low_agreement")
 
 

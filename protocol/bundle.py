@@ -50,6 +50,7 @@ STUDY_SETTINGS = {
     "min_seconds_per_hit": int,
     "check_every": int,
     "onboarding_checks": int,
+    "repeat_every": int,
 }
 # A check's expected answer -> the answers it accepts, in its own order (+1 = first better).
 CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)}

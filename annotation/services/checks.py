@@ -1,4 +1,5 @@
-"""Attention and gold checks: serving them between real HITs, and storing their answers.
+"""Attention and gold checks, and repeated comparisons: serving them between real HITs, and
+storing their answers.
 
 A check (CheckItem, bundle kind ``check``) looks like any HIT to the worker: an input and two
 texts, sides drawn at random. Its answer is a Judgement of kind ``check`` with no comparison,
@@ -17,6 +18,13 @@ services/hits.hit_next_for_annotator only when the study has checks):
   seeded by (protocol seed, worker, HITs answered), so it is reproducible.
 
 A worker gets the checks they have seen least first (each once before any repeats).
+
+Repeats (``repeat_every``): after onboarding, each HIT is (also with probability
+1 / ``repeat_every``, drawn independently of the check's draw, a check winning a tie) a repeat
+of a comparison the worker judged before, not their last one, with the sides swapped from how
+they saw it; never right after a check or another repeat, and each comparison is repeated at
+most once per worker. Its answer is a Judgement of kind ``repeat``: it touches no serving
+counter and no protocol state, and gives the quality table's repeat consistency.
 """
 from __future__ import annotations
 
@@ -42,7 +50,8 @@ class CheckTurn(NamedTuple):
 
 
 def study_has_checks(study: Study) -> bool:
-    return bool(study.check_every or study.onboarding_checks)
+    """Whether serving must ask ``check_turn`` (checks or repeats)."""
+    return bool(study.check_every or study.onboarding_checks or study.repeat_every)
 
 
 def _answers(study: Study, annotator: Annotator) -> list[tuple[int, int]]:
@@ -80,19 +89,45 @@ def check_turn(*, study: Study, annotator: Annotator) -> CheckTurn | None:
         return CheckTurn(None)
     if onboarding == "running":
         return CheckTurn(_lease_check(study, annotator, now))
-    if not study.check_every:
+    if not (study.check_every or study.repeat_every):
         return None
     last = (Assignment.objects.filter(Q(comparison__study=study) | Q(check_item__study=study), annotator=annotator,
                                       state=Assignment.State.SUBMITTED)
             .order_by("-issued_at", "-id").values_list("kind", flat=True).first())
-    if last == JudgementKind.CHECK:
-        return None  # never two checks in a row
+    if last in (JudgementKind.CHECK, JudgementKind.REPEAT):
+        return None  # never two checks (or a check and a repeat) in a row
     answered = Judgement.objects.filter(Q(comparison__study=study) | Q(check_item__study=study),
                                         annotator=annotator).count()
-    draw = random.Random(f"{study.protocol_seed}:check:{annotator.pk}:{answered}").random()
-    if draw >= 1 / study.check_every:
+    if study.check_every:
+        draw = random.Random(f"{study.protocol_seed}:check:{annotator.pk}:{answered}").random()
+        if draw < 1 / study.check_every:
+            return CheckTurn(_lease_check(study, annotator, now))
+    if study.repeat_every:
+        draw = random.Random(f"{study.protocol_seed}:repeat:{annotator.pk}:{answered}").random()
+        if draw < 1 / study.repeat_every:
+            repeat = _lease_repeat(study, annotator, now, answered)
+            if repeat is not None:
+                return CheckTurn(repeat)
+    return None
+
+
+def _lease_repeat(study: Study, annotator: Annotator, now, answered: int) -> Assignment | None:
+    """Lease a repeat of a comparison the worker judged (not their last, not repeated yet), the
+    sides swapped from how they saw it; None when there is none. Touches no serving counter."""
+    repeated = Judgement.objects.filter(annotator=annotator, comparison__study=study,
+                                        kind=JudgementKind.REPEAT).values("comparison_id")
+    judged = list(Judgement.objects.filter(annotator=annotator, comparison__study=study, kind=JudgementKind.REAL,
+                                           comparison__item__withdrawn=False)
+                  .exclude(comparison_id__in=repeated).order_by("id")
+                  .values_list("comparison_id", "assignment__shown_swapped"))[:-1]
+    if not judged:
         return None
-    return CheckTurn(_lease_check(study, annotator, now))
+    rng = random.Random(f"{study.protocol_seed}:repeat-item:{annotator.pk}:{answered}")
+    comparison_id, seen_swapped = rng.choice(judged)
+    swapped = (not seen_swapped) if seen_swapped is not None else rng.random() < 0.5
+    return Assignment.objects.create(
+        annotator=annotator, comparison_id=comparison_id, kind=JudgementKind.REPEAT, shown_swapped=swapped,
+        issued_at=now, expires_at=now + timedelta(seconds=study.lease_timeout_seconds))
 
 
 def _lease_check(study: Study, annotator: Annotator, now) -> Assignment | None:
@@ -112,7 +147,8 @@ def _lease_check(study: Study, annotator: Annotator, now) -> Assignment | None:
 
 def check_submit(*, assignment: Assignment, annotator: Annotator, shown_value: int, idempotency_key: str,
                  seconds_on_task: float | None) -> Judgement:
-    """Store the answer to a check HIT (idempotent on the key); never touches the protocol.
+    """Store the answer to a check or repeat HIT (idempotent on the key); never touches the
+    protocol or a serving counter.
 
     Preconditions: as services.hits.judgement_submit checked them (answer, key, owner).
     """
@@ -129,8 +165,9 @@ def check_submit(*, assignment: Assignment, annotator: Annotator, shown_value: i
             raise HitError("this HIT is no longer open")
         now = timezone.now()
         value = -shown_value if assignment.shown_swapped else shown_value
-        judgement = Judgement(check_item_id=assignment.check_item_id, annotator=annotator, assignment=assignment,
-                              value=value, kind=JudgementKind.CHECK, seconds_on_task=seconds_on_task,
+        judgement = Judgement(check_item_id=assignment.check_item_id, comparison_id=assignment.comparison_id,
+                              annotator=annotator, assignment=assignment,
+                              value=value, kind=assignment.kind, seconds_on_task=seconds_on_task,
                               server_seconds=max((now - assignment.issued_at).total_seconds(), 0.0),
                               idempotency_key=idempotency_key)
         try:
@@ -143,7 +180,7 @@ def check_submit(*, assignment: Assignment, annotator: Annotator, shown_value: i
 
 
 def check_release(*, assignment: Assignment, state: str) -> bool:
-    """Give a check HIT back (skipped or expired); False if it was not live. No counters."""
+    """Give a check or repeat HIT back (skipped or expired); False if it was not live. No counters."""
     return bool(Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.LEASED).update(state=state))
 
 

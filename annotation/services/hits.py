@@ -31,7 +31,7 @@ from django.utils import timezone
 from protocol import adaptive
 from protocol.allocation import choose_items
 
-from ..models import Annotator, Assignment, Comparison, ItemFlag, Judgement, PairState, Study
+from ..models import Annotator, Assignment, Comparison, ItemFlag, Judgement, JudgementKind, PairState, Study
 from . import protocol_state, rounds
 from .transactions import retry_transient
 
@@ -96,7 +96,7 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
         return None
     if (study.session_hits_max or study.session_minutes) and not _session_may_lease(study, annotator):
         return None
-    if study.check_every or study.onboarding_checks:
+    if study.check_every or study.onboarding_checks or study.repeat_every:
         turn = _check_turn(study, annotator)
         if turn is not None:
             return turn.hit  # a check, or None: the worker failed onboarding
@@ -206,7 +206,7 @@ def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
     its comparison is never served to that annotator again.
     """
     state = Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED
-    if assignment.check_item_id is not None:
+    if assignment.kind != JudgementKind.REAL:
         from .checks import check_release
 
         return check_release(assignment=assignment, state=state)
@@ -231,6 +231,7 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
         raise HitError("this HIT belongs to another annotator")
     if assignment.check_item_id is not None:
         # A check looks like any HIT; a report of one is not an item's problem, so it only skips.
+        # (A repeat's report is its comparison's, as for the original.)
         if reason not in ItemFlag.Reason.values:
             raise HitError(f"reason: {reason!r} is not a valid choice")
         hit_release(assignment=assignment, skipped=True)
@@ -270,8 +271,10 @@ def leases_reclaim(*, study: Study) -> int:
 def _reclaim_pair(pair_id: int, now) -> int:
     with transaction.atomic():
         PairState.objects.select_for_update().filter(pk=pair_id).first()
+        # Repeats hold no counter (services/checks.py): they simply lapse.
         expired = list(Assignment.objects.filter(comparison__pair_id=pair_id, state=Assignment.State.LEASED,
-                                                 expires_at__lt=now).values_list("id", flat=True))
+                                                 kind=JudgementKind.REAL, expires_at__lt=now)
+                       .values_list("id", flat=True))
         return sum(_expire_locked(pk) for pk in expired)
 
 
@@ -303,7 +306,7 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
-    if assignment.check_item_id is not None:
+    if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
         from .checks import check_submit
 
         return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,

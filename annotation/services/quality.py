@@ -105,7 +105,8 @@ def _set_excluded(study: Study, annotator: Annotator, excluded: bool, *, user, r
 
 
 def study_quality_settings_update(*, study: Study, check_every: int, onboarding_checks: int, exclude_too_fast: bool,
-                                  exclude_failed_checks: bool, exclude_low_agreement: bool) -> Study:
+                                  exclude_failed_checks: bool, exclude_low_agreement: bool,
+                                  repeat_every: int = 0) -> Study:
     """Set a study's checks and exclusion rules (docs/quality.md); QualityError names a bad one.
 
     Checks need check items (bundle lines ``check``). Rules act in the next sweep.
@@ -115,12 +116,12 @@ def study_quality_settings_update(*, study: Study, check_every: int, onboarding_
     if (check_every or onboarding_checks) and not CheckItem.objects.filter(study=study).exists():
         raise QualityError("this study has no check items (bundle lines of kind 'check'): checks cannot be served")
     study.refresh_from_db()
-    study.check_every, study.onboarding_checks = check_every, onboarding_checks
+    study.check_every, study.onboarding_checks, study.repeat_every = check_every, onboarding_checks, repeat_every
     study.exclude_too_fast, study.exclude_failed_checks = exclude_too_fast, exclude_failed_checks
     study.exclude_low_agreement = exclude_low_agreement
     study.full_clean()
-    study.save(update_fields=["check_every", "onboarding_checks", "exclude_too_fast", "exclude_failed_checks",
-                              "exclude_low_agreement"])
+    study.save(update_fields=["check_every", "onboarding_checks", "repeat_every", "exclude_too_fast",
+                              "exclude_failed_checks", "exclude_low_agreement"])
     return study
 
 

@@ -60,6 +60,7 @@ SETTING_FIELDS = {
     "min_seconds_per_hit": "min_seconds_per_hit",
     "check_every": "check_every",
     "onboarding_checks": "onboarding_checks",
+    "repeat_every": "repeat_every",
 }
 
 

@@ -124,3 +124,33 @@ def test_a_study_without_checks_serves_no_check(client):
         assignment, context = current_hit(client, study.slug)
         assert assignment.kind == "real" and assignment.comparison_id is not None
         client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": context["key"]})
+
+
+def test_repeats_swap_sides_and_give_repeat_consistency_without_counting(client):
+    study = study_import(source=bundle_bytes([r for r in rows(items=20, repeat_every=3) if r["kind"] != "check"]))
+    start_worker(client, study.slug, "pid-repeater")
+    seen = []
+    for _ in range(200):
+        assignment, context = current_hit(client, study.slug)
+        if assignment is None:
+            break
+        seen.append(assignment)
+        client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": context["key"]})
+    repeats = [a for a in seen if a.kind == "repeat"]
+    assert len(repeats) >= 3
+    kinds = [a.kind for a in seen]
+    assert not any(a == b == "repeat" for a, b in zip(kinds, kinds[1:]))
+    for repeat in repeats:
+        original = next(a for a in seen if a.kind == "real" and a.comparison_id == repeat.comparison_id)
+        assert repeat.shown_swapped != original.shown_swapped  # sides swapped
+        assert seen.index(original) < seen.index(repeat) - 1  # an earlier comparison, not the last one
+    assert len({r.comparison_id for r in repeats}) == len(repeats)
+    # Never counted: the protocol, the serving counters and the session's count see real ones only.
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert state.spent == kinds.count("real") == selectors.counted_judgements(study=study).count()
+    assert Judgement.objects.filter(comparison__study=study, kind="repeat").count() == len(repeats)
+    audit = selectors.study_serving_audit(study=study)
+    assert audit["protocol_consistent"] and audit["counters_consistent"] and not audit["duplicates"], audit
+    assert client.get(f"/s/{study.slug}/annotate/").context["done"] == kinds.count("real")
+    row = selectors.study_annotator_quality(study=study)[0]
+    assert (row["repeats"], row["repeat_consistency"]) == (len(repeats), 1.0)  # an honest worker agrees
