@@ -28,7 +28,6 @@ counter and no protocol state, and gives the quality table's repeat consistency.
 """
 from __future__ import annotations
 
-import math
 import random
 from datetime import timedelta
 from typing import NamedTuple
@@ -182,12 +181,3 @@ def check_submit(*, assignment: Assignment, annotator: Annotator, shown_value: i
 def check_release(*, assignment: Assignment, state: str) -> bool:
     """Give a check or repeat HIT back (skipped or expired); False if it was not live. No counters."""
     return bool(Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.LEASED).update(state=state))
-
-
-def gold_accuracy_needed() -> float:
-    return QualityThresholds().min_gold_accuracy
-
-
-def onboarding_correct_needed(study: Study) -> int:
-    """How many of the onboarding checks must be answered as expected."""
-    return math.ceil(gold_accuracy_needed() * study.onboarding_checks - 1e-9)
