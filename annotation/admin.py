@@ -20,6 +20,18 @@ class StudyAdmin(admin.ModelAdmin):
     list_filter = ["status", "allocation_policy"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline, SystemInline]
+    # Protocol state, written only by the services.
+    STATE_FIELDS = ("protocol_closes", "protocol_imported_judgements", "separability_status", "separability_done",
+                    "separability_total", "separability_error")
+
+    def get_readonly_fields(self, request, obj=None):
+        """Once the protocol has started its parameters are fixed (Study.clean refuses a change
+        too), and the budget is changed on the study's settings page, which checks it against
+        what is spent and opens the rounds a raise allows."""
+        fields = list(self.STATE_FIELDS)
+        if obj is not None and obj.protocol_started:
+            fields += [*models.Study.PROTOCOL_PARAMETERS, "budget"]
+        return fields
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "metric":
@@ -87,6 +99,10 @@ class OutputAdmin(admin.ModelAdmin):
 class MetricAdmin(admin.ModelAdmin):
     list_display = ["name", "study", "kind", "tie_margin"]
     list_filter = ["study", "kind"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A metric's scores belong to its study's outputs: it cannot move to another study.
+        return ["study", "kind"] if obj is not None else []
 
 
 @admin.register(models.MetricScore)

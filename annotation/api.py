@@ -272,7 +272,7 @@ class StudyMembersApi(APIView):
 
     @extend_schema(operation_id="study_members_set", summary="Add a user to the study (or change their role)",
                    request=serializers.MemberAddSerializer,
-                   responses={200: serializers.MemberSerializer, **errors(400, 403, 404)})
+                   responses={200: serializers.MemberSerializer, **errors(400, 403, 404, 409)})
     def post(self, request, slug):
         study = _researcher_study(request, slug)
         form = serializers.MemberAddSerializer(data=request.data)
@@ -280,7 +280,10 @@ class StudyMembersApi(APIView):
         user = get_user_model().objects.filter(username=form.validated_data["username"]).first()
         if user is None:
             raise ValidationError({"username": ["no user with this name"]})
-        membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+        try:
+            membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+        except ValueError as exc:  # demoting the last researcher
+            raise Conflict(str(exc)) from exc
         return Response(serializers.MemberSerializer(membership).data)
 
 

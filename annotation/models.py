@@ -103,13 +103,41 @@ class Study(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    # The protocol's own parameters: every round's decision was made under them, so they are
+    # fixed once the protocol has started (budget and item choice stay a researcher's to change).
+    PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "ratings_per_item",
+                           "protocol_seed", "protocol_strict")
+
+    @property
+    def protocol_started(self) -> bool:
+        """Has the protocol started (its pairs hold protocol state)? One query."""
+        return self.pk is not None and self.pair_states.exclude(state={}).exists()
+
     def clean(self) -> None:
-        """The study's metric must be one of its own (another study's has no scores for these outputs)."""
+        """The study's metric must be one of its own (another study's has no scores for these
+        outputs), and the protocol's parameters may not change once the protocol has started."""
         from django.core.exceptions import ValidationError
 
+        errors = {}
         if self.metric_id is not None and self.metric.study_id != self.pk:
-            raise ValidationError({"metric": f"metric {self.metric.name!r} belongs to another study; "
-                                              "choose one of this study's metrics"})
+            errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
+                                "choose one of this study's metrics")
+        started = self.pk is not None and self.protocol_started
+        if started and self.status == self.Status.DRAFT:
+            errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"
+        elif not started and self.pk is not None and self.status != self.Status.DRAFT and \
+                Study.objects.filter(pk=self.pk, status=self.Status.DRAFT).exists():
+            errors["status"] = "a draft is launched from its settings page (the launch starts the protocol)"
+        if started:
+            stored = Study.objects.filter(pk=self.pk).values(*(
+                f"{f}_id" if f == "metric" else f for f in self.PROTOCOL_PARAMETERS)).first() or {}
+            for name in self.PROTOCOL_PARAMETERS:
+                attribute = f"{name}_id" if name == "metric" else name
+                if attribute in stored and getattr(self, attribute) != stored[attribute]:
+                    errors.setdefault(name, f"{self._meta.get_field(name).verbose_name} is fixed once the protocol "
+                                            "has started: the decisions so far were made with it")
+        if errors:
+            raise ValidationError(errors)
 
 
 class StudyMembership(models.Model):

@@ -16,7 +16,14 @@ from django.views.decorators.http import require_POST
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
-from .forms import StudyCrowdSettingsForm, StudyQualitySettingsForm, StudySettingsForm
+from .forms import (
+    HUMAN_ONLY,
+    METRIC_PREFIX,
+    StudyCrowdSettingsForm,
+    StudyDraftForm,
+    StudyQualitySettingsForm,
+    StudySettingsForm,
+)
 from .models import Annotator, Study
 
 
@@ -101,6 +108,8 @@ def _dashboard_context(study: Study) -> dict:
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
+    if study.status == Study.Status.DRAFT and not study.protocol_started:
+        return redirect("study_settings", slug=slug)  # nothing to show before the launch
     context = _dashboard_context(study)
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_dashboard_body.html", context)
@@ -334,10 +343,55 @@ QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_t
                   "exclude_low_agreement")
 
 
+DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "allocation_policy", "item_choice")
+
+
+def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
+    """A draft's settings: its protocol parameters (editable until the launch) and Launch."""
+    metrics = list(study.metrics.values_list("name", flat=True))
+    action = request.POST.get("action") if request.method == "POST" else None
+    form = StudyDraftForm(metrics=metrics, initial={
+        "metric": METRIC_PREFIX + study.metric.name if study.metric_id else HUMAN_ONLY,
+        **{f: getattr(study, f) for f in DRAFT_FIELDS}})
+    if action == "launch":
+        try:
+            services.study_launch(study=study)
+        except (ValueError, ValidationError) as exc:
+            form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
+        else:
+            messages.success(request, "Launched: the protocol has started and the study is served.")
+            return redirect("dashboard", slug=study.slug)
+    elif action == "draft":
+        form = StudyDraftForm(request.POST, metrics=metrics)
+        if form.is_valid():
+            name = form.chosen_metric()
+            try:
+                services.study_draft_update(study=study, metric=study.metrics.get(name=name) if name else None,
+                                            **{f: form.cleaned_data[f] for f in DRAFT_FIELDS})
+            except ValidationError as exc:
+                form.add_error(None, exc.messages)
+            else:
+                messages.success(request, "Draft saved.")
+                return redirect("study_settings", slug=study.slug)
+    elif action is not None:
+        form.add_error(None, "Choose save or launch.")
+    return render(request, "annotation/study_settings.html", {"study": study, "draft_form": form},
+                  status=400 if form.errors else 200)
+
+
 @login_required
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
+    if study.status == Study.Status.DRAFT and not study.protocol_started:
+        return _draft_settings(request, study)
+    if request.method == "POST" and request.POST.get("action") in ("draft", "launch"):
+        return render(request, "annotation/study_settings.html", {
+            "study": study, "form": StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS}),
+            "crowd": StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS}),
+            "quality": StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
+                                                                                for f in QUALITY_FIELDS}}),
+            "refused": "The study has been launched: its protocol parameters are fixed."}, status=400)
     if request.method == "POST":
         form, crowd = StudySettingsForm(request.POST), StudyCrowdSettingsForm(request.POST)
         quality = StudyQualitySettingsForm(request.POST)

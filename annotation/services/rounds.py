@@ -63,10 +63,13 @@ def protocol_start(*, study: Study) -> adaptive.ProtocolState:
 def protocol_ensure_started(*, study: Study) -> bool:
     """Start the protocol of a study imported before it started at import (older databases).
 
-    A write for commands (demo_setup, protocol_sweep); True when it started one.
+    A write for commands (demo_setup, protocol_sweep); True when it started one. A draft is
+    left alone: it starts when a researcher launches it (services.study_launch).
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.DRAFT:
+            return False
         if not PairState.objects.filter(study=study, state={}).exists():
             return False
         protocol_start(study=study)

@@ -40,6 +40,7 @@ from ..models import (
 )
 from ..selectors import counted_judgements
 from . import protocol_state, rounds
+from .members import study_membership_set
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -95,13 +96,17 @@ def study_import(
     created_by=None,
     separability: str = "background",
     progress: Progress = _no_progress,
+    start: bool = True,
 ) -> Study:
     """Validate a study bundle and store it as a new study, all or nothing.
 
     Raises BundleError (a ValueError) listing every problem, each with its line, before
     anything is written; a failure while writing rolls the whole import back.
-    ``metric`` chooses the study's metric (default: the bundle's ``metric`` setting).
+    ``metric`` chooses the study's metric: None takes the bundle's ``metric`` setting, ``""``
+    means none (a human-only study, whatever the bundle says).
     ``created_by`` becomes a researcher of the study.
+    ``start``: start the protocol now (the study runs), or store a draft — not served, its
+    protocol parameters editable (``study_draft_update``) until ``study_launch``.
     ``separability``: when outputs have >= 2 samples, compute the comparisons' separability
     ``"inline"`` (before returning, reporting to ``progress``), in the ``"background"`` (a
     task queued when the import commits; eager without a broker), or ``"skip"`` it.
@@ -110,7 +115,7 @@ def study_import(
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
     progress("validated", bundle.line_count(), bundle.line_count())
-    chosen_metric = metric or bundle.study.get("metric")
+    chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
@@ -126,9 +131,13 @@ def study_import(
         if chosen_metric is not None:
             study.metric = study.metrics.get(name=chosen_metric)
             study.save(update_fields=["metric"])
-        # The protocol starts with the study, so no page or API read ever has to start it.
-        rounds.protocol_start(study=study)
-        progress("protocol", 1, 1)
+        if start:
+            # The protocol starts with the study, so no page or API read ever has to start it.
+            rounds.protocol_start(study=study)
+            progress("protocol", 1, 1)
+        else:
+            study.status = Study.Status.DRAFT
+            study.save(update_fields=["status"])
         if created_by is not None:
             study_membership_set(study=study, user=created_by, role=StudyMembership.Role.RESEARCHER)
         has_samples = any(r.sample > 0 for r in bundle.outputs)
@@ -317,6 +326,8 @@ def study_settings_update(
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.DRAFT:
+            raise ValueError("the study is a draft: set its protocol parameters and launch it on its settings page")
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
         state = protocol_state.study_state_load(study, rows)
         imported = study.protocol_imported_judgements
@@ -335,6 +346,54 @@ def study_settings_update(
         study.save()
         resized = replace(state, settings=protocol_state.protocol_settings(study))
         protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized), before=state)
+        return study
+
+
+def study_draft_update(
+    *,
+    study: Study,
+    metric: Metric | None,
+    gamma: float,
+    batch_size: int,
+    budget: int,
+    ratings_per_item: int,
+    allocation_policy: str,
+    item_choice: str,
+) -> Study:
+    """Set the protocol parameters of a draft study (before its launch).
+
+    ValueError when the study is no longer a draft; ValidationError names a bad value (e.g. a
+    metric of another study, γ outside (0, 1)). ``metric`` None: a human-only study.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status != Study.Status.DRAFT or study.protocol_started:
+            raise ValueError("the study has been launched: its protocol parameters are fixed")
+        study.metric = metric
+        study.gamma = gamma
+        study.batch_size = batch_size
+        study.budget = budget
+        study.ratings_per_item = ratings_per_item
+        study.allocation_policy = allocation_policy
+        study.item_choice = item_choice
+        study.full_clean()
+        study.save()
+        return study
+
+
+def study_launch(*, study: Study) -> Study:
+    """Start the protocol of a draft study (opening its first rounds) and serve it.
+
+    ValueError when the study is not a draft (launched already).
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status != Study.Status.DRAFT or study.protocol_started:
+            raise ValueError("the study is not a draft: it has been launched already")
+        study.full_clean()
+        rounds.protocol_start(study=study)
+        study.status = Study.Status.RUNNING
+        study.save(update_fields=["status"])
         return study
 
 
@@ -372,25 +431,6 @@ def item_withdraw(*, item: Item) -> Item:
     Item.objects.filter(pk=item.pk).update(withdrawn=True)
     item.withdrawn = True
     return item
-
-
-def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
-    """Give ``user`` the ``role`` in ``study`` (replacing any earlier role)."""
-    membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
-    membership.full_clean()
-    return membership
-
-
-def study_membership_remove(*, study: Study, user) -> None:
-    """Take ``user`` out of ``study``; ValueError when they are its last researcher."""
-    with transaction.atomic():
-        membership = StudyMembership.objects.select_for_update().filter(study=study, user=user).first()
-        if membership is None:
-            raise ValueError(f"{user.username!r} is not a member of this study")
-        if membership.role == StudyMembership.Role.RESEARCHER and not StudyMembership.objects.filter(
-                study=study, role=StudyMembership.Role.RESEARCHER).exclude(pk=membership.pk).exists():
-            raise ValueError("a study keeps at least one researcher: add another before removing the last")
-        membership.delete()
 
 
 def api_token_create(*, user) -> Token:
@@ -488,6 +528,8 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 
 
 __all__ = [
+    "study_draft_update",
+    "study_launch",
     "study_settings_update",
     "item_withdraw",
     "study_crowd_settings_update",
@@ -495,8 +537,6 @@ __all__ = [
     "study_export",
     "study_export_rows",
     "study_import",
-    "study_membership_remove",
-    "study_membership_set",
     "api_token_create",
     "api_token_revoke",
     "study_separability_compute",

@@ -146,7 +146,10 @@ def test_upload_page_imports_and_reports_problems(client, toy_rows):
     good = io.BytesIO(gzip.compress(bundle_bytes(toy_rows)))
     good.name = "toy.jsonl.gz"
     response = client.post("/studies/upload/", {"bundle": good, "slug": "uploaded"})
-    assert response.status_code == 302
+    assert response.status_code == 200 and models.Study.objects.count() == 0  # the metric step
+    token = response.context["choice"]["staged"].value()
+    response = client.post("/studies/upload/", {"staged": token, "metric": "metric:rouge", "slug": "uploaded"})
+    assert response.status_code == 302 and response["Location"] == "/s/uploaded/dashboard/"
     study = models.Study.objects.get(slug="uploaded")
     assert study.memberships.get().user == user
     assert "Toy study" in client.get("/").content.decode()
