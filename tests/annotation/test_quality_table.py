@@ -107,3 +107,14 @@ def test_settings_page_sets_checks_and_exclusion_rules(client, spammed):
     assert client.post(f"/s/{study.slug}/settings/", base).status_code == 302
     study.refresh_from_db()
     assert study.exclude_too_fast and study.check_every == 0
+
+
+def test_admin_shows_exclusions_read_only(client, spammed):
+    study, spammer = spammed
+    client.post(f"/s/{study.slug}/annotators/{spammer.pk}/exclusion/", {"action": "exclude"})
+    staff = User.objects.create_superuser("boss", password="pw-12345678")
+    client.force_login(staff)
+    for model in ("annotatorexclusion", "exclusionevent", "checkitem"):
+        assert client.get(f"/admin/annotation/{model}/").status_code == 200
+    assert "spammer" in client.get("/admin/annotation/exclusionevent/").content.decode()
+    assert client.get("/admin/annotation/exclusionevent/add/").status_code == 403
