@@ -158,3 +158,28 @@ def test_repeats_swap_sides_and_give_repeat_consistency_without_counting(client)
     assert client.get(f"/s/{study.slug}/annotate/").context["done"] == kinds.count("real")
     row = selectors.study_annotator_quality(study=study)[0]
     assert (row["repeats"], row["repeat_consistency"]) == (len(repeats), 1.0)  # an honest worker agrees
+
+
+def test_checks_come_at_the_stated_rate():
+    """check_every=4: a check with probability 1/4 after each real HIT, never after a check, so
+    the share of checks is 1/5 (a two-state chain: p / (1 + p)). Over 240 HITs the standard
+    error is about 0.03; the tolerance is 0.08."""
+    import random
+
+    from annotation.services import hits as serving
+
+    study = study_import(source=bundle_bytes(rows(items=80, check_every=4, batch_size=20, budget=240)))
+    worker = serving.annotator_for_worker(platform="prolific", worker_id="rate")
+    rng = random.Random(0)
+    kinds = []
+    while len(kinds) < 240:
+        hit = serving.hit_next_for_annotator(study=study, annotator=worker)
+        if hit is None:
+            break
+        kinds.append(hit.kind)
+        serving.judgement_submit(assignment=hit, annotator=worker, shown_value=rng.choice([-1, 0, 1]),
+                                 idempotency_key=serving.new_idempotency_key())
+    assert len(kinds) >= 200
+    share = kinds.count("check") / len(kinds)
+    assert abs(share - 0.2) < 0.08, share
+    assert not any(a == b == "check" for a, b in zip(kinds, kinds[1:]))
