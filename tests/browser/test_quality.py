@@ -62,3 +62,42 @@ def test_researcher_excludes_and_reincludes_a_worker(browser, live_server, width
     finally:
         context.close()
         print(tmp_path)
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
+def test_a_worker_who_fails_onboarding_gets_a_polite_end(browser, live_server, width, height, tmp_path):
+    """Two onboarding checks answered wrongly (htmx): the worker sees a thank-you with Prolific's
+    return path, no code and no further comparison."""
+    from annotation.models import Judgement
+    from tests.annotation.test_checks import BAD, GOOD, rows
+    from tests.conftest import bundle_bytes
+
+    study = study_import(source=bundle_bytes(rows(onboarding_checks=2)))
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    try:
+        page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=careless&STUDY_ID=s&SESSION_ID=x")
+        for _ in range(2):
+            page.wait_for_selector("#hit form[data-hit-form]")
+            action = page.locator("#hit form[data-hit-form]").get_attribute("action")
+            left = page.locator("#output-left .text").inner_text().strip()
+            right = page.locator("#output-right .text").inner_text().strip()
+            assert {left, right} <= {GOOD, BAD}  # a check looks like any comparison
+            wrong = "right" if left == GOOD and right != GOOD else "left"
+            page.click(f"#hit .answers button[value={wrong}]")
+            page.wait_for_function("a => { const f = document.querySelector('#hit form[data-hit-form]');"
+                                   " return !f || f.getAttribute('action') !== a; }", arg=action)
+        page.wait_for_selector("[data-end=screened]")
+        text = page.locator("#hit").inner_text()
+        assert "Thank you for your time" in text and "return" in text.lower() and "OK1" not in text
+        assert page.locator("[data-end=screened] a[href='https://app.prolific.com/submissions']").count() == 1
+        name = f"onboarding-failed-{width}x{height}.png"
+        page.screenshot(path=str(tmp_path / name), full_page=False)
+        (SCREENSHOTS / name).write_bytes((tmp_path / name).read_bytes())
+        page.reload()
+        page.wait_for_selector("[data-end=screened]")
+        assert not Judgement.objects.filter(comparison__study=study).exists()
+    finally:
+        context.close()
+        print(tmp_path)
