@@ -31,7 +31,17 @@ from django.utils import timezone
 from protocol import adaptive
 from protocol.allocation import choose_items
 
-from ..models import Annotator, Assignment, Comparison, ItemFlag, Judgement, JudgementKind, PairState, Study
+from ..models import (
+    AnnotatorExclusion,
+    Annotator,
+    Assignment,
+    Comparison,
+    ItemFlag,
+    Judgement,
+    JudgementKind,
+    PairState,
+    Study,
+)
 from . import protocol_state, rounds
 from .transactions import retry_transient
 
@@ -314,8 +324,6 @@ def judgement_submit(
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
     study = assignment.comparison.study
-    if study.exclusions_active and _excluded(study, annotator):
-        raise HitError("your answers are no longer needed in this study; thank you for your time")
     minimum = study.min_seconds_per_hit
     if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
         if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
@@ -333,8 +341,13 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
     study = comparison.study
     with transaction.atomic():
         row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
-        state, judgement_count, lease_expires_at = Assignment.objects.filter(pk=assignment.pk).values_list(
-            "state", "comparison__judgement_count", "comparison__lease_expires_at").get()
+        # Whether the worker is excluded is read here, under the pair's lock, in the same query:
+        # a re-decision (services/quality.py) that locks the pair after this commits sees this
+        # judgement, and one that locked it before made this read see the exclusion.
+        excluded = AnnotatorExclusion.objects.filter(study_id=study.pk, annotator_id=annotator_id, excluded=True)
+        state, judgement_count, lease_expires_at, is_excluded = (
+            Assignment.objects.filter(pk=assignment.pk).annotate(excluded=Exists(excluded))
+            .values_list("state", "comparison__judgement_count", "comparison__lease_expires_at", "excluded").get())
         done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
             "assignment_id", "idempotency_key", "annotator_id")}
         for assignment_id, earlier_key, _ in done:
@@ -345,7 +358,9 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
         pair = protocol_state.pair_state_of(row)
         holds_lease = state == Assignment.State.LEASED
         refusal = None
-        if pair.status != adaptive.OPEN:
+        if is_excluded:
+            refusal = "your answers are no longer needed in this study; thank you for your time"
+        elif pair.status != adaptive.OPEN:
             refusal = "this comparison is no longer needed: its pair was decided or its round is full"
         elif any(by == annotator_id for *_, by in done):
             refusal = "you have already judged this comparison"

@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+import time
+
+from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F
 
 from protocol import adaptive
@@ -38,7 +40,7 @@ from . import protocol_state
 from .transactions import retry_transient
 
 log = logging.getLogger(__name__)
-REDECIDE_PASSES = 5
+REDECIDE_PASSES = 10
 # Study setting -> the protocol.quality flag whose worker it excludes.
 EXCLUSION_RULES = {"exclude_too_fast": "too_fast", "exclude_failed_checks": "failed_checks",
                    "exclude_low_agreement": "low_agreement"}
@@ -167,7 +169,9 @@ def protocol_redecide(*, study_id: int) -> int:
     recorded judgements (count and per-item votes) differ from its counted ones is rebuilt from
     them; rounds are opened within the budget left; comparisons' serving counters follow.
     """
-    for _ in range(REDECIDE_PASSES):
+    for attempt in range(REDECIDE_PASSES):
+        if attempt:
+            time.sleep(0.02 * attempt)  # a pair row was busy or moved: let the submit finish
         study = Study.objects.get(pk=study_id)
         if not redecide_pending(study):
             return 0
@@ -205,24 +209,38 @@ def _redecide_apply(study: Study, rows: list[PairState], before: adaptive.Protoc
     targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
     recounted = {p.key for p, b in zip(rebuilt.pairs, before.pairs) if p.judgements != b.judgements
                  or dict(p.votes) != dict(b.votes)}
-    with transaction.atomic():
-        locked = Study.objects.select_for_update().get(pk=study.pk)
-        if (locked.budget, locked.protocol_closes, locked.protocol_redecide_requested) != \
-                (study.budget, study.protocol_closes, study.protocol_redecide_requested):
-            return None  # a close, a budget change or another exclusion came first
-        # As in a round close, only the rows written need checking: a submit elsewhere moves a
-        # judgement from reserved to spent and leaves the budget left unchanged.
-        versions = dict(PairState.objects.select_for_update().filter(pk__in=[r.pk for r in targets])
-                        .values_list("pk", "version"))
-        if any(versions.get(row.pk) != row.version for row in targets):
-            return None
-        # The protocol's budget (settings) moves with the lost judgements, in the same write.
-        locked.protocol_lost_judgements = lost
-        locked.protocol_redecide_done = study.protocol_redecide_requested
-        locked.save(update_fields=["protocol_lost_judgements", "protocol_redecide_done"])
-        protocol_state.study_state_save(locked, targets, opened, before=before, closed=rebuilt)
-        _recount_comparisons(locked, [row.pk for row in rows
-                                      if (row.state["first"], row.state["second"]) in recounted])
+    try:
+        with transaction.atomic():
+            return _redecide_write(study, rows, targets, before, rebuilt, opened, recounted, lost=lost)
+    except OperationalError:
+        if connection.features.has_select_for_update_nowait:
+            return None  # a pair row is locked by a lease or submit: a new pass
+        raise
+
+
+def _redecide_write(study: Study, rows, targets, before, rebuilt, opened, recounted, *, lost: int) -> int | None:
+    """The apply's transaction (see _redecide_apply); None when the snapshot is stale."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if (locked.budget, locked.protocol_closes, locked.protocol_redecide_requested) != \
+            (study.budget, study.protocol_closes, study.protocol_redecide_requested):
+        return None  # a close, a budget change or another exclusion came first
+    # Every pair row is locked (never waiting: NOWAIT, so no deadlock with a lease that holds
+    # one pair and waits for another) and must still have the version of the snapshot. Unlike
+    # a round close, untouched pairs matter too: a submit of a worker who was not excluded yet
+    # when it read the exclusion (under its pair's lock) may land in any pair; it either
+    # committed before (the version moved: a new pass sees it) or waits for this lock and
+    # then sees the exclusion.
+    nowait = connection.features.has_select_for_update_nowait
+    versions = dict(PairState.objects.select_for_update(nowait=nowait).filter(study=locked).order_by("pk")
+                    .values_list("pk", "version"))
+    if any(versions.get(row.pk) != row.version for row in rows):
+        return None
+    # The protocol's budget (settings) moves with the lost judgements, in the same write.
+    locked.protocol_lost_judgements = lost
+    locked.protocol_redecide_done = study.protocol_redecide_requested
+    locked.save(update_fields=["protocol_lost_judgements", "protocol_redecide_done"])
+    protocol_state.study_state_save(locked, targets, opened, before=before, closed=rebuilt)
+    _recount_comparisons(locked, [row.pk for row in rows if (row.state["first"], row.state["second"]) in recounted])
     return len(recounted)
 
 
