@@ -40,7 +40,8 @@ class StudyAdmin(admin.ModelAdmin):
     inlines = [MembershipInline, SystemInline]
     # Protocol state, written only by the services.
     STATE_FIELDS = ("protocol_closes", "protocol_imported_judgements", "separability_status", "separability_done",
-                    "separability_total", "separability_error")
+                    "separability_total", "separability_error", "protocol_lost_judgements",
+                    "protocol_redecide_requested", "protocol_redecide_done", "exclusions_active")
 
     def get_readonly_fields(self, request, obj=None):
         """Once the protocol has started its parameters are fixed (Study.clean refuses a change
@@ -202,3 +203,36 @@ class CrowdSessionAdmin(admin.ModelAdmin):
     list_filter = ["study"]
     search_fields = ["annotator__external_id", "platform_session_id"]
     raw_id_fields = ["annotator"]
+
+
+@admin.register(models.CheckItem)
+class CheckItemAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "study", "expected"]
+    list_filter = ["study", "expected"]
+    search_fields = ["external_id", "input"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Exclusions change only through services/quality.py (the dashboard or the API), which
+    re-decides the protocol; the admin shows them."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(models.AnnotatorExclusion)
+class AnnotatorExclusionAdmin(ReadOnlyAdmin):
+    list_display = ["annotator", "study", "excluded", "reason", "updated_at"]
+    list_filter = ["study", "excluded"]
+
+
+@admin.register(models.ExclusionEvent)
+class ExclusionEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "study", "annotator", "action", "user", "rule", "reason", "judgements"]
+    list_filter = ["study", "action"]

@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -195,6 +195,54 @@ class StudyJudgementsApi(ListAPIView):
         filters = serializers.JudgementFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
         return selectors.study_judgements(study=study, **filters.validated_data)
+
+
+class StudyAnnotatorsApi(APIView):
+    @extend_schema(operation_id="study_annotators",
+                   summary="Annotator quality: per worker statistics and flags (docs/quality.md), sortable",
+                   parameters=[
+                       OpenApiParameter("sort", str, enum=sorted(selectors.QUALITY_SORTS),
+                                        description="column to sort by (default annotator)"),
+                       OpenApiParameter("order", str, enum=["asc", "desc"], description="default asc"),
+                   ],
+                   responses={200: serializers.AnnotatorQualitySerializer(many=True), **errors(400, 403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        order = request.query_params.get("order", "asc")
+        if order not in ("asc", "desc"):
+            raise ValidationError({"order": ["asc or desc"]})
+        try:
+            rows = selectors.study_annotator_quality(study=study, sort=request.query_params.get("sort", "annotator"),
+                                                     descending=order == "desc")
+        except ValueError as exc:
+            raise ValidationError({"sort": [str(exc)]}) from exc
+        return Response(serializers.AnnotatorQualitySerializer(rows, many=True).data)
+
+
+class AnnotatorExclusionApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(operation_id="study_annotator_exclusion",
+                   summary="Exclude a worker (their judgements leave the protocol; affected pairs are re-decided "
+                           "off the request path) or re-include them",
+                   request=serializers.ExclusionSerializer,
+                   responses={200: serializers.ExclusionResultSerializer, **errors(400, 403, 404)})
+    def post(self, request, slug, annotator_id):
+        from .models import Annotator
+        from .services import quality
+
+        study = _researcher_study(request, slug)
+        annotator = get_object_or_404(Annotator, pk=annotator_id)
+        form = serializers.ExclusionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        excluded, reason = form.validated_data["excluded"], form.validated_data["reason"]
+        change = quality.annotator_exclude if excluded else quality.annotator_include
+        try:
+            changed = change(study=study, annotator=annotator, user=request.user, reason=reason)
+        except quality.QualityError as exc:
+            # A worker without work in this study is not one the caller may name here.
+            raise NotFound(str(exc)) from exc
+        return Response({"annotator_id": annotator.pk, "excluded": excluded, "changed": changed})
 
 
 class StudyReportApi(APIView):

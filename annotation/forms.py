@@ -100,6 +100,25 @@ class StudyCrowdSettingsForm(forms.Form):
         return data
 
 
+class StudyQualitySettingsForm(forms.Form):
+    """Checks and exclusion rules (docs/quality.md); on the settings page. Applied only when the
+    page's quality fieldset was sent (``quality_form``), so other forms leave them alone."""
+
+    quality_form = forms.CharField(widget=forms.HiddenInput, initial="1", required=False)
+    check_every = forms.IntegerField(min_value=0, max_value=1000, required=False, label="A check every N comparisons",
+                                     help_text="about one HIT in N + 1 is a check, never two in a row; 0 = none "
+                                               "(needs check lines in the bundle)")
+    onboarding_checks = forms.IntegerField(min_value=0, max_value=50, required=False, label="Onboarding checks",
+                                           help_text="a worker's first HITs are this many checks; fail them and "
+                                                     "they are thanked and not served more")
+    repeat_every = forms.IntegerField(min_value=0, max_value=1000, required=False,
+                                      label="A repeat every N comparisons",
+                                      help_text="repeats a comparison the worker judged, sides swapped "
+                                                "(repeat consistency); 0 = none")
+    exclude_too_fast = forms.BooleanField(required=False, label="Exclude workers flagged too fast")
+    exclude_failed_checks = forms.BooleanField(required=False, label="Exclude workers who fail checks")
+    exclude_low_agreement = forms.BooleanField(required=False, label="Exclude workers with low agreement")
+
 ROLE_CHOICES = [("annotator", "Annotator"), ("researcher", "Researcher")]
 
 

@@ -25,6 +25,7 @@ from protocol.preferences import canonical_pair
 
 from ..models import (
     Annotator,
+    CheckItem,
     Comparison,
     HumanScore,
     Item,
@@ -38,6 +39,7 @@ from ..models import (
     StudyMembership,
     System,
 )
+from ..selectors import counted_judgements
 from . import protocol_state, rounds
 from .members import study_membership_set
 
@@ -58,6 +60,9 @@ SETTING_FIELDS = {
     "session_hits_max": "session_hits_max",
     "session_minutes": "session_minutes",
     "min_seconds_per_hit": "min_seconds_per_hit",
+    "check_every": "check_every",
+    "onboarding_checks": "onboarding_checks",
+    "repeat_every": "repeat_every",
 }
 
 
@@ -127,6 +132,9 @@ def study_import(
     if high and high < low:
         raise BundleError([BundleProblem(0, f"session_hits_max ({high}) is below session_hits_min ({low}); "
                                             "use 0 for no maximum")])
+    if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
+        raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
+                                            "but the bundle has no check lines")])
     with transaction.atomic():
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress)
         if chosen_metric is not None:
@@ -246,6 +254,10 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
     )
     by_key = {(c.item.external_id, c.first.name, c.second.name): c for c in comparisons}
     _store_imported_judgements(bundle, by_key, progress)
+    # Checks are no items: no comparison, no pair, so the protocol never sees them.
+    _bulk(CheckItem, [CheckItem(study=study, external_id=r.id, input=r.input, reference=r.reference, first=r.first,
+                                second=r.second, expected=r.expected, position=n)
+                      for n, r in enumerate(bundle.checks)], progress, "checks")
     if not study.budget:
         study.budget = len(comparisons) * study.ratings_per_item
         study.save(update_fields=["budget"])
@@ -499,7 +511,9 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         if h.annotator_label:
             row["annotator"] = h.annotator_label
         yield row
-    judgements = Judgement.objects.filter(comparison__study=study).select_related(
+    # Counted judgements only: checks, repeats and the judgements of excluded workers are not
+    # preferences of the study (the judgements CSV lists them, marked).
+    judgements = counted_judgements(study=study).select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
     for j in judgements.iterator():
         a = j.annotator
@@ -507,6 +521,16 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         yield {"kind": "human_preference", "item": j.comparison.item.external_id,
                "first": j.comparison.first.name, "second": j.comparison.second.name,
                "preference": j.value, "annotator": label}
+    yield from _check_rows(study)
+
+
+def _check_rows(study: Study) -> Iterator[dict]:
+    for c in CheckItem.objects.filter(study=study).order_by("position"):
+        row = {"kind": "check", "id": c.external_id, "input": c.input, "first": c.first, "second": c.second,
+               "expected": c.expected}
+        if c.reference:
+            row["reference"] = c.reference
+        yield row
 
 
 def study_export(*, study: Study, path: str | os.PathLike) -> int:

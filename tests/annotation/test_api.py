@@ -221,7 +221,7 @@ def test_schema_describes_every_endpoint_with_its_errors(client):
         if pattern.name in ("api_schema", "api_docs", "api_not_found"):
             continue
         route = str(pattern.pattern).replace("<slug:slug>", "{slug}").replace("<int:hit_id>", "{hit_id}").replace(
-            "<str:username>", "{username}")
+            "<str:username>", "{username}").replace("<int:annotator_id>", "{annotator_id}")
         assert route in documented_routes, route
     for (path, method), op in operations.items():
         assert {"401", "429"} <= set(op["responses"]), (path, method)
