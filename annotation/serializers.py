@@ -37,8 +37,10 @@ class PairSerializer(serializers.Serializer):
 
 
 class HitSerializer(serializers.Serializer):
+    """What an annotator sees, and nothing more: no item id, so a gold check or a repeated
+    comparison looks like any other HIT."""
+
     id = serializers.IntegerField(source="assignment.pk")
-    item = serializers.CharField(source="item.external_id")
     input = serializers.CharField(source="item.input")
     left = serializers.CharField()
     right = serializers.CharField()

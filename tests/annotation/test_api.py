@@ -85,7 +85,7 @@ def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
 def test_hit_next_and_idempotent_submit(study_with_annotator):
     _, client = study_with_annotator
     hit = client.post("/api/studies/s2/hits/next/").json()
-    assert set(hit) == {"id", "item", "input", "left", "right", "expires_at"}
+    assert set(hit) == {"id", "input", "left", "right", "expires_at"}
     for _ in range(2):
         response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "right"}, format="json",
                                HTTP_IDEMPOTENCY_KEY="key-123")

@@ -183,3 +183,33 @@ def test_checks_come_at_the_stated_rate():
     share = kinds.count("check") / len(kinds)
     assert abs(share - 0.2) < 0.08, share
     assert not any(a == b == "check" for a, b in zip(kinds, kinds[1:]))
+
+
+def test_an_api_client_cannot_tell_a_check_from_a_comparison():
+    """The HIT an API client gets carries the same fields for a check as for a real
+    comparison, and no id that names the check (a worker could otherwise answer checks
+    carefully and everything else at random)."""
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    from annotation.services import study_membership_set
+
+    study = study_import(source=bundle_bytes(rows(onboarding_checks=1)), slug="checked-api")
+    user = User.objects.create_user("api-worker")
+    study_membership_set(study=study, user=user, role="annotator")
+    client = APIClient()
+    client.force_authenticate(user)
+    check = client.post("/api/studies/checked-api/hits/next/").json()
+    assert Assignment.objects.get(pk=check["id"]).kind == "check"
+    assert "gold" not in str(check) and "same" not in str(check)
+    hit = check
+    for _ in range(10):
+        answer = "tie" if hit["left"] == hit["right"] else ("left" if hit["left"] == GOOD else "right")
+        submitted = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": answer}, format="json",
+                                HTTP_IDEMPOTENCY_KEY=f"key-{hit['id']}")
+        assert submitted.status_code == 200, submitted.content
+        hit = client.post("/api/studies/checked-api/hits/next/").json()
+        if Assignment.objects.get(pk=hit["id"]).kind == "real":
+            break
+    assert Assignment.objects.get(pk=hit["id"]).kind == "real"
+    assert set(hit) == set(check)
