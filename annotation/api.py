@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
@@ -41,10 +42,15 @@ from .api_errors import (
 )
 from .models import Assignment, Study
 from .services import hits as serving
+from .services.quality import study_quality_settings_update
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
 SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
+CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
+QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
+                  "exclude_low_agreement")
+PROTOCOL_RUN_FIELDS = tuple(f for f in SETTINGS_FIELDS if f not in CROWD_FIELDS + QUALITY_FIELDS)
 
 _ERRORS = {
     400: OpenApiResponse(ValidationErrorSerializer, description="invalid input (code invalid; `errors` names "
@@ -141,7 +147,12 @@ class StudySettingsApi(APIView):
         form.is_valid(raise_exception=True)
         values = {f: getattr(study, f) for f in SETTINGS_FIELDS} | form.validated_data
         try:
-            study = services.study_settings_update(study=study, **values)
+            with transaction.atomic():  # all of the request or none of it
+                study = services.study_settings_update(study=study, **{f: values[f] for f in PROTOCOL_RUN_FIELDS})
+                if set(form.validated_data) & set(CROWD_FIELDS):
+                    study = services.study_crowd_settings_update(study=study, **{f: values[f] for f in CROWD_FIELDS})
+                if set(form.validated_data) & set(QUALITY_FIELDS):
+                    study = study_quality_settings_update(study=study, **{f: values[f] for f in QUALITY_FIELDS})
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages) from exc
         except ValueError as exc:

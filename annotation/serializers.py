@@ -84,6 +84,25 @@ class StudySettingsSerializer(serializers.Serializer):
     instructions = serializers.CharField(allow_blank=True, max_length=20000)
     item_choice = serializers.ChoiceField(choices=Study.ItemChoice.choices)
     item_choice_temperature = serializers.FloatField(min_value=0.01, max_value=10.0)
+    # A crowd worker's session (docs/crowd.md).
+    session_hits_min = serializers.IntegerField(min_value=1, max_value=100000,
+                                                help_text="comparisons before the completion code")
+    session_hits_max = serializers.IntegerField(min_value=0, max_value=100000, help_text="0: no maximum")
+    session_minutes = serializers.IntegerField(min_value=0, max_value=1440, help_text="0: no time limit")
+    min_seconds_per_hit = serializers.IntegerField(min_value=0, max_value=3600,
+                                                   help_text="answers faster than this are refused")
+    # Quality control (docs/quality.md).
+    check_every = serializers.IntegerField(min_value=0, max_value=1000,
+                                           help_text="about one HIT in N + 1 is a check, never two in a row "
+                                                     "(0: none; needs check items)")
+    onboarding_checks = serializers.IntegerField(min_value=0, max_value=50,
+                                                 help_text="a worker's first HITs that are checks")
+    repeat_every = serializers.IntegerField(min_value=0, max_value=1000,
+                                            help_text="repeats a comparison the worker judged, sides swapped "
+                                                      "(0: none)")
+    exclude_too_fast = serializers.BooleanField()
+    exclude_failed_checks = serializers.BooleanField()
+    exclude_low_agreement = serializers.BooleanField()
 
 
 class DecisionSerializer(PairSerializer):

@@ -288,3 +288,21 @@ def test_import_without_a_metric_choice_is_refused_unless_human_only_is_asked_fo
     assert upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
     response = upload(client, rows, slug="humans", human_only="true")
     assert response.status_code == 201 and response.json()["metric"] is None
+
+
+def test_settings_api_changes_crowd_and_quality_settings(study_with_annotator):
+    researcher, _ = study_with_annotator
+    shown = researcher.get("/api/studies/s2/settings/").json()
+    assert {"session_minutes", "min_seconds_per_hit", "check_every", "exclude_too_fast"} <= set(shown)
+    response = researcher.patch("/api/studies/s2/settings/", {"session_minutes": 25, "min_seconds_per_hit": 4,
+                                                              "exclude_too_fast": True}, format="json")
+    assert response.status_code == 200, response.content
+    study = Study.objects.get(slug="s2")
+    assert (study.session_minutes, study.min_seconds_per_hit, study.exclude_too_fast) == (25, 4, True)
+    # Checks need check items: refused with the reason, and nothing of the request is applied.
+    response = researcher.patch("/api/studies/s2/settings/", {"check_every": 10, "session_minutes": 30},
+                                format="json")
+    assert_error(response, 400, "invalid")
+    assert "no check items" in str(response.json())
+    study.refresh_from_db()
+    assert (study.check_every, study.session_minutes) == (0, 25)
