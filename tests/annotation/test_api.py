@@ -85,7 +85,7 @@ def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
 def test_hit_next_and_idempotent_submit(study_with_annotator):
     _, client = study_with_annotator
     hit = client.post("/api/studies/s2/hits/next/").json()
-    assert set(hit) == {"id", "item", "input", "left", "right", "expires_at"}
+    assert set(hit) == {"id", "input", "left", "right", "expires_at"}
     for _ in range(2):
         response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "right"}, format="json",
                                HTTP_IDEMPOTENCY_KEY="key-123")
@@ -221,7 +221,7 @@ def test_schema_describes_every_endpoint_with_its_errors(client):
         if pattern.name in ("api_schema", "api_docs", "api_not_found"):
             continue
         route = str(pattern.pattern).replace("<slug:slug>", "{slug}").replace("<int:hit_id>", "{hit_id}").replace(
-            "<str:username>", "{username}")
+            "<str:username>", "{username}").replace("<int:annotator_id>", "{annotator_id}")
         assert route in documented_routes, route
     for (path, method), op in operations.items():
         assert {"401", "429"} <= set(op["responses"]), (path, method)
@@ -273,3 +273,36 @@ def test_leaderboard_ranks_by_the_protocols_decisions(study_with_annotator):
         {"rank": 2, "system": "B", "wins": 1, "losses": 1, "undecided": 0},
         {"rank": 3, "system": "C", "wins": 0, "losses": 1, "undecided": 1}]
     assert_error(annotator.get("/api/studies/s2/leaderboard/"), 403, "permission_denied")
+
+
+def test_import_without_a_metric_choice_is_refused_unless_human_only_is_asked_for(toy_rows):
+    """A bundle with metrics but no protocol metric named never silently becomes human-only."""
+    client, _ = api_for("r", researcher=True)
+    rows = [dict(row) for row in toy_rows]
+    del rows[0]["metric"]
+    response = upload(client, rows, slug="unnamed")
+    assert_error(response, 400, "invalid_bundle")
+    assert "names no metric for the protocol" in response.json()["problems"][0]["message"]
+    assert "judge, rouge" in response.json()["problems"][0]["message"]
+    assert Study.objects.count() == 0
+    assert upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
+    response = upload(client, rows, slug="humans", human_only="true")
+    assert response.status_code == 201 and response.json()["metric"] is None
+
+
+def test_settings_api_changes_crowd_and_quality_settings(study_with_annotator):
+    researcher, _ = study_with_annotator
+    shown = researcher.get("/api/studies/s2/settings/").json()
+    assert {"session_minutes", "min_seconds_per_hit", "check_every", "exclude_too_fast"} <= set(shown)
+    response = researcher.patch("/api/studies/s2/settings/", {"session_minutes": 25, "min_seconds_per_hit": 4,
+                                                              "exclude_too_fast": True}, format="json")
+    assert response.status_code == 200, response.content
+    study = Study.objects.get(slug="s2")
+    assert (study.session_minutes, study.min_seconds_per_hit, study.exclude_too_fast) == (25, 4, True)
+    # Checks need check items: refused with the reason, and nothing of the request is applied.
+    response = researcher.patch("/api/studies/s2/settings/", {"check_every": 10, "session_minutes": 30},
+                                format="json")
+    assert_error(response, 400, "invalid")
+    assert "no check items" in str(response.json())
+    study.refresh_from_db()
+    assert (study.check_every, study.session_minutes) == (0, 25)
