@@ -138,3 +138,83 @@ class MemberChangeForm(forms.Form):
 
     user = forms.IntegerField(widget=forms.HiddenInput)
     role = forms.ChoiceField(choices=ROLE_CHOICES, required=False)
+
+
+def _numbers(text: str, kind, name: str, *, allow_all: bool = False) -> list:
+    """'10, 20' -> [10, 20]; 'all' (budgets) -> None, meaning every comparison."""
+    values = []
+    for part in (p.strip() for p in text.replace(";", ",").split(",")):
+        if not part:
+            continue
+        if allow_all and part.lower() == "all":
+            values.append(None)
+            continue
+        try:
+            values.append(kind(part))
+        except ValueError:
+            raise forms.ValidationError(f"{name}: {part!r} is not a number") from None
+    if not values:
+        raise forms.ValidationError(f"give at least one {name}")
+    return list(dict.fromkeys(values))
+
+
+class PlanForm(forms.Form):
+    """A plan request (services.planner.plan_job_create): the grid and the assumptions."""
+
+    budgets = forms.CharField(initial="all", help_text="comma-separated numbers of judgements; all = every comparison")
+    batches = forms.CharField(label="Batch sizes", initial="10", help_text="judgements per pair and round, comma-separated")
+    gammas = forms.CharField(label="γ", initial="0.05", help_text="decision levels, comma-separated")
+    throughput = forms.FloatField(min_value=0.001, initial=200, label="Throughput (judgements per hour)")
+    policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
+    reps = forms.IntegerField(min_value=1, max_value=5, initial=2, label="Repetitions",
+                              help_text="replays per scenario and grid point")
+    use_human = forms.BooleanField(required=False, initial=True, label="Use the study's human labels",
+                                   help_text="fit the assumptions from them and replay the pairs they label completely; "
+                                             "otherwise (or without any) every annotator is simulated from the values below")
+    metric_error = forms.FloatField(min_value=0, max_value=0.5, label="Metric error")
+    metric_error_low = forms.FloatField(min_value=0, max_value=0.5, label="low")
+    metric_error_high = forms.FloatField(min_value=0, max_value=0.5, label="high")
+    tie_rate = forms.FloatField(min_value=0, max_value=0.99, label="Human tie rate")
+    tie_rate_low = forms.FloatField(min_value=0, max_value=0.99, label="low")
+    tie_rate_high = forms.FloatField(min_value=0, max_value=0.99, label="high")
+    spread = forms.FloatField(min_value=0, max_value=5, label="Spread of the systems")
+    spread_low = forms.FloatField(min_value=0, max_value=5, label="low")
+    spread_high = forms.FloatField(min_value=0, max_value=5, label="high")
+
+    ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
+    GRID_FIELDS = ("budgets", "batches", "gammas", "throughput", "policy", "reps")
+
+    def clean_budgets(self):
+        values = _numbers(self.cleaned_data["budgets"], int, "budget", allow_all=True)
+        if any(v is not None and v < 1 for v in values):
+            raise forms.ValidationError("budgets must be positive")
+        return values
+
+    def clean_batches(self):
+        values = _numbers(self.cleaned_data["batches"], int, "batch size")
+        if any(v < 1 for v in values):
+            raise forms.ValidationError("batch sizes must be positive")
+        return values
+
+    def clean_gammas(self):
+        values = _numbers(self.cleaned_data["gammas"], float, "γ")
+        if any(not 0 < v < 1 for v in values):
+            raise forms.ValidationError("γ must lie strictly between 0 and 1")
+        return values
+
+    def clean(self):
+        data = super().clean()
+        for name in self.ASSUMPTION_ROWS:
+            low, value, high = (data.get(f"{name}_low"), data.get(name), data.get(f"{name}_high"))
+            if None not in (low, value, high) and not low <= value <= high:
+                self.add_error(name, f"must lie between its low ({low}) and high ({high})")
+        return data
+
+    def assumptions(self) -> dict:
+        data = self.cleaned_data
+        return {**{name: data[name] for name in self.ASSUMPTION_ROWS},
+                **{f"{name}_range": [data[f"{name}_low"], data[f"{name}_high"]] for name in self.ASSUMPTION_ROWS}}
+
+    def assumption_rows(self):
+        """(label, value field, low field, high field) per assumption, for the template."""
+        return [(self[name].label, self[name], self[f"{name}_low"], self[f"{name}_high"]) for name in self.ASSUMPTION_ROWS]

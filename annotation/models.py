@@ -571,3 +571,43 @@ class ExclusionEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class PlanJob(models.Model):
+    """One run of the planner (protocol.plan) for a study, computed off the request path.
+
+    params: {"use_human": bool (fit the assumptions from the study's human labels and replay
+    the pairs they label completely), "assumptions": the stated ones (used without human
+    labels), "budgets": [int or None], "batches": [int], "gammas": [float], "reps": int,
+    "policy": str, "throughput": judgements per hour}; result: protocol.plan's summary.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="plan_jobs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    params = models.JSONField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    done = models.PositiveIntegerField(default=0, help_text="replays finished")
+    total = models.PositiveIntegerField(default=0, help_text="replays to run")
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.CheckConstraint(condition=Q(done__lte=models.F("total")) | Q(total=0),
+                                              name="plan_job_done_within_total")]
+
+    def __str__(self) -> str:
+        return f"plan {self.pk} · {self.study} · {self.status}"
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 0

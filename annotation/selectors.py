@@ -877,3 +877,29 @@ def study_exclusion_log(*, study: Study) -> QuerySet:
     from .models import ExclusionEvent
 
     return ExclusionEvent.objects.filter(study=study).select_related("annotator", "user")
+
+
+def study_plan_jobs(*, study: Study, limit: int = 10) -> list:
+    """The study's latest plan jobs, newest first."""
+    from .models import PlanJob
+
+    return list(PlanJob.objects.filter(study=study).order_by("-created_at", "-id")[:limit])
+
+
+def study_human_label_count(*, study: Study) -> int:
+    """Judgements plus imported human ratings: what the planner can estimate its assumptions from."""
+    from .models import HumanScore
+
+    return (Judgement.objects.filter(comparison__study=study).count()
+            + HumanScore.objects.filter(output__item__study=study).count())
+
+
+def plan_job_rows(*, job) -> list[dict]:
+    """A finished job's plans with the time to finish at the job's throughput (hours)."""
+    from protocol.plan import hours_to_finish
+
+    if not job.result:
+        return []
+    throughput = float(job.params["throughput"])
+    return [{**row, "hours": hours_to_finish(row["expected_annotations"], throughput)}
+            for row in job.result["plans"]]

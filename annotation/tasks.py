@@ -34,3 +34,10 @@ def study_metrics_table_task(study_id: int) -> None:
     from .reports import study_metrics_table_refresh
 
     study_metrics_table_refresh(study_id=study_id)
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1, max_retries=3)
+def plan_job_task(job_id: int) -> None:
+    from .services import planner
+
+    planner.plan_job_run(job_id=job_id)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_annotate, views_members, views_research
+from . import views, views_annotate, views_members, views_planner, views_research
 from .throttles import throttle_page
 from .framing import crowd_frameable
 
@@ -20,6 +20,8 @@ urlpatterns = [
     # System names may hold any character (a "/" too): the pair is named in the query string.
     path("s/<slug:slug>/pair/", views_research.pair_detail, name="pair_detail"),
     path("s/<slug:slug>/metrics/", views_research.metrics_table, name="metrics_table"),
+    path("s/<slug:slug>/plan/", views_planner.planner, name="planner"),
+    path("s/<slug:slug>/plan/<int:job_id>/", views_planner.plan_job, name="plan_job"),
     path("help/", views_research.help_page, name="help"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/members/", views_members.study_members, name="study_members"),

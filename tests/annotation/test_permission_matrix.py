@@ -96,6 +96,10 @@ EXPECTED = {
     # The pair page names its pair in the query string; the metrics table is computed on demand.
     "s/<slug:slug>/pair/": [("GET", "/s/{slug}/pair/?first=A&second=B", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/metrics/": [("GET", "/s/{slug}/metrics/", None, RESEARCHER_PAGE)],
+    # The planner: an empty plan request is invalid (400) for who may plan; no job 999999 exists.
+    "s/<slug:slug>/plan/": [("GET", "/s/{slug}/plan/", None, RESEARCHER_PAGE),
+                            ("POST", "/s/{slug}/plan/", {}, row(302, 302, 403, 400, 404, 400))],
+    "s/<slug:slug>/plan/<int:job_id>/": [("GET", "/s/{slug}/plan/999999/", None, row(302, 302, 403, 404, 404, 404))],
     "help/": [("GET", "/help/", None, PUBLIC)],
     "s/<slug:slug>/settings/": [("GET", "/s/{slug}/settings/", None, RESEARCHER_PAGE)],
     # Members: researchers of the study and staff; a POST naming no action is refused (400) to them.

@@ -1,0 +1,140 @@
+"""The planner inside the app: a researcher's plan request becomes a PlanJob run off the request.
+
+``plan_job_create`` validates and stores the request, and after its commit schedules the run
+where round closes run (``settings.EVALAPP_ROUND_CLOSE``): a Celery task with a broker, a
+background thread of the web process without one, inline in the test suite.
+``plan_job_run`` reads the study's data as a bundle (its metric labels; its human labels:
+imported human ratings and judgements so far), runs ``protocol.plan.plan`` and writes the
+progress (replays done / to run) after every replay and the result at the end. A job whose
+process died while it ran stays "running"; a new plan is one click away.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from protocol import adaptive
+from protocol.plan import Assumptions, grid_of
+
+from ..models import PlanJob, Study
+
+log = logging.getLogger(__name__)
+MAX_GRID_POINTS = 12
+MAX_REPS = 5
+
+
+def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, budgets: Sequence[int | None],
+                    batches: Sequence[int], gammas: Sequence[float], reps: int, policy: str,
+                    throughput: float) -> PlanJob:
+    """Store a plan request (ValueError naming the problem) and schedule it after commit.
+
+    use_human: use the study's human labels (imported ratings, judgements): the assumptions
+    are then fitted from them, and pairs with a human label on every item are replayed on
+    them; otherwise (or when it has none) the planner simulates every annotator from
+    ``assumptions`` (Assumptions.to_dict() values). budgets: None = every comparison.
+    """
+    if study.metric_id is None:
+        raise ValueError("the study has no metric: the planner simulates the protocol on the metric's labels")
+    assumptions = Assumptions.from_dict({**assumptions, "source": "edited"}).to_dict()
+    budgets, batches, gammas = list(budgets), list(batches), list(gammas)
+    if not (budgets and batches and gammas):
+        raise ValueError("give at least one budget (or none for every comparison), batch size and γ")
+    points = len(budgets) * len(batches) * len(gammas)
+    if points > MAX_GRID_POINTS:
+        raise ValueError(f"{points} grid points; at most {MAX_GRID_POINTS} per plan")
+    if any(b is not None and b < 1 for b in budgets) or any(k < 1 for k in batches):
+        raise ValueError("budgets and batch sizes must be positive")
+    if any(not 0 < g < 1 for g in gammas):
+        raise ValueError("γ must lie strictly between 0 and 1")
+    if not 1 <= reps <= MAX_REPS:
+        raise ValueError(f"repetitions must be between 1 and {MAX_REPS}")
+    if policy not in adaptive.POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(adaptive.POLICIES)}")
+    if not throughput > 0:
+        raise ValueError("throughput must be a positive number of judgements per hour")
+    job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
+        "use_human": bool(use_human), "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
+        "reps": reps, "policy": policy, "throughput": float(throughput)})
+    try:
+        job.full_clean()
+    except ValidationError as error:
+        raise ValueError("; ".join(error.messages)) from None
+    with transaction.atomic():
+        job.save()
+        transaction.on_commit(lambda: plan_job_schedule(job.pk))
+    return job
+
+
+def plan_job_run(*, job_id: int) -> PlanJob:
+    """Run a queued (or interrupted) job to the end; a finished one is left as it is."""
+    from protocol.plan import has_paired_labels, plan
+    from protocol.preferences import human_labels, metric_labels
+
+    from ..selectors import study_bundle
+
+    job = PlanJob.objects.select_related("study", "study__metric").get(pk=job_id)
+    if job.status in (PlanJob.Status.DONE, PlanJob.Status.FAILED):
+        return job
+    PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.RUNNING)
+    params, study = job.params, job.study
+    try:
+        if study.metric is None:
+            raise ValueError("the study has no metric")
+        bundle = study_bundle(study=study)
+        metric = metric_labels(bundle, study.metric.name, eps=study.metric.tie_margin)
+        human = human_labels(bundle) if params["use_human"] else {}
+        assumptions = Assumptions.from_dict(params["assumptions"])
+
+        def progress(done: int, total: int) -> None:
+            PlanJob.objects.filter(pk=job_id).update(done=done, total=total)
+
+        result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
+                      assumptions=None if has_paired_labels(metric, human) else assumptions,
+                      reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
+                      progress=progress)
+    except Exception as error:  # stored for the researcher; the page shows it
+        log.exception("plan job %s failed", job_id)
+        PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),
+                                                 finished_at=timezone.now())
+    else:
+        PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.DONE, result=result.summary(details=True),
+                                                 finished_at=timezone.now())
+    return PlanJob.objects.get(pk=job_id)
+
+
+_executor: ThreadPoolExecutor | None = None
+_guard = threading.Lock()
+
+
+def plan_job_schedule(job_id: int) -> None:
+    """Run the job where round closes run (module docstring); call after its commit."""
+    mode = settings.EVALAPP_ROUND_CLOSE
+    if mode == "inline":
+        plan_job_run(job_id=job_id)
+    elif mode == "celery":
+        from ..tasks import plan_job_task
+
+        plan_job_task.delay(job_id)
+    else:
+        global _executor
+        with _guard:
+            if _executor is None:
+                # one plan at a time: a plan is CPU-bound, more threads would only share the cores
+                _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalapp-plans")
+        _executor.submit(_run_in_thread, job_id)
+
+
+def _run_in_thread(job_id: int) -> None:
+    try:
+        plan_job_run(job_id=job_id)
+    except Exception:  # nobody to raise to in a background thread
+        log.exception("plan job %s failed", job_id)
+    finally:
+        connection.close()

@@ -1,0 +1,586 @@
+"""The planner: how many human annotations will a study need, before it has any?
+
+For every grid point (budget, batch size, gamma) the planner replays the budgeted protocol
+(``protocol.simulate.replay``, the same code as the offline replay and the app) on the
+study's own metric labels, with simulated annotators where the study has no human labels.
+It reports the expected annotations, their fraction of all comparisons, the expected share
+of pairs decided correctly / omitted / inverted / inserted against the human-only decision
+on all (simulated) labels, and an interval.
+
+Simulated humans (``simulated_human_labels``) come from three explicit assumptions
+(``Assumptions``), one item and pair at a time:
+
+* ``tie_rate``      P(the human label of an item is a tie), the same for every item;
+* ``spread``        how far apart the systems are for humans: the standard deviation of their
+                    Bradley-Terry strengths. The S systems are put in the metric's order
+                    (``metric_order``: their mean non-tie margin over their pairs) at evenly
+                    spaced normal quantiles theta_s = spread x Phi^-1((rank + 1/2) / S), and a
+                    pair's human non-tie margin d = P(+ | not a tie) - P(- | not a tie) is
+                    tanh((theta_first - theta_second) / 2) (clipped to +-0.98). On every
+                    bundle in the repository this one-parameter shape reproduces the
+                    quantiles of the real human pair margins (docs/planner.md). The metric's
+                    margins give the order of the systems, not their distance: BERTScore's
+                    margins on SummEval relevance are a third of the humans', chrF's on WMT
+                    about the same (``metric_spread`` reports what the metric's own margins
+                    would imply, as a hint);
+* ``metric_error``  how often the metric's label disagrees with the human's on an item, beyond
+                    the pair's margins: non-tie human labels follow
+                    P(+ | metric label f) = sigmoid(alpha_pair + beta f), beta =
+                    logit(1 - metric_error), alpha_pair solved so that the pair's margin is d.
+                    In a pair without a margin, P(human != metric | neither ties) =
+                    metric_error.
+
+``fit_assumptions`` estimates the three from human labels where a study or bundle has them
+(tie share; the spread matched to the median |human pair margin|; the profile maximum
+likelihood beta of the model above); ``DEFAULT_ASSUMPTIONS`` are the medians over the
+repository's six bundles of each bundle's median fit over its metrics, their ranges the lowest
+and highest bundle (``scripts/planner_defaults.py``, docs/planner.md).
+A pair with human labels for every item it has a metric label for is replayed on its real
+labels; the others get simulated humans.
+
+The interval: the replay is repeated ``reps`` times (fresh simulated humans and protocol
+seed each time) under the stated assumptions and under each assumption moved to the low
+and the high end of its range with the others as stated (1 + 2 x 3 scenarios); ``interval``
+is the smallest and largest mean fraction over those scenarios (each scenario's mean over
+its reps), widened by two standard errors of the reps. The expected values are the mean
+over the reps of the stated assumptions.
+
+Command line::
+
+    python -m protocol.plan BUNDLE --metric M [--budget B ...] [--batch K ...] [--gamma G ...]
+        [--no-human] [--reps R] [--policy paper|adaptive] [--seed S] [--json [--details]]
+
+prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
+"expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
+...]}`` with ``--json`` (fraction = expected annotations / comparisons).
+``--details`` adds per plan ``expected_omission``, ``expected_inversion``,
+``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction),
+and at the top ``pairs``, ``pairs_with_human_labels`` and ``metric_spread``.
+``--no-human`` ignores the bundle's human labels (plans as before a launch).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+from scipy.special import expit, logit, ndtri
+
+from . import adaptive
+from .simulate import _labels_by_pair, _stable_hash, replay
+
+Pair = tuple[str, str]
+Labels = tuple[np.ndarray, np.ndarray]
+ASSUMPTION_NAMES = ("metric_error", "tie_rate", "spread")
+#: largest |human non-tie margin| a simulated pair gets: a few labels of the other side stay
+#: possible, as with real annotators
+MAX_MARGIN = 0.98
+_BETAS = np.linspace(0.0, 6.0, 25)  # coarse grid of the metric-error fit, refined by 0.01
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the simulated annotators do (module docstring), each with its plausible range.
+
+    metric_error in [0, 0.5]: P(human != metric | neither ties) in a pair without a margin
+    tie_rate in [0, 1): P(human tie) per item
+    spread in [0, 5]: standard deviation of the systems' Bradley-Terry strengths
+    *_range: (low, high) containing the value; the interval moves each assumption to its ends
+    source: where the values come from ("defaults", "human labels", "edited")
+    """
+
+    metric_error: float
+    tie_rate: float
+    spread: float
+    metric_error_range: tuple[float, float]
+    tie_rate_range: tuple[float, float]
+    spread_range: tuple[float, float]
+    source: str = "defaults"
+
+    def __post_init__(self) -> None:
+        bounds = {"metric_error": (0.0, 0.5), "tie_rate": (0.0, 0.99), "spread": (0.0, 5.0)}
+        for name, (lowest, highest) in bounds.items():
+            value = getattr(self, name)
+            low, high = getattr(self, f"{name}_range")
+            for label, number in ((name, value), (f"{name} low", low), (f"{name} high", high)):
+                if not isinstance(number, (int, float)) or isinstance(number, bool) \
+                        or not math.isfinite(number) or not lowest <= number <= highest:
+                    raise ValueError(f"{label} must be a number in [{lowest}, {highest}], got {number!r}")
+            if not low <= value <= high:
+                raise ValueError(f"{name} {value} must lie in its range [{low}, {high}]")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for name in ASSUMPTION_NAMES:
+            out[f"{name}_range"] = list(out[f"{name}_range"])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Assumptions:
+        try:
+            return cls(**{name: float(data[name]) for name in ASSUMPTION_NAMES},
+                       **{f"{name}_range": tuple(float(x) for x in data[f"{name}_range"])
+                          for name in ASSUMPTION_NAMES},
+                       source=str(data.get("source", "edited")))
+        except KeyError as missing:
+            raise ValueError(f"assumptions lack {missing}") from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"assumptions are malformed: {error}") from None
+
+    def scenarios(self) -> list[tuple[str, Assumptions]]:
+        """The stated assumptions, then each one at the low and high end of its range."""
+        out = [("stated", self)]
+        for name in ASSUMPTION_NAMES:
+            for end, value in zip(("low", "high"), getattr(self, f"{name}_range")):
+                if value != getattr(self, name):
+                    out.append((f"{name} {end}", replace(self, **{name: value})))
+        return out
+
+
+#: ``fit_assumptions`` on the repository's six bundles with human labels (every metric): the
+#: median over bundles of each bundle's median over its metrics, and as the range the lowest
+#: and highest bundle (``python scripts/planner_defaults.py``, rounded; docs/planner.md).
+DEFAULT_ASSUMPTIONS = Assumptions(
+    metric_error=0.400,
+    tie_rate=0.310,
+    spread=0.818,
+    metric_error_range=(0.215, 0.454),
+    tie_rate_range=(0.081, 0.673),
+    spread_range=(0.236, 1.434),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# the model of the annotators
+# --------------------------------------------------------------------------------------------
+def non_tie_margin(values: np.ndarray) -> float:
+    """(n+ - n-) / (n+ + n-) of labels in {-1, 0, 1}; 0 when every label is a tie."""
+    values = np.asarray(values)
+    plus, minus = int(np.sum(values == 1)), int(np.sum(values == -1))
+    return (plus - minus) / (plus + minus) if plus + minus else 0.0
+
+
+def solve_offsets(class_counts: np.ndarray, target: np.ndarray, beta: np.ndarray | float) -> np.ndarray:
+    """alpha with sum_c n_c sigmoid(alpha + beta f_c) / sum_c n_c = target, per row.
+
+    class_counts (..., 3) items by metric label in the order (+, =, -), f = (1, 0, -1);
+    target (...) in (0, 1); beta broadcastable to (...). Bisection (the left side increases
+    in alpha), 60 steps on [-40, 40].
+    """
+    counts = np.asarray(class_counts, dtype=float)
+    f = np.array([1.0, 0.0, -1.0])
+    beta = np.asarray(beta, dtype=float)[..., None]
+    target = np.asarray(target, dtype=float)
+    total = np.maximum(counts.sum(axis=-1), 1e-12)
+    low = np.full(np.broadcast_shapes(target.shape, counts.shape[:-1], beta.shape[:-1]), -40.0)
+    high = -low
+    for _ in range(60):
+        middle = (low + high) / 2
+        mean = np.sum(counts * expit(middle[..., None] + beta * f), axis=-1) / total
+        above = mean > target
+        high = np.where(above, middle, high)
+        low = np.where(above, low, middle)
+    return (low + high) / 2
+
+
+def systems_of(table: Mapping[Pair, object]) -> tuple[str, ...]:
+    return tuple(sorted({name for key in table for name in key}))
+
+
+def metric_order(metric: Mapping[Pair, Labels]) -> tuple[str, ...]:
+    """Systems best first by their mean non-tie metric margin over their pairs (ties by name)."""
+    totals: dict[str, list[float]] = {name: [] for name in systems_of(metric)}
+    for (first, second), (_, values) in metric.items():
+        margin = non_tie_margin(values)
+        totals[first].append(margin)
+        totals[second].append(-margin)
+    return tuple(sorted(totals, key=lambda name: (-np.mean(totals[name]) if totals[name] else 0.0, name)))
+
+
+def strength_gaps(systems: int) -> np.ndarray:
+    """|Phi^-1((i + 1/2) / S) - Phi^-1((j + 1/2) / S)| over the S (S - 1) / 2 pairs i < j."""
+    z = ndtri((np.arange(systems) + 0.5) / systems)
+    return np.abs(z[:, None] - z[None, :])[np.triu_indices(systems, 1)]
+
+
+def pair_margins(order: Sequence[str], spread: float) -> dict[Pair, float]:
+    """Human non-tie margin of every canonical pair of the systems in ``order`` (best first)."""
+    strength = dict(zip(order, spread * -ndtri((np.arange(len(order)) + 0.5) / max(len(order), 1))))
+    out = {}
+    for a, b in itertools.combinations(sorted(order), 2):
+        out[(a, b)] = float(np.clip(np.tanh((strength[a] - strength[b]) / 2), -MAX_MARGIN, MAX_MARGIN))
+    return out
+
+
+def spread_from_margins(margins: np.ndarray, systems: int) -> float:
+    """The spread whose median |pair margin| over S systems equals that of ``margins``."""
+    target = float(np.median(np.abs(np.asarray(margins, dtype=float))))
+    gaps = strength_gaps(systems)
+    if systems < 2 or target <= 0:
+        return 0.0
+    target = min(target, MAX_MARGIN)
+    low, high = 0.0, 5.0
+    if np.median(np.tanh(high * gaps / 2)) <= target:
+        return high
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if np.median(np.tanh(middle * gaps / 2)) < target else (low, middle)
+    return (low + high) / 2
+
+
+def metric_spread(metric) -> float:
+    """What the metric's own pair margins would make of ``spread`` (a hint, not a default)."""
+    metric = _labels_by_pair(metric, "metric")
+    return spread_from_margins(np.array([non_tie_margin(v) for _, v in metric.values()]),
+                               len(systems_of(metric)))
+
+
+def simulated_human_labels(metric_values: np.ndarray, margin: float, assumptions: Assumptions,
+                           rng: np.random.Generator) -> np.ndarray:
+    """One simulated human label per item of one pair with the given human non-tie margin.
+
+    metric_values (k,) the pair's metric labels; margin in [-1, 1]. Returns (k,) in {-1, 0, 1}.
+    """
+    f = np.asarray(metric_values, dtype=np.int64)
+    beta = float(logit(1 - assumptions.metric_error)) if assumptions.metric_error > 0 else _BETAS[-1]
+    counts = np.array([np.sum(f == 1), np.sum(f == 0), np.sum(f == -1)])
+    alpha = float(solve_offsets(counts, np.array((1 + margin) / 2), beta))
+    plus = rng.random(len(f)) < expit(alpha + beta * f)
+    tie = rng.random(len(f)) < assumptions.tie_rate
+    return np.where(tie, 0, np.where(plus, 1, -1)).astype(np.int64)
+
+
+def fit_assumptions(metric, human, *, bootstrap: int = 100) -> Assumptions:
+    """The assumptions estimated from a study's human labels (the module docstring's model).
+
+    metric, human: (first, second) -> labels (PairLabels or (items, values)), one label per
+    item. Only items with both labels count. tie_rate: share of human ties; spread: matched to
+    the median |human non-tie pair margin| (``spread_from_margins``); metric_error:
+    sigmoid(-beta) at the
+    profile maximum likelihood beta (each pair's alpha solved for its observed margin).
+    Ranges: 5th and 95th percentiles over ``bootstrap`` resamples of the pairs (0: the
+    point estimates, a range of width 0).
+    Raises ValueError when no item has both labels.
+    """
+    stats = _paired_statistics(metric, human)
+    if stats is None:
+        raise ValueError("no item has both a human and a metric label: nothing to estimate from")
+    systems = len(systems_of(_labels_by_pair(metric, "metric")))
+    point = _fit_from_statistics(*stats, systems=systems)
+    rng = np.random.default_rng(20261123)
+    pairs = len(stats[0])
+    resampled = np.array([point] + [
+        _fit_from_statistics(*(s[choice] for s in stats), systems=systems)
+        for choice in (rng.integers(0, pairs, pairs) for _ in range(bootstrap))
+    ])
+    low, high = np.percentile(resampled, [5, 95], axis=0) if bootstrap else (point, point)
+    ranges = {name: (float(min(low[j], point[j])), float(max(high[j], point[j])))
+              for j, name in enumerate(ASSUMPTION_NAMES)}
+    return Assumptions(**dict(zip(ASSUMPTION_NAMES, (float(x) for x in point))),
+                       **{f"{name}_range": ranges[name] for name in ASSUMPTION_NAMES},
+                       source="human labels")
+
+
+def _paired_statistics(metric, human):
+    """Per pair with paired items: metric class counts (P, 3), non-tie human '+' per metric
+    class (P, 3), non-tie human labels per metric class (P, 3), human ties (P,), items (P,),
+    metric non-tie margin (P,), human non-tie margin (P,). None without paired items."""
+    metric = _labels_by_pair(metric, "metric")
+    human = _labels_by_pair(human, "human")
+    rows = []
+    for key in sorted(set(metric) & set(human)):
+        metric_of = dict(zip(metric[key][0].tolist(), metric[key][1].tolist()))
+        h_items, h_values = human[key]
+        known = [(metric_of[i], v) for i, v in zip(h_items.tolist(), h_values.tolist()) if i in metric_of]
+        if not known:
+            continue
+        f = np.array([k[0] for k in known])
+        h = np.array([k[1] for k in known])
+        classes = [f == 1, f == 0, f == -1]
+        rows.append((
+            [c.sum() for c in classes],
+            [np.sum(h[c] == 1) for c in classes],
+            [np.sum(h[c] != 0) for c in classes],
+            np.sum(h == 0), len(h), non_tie_margin(f), non_tie_margin(h),
+        ))
+    if not rows:
+        return None
+    return tuple(np.array([r[j] for r in rows], dtype=float) for j in range(7))
+
+
+def _fit_from_statistics(metric_counts, plus, decided, ties, items, metric_margin, human_margin, *, systems):
+    tie_rate = ties.sum() / items.sum()
+    spread = spread_from_margins(human_margin, systems)
+    # profile likelihood of beta: each pair's alpha matches its observed non-tie '+' share
+    # (smoothed by half a label so that a unanimous pair keeps a finite alpha)
+    non_tie = decided.sum(axis=1)
+    share = (plus.sum(axis=1) + 0.5) / (non_tie + 1.0)
+    f = np.array([1.0, 0.0, -1.0])
+
+    def best(betas: np.ndarray) -> float:
+        alpha = solve_offsets(decided[:, None, :], share[:, None], betas[None, :])  # (P, B)
+        p = np.clip(expit(alpha[..., None] + betas[None, :, None] * f), 1e-12, 1 - 1e-12)  # (P, B, 3)
+        loglik = np.sum(plus[:, None, :] * np.log(p) + (decided - plus)[:, None, :] * np.log(1 - p),
+                        axis=(0, 2))
+        return float(betas[int(np.argmax(loglik))])
+
+    coarse = best(_BETAS)
+    beta = best(np.clip(np.linspace(coarse - 0.25, coarse + 0.25, 51), 0.0, _BETAS[-1]))
+    metric_error = float(expit(-beta))
+    return np.array([metric_error, min(tie_rate, 0.99), spread])
+
+
+# --------------------------------------------------------------------------------------------
+# plans
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GridPoint:
+    """One protocol configuration to plan: budget None = every comparison."""
+
+    budget: int | None
+    batch: int
+    gamma: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Expected outcome of one grid point; rates are shares of pairs, annotations in labels.
+
+    interval: (low, high) of the annotation fraction (module docstring); scenarios: scenario
+    name -> mean fraction over its reps.
+    """
+
+    budget: int
+    batch: int
+    gamma: float
+    comparisons: int
+    expected_annotations: float
+    expected_fraction: float
+    expected_correct: float
+    expected_omission: float
+    expected_inversion: float
+    expected_insertion: float
+    interval: tuple[float, float]
+    scenarios: Mapping[str, float] = field(default_factory=dict)
+
+    def summary(self, *, details: bool = False) -> dict:
+        """The command-line object (exactly the keys of its contract); ``details`` adds the
+        omission, inversion and insertion rates, the comparisons and every scenario's mean."""
+        out = {
+            "budget": self.budget, "batch": self.batch, "gamma": self.gamma,
+            "expected_annotations": self.expected_annotations,
+            "expected_fraction": self.expected_fraction,
+            "expected_correct": self.expected_correct,
+            "interval": [self.interval[0], self.interval[1]],
+        }
+        if details:
+            out.update(expected_omission=self.expected_omission, expected_inversion=self.expected_inversion,
+                       expected_insertion=self.expected_insertion, comparisons=self.comparisons,
+                       scenarios=dict(self.scenarios))
+        return out
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Plans of every grid point; pairs: pairs planned, of which pairs_with_human_labels are
+    replayed on their real labels; metric_spread: ``metric_spread`` of the metric labels."""
+
+    assumptions: Assumptions
+    plans: tuple[Plan, ...]
+    pairs: int
+    pairs_with_human_labels: int
+    metric_spread: float
+
+    def summary(self, *, details: bool = False) -> dict:
+        """{"assumptions", "plans"}; ``details`` adds per-plan details, the pair counts and
+        ``metric_spread`` (the spread the metric's own margins would imply)."""
+        out = {"assumptions": self.assumptions.to_dict(), "plans": [p.summary(details=details) for p in self.plans]}
+        if details:
+            out.update(pairs=self.pairs, pairs_with_human_labels=self.pairs_with_human_labels,
+                       metric_spread=self.metric_spread)
+        return out
+
+
+def has_paired_labels(metric, human) -> bool:
+    """Does some item have both a metric and a human label (so the assumptions can be fitted)?"""
+    return bool(human) and _paired_statistics(metric, human) is not None
+
+
+def complete_human_pairs(metric, human) -> dict[Pair, Labels]:
+    """The pairs whose human labels cover every item the metric labels (replayed as they are)."""
+    metric = _labels_by_pair(metric, "metric")
+    human = _labels_by_pair(human or {}, "human")
+    return {key: human[key] for key in metric
+            if key in human and set(metric[key][0].tolist()) <= set(human[key][0].tolist())}
+
+
+def human_table(metric: Mapping[Pair, Labels], real: Mapping[Pair, Labels], assumptions: Assumptions,
+                *, seed: int) -> dict[Pair, Labels]:
+    """The annotators of one rep: real labels where complete, simulated humans elsewhere."""
+    margins = pair_margins(metric_order(metric), assumptions.spread)
+    table = {}
+    for key in sorted(metric):
+        if key in real:
+            table[key] = real[key]
+            continue
+        items, values = metric[key]
+        rng = np.random.default_rng([seed, 11, _stable_hash(*key)])
+        table[key] = (items, simulated_human_labels(values, margins[key], assumptions, rng))
+    return table
+
+
+def plan(
+    metric,
+    human=None,
+    *,
+    grid: Sequence[GridPoint],
+    assumptions: Assumptions | None = None,
+    reps: int = 2,
+    policy: str = adaptive.PAPER,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> PlanResult:
+    """Plan every grid point (module docstring).
+
+    metric  (first, second) -> labels, one per item: the study's metric labels (required)
+    human   same shape or None: the study's human labels so far, one per item (pairs with a
+            label on every metric item are replayed on them)
+    assumptions  None: fitted from ``human`` when it has paired items, else the defaults
+    reps    replays per scenario and grid point (>= 1)
+    progress(done, total) is called before the first replay and after every replay.
+    """
+    metric = _labels_by_pair(metric, "metric")
+    metric = {k: v for k, v in metric.items() if len(v[1])}
+    if not metric:
+        raise ValueError("no pair has metric labels: the planner needs the study's metric labels")
+    if not grid:
+        raise ValueError("the grid is empty: give at least one (budget, batch, gamma)")
+    if not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    human = _labels_by_pair(human, "human") if human else {}
+    if assumptions is None:
+        assumptions = fit_assumptions(metric, human) if has_paired_labels(metric, human) else DEFAULT_ASSUMPTIONS
+    real = complete_human_pairs(metric, human)
+    comparisons = sum(len(real[k][1]) if k in real else len(metric[k][1]) for k in metric)
+    for point in grid:
+        if point.budget is not None and point.budget < 1:
+            raise ValueError(f"budget must be a positive number of annotations, got {point.budget}")
+    scenarios = assumptions.scenarios() if len(real) < len(metric) else [("stated", assumptions)]
+    total = len(grid) * len(scenarios) * reps
+    done = 0
+    if progress is not None:
+        progress(done, total)
+    plans = []
+    for point in grid:
+        budget = comparisons if point.budget is None else min(point.budget, comparisons)
+        runs: dict[str, list] = {}
+        for name, scenario in scenarios:
+            for rep in range(reps):
+                rep_seed = seed * 1000 + rep
+                result = replay(human_table(metric, real, scenario, seed=rep_seed), metric,
+                                batch=point.batch, gamma=point.gamma, seed=rep_seed,
+                                policy=policy, budget=budget)
+                runs.setdefault(name, []).append(result)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        plans.append(_summarise(point, budget, comparisons, runs))
+    return PlanResult(assumptions, tuple(plans), len(metric), len(real), metric_spread(metric))
+
+
+def _summarise(point: GridPoint, budget: int, comparisons: int, runs: Mapping[str, list]) -> Plan:
+    stated = runs["stated"]
+    fractions = {name: [r.annotations_used / comparisons for r in results] for name, results in runs.items()}
+    means = {name: float(np.mean(values)) for name, values in fractions.items()}
+    spread = [np.std(values, ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+              for values in fractions.values()]
+    widen = 2 * float(max(spread))
+    low = max(0.0, min(means.values()) - widen)
+    high = min(1.0, max(means.values()) + widen)
+    return Plan(
+        budget=budget, batch=point.batch, gamma=point.gamma, comparisons=comparisons,
+        expected_annotations=float(np.mean([r.annotations_used for r in stated])),
+        expected_fraction=means["stated"],
+        expected_correct=float(np.mean([r.correct for r in stated])),
+        expected_omission=float(np.mean([r.omission for r in stated])),
+        expected_inversion=float(np.mean([r.inversion for r in stated])),
+        expected_insertion=float(np.mean([r.insertion for r in stated])),
+        interval=(low, high),
+        scenarios=means,
+    )
+
+
+def hours_to_finish(annotations: float, per_hour: float) -> float:
+    """Hours the annotations take at ``per_hour`` judgements per hour (> 0)."""
+    if not per_hour > 0:
+        raise ValueError(f"throughput must be positive, got {per_hour!r}")
+    return annotations / per_hour
+
+
+def grid_of(budgets: Iterable[int | None], batches: Iterable[int], gammas: Iterable[float]) -> list[GridPoint]:
+    """Every combination, budgets outermost."""
+    return [GridPoint(b, k, g) for b, k, g in itertools.product(budgets, batches, gammas)]
+
+
+def plan_bundle(bundle_path: str, metric: str, *, use_human: bool = True, **options) -> PlanResult:
+    """Read a bundle and plan (options as for ``plan``)."""
+    from .bundle import read_bundle
+    from .preferences import human_labels, metric_labels
+
+    bundle = read_bundle(bundle_path)
+    if metric not in bundle.metrics:
+        raise ValueError(f"{bundle_path} has no metric {metric!r}; it has {', '.join(bundle.metrics) or 'none'}")
+    human = human_labels(bundle) if use_human else {}
+    return plan(metric_labels(bundle, metric), human, **options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m protocol.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("bundle")
+    parser.add_argument("--metric", required=True)
+    parser.add_argument("--budget", type=int, nargs="+", default=[None],
+                        help="annotations the study may spend (default: every comparison)")
+    parser.add_argument("--batch", type=int, nargs="+", default=[10])
+    parser.add_argument("--gamma", type=float, nargs="+", default=[0.05])
+    parser.add_argument("--policy", choices=adaptive.POLICIES, default=adaptive.PAPER)
+    parser.add_argument("--reps", type=int, default=2, help="replays per scenario (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-human", action="store_true", help="ignore the bundle's human labels")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--details", action="store_true",
+                        help="with --json: add omission, inversion, insertion, comparisons and scenarios")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+
+    def progress(done: int, total: int) -> None:
+        print(f"replay {done}/{total}", file=sys.stderr, flush=True)
+
+    try:
+        result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human,
+                             grid=grid_of(args.budget, args.batch, args.gamma), reps=args.reps,
+                             policy=args.policy, seed=args.seed,
+                             progress=None if args.quiet else progress)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    summary = result.summary(details=args.details)
+    if args.json:
+        print(json.dumps(summary, allow_nan=False))
+    else:
+        a = result.assumptions
+        print(f"assumptions ({a.source}): metric error {a.metric_error:.3f}, tie rate {a.tie_rate:.3f}, "
+              f"spread {a.spread:.3f}; {result.pairs_with_human_labels}/{result.pairs} pairs with human labels")
+        for p in result.plans:
+            print(f"budget {p.budget} batch {p.batch} gamma {p.gamma}: {p.expected_annotations:.0f} annotations "
+                  f"({p.expected_fraction:.3f} [{p.interval[0]:.3f}, {p.interval[1]:.3f}]), correct "
+                  f"{p.expected_correct:.3f}, omitted {p.expected_omission:.3f}, inverted {p.expected_inversion:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
