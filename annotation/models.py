@@ -599,6 +599,9 @@ class PlanJob(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="last sign of life of the run (its start, each replay)")
+    attempts = models.PositiveIntegerField(default=0, help_text="runs started (the sweep resumes a stalled one)")
 
     class Meta:
         ordering = ["-created_at", "-id"]

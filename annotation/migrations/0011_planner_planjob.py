@@ -25,6 +25,8 @@ class Migration(migrations.Migration):
                 ('error', models.TextField(blank=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('heartbeat_at', models.DateTimeField(blank=True, help_text='last sign of life of the run (its start, each replay)', null=True)),
+                ('attempts', models.PositiveIntegerField(default=0, help_text='runs started (the sweep resumes a stalled one)')),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
                 ('study', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='plan_jobs', to='annotation.study')),
             ],

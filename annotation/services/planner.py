@@ -6,18 +6,21 @@ background thread of the web process without one, inline in the test suite.
 ``plan_job_run`` reads the study's data as a bundle (its metric labels; its human labels:
 imported human ratings and judgements so far), runs ``protocol.plan.plan`` and writes the
 progress (replays done / to run) after every replay and the result at the end. A job whose
-process died while it ran stays "running"; a new plan is one click away.
+process died while it ran (no heartbeat for ``PLAN_STALE_AFTER``) is resumed by the periodic
+sweep (``plan_jobs_resume``), and marked failed after ``PLAN_MAX_ATTEMPTS`` runs.
 """
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Sequence
+from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
@@ -28,6 +31,9 @@ from ..models import PlanJob, Study
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
 MAX_REPS = 5
+# One replay takes seconds; a run silent this long has lost its process (a restart, a kill).
+PLAN_STALE_AFTER = timedelta(minutes=5)
+PLAN_MAX_ATTEMPTS = 3
 
 
 def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, budgets: Sequence[int | None],
@@ -82,7 +88,8 @@ def plan_job_run(*, job_id: int) -> PlanJob:
     job = PlanJob.objects.select_related("study", "study__metric").get(pk=job_id)
     if job.status in (PlanJob.Status.DONE, PlanJob.Status.FAILED):
         return job
-    PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.RUNNING)
+    PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.RUNNING, attempts=F("attempts") + 1,
+                                             heartbeat_at=timezone.now())
     params, study = job.params, job.study
     try:
         if study.metric is None:
@@ -93,7 +100,7 @@ def plan_job_run(*, job_id: int) -> PlanJob:
         assumptions = Assumptions.from_dict(params["assumptions"])
 
         def progress(done: int, total: int) -> None:
-            PlanJob.objects.filter(pk=job_id).update(done=done, total=total)
+            PlanJob.objects.filter(pk=job_id).update(done=done, total=total, heartbeat_at=timezone.now())
 
         result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
@@ -107,6 +114,28 @@ def plan_job_run(*, job_id: int) -> PlanJob:
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.DONE, result=result.summary(details=True),
                                                  finished_at=timezone.now())
     return PlanJob.objects.get(pk=job_id)
+
+
+def plan_jobs_resume(*, now=None) -> int:
+    """Resume every queued or running job silent for ``PLAN_STALE_AFTER`` (its process ended),
+    or mark it failed once it has been started ``PLAN_MAX_ATTEMPTS`` times. Returns the jobs
+    resumed. Part of the periodic sweep (services.rounds.protocol_sweep)."""
+    cutoff = (now or timezone.now()) - PLAN_STALE_AFTER
+    stalled = PlanJob.objects.filter(status__in=[PlanJob.Status.QUEUED, PlanJob.Status.RUNNING]).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
+    resumed = 0
+    for job in stalled:
+        if job.attempts >= PLAN_MAX_ATTEMPTS:
+            PlanJob.objects.filter(pk=job.pk).update(
+                status=PlanJob.Status.FAILED, finished_at=timezone.now(),
+                error=f"the plan stopped {job.attempts} times without finishing (its process ended); "
+                      "start a new plan")
+            continue
+        # Claim it (compare-and-set on the heartbeat) so two sweeps do not both resume it.
+        if PlanJob.objects.filter(pk=job.pk, heartbeat_at=job.heartbeat_at).update(heartbeat_at=timezone.now()):
+            plan_job_schedule(job.pk)
+            resumed += 1
+    return resumed
 
 
 _executor: ThreadPoolExecutor | None = None

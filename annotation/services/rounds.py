@@ -188,7 +188,8 @@ def _close_in_thread(study_id: int) -> None:
 
 
 def protocol_sweep() -> dict:
-    """Periodic repair: close filled rounds left behind and return expired leases to the pool."""
+    """Periodic repair: close filled rounds left behind, return expired leases to the pool, apply
+    the studies' exclusion rules and resume planner jobs whose process ended."""
     from .hits import leases_reclaim
 
     from . import quality
@@ -200,7 +201,10 @@ def protocol_sweep() -> dict:
         study.refresh_from_db()
         if quality.redecide_pending(study) or PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
             closed += rounds_close(study_id=study.pk)
-    return {"pairs_closed": closed, "leases_reclaimed": reclaimed, "workers_excluded": excluded}
+    from .planner import plan_jobs_resume
+
+    return {"pairs_closed": closed, "leases_reclaimed": reclaimed, "workers_excluded": excluded,
+            "plans_resumed": plan_jobs_resume()}
 
 
 _sweeper: threading.Thread | None = None

@@ -152,3 +152,31 @@ def test_a_study_without_a_metric_cannot_be_planned(client):
 def test_the_dashboard_links_to_the_planner(researcher):
     client, study, _ = researcher
     assert f'href="/s/{study.slug}/plan/"' in client.get(f"/s/{study.slug}/dashboard/").content.decode()
+
+
+def test_the_sweep_resumes_a_plan_whose_process_ended_and_gives_up_after_three_runs(researcher):
+    """A job left "running" by a process that died (no heartbeat for 5 minutes) is run again by
+    the periodic sweep; one that keeps dying is marked failed with the reason."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.services import rounds
+    from annotation.services.planner import PLAN_MAX_ATTEMPTS
+
+    client, study, _ = researcher
+    client.post(f"/s/{study.slug}/plan/", form_data())
+    finished = PlanJob.objects.get()
+    params = finished.params
+    long_ago = timezone.now() - timedelta(minutes=6)
+    lost = PlanJob.objects.create(study=study, params=params, status=PlanJob.Status.RUNNING, done=2, total=7,
+                                  attempts=1, heartbeat_at=long_ago)
+    recent = PlanJob.objects.create(study=study, params=params, status=PlanJob.Status.RUNNING, done=2, total=7,
+                                    attempts=1, heartbeat_at=timezone.now())
+    dying = PlanJob.objects.create(study=study, params=params, status=PlanJob.Status.RUNNING, done=2, total=7,
+                                   attempts=PLAN_MAX_ATTEMPTS, heartbeat_at=long_ago)
+    assert rounds.protocol_sweep()["plans_resumed"] == 1
+    lost.refresh_from_db(), recent.refresh_from_db(), dying.refresh_from_db()
+    assert lost.status == PlanJob.Status.DONE and lost.result == finished.result and lost.attempts == 2
+    assert recent.status == PlanJob.Status.RUNNING  # still alive: left alone
+    assert dying.status == PlanJob.Status.FAILED and "stopped 3 times" in dying.error
