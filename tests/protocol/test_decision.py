@@ -252,7 +252,7 @@ def test_pair_counts_properties():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(paired=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]), "paired must be non-negative"),
-    (dict(paired=np.eye(3) * 1.5), "paired must hold integer counts"),
+    (dict(paired=np.eye(3, dtype=int), metric_only=[1.5, 0, 0]), "metric_only must hold integer counts"),
     (dict(paired=np.eye(2, dtype=int)), r"paired must have shape \(3, 3\)"),
     (dict(paired=np.eye(3, dtype=int), human_only=[1, 2]), "human_only must have shape"),
     (dict(paired=np.eye(3, dtype=int), metric_only=[1, -2, 0]), "metric_only must be non-neg"),
