@@ -295,6 +295,10 @@ class Assignment(models.Model):
     issued_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
+    draw_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="chance with which the comparison was drawn among the open ones (separability-weighted "
+                  "or stratified choice; empty for uniform choice); the decision weights items by it")
 
     class Meta:
         indexes = [

@@ -149,3 +149,31 @@ def test_selection_probability_matches_the_draw_frequencies():
         assert total == pytest.approx(1.0)
     with pytest.raises(ValueError, match="judged"):
         selection_probability(ids, delta, judged, "d7")
+
+
+def test_the_protocol_state_records_draws_and_decides_on_the_weighted_counts():
+    from protocol import adaptive
+
+    settings = adaptive.ProtocolSettings(budget=100, batch=6, gamma=0.05)
+    state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20}))
+    items = [f"i{k}" for k in range(6)]
+    values = [1, 1, 1, 1, -1, 0]
+    chances = [0.30, 0.25, 0.20, 0.25, 0.02, 0.05]   # the -1 and 0 items were unlikely draws
+    state = adaptive.record_judgements(state, "A", "B", items[:3], values[:3], chances[:3])
+    for item, value, chance in zip(items[3:], values[3:], chances[3:]):
+        state = adaptive.record_judgement(state, "A", "B", item, value, probability=chance)
+    pair = state.pair("A", "B")
+    assert pair.draws == tuple(zip(items, chances)) and adaptive.design_weighted(pair)
+    assert adaptive.PairState.from_dict(pair.to_dict()) == pair
+    weights = dict(zip(items, design_weights(chances)))
+    expected = counts_from_labels(items, values, [], [], human_weights=weights)
+    assert adaptive.pair_counts(pair).key() == expected.key()
+    closed = adaptive.close_rounds(state)
+    assert closed.pair("A", "B").theta[-1] == pytest.approx(float(closed_form_theta(expected.n)), abs=1e-12)
+    # the unlikely -1 item weighs more than it would as one of six equal items
+    assert closed.pair("A", "B").theta[-1] < float(closed_form_theta(np.array([4, 1, 1])))
+    # without recorded draws (uniform choice, imported judgements) the counts stay whole
+    plain = adaptive.record_judgements(adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20})),
+                                       "A", "B", items, values)
+    assert not adaptive.design_weighted(plain.pair("A", "B"))
+    assert adaptive.pair_counts(plain.pair("A", "B")).key() == counts_from_labels(items, values, [], []).key()
