@@ -89,7 +89,7 @@ def markdown(rows: list[dict], seeds: int, seconds: float) -> str:
             f"{cell(row, 'spent_fraction')} | {cell(row, 'correct')} | {cell(row, 'inversion')} | "
             f"{cell(row, 'omission')} | {cell(row, 'insertion')} | {cell(row, 'excluded', 0)} | "
             f"{cell(row, 'honest_blocked', 1)} | {cell(row, 'null_false')} | {cell(row, 'null_spent_fraction')} |")
-    lines += ["", f"_Generated in {seconds:.0f} s._"]
+    lines += ["", "Reading the table: spammers' random answers push pairs towards \"no difference\", so without quality control correctness falls mainly by omissions and the protocol spends more labels; the null false ± rate is the paper policy's (its repeated looks, see the error-control section), with or without spammers. With quality control nearly every spammer is flagged *too fast* after 5 answers and blocked, and the pairs are re-decided without their judgements: correctness returns to the spam-free level, at the price of the checks (1 task in 10) and the excluded judgements. The default thresholds also block some honest annotators: with a 95 % pass rate, 1 miss in the first 2 checks (chance ~10 %) already means gold accuracy 0.5 < 0.75, and every round's assessment gives them another chance to dip; their judgements are excluded too (*honest annotators blocked*), which is why quality control costs labels even without spammers.", "", f"_Generated in {seconds:.0f} s._"]
     return "\n".join(lines) + "\n"
 
 
