@@ -445,6 +445,25 @@ def _study_dashboard_data(*, study: Study) -> dict:
     }
 
 
+def _pair_design(study: Study, protocol_pair) -> dict | None:
+    """How the pair's items were chosen and whether its decision is design-weighted; None for
+    uniform choice. ``weighted``: every judged item has a recorded draw, so the decision counts
+    each with its design weight (``ess``: their Kish effective sample size) and holds for all
+    the pair's items; otherwise the counts are unweighted and hold for the over-sampled items."""
+    if study.item_choice == Study.ItemChoice.UNIFORM or protocol_pair is None or not protocol_pair.judged_items:
+        return None
+    from protocol import adaptive
+    from protocol.allocation import design_weights
+
+    weighted = adaptive.design_weighted(protocol_pair)
+    ess = None
+    if weighted:
+        weights = design_weights([chance for _, chance in protocol_pair.draws])
+        ess = float(weights.sum() ** 2 / (weights ** 2).sum())
+    return {"choice": study.get_item_choice_display(), "weighted": weighted,
+            "items": len(protocol_pair.judged_items), "ess": ess}
+
+
 def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     """One system pair (canonical order) as plain data: its protocol state, θ by round with
     the credible interval of the share of judgements preferring ``first``, every item with
@@ -504,6 +523,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "capacity": protocol_pair.capacity if protocol_pair else None,
         # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
         "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
+        "design": _pair_design(study, protocol_pair),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,
         "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),

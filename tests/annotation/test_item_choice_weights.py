@@ -7,6 +7,7 @@ from annotation.services import hits, study_import
 from protocol import adaptive
 from protocol.allocation import design_weights
 from protocol.decision import counts_from_labels
+from tests.annotation.test_dashboard import researcher_client
 from tests.annotation.test_serving_bugs import one_pair_rows, worker
 from tests.conftest import bundle_bytes
 
@@ -25,7 +26,7 @@ def weighted_study(choice):
 
 
 @pytest.mark.parametrize("choice", [Study.ItemChoice.WEIGHTED, Study.ItemChoice.STRATIFIED])
-def test_each_draw_records_its_chance_and_the_pair_decides_on_design_weighted_counts(choice):
+def test_each_draw_records_its_chance_and_the_pair_decides_on_design_weighted_counts(choice, client):
     study = weighted_study(choice)
     answers = {}
     for n in range(8):
@@ -46,6 +47,27 @@ def test_each_draw_records_its_chance_and_the_pair_decides_on_design_weighted_co
     assert adaptive.pair_counts(pair).key() == expected.key()
     # the draws are not uniform: the weights differ from item to item
     assert np.ptp(list(weights.values())) > 0
+    # the pair page says the decision is design-weighted
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/pair/?first=A&second=B")
+    design = page.context["pair"]["design"]
+    raw = np.array(list(weights.values()))
+    assert design["weighted"] and design["items"] == 8
+    assert design["ess"] == pytest.approx(raw.sum() ** 2 / (raw ** 2).sum())
+    assert "data-design" in page.content.decode() and "holds for all the pair" in page.content.decode()
+
+
+def test_the_pair_page_warns_when_judged_items_lack_a_recorded_draw(client):
+    study = weighted_study(Study.ItemChoice.WEIGHTED)
+    who = worker("w")
+    hit = hits.hit_next_for_annotator(study=study, annotator=who)
+    Assignment.objects.filter(pk=hit.pk).update(draw_probability=None)   # e.g. leased before the choice changed
+    hit.refresh_from_db()
+    hits.judgement_submit(assignment=hit, annotator=who, shown_value=1, idempotency_key=hits.new_idempotency_key())
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/pair/?first=A&second=B")
+    assert page.context["pair"]["design"]["weighted"] is False
+    assert "not every judged item has a recorded draw" in page.content.decode()
 
 
 def test_uniform_choice_records_no_chance_and_counts_stay_whole():
