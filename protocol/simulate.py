@@ -37,7 +37,9 @@ judgements are excluded: the affected pairs' counts are rebuilt without them and
 protocol re-decides those pairs (a decided pair that lost judgements is decided again, and
 collects more if it is no longer decided). Excluded judgements and checks count as spent
 (``annotations_spent``); the label of an excluded judgement is not collected again. Without
-quality control the spammers' random answers stay in the counts.
+quality control the spammers' random answers stay in the counts. With ``--rule eprocess`` the
+pair's wealth keeps the bets on excluded judgements: a random answer's sign is a fair coin, so
+the wealth stays a nonnegative martingale under the null and the error control holds.
 """
 from __future__ import annotations
 
