@@ -88,6 +88,8 @@ def markdown(rows: list[dict], seeds: int, seconds: float, error_controlled: boo
             "",
             *table(rows),
             "",
+            "The null false ± rate stays within γ = 0.05 with spammers, with or without quality control: to the e-process a random answer's sign is a fair coin. Spammers cost this policy correctness through omissions (random answers slow the wealth's growth); quality control recovers most of it.",
+            "",
             f"_Generated in {seconds:.0f} s._",
         ]) + "\n"
     lines = [
