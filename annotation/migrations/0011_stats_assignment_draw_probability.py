@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0007_crowd_quotas'),
+        ('annotation', '0010_qcapp_quality'),
     ]
 
     operations = [

@@ -177,3 +177,21 @@ def test_the_protocol_state_records_draws_and_decides_on_the_weighted_counts():
                                        "A", "B", items, values)
     assert not adaptive.design_weighted(plain.pair("A", "B"))
     assert adaptive.pair_counts(plain.pair("A", "B")).key() == counts_from_labels(items, values, [], []).key()
+
+
+def test_rebuilding_a_pair_after_an_exclusion_keeps_the_draws_of_the_items_that_stay():
+    from protocol import adaptive
+
+    settings = adaptive.ProtocolSettings(budget=100, batch=6, gamma=0.05)
+    state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20}))
+    items = [f"i{k}" for k in range(6)]
+    values = [1, 1, 1, 1, -1, 0]
+    chances = [0.30, 0.25, 0.20, 0.25, 0.02, 0.05]
+    state = adaptive.close_rounds(adaptive.record_judgements(state, "A", "B", items, values, chances))
+    kept = [0, 1, 2, 4]                       # an excluded annotator judged i3 and i5
+    rebuilt = adaptive.rebuild_pairs(state, {("A", "B"): ([items[k] for k in kept], [values[k] for k in kept])})
+    pair = rebuilt.pair("A", "B")
+    assert pair.draws == tuple((items[k], chances[k]) for k in kept) and adaptive.design_weighted(pair)
+    weights = dict(zip([items[k] for k in kept], design_weights([chances[k] for k in kept])))
+    expected = counts_from_labels([items[k] for k in kept], [values[k] for k in kept], [], [], human_weights=weights)
+    assert adaptive.pair_counts(pair).key() == expected.key()
