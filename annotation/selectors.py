@@ -163,6 +163,18 @@ def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[
     return labels
 
 
+def study_draw_chances(*, study: Study) -> dict[tuple[str, str], dict[str, float]]:
+    """(first, second) -> {item external id: chance of its first counted judgement's draw}, for
+    items drawn by separability-weighted or stratified choice (Assignment.draw_probability)."""
+    rows = counted_judgements(study=study).filter(assignment__draw_probability__isnull=False).order_by("id") \
+        .values_list("comparison__first__name", "comparison__second__name", "comparison__item__external_id",
+                     "assignment__draw_probability")
+    chances: dict[tuple[str, str], dict[str, float]] = {}
+    for a, b, item, chance in rows.iterator():
+        chances.setdefault((a, b), {}).setdefault(item, chance)
+    return chances
+
+
 def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
     """What the annotator sees for a HIT: input, and the two outputs in screen order.
 

@@ -614,7 +614,8 @@ def record_judgements(
 
 
 def rebuild_pairs(
-    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]]
+    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]],
+    chances: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> ProtocolState:
     """Re-decide the given pairs from scratch from exactly the judgements given (e.g. after the
     judgements of an excluded annotator left, or came back).
@@ -627,8 +628,11 @@ def rebuild_pairs(
     left); with k = 0 it waits undecided. Its round counter and θ history continue (the look
     is a round; θ gains one entry when k > 0). Capacity grows to k when the pair holds more
     judgements than it could receive (a re-included annotator's comparisons were served again).
-    Items that stay keep their recorded draw (PairState.draws), so a design-weighted pair stays
-    weighted (Des Raj's weights over the remaining draws: approximate once draws are removed).
+    chances (first, second) -> {item: selection probability of its draw} for the named pairs,
+            when known (the app reads them from the judgements' leases); otherwise the items
+            that stay keep their recorded draw (PairState.draws). A design-weighted pair thus
+            stays weighted (Des Raj's weights over the remaining draws: approximate once draws
+            are removed).
     Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
     may not exceed it).
     """
@@ -659,6 +663,8 @@ def rebuild_pairs(
         if items:
             # the items that stay keep the chance of their draw (design weights, PairState.draws)
             chance = dict(state.pairs[index[pair.key]].draws)
+            if chances is not None and pair.key in chances:
+                chance = {str(item): value for item, value in chances[pair.key].items()}
             looked = record_judgements(looked, pair.first, pair.second, list(items), list(values),
                                        [chance.get(str(item)) for item in items])
     if any(p.status == FILLED for p in looked.pairs):

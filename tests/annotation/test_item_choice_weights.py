@@ -79,3 +79,30 @@ def test_uniform_choice_records_no_chance_and_counts_stay_whole():
     pair = adaptive.PairState.from_dict(PairState.objects.get(study=study).state)
     assert pair.draws == () and not adaptive.design_weighted(pair)
     assert Assignment.objects.get(pk=hit.pk).draw_probability is None
+
+
+def test_exclusion_and_reinclusion_keep_the_pair_design_weighted(django_user_model):
+    from annotation.services import quality
+
+    study = weighted_study(Study.ItemChoice.WEIGHTED)
+    workers = [worker(f"q{n}") for n in range(3)]
+    chance_of = {}
+    for n in range(8):
+        who = workers[n % 3]
+        hit = hits.hit_next_for_annotator(study=study, annotator=who)
+        hits.judgement_submit(assignment=hit, annotator=who, shown_value=1,
+                              idempotency_key=hits.new_idempotency_key())
+        chance_of[hit.comparison.item.external_id] = (who.pk, hit.draw_probability)
+
+    def pair_now():
+        return adaptive.PairState.from_dict(PairState.objects.get(study=study).state)
+
+    researcher = django_user_model.objects.create_user("res", password="x")
+    assert quality.annotator_exclude(study=study, annotator=workers[2], user=researcher, reason="test")
+    pair = pair_now()
+    kept = [item for item, (who, _) in chance_of.items() if who != workers[2].pk]
+    assert set(pair.judged_items) == set(kept) and adaptive.design_weighted(pair)
+    assert dict(pair.draws) == {item: chance_of[item][1] for item in kept}
+    assert quality.annotator_include(study=study, annotator=workers[2], user=researcher, reason="test")
+    pair = pair_now()
+    assert adaptive.design_weighted(pair) and dict(pair.draws) == {i: c for i, (_, c) in chance_of.items()}
