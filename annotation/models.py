@@ -357,6 +357,10 @@ class Assignment(models.Model):
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
     kind = models.CharField(max_length=6, choices=JudgementKind.choices, default=JudgementKind.REAL)
+    draw_probability = models.FloatField(
+        null=True, blank=True,
+        help_text="chance with which the comparison was drawn among the open ones (separability-weighted "
+                  "or stratified choice; empty for uniform choice); the decision weights items by it")
 
     class Meta:
         indexes = [

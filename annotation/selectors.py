@@ -163,6 +163,18 @@ def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[
     return labels
 
 
+def study_draw_chances(*, study: Study) -> dict[tuple[str, str], dict[str, float]]:
+    """(first, second) -> {item external id: chance of its first counted judgement's draw}, for
+    items drawn by separability-weighted or stratified choice (Assignment.draw_probability)."""
+    rows = counted_judgements(study=study).filter(assignment__draw_probability__isnull=False).order_by("id") \
+        .values_list("comparison__first__name", "comparison__second__name", "comparison__item__external_id",
+                     "assignment__draw_probability")
+    chances: dict[tuple[str, str], dict[str, float]] = {}
+    for a, b, item, chance in rows.iterator():
+        chances.setdefault((a, b), {}).setdefault(item, chance)
+    return chances
+
+
 def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
     """What the annotator sees for a HIT: input, and the two outputs in screen order.
 
@@ -480,6 +492,25 @@ def _study_dashboard_data(*, study: Study) -> dict:
     }
 
 
+def _pair_design(study: Study, protocol_pair) -> dict | None:
+    """How the pair's items were chosen and whether its decision is design-weighted; None for
+    uniform choice. ``weighted``: every judged item has a recorded draw, so the decision counts
+    each with its design weight (``ess``: their Kish effective sample size) and holds for all
+    the pair's items; otherwise the counts are unweighted and hold for the over-sampled items."""
+    if study.item_choice == Study.ItemChoice.UNIFORM or protocol_pair is None or not protocol_pair.judged_items:
+        return None
+    from protocol import adaptive
+    from protocol.allocation import design_weights
+
+    weighted = adaptive.design_weighted(protocol_pair)
+    ess = None
+    if weighted:
+        weights = design_weights([chance for _, chance in protocol_pair.draws])
+        ess = float(weights.sum() ** 2 / (weights ** 2).sum())
+    return {"choice": study.get_item_choice_display(), "weighted": weighted,
+            "items": len(protocol_pair.judged_items), "ess": ess}
+
+
 def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     """One system pair (canonical order) as plain data: its protocol state, θ by round with
     the credible interval of the share of judgements preferring ``first``, every item with
@@ -539,6 +570,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "capacity": protocol_pair.capacity if protocol_pair else None,
         # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
         "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
+        "design": _pair_design(study, protocol_pair),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,
         "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),

@@ -215,6 +215,12 @@ class PairState:
     diagnostics   how the last close computed theta, or None: {"method": one of
                   protocol.decision.METHODS, "ess": effective sample size (None when exact),
                   "draws": posterior draws, "theta_se": Monte-Carlo standard error}
+    draws         (item, selection probability) of every judged item's first judgement, in
+                  the order they arrived, when items are chosen with unequal probabilities
+                  (separability-weighted or stratified choice; protocol.allocation). When
+                  every judged item has one, the decision counts each item with its design
+                  weight (protocol.allocation.design_weights), so it decides for all the
+                  pair's items rather than for the over-sampled ones (pair_counts).
     """
 
     first: str
@@ -236,6 +242,7 @@ class PairState:
     diagnostics: Mapping | None = None
     log_evidence: float = 0.0
     round_basis: tuple[int, ...] = ()
+    draws: tuple[tuple[str, float], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -273,6 +280,7 @@ class PairState:
             "diagnostics": None if self.diagnostics is None else dict(self.diagnostics),
             "log_evidence": float(self.log_evidence),
             "round_basis": list(self.round_basis),
+            "draws": [[item, float(chance)] for item, chance in self.draws],
         }
 
     @classmethod
@@ -300,6 +308,8 @@ class PairState:
                 diagnostics=_diagnostics(data.get("diagnostics")),
                 log_evidence=float(data.get("log_evidence", 0.0)),
                 round_basis=tuple(int(x) for x in data.get("round_basis", ())),
+                # states stored before draws were recorded have none (unweighted counts)
+                draws=tuple((str(item), float(chance)) for item, chance in data.get("draws", ())),
             )
         except KeyError as missing:
             raise ValueError(f"pair state is missing the field {missing}") from None
@@ -331,6 +341,10 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
     if state.quota < 0 or (state.quota > 0) != (state.status == OPEN):
         raise ValueError(f"{name}: quota {state.quota} does not fit status {state.status!r}")
+    drawn = [item for item, _ in state.draws]
+    if len(set(drawn)) != len(drawn) or not set(drawn) <= set(state.judged_items) \
+            or not all(0 < chance <= 1 for _, chance in state.draws):
+        raise ValueError(f"{name}: draws must name judged items once each, with probabilities in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -506,15 +520,21 @@ def round_size(settings: ProtocolSettings, pair: PairState) -> int:
     return int(min(settings.batch, max(settings.min_round, math.ceil(expected))))
 
 
-def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int) -> ProtocolState:
-    """Record one human judgement (value in canonical order: +1 = first better)."""
-    return record_judgements(state, first, second, [item], [value])
+def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int,
+                     probability: float | None = None) -> ProtocolState:
+    """Record one human judgement (value in canonical order: +1 = first better); probability:
+    the chance with which the item was drawn, when items are chosen unequally (see PairState)."""
+    return record_judgements(state, first, second, [item], [value],
+                             None if probability is None else [probability])
 
 
 def record_judgements(
-    state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int]
+    state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int],
+    probabilities: Sequence[float | None] | None = None,
 ) -> ProtocolState:
-    """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1}.
+    """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1};
+    probabilities (k,) or None: each item's selection probability at its draw (None when not
+    known), kept for an item's first judgement (PairState.draws).
 
     The pair must have an open round with at least k judgements missing: a decided or
     stopped pair, or one whose round is full, never receives more. Every judgement spends
@@ -534,15 +554,23 @@ def record_judgements(
         raise ValueError(f"pair ({first}, {second}) takes no judgements now: it is {pair.status}")
     if len(items) > pair.quota:
         raise ValueError(f"pair ({first}, {second}) needs {pair.quota} more judgements in this round, got {len(items)}")
+    chances = [None] * len(items) if probabilities is None else list(probabilities)
+    if len(chances) != len(items):
+        raise ValueError(f"{len(items)} items but {len(chances)} probabilities")
+    draws = list(pair.draws)
     paired = [list(row) for row in pair.paired]
     human_only = list(pair.human_only)
     metric_only = list(pair.metric_only)
     judged = set(pair.judged_items)
     votes = dict(pair.votes)
     log_evidence = pair.log_evidence
-    for item, value in zip(items, values):
+    for item, value, chance in zip(items, values, chances):
         if value not in _LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
+        if chance is not None and item not in judged:
+            if not 0 < float(chance) <= 1:
+                raise ValueError(f"item {item!r}: selection probability must lie in (0, 1], got {chance!r}")
+            draws.append((item, float(chance)))
         metric_value = pair.metric.get(item)
         if item not in judged and value != 0:
             basis = pair.round_basis or (*(x for row in pair.paired for x in row),
@@ -577,6 +605,7 @@ def record_judgements(
         judged_items=frozenset(judged),
         votes=MappingProxyType(votes),
         log_evidence=log_evidence,
+        draws=tuple(draws),
         judgements=pair.judgements + len(items),
         quota=quota,
         status=OPEN if quota else FILLED,
@@ -585,7 +614,8 @@ def record_judgements(
 
 
 def rebuild_pairs(
-    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]]
+    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]],
+    chances: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> ProtocolState:
     """Re-decide the given pairs from scratch from exactly the judgements given (e.g. after the
     judgements of an excluded annotator left, or came back).
@@ -598,6 +628,11 @@ def rebuild_pairs(
     left); with k = 0 it waits undecided. Its round counter and θ history continue (the look
     is a round; θ gains one entry when k > 0). Capacity grows to k when the pair holds more
     judgements than it could receive (a re-included annotator's comparisons were served again).
+    chances (first, second) -> {item: selection probability of its draw} for the named pairs,
+            when known (the app reads them from the judgements' leases); otherwise the items
+            that stay keep their recorded draw (PairState.draws). A design-weighted pair thus
+            stays weighted (Des Raj's weights over the remaining draws: approximate once draws
+            are removed).
     Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
     may not exceed it).
     """
@@ -626,7 +661,12 @@ def rebuild_pairs(
     for pair in rebuilt:
         items, values = labels[pair.key]
         if items:
-            looked = record_judgements(looked, pair.first, pair.second, list(items), list(values))
+            # the items that stay keep the chance of their draw (design weights, PairState.draws)
+            chance = dict(state.pairs[index[pair.key]].draws)
+            if chances is not None and pair.key in chances:
+                chance = {str(item): value for item, value in chances[pair.key].items()}
+            looked = record_judgements(looked, pair.first, pair.second, list(items), list(values),
+                                       [chance.get(str(item)) for item in items])
     if any(p.status == FILLED for p in looked.pairs):
         looked = close_rounds(looked)
     pairs = list(state.pairs)
@@ -917,15 +957,33 @@ def theta_closed_form(human_counts: np.ndarray) -> np.ndarray:
 
 
 def pair_counts(pair: PairState):
-    """The pair's counts as protocol.decision.PairCounts (paired, human_only, metric_only)."""
+    """The pair's counts as protocol.decision.PairCounts (paired, human_only, metric_only).
+
+    When every judged item has a recorded draw (PairState.draws), the human counts are
+    design-weighted (protocol.decision.counts_from_labels(human_weights=...)).
+    """
     paired = np.asarray(pair.paired, dtype=np.int64)
     human_only = np.asarray(pair.human_only, dtype=np.int64)
     metric_only = np.asarray(pair.metric_only, dtype=np.int64)
     try:
-        from .decision import PairCounts
+        from .decision import PairCounts, counts_from_labels
     except ImportError:
         return _Counts(paired, human_only, metric_only)
+    if design_weighted(pair):
+        from .allocation import design_weights
+
+        weights = dict(zip((item for item, _ in pair.draws),
+                           design_weights([chance for _, chance in pair.draws]).tolist()))
+        items = sorted(pair.votes)
+        metric_items = sorted(pair.metric)
+        return counts_from_labels(items, [_sign(pair.votes[i]) for i in items], metric_items,
+                                  [pair.metric[i] for i in metric_items], human_weights=weights)
     return PairCounts(paired=paired, human_only=human_only, metric_only=metric_only)
+
+
+def design_weighted(pair: PairState) -> bool:
+    """Whether the pair's decision weights its items by their draws (every judged item has one)."""
+    return bool(pair.draws) and {item for item, _ in pair.draws} == set(pair.judged_items) == set(pair.votes)
 
 
 @dataclass(frozen=True)
@@ -942,7 +1000,8 @@ class _ClosedFormBatch:
 
 
 def decide_closed_form(counts: Sequence, *, gamma: float = 0.05, method: str = "fast", seed: int = 0) -> _ClosedFormBatch:
-    """Exact decision function for counts without metric-only items (conjugate posterior)."""
+    """Exact decision function for counts without metric-only items (conjugate posterior;
+    weighted counts too)."""
     human = np.array([np.asarray(c.paired).sum(axis=0) + np.asarray(c.human_only) for c in counts], dtype=float)
     if any(np.asarray(c.metric_only).sum() for c in counts):
         raise ValueError("the closed form only applies to counts without metric-only items")

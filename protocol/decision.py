@@ -96,22 +96,32 @@ NUTS_DEFAULTS = dict(num_chains=5, num_warmup=2000, num_samples=10000,
 # --------------------------------------------------------------------------------------------
 # counts
 # --------------------------------------------------------------------------------------------
-def _as_count_array(value, shape: tuple[int, ...], name: str) -> np.ndarray:
+def _as_count_array(value, shape: tuple[int, ...], name: str, fractional: bool = False) -> np.ndarray:
+    """Non-negative counts as int64, or as float64 when ``fractional`` allows weighted counts
+    that are not whole numbers (whole-number arrays are int64 either way)."""
     array = np.asarray(value)
     if array.dtype == bool or array.dtype.kind not in "iuf":
         raise ValueError(f"{name} must be an integer count array, got dtype {array.dtype}")
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
+    whole = True
     if array.dtype.kind == "f":
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name} must be finite, got {array.tolist()}")
-        if not np.all(array == np.round(array)):
+        whole = bool(np.all(array == np.round(array)))
+        if not whole and not fractional:
             raise ValueError(f"{name} must hold integer counts, got {array.tolist()}")
     if np.any(array < 0):
         raise ValueError(f"{name} must be non-negative, got {array.tolist()}")
-    result = array.astype(np.int64)
+    result = array.astype(np.int64 if whole else np.float64)
     result.setflags(write=False)
     return result
+
+
+def _entropy(key: tuple) -> list[int]:
+    """The counts as seed entropy: whole counts as they are (so integer counts seed exactly as
+    before), weighted counts by their value in units of 2^-20, kept apart by an offset."""
+    return [int(v) if float(v).is_integer() else int(round(float(v) * 2 ** 20)) + 2 ** 40 for v in key]
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,6 +131,9 @@ class PairCounts:
     paired:     (3, 3) int, N[c, c']: metric label c (rows), human label c' (columns)
     human_only: (3,) int, human labels of items without a metric label
     metric_only:(3,) int, m: metric labels of items without a human label
+    paired and human_only may be weighted (non-negative reals, float64) when the human-labelled
+    items were chosen with unequal probabilities (counts_from_labels(human_weights=...));
+    metric_only is always whole.
     """
 
     paired: np.ndarray
@@ -128,9 +141,9 @@ class PairCounts:
     metric_only: np.ndarray = field(default_factory=lambda: np.zeros(3, np.int64))
 
     def __post_init__(self):
-        object.__setattr__(self, "paired", _as_count_array(self.paired, (3, 3), "paired"))
+        object.__setattr__(self, "paired", _as_count_array(self.paired, (3, 3), "paired", True))
         object.__setattr__(self, "human_only",
-                           _as_count_array(self.human_only, (3,), "human_only"))
+                           _as_count_array(self.human_only, (3,), "human_only", True))
         object.__setattr__(self, "metric_only",
                            _as_count_array(self.metric_only, (3,), "metric_only"))
 
@@ -152,7 +165,12 @@ class PairCounts:
     def empty(cls) -> "PairCounts":
         return cls(np.zeros((3, 3), np.int64))
 
-    def key(self) -> tuple[int, ...]:
+    @property
+    def weighted(self) -> bool:
+        """Whether the human counts are design-weighted (not all whole numbers)."""
+        return self.paired.dtype.kind == "f" or self.human_only.dtype.kind == "f"
+
+    def key(self) -> tuple[int | float, ...]:
         """The 15 counts as a tuple (hashable; seeds the pair's random stream)."""
         return (*self.paired.ravel().tolist(), *self.human_only.tolist(),
                 *self.metric_only.tolist())
@@ -180,7 +198,8 @@ def _label_index(values, name: str) -> np.ndarray:
     return (1 - values.astype(np.int64))  # +1 -> 0, 0 -> 1, -1 -> 2
 
 
-def counts_from_labels(human_items, human_values, metric_items, metric_values) -> PairCounts:
+def counts_from_labels(human_items, human_values, metric_items, metric_values, *,
+                       human_weights=None) -> PairCounts:
     """Split labelled items into the counts of SPEC §4.
 
     human_items, human_values: (k,) item ids and labels in {-1, 0, 1}; an item may carry
@@ -188,6 +207,14 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
         unit, protocol.preferences.sign_of_mean_per_item).
     metric_items, metric_values: (j,) item ids and labels; at most one metric label per item.
     Metric labels of items that also have a human label go to ``paired`` only, never to m.
+    human_weights: None, or item -> design weight (protocol.allocation.design_weights) for
+        every human-labelled item, when the items were chosen with unequal probabilities
+        (separability-weighted or stratified choice). Each item then counts with its weight,
+        scaled so that the weights sum to their Kish effective sample size
+        (sum w)^2 / sum w^2: the counts estimate the label shares of ALL the pair's items,
+        not of the over-sampled ones, and the posterior is as wide as the unequal weights
+        make the evidence (a weighted pseudo-likelihood). The metric-only counts stay
+        whole; the population they describe is then only approximately the weighted one.
     """
     from .preferences import sign_of_mean_per_item
 
@@ -208,19 +235,36 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values) -
         metric_of[item] = label
     human_items, human_values = sign_of_mean_per_item(human_items, 1 - human_index)
     human_index = 1 - human_values.astype(np.int64)
-    paired = np.zeros((3, 3), np.int64)
-    human_only = np.zeros(3, np.int64)
+    weight = _design_weight_of(human_items.tolist(), human_weights)
+    paired = np.zeros((3, 3), np.float64 if human_weights is not None else np.int64)
+    human_only = np.zeros(3, paired.dtype)
     for item, label in zip(human_items.tolist(), human_index.tolist()):
         if item in metric_of:
-            paired[metric_of[item], label] += 1
+            paired[metric_of[item], label] += weight[item]
         else:
-            human_only[label] += 1
+            human_only[label] += weight[item]
     judged = set(human_items.tolist())
     metric_only = np.zeros(3, np.int64)
     for item, label in metric_of.items():
         if item not in judged:
             metric_only[label] += 1
     return PairCounts(paired, human_only, metric_only)
+
+
+def _design_weight_of(items: list, human_weights) -> dict:
+    """item -> its count: 1, or its design weight scaled to the Kish effective sample size."""
+    if human_weights is None:
+        return dict.fromkeys(items, 1)
+    missing = [item for item in items if item not in human_weights]
+    if missing:
+        raise ValueError(f"human_weights has no weight for the judged item {missing[0]!r}")
+    raw = np.array([float(human_weights[item]) for item in items])
+    if not np.all(np.isfinite(raw) & (raw > 0)):
+        raise ValueError("human_weights must be positive finite numbers")
+    if not len(raw):
+        return {}
+    scale = raw.sum() / (raw * raw).sum()          # sum(scale * raw) = Kish ESS
+    return dict(zip(items, (raw * scale).tolist()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,7 +369,7 @@ class _PairImportanceSampler:
 
     def __init__(self, counts: PairCounts, seed: int):
         self.rng = np.random.Generator(np.random.PCG64(
-            np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *counts.key()])))
+            np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *_entropy(counts.key())])))
         beta = counts.paired.astype(float) + 1.0                     # (c, c')
         self.t = beta / beta.sum(0, keepdims=True)                    # columns sum to 1
         excess = counts.human_only.astype(float) - 2.0
@@ -610,7 +654,7 @@ def _gibbs(counts: PairCounts, seed, wanted_se, chains=64, burn_in=300, block=50
     of the chain means), p_mean, draws kept, between-chain ESS.
     """
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-        [int(seed) & 0xFFFFFFFF, *counts.key(), 1])))
+        [int(seed) & 0xFFFFFFFF, *_entropy(counts.key()), 1])))
     paired = counts.paired.astype(float)
     n = counts.n.astype(float)
     m = counts.metric_only
@@ -692,7 +736,7 @@ def _decide_nuts(counts: Sequence[PairCounts], gamma, seed, num_chains, num_warm
     p_mean = np.zeros((size, 3))
     ess_all = np.zeros(size)
     for i, pair in enumerate(counts):
-        stream = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *pair.key()])
+        stream = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, *_entropy(pair.key())])
         key = jax.random.PRNGKey(int(stream.generate_state(1)[0]))
         runner.run(key, jnp.asarray(pair.paired, jnp.float32),
                    jnp.asarray(pair.n, jnp.float32), jnp.asarray(pair.metric_only, jnp.float32))

@@ -17,12 +17,29 @@ Command line (DESIGN.md)::
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
         [--policy paper|adaptive] [--method fast|nuts] [--json]
         [--strict [--spending bonferroni|pocock]] [--rule bayes|eprocess] [--null] [--quiet]
+        [--spammers P [--quality-control] [--check-every 10] [--annotators 50]]
 
 ``--null`` replays null pairs and adds ``null_false_decision_rate`` (the share of pairs
 decided ±, all of them false) to the output. ``--baselines`` adds the human-only sign test
 and PPI++ (metric as predictor) at the replay's annotation fraction (``baselines``).
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.
+
+Spammers (``--spammers P [--quality-control]``, :class:`Crowd`): the labels are collected by
+a pool of simulated annotators of whom a share P are spammers — they answer uniformly at
+random in about 0.2 s instead of giving the bundle's label (honest annotators give it, in
+about 20 s). A flagged annotator leaves the pool and a newcomer (a spammer with chance P)
+takes their place. With ``--quality-control`` one task in ``--check-every`` (10) of every
+annotator is a gold check (honest annotators pass it 95 % of the time, spammers a third),
+every annotator is assessed with ``protocol.quality.annotator_quality`` (default thresholds)
+after each round's judgements arrive, a flagged annotator is blocked and all their
+judgements are excluded: the affected pairs' counts are rebuilt without them and the
+protocol re-decides those pairs (a decided pair that lost judgements is decided again, and
+collects more if it is no longer decided). Excluded judgements and checks count as spent
+(``annotations_spent``); the label of an excluded judgement is not collected again. Without
+quality control the spammers' random answers stay in the counts. With ``--rule eprocess`` the
+pair's wealth keeps the bets on excluded judgements: a random answer's sign is a fair coin, so
+the wealth stays a nonnegative martingale under the null and the error control holds.
 """
 from __future__ import annotations
 
@@ -80,10 +97,14 @@ class ReplayResult:
     categories: Mapping[Pair, str]
     used: Mapping[Pair, int]
     state: ProtocolState | None = None
+    crowd: Mapping | None = None  # replay with simulated annotators: CrowdReport.as_dict()
 
     def summary(self) -> dict:
-        """The command-line JSON object (keys exactly as in DESIGN.md); NaN becomes None (null)."""
+        """The command-line JSON object (keys exactly as in DESIGN.md, plus the crowd's counts
+        when the replay simulated annotators); NaN becomes None (null)."""
         out = {key: getattr(self, key) for key in SUMMARY_KEYS}
+        if self.crowd is not None:
+            out.update(self.crowd)
         return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
     @property
@@ -295,6 +316,184 @@ def baselines(human, metric=None, *, fraction: float, gamma: float = 0.05,
     return results
 
 
+# --------------------------------------------------------------------------------------------
+# Simulated annotators: spammers and quality control
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Crowd:
+    """The simulated annotators of a replay (module docstring, "Spammers").
+
+    spammers            share P of the annotators who answer uniformly at random, in [0, 1)
+    quality_control     gold checks plus exclusion of flagged annotators (protocol.quality)
+    annotators          size of the pool working at any time
+    check_every         with quality control, one task in this many is a gold check
+    honest_check_accuracy  chance that an honest annotator passes a check
+    spam_seconds, honest_seconds  median seconds per answer (log-normal, sigma 0.3)
+    """
+
+    spammers: float = 0.0
+    quality_control: bool = False
+    annotators: int = 50
+    check_every: int = 10
+    honest_check_accuracy: float = 0.95
+    spam_seconds: float = 0.2
+    honest_seconds: float = 20.0
+
+    def __post_init__(self):
+        if not (isinstance(self.spammers, (int, float)) and 0 <= self.spammers < 1):
+            raise ValueError(f"spammers must be a share in [0, 1), got {self.spammers!r}")
+        if not (isinstance(self.annotators, int) and self.annotators >= 1):
+            raise ValueError(f"annotators must be a positive integer, got {self.annotators!r}")
+        if not (isinstance(self.check_every, int) and self.check_every >= 2):
+            raise ValueError(f"check_every must be an integer >= 2, got {self.check_every!r}")
+        if not 0 <= self.honest_check_accuracy <= 1:
+            raise ValueError(f"honest_check_accuracy must lie in [0, 1], got {self.honest_check_accuracy!r}")
+        if not (self.spam_seconds > 0 and self.honest_seconds > 0):
+            raise ValueError("spam_seconds and honest_seconds must be positive")
+
+
+class _CrowdLog:
+    """Every answer of the simulated annotators (judgements and checks), and who is blocked."""
+
+    def __init__(self, crowd: Crowd, seed: int):
+        self.crowd = crowd
+        self.rng = np.random.default_rng([seed, 6])
+        self.spammer: dict[int, bool] = {}
+        spam_count = int(round(crowd.spammers * crowd.annotators))
+        self.pool = list(range(crowd.annotators))
+        for annotator in self.pool:
+            self.spammer[annotator] = annotator < spam_count
+        self.tasks = {annotator: 0 for annotator in self.pool}
+        self.blocked: set[int] = set()
+        # one row per answer: annotator, comparison, value, shown, seconds, gold, pair, item
+        self.annotator: list[int] = []
+        self.comparison: list[str] = []
+        self.value: list[int] = []
+        self.shown: list[int] = []
+        self.seconds: list[float] = []
+        self.gold: list[int | None] = []
+        self.pair: list[Pair | None] = []
+        self.item: list[str | None] = []
+        self.spam_judgements = 0
+
+    def _seconds(self, annotator: int) -> float:
+        median = self.crowd.spam_seconds if self.spammer[annotator] else self.crowd.honest_seconds
+        return float(median * np.exp(0.3 * self.rng.standard_normal()))
+
+    def _log(self, annotator, comparison, value, seconds, gold, pair, item):
+        self.annotator.append(annotator)
+        self.comparison.append(comparison)
+        self.value.append(int(value))
+        self.shown.append(int(value) * (1 if self.rng.random() < 0.5 else -1))
+        self.seconds.append(seconds)
+        self.gold.append(gold)
+        self.pair.append(pair)
+        self.item.append(item)
+
+    def answer(self, pair: Pair, item: str, label: int) -> int:
+        """One judgement of (pair, item) whose honest answer is ``label``; returns the answer
+        given (after the annotator's gold check, when one is due)."""
+        annotator = self.pool[int(self.rng.integers(len(self.pool)))]
+        crowd = self.crowd
+        if crowd.quality_control and self.tasks[annotator] % crowd.check_every == crowd.check_every - 1:
+            correct = int(self.rng.choice((-1, 1)))
+            if self.spammer[annotator]:
+                given = int(self.rng.integers(-1, 2))
+            elif self.rng.random() < crowd.honest_check_accuracy:
+                given = correct
+            else:
+                given = int(self.rng.choice([v for v in (-1, 0, 1) if v != correct]))
+            self._log(annotator, f"check-{len(self.value)}", given, self._seconds(annotator), correct, None, None)
+            self.tasks[annotator] += 1
+        if self.spammer[annotator]:
+            given = int(self.rng.integers(-1, 2))
+            self.spam_judgements += 1
+        else:
+            given = int(label)
+        self._log(annotator, f"{pair[0]}|{pair[1]}|{item}", given, self._seconds(annotator), None, pair, item)
+        self.tasks[annotator] += 1
+        return given
+
+    @property
+    def checks(self) -> int:
+        return sum(g is not None for g in self.gold)
+
+    def assess(self) -> set[int]:
+        """Flag annotators with protocol.quality; block the newly flagged ones (a newcomer takes
+        each one's place) and return them."""
+        from .quality import annotator_quality
+
+        if not self.value:
+            return set()
+        found = annotator_quality(self.annotator, self.comparison, self.value, self.shown, self.seconds,
+                                  gold=self.gold)
+        newly = {q.annotator for q in found if q.flags and q.annotator not in self.blocked}
+        for annotator in sorted(newly):
+            self.blocked.add(annotator)
+            newcomer = max(self.spammer) + 1
+            self.spammer[newcomer] = bool(self.rng.random() < self.crowd.spammers)
+            self.tasks[newcomer] = 0
+            self.pool[self.pool.index(annotator)] = newcomer
+        return newly
+
+    def kept(self, pair: Pair) -> tuple[list[str], list[int]]:
+        """The pair's judgements (items, values) by annotators who are not blocked."""
+        rows = [j for j, p in enumerate(self.pair) if p == pair and self.annotator[j] not in self.blocked]
+        return [self.item[j] for j in rows], [self.value[j] for j in rows]
+
+    def report(self) -> dict:
+        excluded = sum(1 for j, p in enumerate(self.pair) if p is not None and self.annotator[j] in self.blocked)
+        judgements = sum(p is not None for p in self.pair)
+        spammers_seen = sum(self.spammer.values())
+        return {
+            "spammers": self.crowd.spammers,
+            "quality_control": self.crowd.quality_control,
+            "judgements": judgements,
+            "spam_judgements": self.spam_judgements,
+            "checks": self.checks,
+            "excluded_judgements": excluded,
+            "annotations_spent": judgements + self.checks,
+            "annotators_blocked": len(self.blocked),
+            "spammers_blocked": sum(self.spammer[a] for a in self.blocked),
+            "spammers_seen": spammers_seen,
+        }
+
+
+def _without_excluded(state: ProtocolState, log: _CrowdLog, pairs: set[Pair]) -> ProtocolState:
+    """The state with the counts of ``pairs`` rebuilt from their kept judgements; a pair that
+    was already closed is marked filled, so that the next close decides it again."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from .decision import counts_from_labels
+
+    rebuilt = list(state.pairs)
+    for index, pair in enumerate(state.pairs):
+        if pair.key not in pairs:
+            continue
+        items, values = log.kept(pair.key)
+        metric_items = list(pair.metric)
+        counts = counts_from_labels(np.array(items, dtype=str), np.array(values, dtype=np.int64),
+                                    np.array(metric_items, dtype=str),
+                                    np.array([pair.metric[i] for i in metric_items], dtype=np.int64))
+        votes: dict[str, int] = {}
+        for item, value in zip(items, values):
+            votes[item] = votes.get(item, 0) + int(value)
+        status = pair.status
+        if status in (adaptive.DECIDED, adaptive.EXHAUSTED, adaptive.FUTILE, adaptive.WAITING):
+            status = adaptive.FILLED
+        rebuilt[index] = replace(
+            pair,
+            paired=tuple(tuple(int(x) for x in row) for row in counts.paired),
+            human_only=tuple(int(x) for x in counts.human_only),
+            metric_only=tuple(int(x) for x in counts.metric_only),
+            judged_items=frozenset(items),
+            votes=MappingProxyType(votes),
+            status=status,
+        )
+    return replace(state, pairs=tuple(rebuilt))
+
+
 def replay(
     human,
     metric=None,
@@ -308,6 +507,7 @@ def replay(
     budget: int | None = None,
     decide: Callable | None = None,  # default: cached_decide (closed form without metric)
     progress: Callable[[str], None] | None = None,
+    crowd: Crowd | None = None,
     **policy_options,
 ) -> ReplayResult:
     """Replay the protocol with the given human labels as annotators.
@@ -316,6 +516,8 @@ def replay(
             or an (items, values) tuple; several labels per item are allowed
     metric  same shape, one label per item, or None / {} for the human-only protocol
     budget  human labels the protocol may use; default all of them
+    crowd   simulated annotators (spammers, quality control; see Crowd), or None: every
+            label is given as the bundle has it
     policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
     """
     began = time.perf_counter()
@@ -365,8 +567,26 @@ def replay(
                 f"{current.spent}/{available} labels used, {time.perf_counter() - began:.1f} s"
             )
 
-    state = adaptive.run_rounds(state, collect, decide=decide or _replay_decide, on_round=report)
-    return _score(state, human, available, gamma, began)
+    if crowd is None:
+        state = adaptive.run_rounds(state, collect, decide=decide or _replay_decide, on_round=report)
+        return _score(state, human, available, gamma, began)
+    log = _CrowdLog(crowd, seed)
+    while not state.finished:
+        state = adaptive.open_rounds(state)
+        for first, second, items, values in list(collect(state, adaptive.needed(state))):
+            given = [log.answer((first, second), item, value) for item, value in zip(items.tolist(), values.tolist())]
+            state = adaptive.record_judgements(state, first, second, items, given)
+        if crowd.quality_control:
+            newly = log.assess()
+            if newly:
+                touched = {log.pair[j] for j, a in enumerate(log.annotator) if a in newly and log.pair[j] is not None}
+                state = _without_excluded(state, log, touched)
+        state = adaptive.close_rounds(state, force=True, decide=decide or _replay_decide)
+        report(state)
+    result = _score(state, human, available, gamma, began)
+    from dataclasses import replace as replace_result
+
+    return replace_result(result, crowd=log.report())
 
 
 def _replay_decide(counts, *, gamma: float, method: str, seed: int):
@@ -458,13 +678,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
     parser.add_argument("--baselines", action="store_true",
                         help="also run the human-only sign test and PPI++ at the replay's annotation fraction")
+    parser.add_argument("--spammers", type=float, default=None, metavar="P",
+                        help="simulate annotators, a share P of them spammers answering at random in ~0.2 s")
+    parser.add_argument("--quality-control", action="store_true",
+                        help="with simulated annotators: gold checks and exclusion of flagged annotators")
+    parser.add_argument("--check-every", type=int, default=10, help="one task in N is a gold check (default 10)")
+    parser.add_argument("--annotators", type=int, default=50, help="simulated annotators at work (default 50)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
+    if args.quality_control and args.spammers is None:
+        args.spammers = 0.0
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
+        crowd = None
+        if args.spammers is not None:
+            crowd = Crowd(spammers=args.spammers, quality_control=args.quality_control,
+                          annotators=args.annotators, check_every=args.check_every)
         result = simulate(
             args.bundle,
             args.metric,
@@ -478,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
             strict=args.strict,
             spending=args.spending,
             rule=args.rule,
+            crowd=crowd,
         )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -5,7 +5,10 @@
 
 Writes the "separability" section of docs/results.md through scripts/results_md.py.
 Every rating set (one rater's 5 judgements of one item) gets the δ of its item; Spearman's ρ
-between δ and the set's consistency is reported per file (model pair × dataset) and pooled.
+between δ and the set's consistency is reported per file (model pair × dataset) and pooled,
+with an item-clustered permutation p-value and bootstrap interval (the raters of one item share
+its δ, so they are not independent observations; protocol.rating.clustered_spearman). The Elo
+intervals redraw whole items too.
 """
 from __future__ import annotations
 
@@ -17,13 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from protocol.bundle import read_bundle  # noqa: E402
-from protocol.rating import consistency, elo, preference_strength, separability_elo  # noqa: E402
+from protocol.rating import clustered_spearman, consistency, elo, preference_strength, separability_elo  # noqa: E402
 from protocol.separability import bundle_separability, compute_alignments, synthetic_comparisons  # noqa: E402
 from scripts.convert_separability_prefs import rater_and_sample  # noqa: E402
 
@@ -60,9 +62,9 @@ def per_file_normalised(result):
     return delta
 
 
-def rho(x, y) -> dict:
-    r = spearmanr(x, y)
-    return {"n": int(len(x)), "rho": float(r.statistic), "p": float(r.pvalue)}
+def rho(x, y, items) -> dict:
+    r = clustered_spearman(x, y, items, permutations=2000, bootstrap=1000, seed=0)
+    return {"n": r.n, "items": r.clusters, "rho": r.rho, "p": r.p, "lower": r.lower, "upper": r.upper}
 
 
 def analyse(bundle_path: Path, bootstrap: int) -> dict:
@@ -84,9 +86,11 @@ def analyse(bundle_path: Path, bootstrap: int) -> dict:
         bundle_delta = result.separability[[index[i] for i in items]]
         file_delta = per_file_normalised(result)[[index[i] for i in items]]
         deltas[name] = bundle_delta
-        stats = {f: rho(bundle_delta[m], cons[m]) for f in files for m in [np.array([file_of(i) == f for i in items])]}
-        stats["pooled (bundle normalisation)"] = rho(bundle_delta, cons)
-        stats["pooled (per-file normalisation)"] = rho(file_delta, cons)
+        item_array = np.array(items)
+        stats = {f: rho(bundle_delta[m], cons[m], item_array[m])
+                 for f in files for m in [np.array([file_of(i) == f for i in items])]}
+        stats["pooled (bundle normalisation)"] = rho(bundle_delta, cons, item_array)
+        stats["pooled (per-file normalisation)"] = rho(file_delta, cons, item_array)
         out.setdefault("spearman", {})[name] = stats
         # Consistency by four equal-width δ bins over the pooled range (paper Fig. 6/8).
         edges = np.linspace(bundle_delta.min(), bundle_delta.max(), 5)
@@ -114,9 +118,13 @@ def analyse(bundle_path: Path, bootstrap: int) -> dict:
     rng = np.random.default_rng(0)
     comparisons = [(first, second, int(label), float(delta))
                    for (_, _, first, second, row), delta in zip(sets, deltas["rouge1"]) for label in row]
-    comparisons = [comparisons[i] for i in rng.permutation(len(comparisons))]
-    out["elo"] = elo(comparisons, bootstrap=bootstrap, seed=1).as_dict()
-    out["separability_elo"] = separability_elo(comparisons, bootstrap=bootstrap, seed=1).as_dict()
+    judged_items = [item for (item, _, _, _, row) in sets for _ in row]
+    order = rng.permutation(len(comparisons))
+    comparisons = [comparisons[i] for i in order]
+    judged_items = [judged_items[i] for i in order]
+    out["elo"] = elo(comparisons, bootstrap=bootstrap, seed=1, clusters=judged_items).as_dict()
+    out["separability_elo"] = separability_elo(comparisons, bootstrap=bootstrap, seed=1,
+                                               clusters=judged_items).as_dict()
 
     first, second = synthetic_comparisons(1000, 5)
     start = time.perf_counter()
@@ -143,13 +151,17 @@ def markdown(r: dict) -> str:
     lines += [
         "",
         "Spearman's ρ between an item's separability δ and the consistency of each rating set on it "
-        "(n rating sets; per file δ is normalised over the bundle, which does not change a within-file rank):",
+        "(n rating sets on k items; per file δ is normalised over the bundle, which does not change a within-file "
+        "rank). The raters of one item share its δ, so p is an item-clustered permutation p-value (δ permuted "
+        "between items, 2,000 permutations) and the 95% interval redraws whole items (1,000 redraws); "
+        "`protocol.rating.clustered_spearman`:",
         "",
         "| similarity | " + " | ".join(list(r["spearman"]["rouge1"])) + " |",
         "|---|" + "---|" * len(r["spearman"]["rouge1"]),
     ]
     for name, stats in r["spearman"].items():
-        cells = [f"{s['rho']:+.3f} (p={s['p']:.2g}, n={s['n']})" for s in stats.values()]
+        cells = [f"{s['rho']:+.3f} [{s['lower']:+.2f}, {s['upper']:+.2f}] (p={s['p']:.2g}, n={s['n']}, k={s['items']})"
+                 for s in stats.values()]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Consistency by four equal-width bins of pooled δ (ROUGE-1 / BLEU):", "",
               "| similarity | bin | δ range | rating sets | mean consistency | share inconsistent (c = 0) |",
@@ -170,7 +182,8 @@ def markdown(r: dict) -> str:
         "with or without paper_compat and stemming; BLEU and token Jaccard δ do not show it).",
         "",
         "Elo over all judgements (fixed shuffled order, K = 4, start 1000) and separability-weighted Elo "
-        "(K_δ = 4 (1 + 0.5 tanh(5 (δ − 0.5))), ROUGE-1 δ); 95% bootstrap intervals over judgements:",
+        "(K_δ = 4 (1 + 0.5 tanh(5 (δ − 0.5))), ROUGE-1 δ); 95% bootstrap intervals that redraw whole items "
+        "(all judgements of a redrawn item, in a random order):",
         "",
         "| system | Elo | 95% CI | sep-Elo | 95% CI |",
         "|---|---|---|---|---|",

@@ -29,7 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from protocol import adaptive
-from protocol.allocation import choose_items
+from protocol.allocation import choose_items, selection_probability
 
 from ..models import (
     AnnotatorExclusion,
@@ -192,10 +192,14 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
     # All the pair's comparisons are candidates (stratified bins do not move as items are
     # judged); the unavailable ones are excluded from the draw.
-    chosen = int(choose_items([str(c[0]) for c in comparisons],
-                              [c[3] if c[3] is not None else 0.0 for c in comparisons],
-                              unavailable, 1, policy=policy, temperature=study.item_choice_temperature,
-                              seed=rng.randrange(2**31))[0])
+    candidates = [str(c[0]) for c in comparisons]
+    separability = [c[3] if c[3] is not None else 0.0 for c in comparisons]
+    chosen = int(choose_items(candidates, separability, unavailable, 1, policy=policy,
+                              temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
+    # The decision weights each item by its draw's chance (protocol.allocation.design_weights).
+    chance = None if policy == Study.ItemChoice.UNIFORM else selection_probability(
+        candidates, separability, unavailable, str(chosen), policy=policy,
+        temperature=study.item_choice_temperature)
     expired_lease = next(c[2] for c in comparisons if c[0] == chosen) is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
@@ -206,7 +210,7 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
     Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
     return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
-                                     round=pair_round, issued_at=now, expires_at=expires)
+                                     round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
 
 
 def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
@@ -394,7 +398,8 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
         if holds_lease:
             row.leased -= 1
         one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
-        recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value).pairs[0]
+        recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value,
+                                             probability=assignment.draw_probability).pairs[0]
         protocol_state.pair_write(row, recorded)
         row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
         if recorded.status == adaptive.FILLED:

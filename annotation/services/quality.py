@@ -191,7 +191,7 @@ def protocol_redecide(*, study_id: int) -> int:
         settings = protocol_state.protocol_settings(study)
         budget = study.budget + study.protocol_imported_judgements - lost
         rebuilt = adaptive.rebuild_pairs(adaptive.replace(before, settings=adaptive.replace(settings, budget=budget)),
-                                         changed)
+                                         changed, selectors.study_draw_chances(study=study))
         opened = adaptive.open_rounds(rebuilt)
         applied = _redecide_apply(study, rows, before, rebuilt, opened, lost=lost)
         if applied is not None:

@@ -74,6 +74,29 @@ def test_theta_se_is_honest_across_seeds(counts):
     assert 0.75 < thetas.std(ddof=1) / se < 1.3   # 150 runs: the ratio is good to ~6%
 
 
+@pytest.mark.parametrize("counts", [
+    # many empty cells: no paired item at all, two, or two with human-only labels
+    PairCounts([[0, 0, 0], [0, 0, 0], [0, 0, 0]], [0, 0, 0], [20, 4, 15]),
+    PairCounts([[1, 0, 0], [0, 0, 0], [0, 0, 1]], [0, 0, 0], [45, 6, 35]),
+    PairCounts([[2, 0, 0], [0, 0, 0], [0, 0, 2]], [8, 1, 6], [45, 6, 35]),
+    PairCounts([[4, 0, 0], [0, 0, 0], [0, 0, 0]], [1, 0, 0], [10, 3, 30]),
+])
+def test_theta_se_on_sets_with_many_empty_cells_matches_the_error_against_the_exact_sum(counts):
+    # the importance sampler's reported standard error against its actual error (the exact
+    # sum over the metric-only splits is the truth), at a fixed number of draws
+    from protocol.decision import exact_posterior
+
+    truth = exact_posterior(counts)[0]
+    errors, ses = [], []
+    for seed in range(100):
+        runs = decide_many([counts], seed=seed, first_draws=4096, max_draws=4096, target_se=1.0,
+                           resolve_z=0.0, fallback=False)
+        errors.append(runs.theta[0] - truth)
+        ses.append(runs.theta_se[0])
+    ratio = np.sqrt(np.mean(np.square(errors))) / np.sqrt(np.mean(np.square(ses)))
+    assert 0.75 < ratio < 1.35   # 100 runs: the ratio is good to ~7 %
+
+
 def test_s2_near_the_edge_keeps_sampling_until_resolved_or_reports_it():
     resolved = decide(S2, seed=1)          # theta ~ 0.969, 0.006 below the 0.975 edge
     assert resolved.resolved and resolved.draws > 2048
@@ -252,7 +275,7 @@ def test_pair_counts_properties():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(paired=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]), "paired must be non-negative"),
-    (dict(paired=np.eye(3) * 1.5), "paired must hold integer counts"),
+    (dict(paired=np.eye(3, dtype=int), metric_only=[1.5, 0, 0]), "metric_only must hold integer counts"),
     (dict(paired=np.eye(2, dtype=int)), r"paired must have shape \(3, 3\)"),
     (dict(paired=np.eye(3, dtype=int), human_only=[1, 2]), "human_only must have shape"),
     (dict(paired=np.eye(3, dtype=int), metric_only=[1, -2, 0]), "metric_only must be non-neg"),

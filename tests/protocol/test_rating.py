@@ -155,3 +155,85 @@ def test_real_data_mean_consistency_per_file_matches_spec():
     # orientation (SPEC §7): humans prefer GPT-3.5 (second) over FLAN-T5 (first) in ~95% of decided judgements
     flan = np.concatenate(by_file["cnndm-flan-gpt"])
     assert 0.93 < (flan == -1).sum() / (flan != 0).sum() < 0.97
+
+
+# ---------------------------------------------------------------- item-clustered inference
+def correlated_items(copies):
+    """10 items; every judgement of an item agrees (items 0-5 won by A): 20 x copies each."""
+    rows, items = [], []
+    for item in range(10):
+        for _ in range(20 * copies):
+            rows.append(("A", "B", 1 if item < 6 else -1, 0.5))
+            items.append(f"item{item}")
+    order = np.random.default_rng(0).permutation(len(rows))
+    return [rows[j] for j in order], [items[j] for j in order]
+
+
+def test_elo_interval_redraws_whole_items_when_judgements_share_them():
+    games, items = correlated_items(1)
+    plain = elo(games, bootstrap=300, seed=1)
+    clustered = elo(games, bootstrap=300, seed=1, clusters=items)
+    np.testing.assert_allclose(clustered.rating, plain.rating)
+    # 200 judgements but only 10 independent items: the interval must be far wider
+    assert np.all(clustered.upper - clustered.lower > 2 * (plain.upper - plain.lower))
+    # doubling the raters of every item does not make the clustered interval narrower
+    doubled = elo(*[correlated_items(2)[0]], bootstrap=300, seed=1, clusters=correlated_items(2)[1])
+    assert np.all(doubled.upper - doubled.lower > 0.8 * (clustered.upper - clustered.lower))
+    # one cluster per judgement is the plain bootstrap again (in distribution)
+    singletons = separability_elo(games, bootstrap=300, seed=2, clusters=range(len(games)))
+    reference = separability_elo(games, bootstrap=300, seed=2)
+    width, reference_width = singletons.upper - singletons.lower, reference.upper - reference.lower
+    assert np.all(np.abs(width - reference_width) < 0.25 * reference_width)
+    with pytest.raises(ValueError, match="one cluster per comparison"):
+        elo(games, clusters=items[:-1])
+
+
+def rating_sets_on_items(raters):
+    rng = np.random.default_rng(3)
+    delta = rng.random(12)
+    x, y, items = [], [], []
+    for item in range(12):
+        for _ in range(raters):
+            x.append(delta[item])
+            y.append(delta[item] + rng.normal(0, 0.6))
+            items.append(item)
+    return np.array(x), np.array(y), items
+
+
+def test_clustered_spearman_p_value_does_not_shrink_when_raters_are_duplicated():
+    from scipy.stats import spearmanr
+
+    from protocol.rating import clustered_spearman
+
+    x, y, items = rating_sets_on_items(3)
+    once = clustered_spearman(x, y, items, permutations=999, bootstrap=300, seed=5)
+    twice = clustered_spearman(np.repeat(x, 2), np.repeat(y, 2), np.repeat(items, 2),
+                               permutations=999, bootstrap=300, seed=5)
+    assert once.rho == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert twice.rho == pytest.approx(once.rho, abs=1e-12)
+    assert twice.p == pytest.approx(once.p, abs=1e-12)
+    assert (twice.lower, twice.upper) == pytest.approx((once.lower, once.upper), abs=1e-12)
+    # the independent-observations p-value is what duplication shrinks
+    assert spearmanr(np.repeat(x, 2), np.repeat(y, 2)).pvalue < 0.5 * spearmanr(x, y).pvalue
+    assert once.clusters == 12 and once.n == 36
+
+
+def test_clustered_spearman_p_value_matches_full_enumeration_of_cluster_permutations():
+    from itertools import permutations
+
+    from scipy.stats import spearmanr
+
+    from protocol.rating import clustered_spearman
+
+    rng = np.random.default_rng(7)
+    delta = np.array([0.1, 0.4, 0.35, 0.8, 0.6, 0.9])
+    items = np.repeat(np.arange(6), 3)
+    x = delta[items]
+    y = x + rng.normal(0, 0.3, len(x))
+    observed = abs(spearmanr(x, y).statistic)
+    exact = np.mean([abs(spearmanr(np.array(order)[items], y).statistic) >= observed - 1e-12
+                     for order in permutations(delta)])
+    result = clustered_spearman(x, y, items, permutations=4000, bootstrap=0, seed=1)
+    assert result.p == pytest.approx(exact, abs=4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4000)
+    with pytest.raises(ValueError, match="constant within each cluster"):
+        clustered_spearman(y, x, items)

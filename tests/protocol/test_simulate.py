@@ -224,3 +224,73 @@ def test_baselines_spend_the_fraction_and_a_perfect_metric_makes_ppi_decide_more
     assert decided["ppi++"] > decided["sign_test"]
     with pytest.raises(ValueError, match="fraction"):
         baselines(human, metric, fraction=0)
+
+
+# --------------------------------------------------------------------------------------------
+# simulated annotators: spammers and quality control (issue 11)
+# --------------------------------------------------------------------------------------------
+def unanimous_pairs(items=120):
+    # honest annotators say +1 on every item, so every -1 or 0 in the counts is a spammer's
+    return {AB: labels([1] * items), AC: labels([1] * items), BC: labels([1] * items)}
+
+
+def test_a_crowd_without_spammers_or_checks_is_the_plain_replay():
+    from protocol.simulate import Crowd
+
+    human = {AB: labels([1, -1, 1, 0, 1, 1, -1, 1] * 5), AC: labels([1, -1] * 20)}
+    plain = replay(human, batch=4, seed=3)
+    crowd = replay(human, batch=4, seed=3, crowd=Crowd())
+    assert crowd.decisions == plain.decisions and crowd.used == plain.used
+    assert crowd.crowd["spam_judgements"] == 0 and crowd.crowd["checks"] == 0
+    assert crowd.crowd["annotations_spent"] == plain.annotations_used
+
+
+def test_spammers_replace_their_share_of_judgements_by_random_answers():
+    from protocol.simulate import Crowd
+
+    result = replay(unanimous_pairs(), batch=200, seed=1, crowd=Crowd(spammers=0.3, annotators=100))
+    report = result.crowd
+    assert report["judgements"] == 360 and report["checks"] == 0
+    # 30 of the 100 annotators are spammers, each judgement goes to one at random
+    assert 0.3 - 0.08 < report["spam_judgements"] / report["judgements"] < 0.3 + 0.08
+    counts = np.sum([result.state.pair(*k).human_counts for k in (AB, AC, BC)], axis=0)
+    # a spammer's answer is uniform over +1, 0, -1: two thirds of them are not +1
+    assert counts[1] + counts[2] == pytest.approx(report["spam_judgements"] * 2 / 3, abs=25)
+
+
+def test_quality_control_blocks_spammers_and_the_protocol_decides_without_their_judgements():
+    from protocol.simulate import Crowd
+
+    crowd = Crowd(spammers=0.3, quality_control=True, annotators=20, honest_check_accuracy=1.0)
+    result = replay(unanimous_pairs(), batch=120, seed=2, crowd=crowd)
+    report = result.crowd
+    # spammers answer in ~0.2 s: each is flagged too_fast once it has 5 answers
+    assert report["spammers_blocked"] >= 6 and report["annotators_blocked"] == report["spammers_blocked"]
+    assert report["excluded_judgements"] > 0
+    assert report["annotations_spent"] == report["judgements"] + report["checks"]
+    assert report["judgements"] == result.annotations_used
+    # one task in 10 of every annotator is a check
+    assert report["checks"] == pytest.approx(report["annotations_spent"] / 10, rel=0.3)
+    # the honest labels all say +1: decided on the judgements kept
+    assert all(result.state.pair(*key).decision == 1 for key in (AB, AC, BC))
+    # without quality control the same crowd leaves random answers in the counts
+    dirty = replay(unanimous_pairs(), batch=120, seed=2, crowd=Crowd(spammers=0.3, annotators=20))
+    dirty_counts = np.sum([dirty.state.pair(*k).human_counts for k in (AB, AC, BC)], axis=0)
+    clean_counts = np.sum([result.state.pair(*k).human_counts for k in (AB, AC, BC)], axis=0)
+    assert dirty_counts[2] > 0
+    assert clean_counts[2] + clean_counts[1] < dirty_counts[2] + dirty_counts[1]
+    # one label per item here, so the item-unit counts hold exactly the kept judgements
+    assert clean_counts.sum() == result.annotations_used - report["excluded_judgements"]
+
+
+def test_cli_spammers_with_quality_control(tmp_path, capsys):
+    bundle = tmp_path / "tiny.jsonl.gz"
+    write_tiny_bundle(bundle, np.random.default_rng(2))
+    assert main([str(bundle), "--metric", "none", "--spammers", "0.2", "--quality-control", "--json",
+                 "--quiet", "--batch", "10"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(SUMMARY_KEYS) < set(out)
+    assert out["spammers"] == 0.2 and out["quality_control"] is True
+    assert out["annotations_spent"] == out["judgements"] + out["checks"]
+    assert main([str(bundle), "--metric", "none", "--spammers", "1.5", "--quiet"]) == 2
+    assert "spammers must be a share" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0010_qcapp_quality'),
+        ('annotation', '0008_quality_control'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
