@@ -59,6 +59,24 @@ def counted_judgements(*, study: Study) -> QuerySet[Judgement]:
             .exclude(annotator_id__in=excluded_annotators(study=study)))
 
 
+def judgement_agreement(*, study: Study, pair: PairState | None = None, bootstrap: int = 1000):
+    """Agreement between the annotators of ``study`` (or of one ``pair``): protocol.agreement
+    (Krippendorff's α nominal and ordinal with bootstrap intervals over comparisons, percent
+    agreement) over the counted judgements of comparisons judged at least twice. A comparison
+    is a unit and its annotators are the coders; values −1/0/+1 in the comparison's order."""
+    from protocol.agreement import agreement
+
+    rows = counted_judgements(study=study)
+    if pair is not None:
+        rows = rows.filter(comparison__pair=pair)
+    comparisons, annotators, values = [], [], []
+    for comparison, annotator, value in rows.values_list("comparison_id", "annotator_id", "value"):
+        comparisons.append(comparison)
+        annotators.append(annotator)
+        values.append(value)
+    return agreement(comparisons, annotators, values, bootstrap=bootstrap, seed=study.protocol_seed)
+
+
 def study_progress(*, study: Study) -> dict:
     """Budget, judgements and decided pairs of one study (counted judgements only;
     ``lost_judgements``: judgements of excluded workers, spent but no longer counted)."""
@@ -571,6 +589,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
         "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
         "design": _pair_design(study, protocol_pair),
+        "annotator_agreement": judgement_agreement(study=study, pair=row),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,
         "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),

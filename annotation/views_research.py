@@ -154,7 +154,8 @@ def _quality_context(request: HttpRequest, study: Study) -> dict:
                     "flag_count", "judgements") else "desc"}
                for key, label, title in QUALITY_HEADERS]
     return {"quality": rows, "quality_headers": headers, "quality_sort": sort, "quality_descending": descending,
-            "exclusion_log": selectors.study_exclusion_log(study=study)[:20]}
+            "exclusion_log": selectors.study_exclusion_log(study=study)[:20],
+            "annotator_agreement": selectors.judgement_agreement(study=study)}
 
 
 @login_required

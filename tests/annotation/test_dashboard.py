@@ -221,3 +221,38 @@ def test_every_metric_against_the_humans(client):
     favis = [r["mean_abs_favi"] for r in by_favi if r["mean_abs_favi"] is not None]
     assert favis == sorted(favis)
     assert client.get(f"/s/{study.slug}/metrics/?sort=bogus").status_code == 400
+
+
+def test_dashboard_and_pair_page_show_agreement_between_annotators(client):
+    """Krippendorff's α per study (the quality panel) and per pair (the pair page), equal to
+    protocol.agreement on the bundle itself (PandaLM: three annotators per comparison)."""
+    from protocol.agreement import agreement, agreement_by_group, bundle_judgements
+    from protocol.bundle import read_bundle
+
+    study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm-alpha")
+    researcher_client(client, study)
+    bundle = read_bundle(BUNDLES / "pandalm.jsonl.gz")
+    pairs, comparisons, annotators, values = bundle_judgements(bundle)
+    whole = agreement(comparisons, annotators, values, bootstrap=0)
+    page = client.get(f"/s/{study.slug}/dashboard/")
+    shown = page.context["annotator_agreement"]
+    assert shown.comparisons == whole.comparisons == 999
+    assert abs(shown.alpha_nominal - whole.alpha_nominal) < 1e-12
+    assert abs(shown.alpha_ordinal - whole.alpha_ordinal) < 1e-12
+    html = page.content.decode()
+    assert f"α nominal <strong>{whole.alpha_nominal:.3f}</strong>" in html
+    assert f"{whole.percent_agreement * 100:.0f} % of pairs of judgements agree" in html
+    by_pair = agreement_by_group(pairs, comparisons, annotators, values, bootstrap=0)
+    (first, second), expected = next(iter(by_pair.items()))
+    pair_page = client.get(f"/s/{study.slug}/pair/", {"first": first, "second": second})
+    assert pair_page.status_code == 200
+    assert abs(pair_page.context["pair"]["annotator_agreement"].alpha_nominal - expected.alpha_nominal) < 1e-12
+    assert f"α nominal <strong>{expected.alpha_nominal:.3f}</strong>" in pair_page.content.decode()
+
+
+def test_agreement_says_when_it_cannot_be_computed(client):
+    """No comparison judged twice: the panel says what is missing instead of showing NaN."""
+    study = study_import(source=bundle_bytes(crowd_rows()), slug="no-overlap")
+    researcher_client(client, study)
+    html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert "no comparison has been judged twice yet" in html and "nan" not in html.lower().split("<body")[1]
