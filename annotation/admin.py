@@ -61,12 +61,9 @@ class StudyAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
-@admin.register(models.StudyMembership)
-class StudyMembershipAdmin(admin.ModelAdmin):
-    """A list to look things up in; memberships change on the members page or in the study's
-    inline, both of which keep a study's last researcher."""
-    list_display = ["study", "user", "role"]
-    list_filter = ["role", "study"]
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A list to look things up in: these rows change only through the services (members page,
+    quality panel, API), which keep their rules (a study's last researcher; a re-decision)."""
 
     def has_add_permission(self, request):
         return False
@@ -76,6 +73,13 @@ class StudyMembershipAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(models.StudyMembership)
+class StudyMembershipAdmin(ReadOnlyAdmin):
+    """Memberships change on the members page or in the study's inline."""
+    list_display = ["study", "user", "role"]
+    list_filter = ["role", "study"]
 
 
 @admin.register(models.System)
@@ -210,20 +214,6 @@ class CheckItemAdmin(admin.ModelAdmin):
     list_display = ["external_id", "study", "expected"]
     list_filter = ["study", "expected"]
     search_fields = ["external_id", "input"]
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Exclusions change only through services/quality.py (the dashboard or the API), which
-    re-decides the protocol; the admin shows them."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(models.AnnotatorExclusion)
