@@ -15,8 +15,9 @@ Celery or a thread in deployment, not in the request).
 It measures CPU time, not wall time, so other processes on the machine barely move it: this
 process's CPU (Django, the driver) per cycle, and on PostgreSQL also the CPU of the server
 backend that served this connection (from /proc; 10 ms ticks, so read it over many cycles).
-Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, pg_backend_cpu_ms_per_cycle,
-close_cpu_ms_mean, closes, and the median of --repeat runs of the cycles.
+Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, python_calls_per_cycle (deterministic), pg_backend_cpu_ms_per_cycle,
+close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
+cpu_ms_per_cycle_min, the steadiest figure on a busy machine).
 """
 from __future__ import annotations
 
@@ -169,12 +170,18 @@ def _run(args) -> int:
     close_cpu: list[float] = []
     close_inline = rounds.rounds_close
 
+    counting: list[cProfile.Profile] = []  # the call counter, paused during a close
+
     def timed_close(*, study_id):
+        for counter in counting:
+            counter.disable()
         started = time.process_time()
         try:
             return close_inline(study_id=study_id)
         finally:
             close_cpu.append(time.process_time() - started)
+            for counter in counting:
+                counter.enable()
 
     rounds.rounds_close = timed_close  # so that the close's CPU is counted apart from the request's
     queries = [0]
@@ -242,16 +249,33 @@ def _run(args) -> int:
                      "pg_backend_cpu_ms_per_cycle": (_backend_cpu_ms(backend_pid) - backend_before) / args.cycles,
                      "closes": len(close_cpu),
                      "close_cpu_ms_mean": 1000 * statistics.mean(close_cpu) if close_cpu else None})
+    # Function calls per cycle (cProfile, one more run): deterministic, so it shows a change in
+    # the work done even when the machine is too busy for CPU times to agree within 10 %.
+    counter = cProfile.Profile()
+    counting.append(counter)
+    counter.enable()
+    for _ in range(args.cycles):
+        cycle(done % args.workers)
+        done += 1
+    counter.disable()
+    calls = sum(entry[1] for entry in pstats.Stats(counter).stats.values())
     result = {"database": connection.vendor, "mode": args.mode, "workers": args.workers, "cycles": args.cycles,
               "repeat": args.repeat}
     for key in runs[0]:
         values = [r[key] for r in runs if r[key] is not None]
         result[key] = round(statistics.median(values), 2) if values else None
+    # The least of the repeats: other processes on the machine only ever add to CPU time
+    # (cache and frequency contention), so the minimum is the steadiest estimate.
+    result["python_calls_per_cycle"] = round(calls / args.cycles)
+    result["cpu_ms_per_cycle_min"] = round(min(r["cpu_ms_per_cycle"] for r in runs), 2)
     result["cpu_ms_per_cycle_runs"] = [round(r["cpu_ms_per_cycle"], 2) for r in runs]
     print(json.dumps(result))
     if profiler:
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
+        stats = pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative"))
+        stats.print_stats(args.profile)
+        if os.environ.get("BENCH_CALLEES"):
+            stats.print_callees(os.environ["BENCH_CALLEES"])
         print(out.getvalue())
     return 0
 

@@ -280,58 +280,80 @@ def judgement_submit(
     return outcome
 
 
+class _Refused(Exception):
+    """Raised inside a submit's transaction to roll it back; the message is the refusal."""
+
+
 @retry_transient
 def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
             seconds_on_task: float | None) -> Judgement | HitError:
+    try:
+        with transaction.atomic():
+            return _submit_locked(assignment, annotator_id, shown_value, key, seconds_on_task)
+    except IntegrityError:
+        # Rolled back whole (no savepoint: nothing before the insert needs keeping).
+        return HitError("this submission key was already used for another HIT")
+    except _Refused as refused:
+        return HitError(str(refused))
+
+
+def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
+                   seconds_on_task: float | None) -> Judgement | HitError:
+    """The submit's transaction (the caller holds it open). Precondition: ``assignment.comparison``
+    and its ``study`` and ``item`` are loaded.
+
+    A refusal that must stay dead (a live lease of a pair no longer open, or of a comparison the
+    annotator judged) is returned and committed; a refusal with nothing to keep raises _Refused.
+    """
     comparison = assignment.comparison
     study = comparison.study
-    with transaction.atomic():
-        row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
-        state, judgement_count, lease_expires_at = Assignment.objects.filter(pk=assignment.pk).values_list(
-            "state", "comparison__judgement_count", "comparison__lease_expires_at").get()
-        done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
-            "assignment_id", "idempotency_key", "annotator_id")}
-        for assignment_id, earlier_key, _ in done:
-            if assignment_id == assignment.pk:
-                if earlier_key == key:  # the same submit again (a retry, or a double click)
-                    return Judgement.objects.get(assignment_id=assignment.pk)
-                return HitError("this HIT was already answered")
-        pair = protocol_state.pair_state_of(row)
-        holds_lease = state == Assignment.State.LEASED
-        refusal = None
-        if pair.status != adaptive.OPEN:
-            refusal = "this comparison is no longer needed: its pair was decided or its round is full"
-        elif any(by == annotator_id for *_, by in done):
-            refusal = "you have already judged this comparison"
-        elif not holds_lease and (lease_expires_at is not None or judgement_count >= study.ratings_per_item
-                                  or row.quota_left <= row.leased):
-            refusal = "this HIT expired and its comparison is no longer needed"
-        if refusal is not None:
-            # Committed (not rolled back with an exception): the dead lease is never served again.
-            _expire_locked(assignment.pk)
-            return HitError(refusal)
-        value = -shown_value if assignment.shown_swapped else shown_value
-        judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
-                              value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
-        # Field validation only: the references were just read under the lock, and uniqueness
-        # is the database's (a query per constraint would double the submit's cost).
-        judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
-                             validate_constraints=False)
-        try:
-            with transaction.atomic():
-                judgement.save()
-        except IntegrityError:
-            return HitError("this submission key was already used for another HIT")
+    row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
+    done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
+        "assignment_id", "idempotency_key", "annotator_id")}
+    for assignment_id, earlier_key, _ in done:
+        if assignment_id == assignment.pk:
+            if earlier_key == key:  # the same submit again (a retry, or a double click)
+                return Judgement.objects.get(assignment_id=assignment.pk)
+            return HitError("this HIT was already answered")
+    pair = protocol_state.pair_state_of(row)
+    refusal = None
+    if pair.status != adaptive.OPEN:
+        refusal = "this comparison is no longer needed: its pair was decided or its round is full"
+    elif any(by == annotator_id for *_, by in done):
+        refusal = "you have already judged this comparison"
+    if refusal is not None:
+        # Committed (not rolled back with an exception): the dead lease is never served again.
+        _expire_locked(assignment.pk)
+        return HitError(refusal)
+    value = -shown_value if assignment.shown_swapped else shown_value
+    judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
+                          value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
+    # Field validation only: the references were just read under the lock, and uniqueness
+    # is the database's (a query per constraint would double the submit's cost).
+    judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
+                         validate_constraints=False)
+    judgement.save()
+    # The lease is held when the assignment is still LEASED (under the pair's lock): one
+    # conditional write both checks and ends it.
+    holds_lease = Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.LEASED).update(
+        state=Assignment.State.SUBMITTED) == 1
+    if not holds_lease:
+        # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison is
+        # free and the round still needs a judgement that no live lease will bring.
+        judgement_count, lease_expires_at = Comparison.objects.filter(pk=comparison.pk).values_list(
+            "judgement_count", "lease_expires_at").get()
+        if lease_expires_at is not None or judgement_count >= study.ratings_per_item or row.quota_left <= row.leased:
+            raise _Refused("this HIT expired and its comparison is no longer needed")
         Assignment.objects.filter(pk=assignment.pk).update(state=Assignment.State.SUBMITTED)
-        Comparison.objects.filter(pk=comparison.pk).update(
-            judgement_count=F("judgement_count") + 1,
-            **({"lease_expires_at": None} if holds_lease else {}))
-        if holds_lease:
-            row.leased -= 1
-        one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
-        recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value).pairs[0]
-        protocol_state.pair_write(row, recorded)
-        row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
-        if recorded.status == adaptive.FILLED:
-            transaction.on_commit(lambda: rounds.schedule_close(study.pk))
+    Comparison.objects.filter(pk=comparison.pk).update(
+        judgement_count=F("judgement_count") + 1,
+        **({"lease_expires_at": None} if holds_lease else {}))
+    if holds_lease:
+        row.leased -= 1
+    one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
+    recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value).pairs[0]
+    protocol_state.pair_write(row, recorded)
+    row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
+    if recorded.status == adaptive.FILLED:
+        transaction.on_commit(lambda: rounds.schedule_close(study.pk))
     return judgement
