@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from protocol import adaptive
@@ -104,38 +104,46 @@ def _session_may_lease(study: Study, annotator: Annotator) -> bool:
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
+    rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
-        open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
-                          .values_list("id", "round", "quota_left", "leased"))
-        if not open_pairs:
-            return None
-        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
+        if connection.features.has_select_for_update:
+            return _lease_row_locks(study, annotator, rng)
+        # SQLite: this transaction holds the database's write lock, so the rows read are current.
+        open_pairs = list(_open_pairs(study).values_list("id", "round", "quota_left", "leased"))
         order = [(pk, round_) for *_, pk, round_ in sorted(
             (quota - leased, rng.random(), pk, round_) for pk, round_, quota, leased in open_pairs)]
-        # SQLite: this transaction holds the database's write lock, so the rows just read are
-        # current. PostgreSQL: lock the pair row, skipping rows that other leases hold.
-        row_locks = connection.features.has_select_for_update
-        busy = []
         for pk, round_ in order:
-            if row_locks and not _lock_open_pair(pk, skip_locked=True):
-                busy.append((pk, round_))
-                continue
             lease = _lease_in_pair(study, pk, round_, annotator, rng)
             if lease is not None:
                 return lease
-        # Every open pair was locked by another lease: wait for one rather than say "no work".
-        for pk, round_ in busy[:3]:
-            if _lock_open_pair(pk, skip_locked=False):
-                lease = _lease_in_pair(study, pk, round_, annotator, rng)
-                if lease is not None:
-                    return lease
         return None
 
 
-def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
-    """Lock the pair row if it still has unmet quota (False when skipped or no longer open)."""
-    rows = PairState.objects.filter(pk=pk, status=adaptive.OPEN, quota_left__gt=F("leased"))
-    return rows.select_for_update(skip_locked=skip_locked).values_list("id", flat=True).first() is not None
+def _open_pairs(study: Study):
+    """The study's open pairs whose round needs more than its live leases will bring."""
+    return PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
+
+
+def _lease_row_locks(study: Study, annotator: Annotator, rng: random.Random) -> Assignment | None:
+    """PostgreSQL: pick and lock an open pair in one query, the round closest to full first
+    (ties at random), skipping pairs that other leases hold locked; a pair with nothing for this
+    annotator stays locked (as read) and the next is picked. When every open pair is locked by
+    another lease, wait for one rather than say "no work"."""
+    tried: list[int] = []
+    for skip_locked, attempts in ((True, None), (False, 3)):
+        while attempts is None or attempts > 0:
+            picked = (_open_pairs(study).exclude(pk__in=tried)
+                      .order_by((F("quota_left") - F("leased")).asc(), "?")
+                      .select_for_update(skip_locked=skip_locked).values_list("id", "round").first())
+            if picked is None:
+                break
+            lease = _lease_in_pair(study, *picked, annotator, rng)
+            if lease is not None:
+                return lease
+            tried.append(picked[0])
+            if attempts is not None:
+                attempts -= 1
+    return None
 
 
 def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annotator,
@@ -148,23 +156,31 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
     skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
                                         state=Assignment.State.SKIPPED)
-    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
-                       .annotate(mine=Exists(judged) | Exists(skipped))
-                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
-                                    "item__withdrawn"))
-    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
-                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
-    if len(unavailable) == len(comparisons):
+    if study.item_choice == Study.ItemChoice.STRATIFIED:
+        chosen, lease = _choose_stratified(study, pair_id, judged, skipped, now, rng)
+    else:
+        # A uniform or weighted draw depends on the available comparisons only: read only those
+        # (a uniform one draws in the database and reads one row).
+        available = Comparison.objects.filter(
+            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now), ~Exists(judged), ~Exists(skipped),
+            pair_id=pair_id, judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+        if study.item_choice == Study.ItemChoice.UNIFORM:
+            picked = available.order_by("?").values_list("id", "lease_expires_at").first()
+            if picked is None:
+                return None
+            chosen, lease = picked
+        else:
+            rows = list(available.values_list("id", "lease_expires_at", "separability"))
+            if not rows:
+                return None
+            policy = study.item_choice if any(r[2] is not None for r in rows) else Study.ItemChoice.UNIFORM
+            chosen = int(choose_items([str(r[0]) for r in rows], [r[2] if r[2] is not None else 0.0 for r in rows],
+                                      [], 1, policy=policy, temperature=study.item_choice_temperature,
+                                      seed=rng.randrange(2**31))[0])
+            lease = next(r[1] for r in rows if r[0] == chosen)
+    if chosen is None:
         return None
-    has_separability = any(c[3] is not None for c in comparisons)
-    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
-    # All the pair's comparisons are candidates (stratified bins do not move as items are
-    # judged); the unavailable ones are excluded from the draw.
-    chosen = int(choose_items([str(c[0]) for c in comparisons],
-                              [c[3] if c[3] is not None else 0.0 for c in comparisons],
-                              unavailable, 1, policy=policy, temperature=study.item_choice_temperature,
-                              seed=rng.randrange(2**31))[0])
-    expired_lease = next(c[2] for c in comparisons if c[0] == chosen) is not None
+    expired_lease = lease is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
         Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
@@ -175,6 +191,29 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
     return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
                                      round=pair_round, issued_at=now, expires_at=expires)
+
+
+def _choose_stratified(study: Study, pair_id: int, judged, skipped, now, rng: random.Random):
+    """(comparison id, its expired lease or None) drawn by strata, or (None, None).
+
+    All the pair's comparisons are read: the strata's bins come from all of them (they do not
+    move as items are judged); the unavailable ones are excluded from the draw.
+    """
+    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
+                       .annotate(mine=Exists(judged) | Exists(skipped))
+                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
+                                    "item__withdrawn"))
+    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
+                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
+    if len(unavailable) == len(comparisons):
+        return None, None
+    has_separability = any(c[3] is not None for c in comparisons)
+    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
+    chosen = int(choose_items([str(c[0]) for c in comparisons],
+                              [c[3] if c[3] is not None else 0.0 for c in comparisons],
+                              unavailable, 1, policy=policy, temperature=study.item_choice_temperature,
+                              seed=rng.randrange(2**31))[0])
+    return chosen, next(c[2] for c in comparisons if c[0] == chosen)
 
 
 def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
