@@ -33,7 +33,6 @@ def test_submit_and_next_hit_use_indexes_only(client):
                                HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and FORM.search(response.content.decode())
     selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
-    assert len(captured.captured_queries) <= 32, len(captured.captured_queries)
     scans = []
     with connection.cursor() as cursor:
         for sql in selects:
@@ -41,6 +40,10 @@ def test_submit_and_next_hit_use_indexes_only(client):
             for *_, detail in cursor.fetchall():
                 if detail.startswith("SCAN") and any(f"SCAN {t}" in detail for t in GROWING) \
                         and "USING" not in detail:
+                    scans.append((detail, sql[:160]))
+                # An index searched by the study alone walks all the study's rows: a scan too
+                # (the judgements of an annotator once walked the study's every comparison).
+                if any(f" {t} " in f"{detail} " for t in GROWING) and detail.endswith("(study_id=?)"):
                     scans.append((detail, sql[:160]))
     assert scans == []
 
