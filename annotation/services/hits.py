@@ -104,46 +104,41 @@ def _session_may_lease(study: Study, annotator: Annotator) -> bool:
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
-    rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
-        if connection.features.has_select_for_update:
-            return _lease_row_locks(study, annotator, rng)
-        # SQLite: this transaction holds the database's write lock, so the rows read are current.
-        open_pairs = list(_open_pairs(study).values_list("id", "round", "quota_left", "leased"))
+        open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
+                          .values_list("id", "round", "quota_left", "leased"))
+        if not open_pairs:
+            return None
+        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
         order = [(pk, round_) for *_, pk, round_ in sorted(
             (quota - leased, rng.random(), pk, round_) for pk, round_, quota, leased in open_pairs)]
+        # SQLite: this transaction holds the database's write lock, so the rows just read are
+        # current. PostgreSQL: lock the pair row, skipping rows that other leases hold. (One
+        # query that picks and locks, ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED, saves a
+        # statement but deadlocked under 20 concurrent leases and submits: its waits for a
+        # busy pair ran down the sorted rows while holding the pairs already tried.)
+        row_locks = connection.features.has_select_for_update
+        busy = []
         for pk, round_ in order:
+            if row_locks and not _lock_open_pair(pk, skip_locked=True):
+                busy.append((pk, round_))
+                continue
             lease = _lease_in_pair(study, pk, round_, annotator, rng)
             if lease is not None:
                 return lease
+        # Every open pair was locked by another lease: wait for one rather than say "no work".
+        for pk, round_ in busy[:3]:
+            if _lock_open_pair(pk, skip_locked=False):
+                lease = _lease_in_pair(study, pk, round_, annotator, rng)
+                if lease is not None:
+                    return lease
         return None
 
 
-def _open_pairs(study: Study):
-    """The study's open pairs whose round needs more than its live leases will bring."""
-    return PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
-
-
-def _lease_row_locks(study: Study, annotator: Annotator, rng: random.Random) -> Assignment | None:
-    """PostgreSQL: pick and lock an open pair in one query, the round closest to full first
-    (ties at random), skipping pairs that other leases hold locked; a pair with nothing for this
-    annotator stays locked (as read) and the next is picked. When every open pair is locked by
-    another lease, wait for one rather than say "no work"."""
-    tried: list[int] = []
-    for skip_locked, attempts in ((True, None), (False, 3)):
-        while attempts is None or attempts > 0:
-            picked = (_open_pairs(study).exclude(pk__in=tried)
-                      .order_by((F("quota_left") - F("leased")).asc(), "?")
-                      .select_for_update(skip_locked=skip_locked).values_list("id", "round").first())
-            if picked is None:
-                break
-            lease = _lease_in_pair(study, *picked, annotator, rng)
-            if lease is not None:
-                return lease
-            tried.append(picked[0])
-            if attempts is not None:
-                attempts -= 1
-    return None
+def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
+    """Lock the pair row if it still has unmet quota (False when skipped or no longer open)."""
+    rows = PairState.objects.filter(pk=pk, status=adaptive.OPEN, quota_left__gt=F("leased"))
+    return rows.select_for_update(skip_locked=skip_locked).values_list("id", flat=True).first() is not None
 
 
 def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annotator,

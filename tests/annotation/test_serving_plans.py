@@ -49,9 +49,9 @@ def test_submit_and_next_hit_use_indexes_only(client):
 
 
 # Reads and writes of one submit + next HIT (docs/serving.md lists them); transaction control
-# (BEGIN, COMMIT) not counted. Before the submit and the lease were trimmed: 20 on SQLite, 21 on
-# PostgreSQL.
-LOOP_STATEMENTS = 18
+# (BEGIN, COMMIT) not counted. PostgreSQL adds the lease's row lock of the pair it picks. Before
+# the submit and the lease were trimmed: 20 on SQLite, 21 on PostgreSQL.
+LOOP_STATEMENTS = {"sqlite": 18, "postgresql": 19}
 
 
 def test_submit_and_next_hit_stay_within_their_statements(client):
@@ -65,4 +65,4 @@ def test_submit_and_next_hit_stay_within_their_statements(client):
         body = response.content.decode()
         assert response.status_code == 200 and FORM.search(body)
         statements = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(("SELECT", "INSERT", "UPDATE"))]
-        assert len(statements) <= LOOP_STATEMENTS, "\n".join(s[:120] for s in statements)
+        assert len(statements) <= LOOP_STATEMENTS[connection.vendor], "\n".join(s[:120] for s in statements)
