@@ -90,6 +90,16 @@ def access_study_as_researcher(user, study) -> None:
         raise PermissionDenied("Only the study's researchers can do this.")
 
 
+def access_study_members(user, study) -> None:
+    """Who may see and change ``study``'s members: its researchers and staff (the researcher rule)."""
+    access_study_as_researcher(user, study)
+
+
+def may_manage_study_members(user, study) -> bool:
+    """The boolean form of access_study_members (e.g. after a researcher removed themselves)."""
+    return bool(user.is_authenticated and (user.is_staff or _role(user, study) == StudyMembership.Role.RESEARCHER))
+
+
 def studies_for_researcher(user) -> QuerySet[Study]:
     """The studies ``user`` may see as a researcher (all of them for staff)."""
     if not user.is_authenticated:

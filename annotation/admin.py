@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
 
 from . import models
 
@@ -8,8 +10,24 @@ class SystemInline(admin.TabularInline):
     extra = 0
 
 
+class MembershipFormSet(BaseInlineFormSet):
+    """The admin keeps the members page's rule: a study with a researcher keeps one."""
+
+    def clean(self):
+        super().clean()
+        had_researcher = self.instance.pk is not None and models.StudyMembership.objects.filter(
+            study=self.instance, role=models.StudyMembership.Role.RESEARCHER).exists()
+        kept = [form.cleaned_data for form in self.forms
+                if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+        if had_researcher and not any(data.get("role") == models.StudyMembership.Role.RESEARCHER
+                                      for data in kept):
+            raise ValidationError("a study keeps at least one researcher: add another before "
+                                  "removing or demoting the last")
+
+
 class MembershipInline(admin.TabularInline):
     model = models.StudyMembership
+    formset = MembershipFormSet
     extra = 0
     autocomplete_fields = ["user"]
 
@@ -20,6 +38,19 @@ class StudyAdmin(admin.ModelAdmin):
     list_filter = ["status", "allocation_policy"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline, SystemInline]
+    # Protocol state, written only by the services.
+    STATE_FIELDS = ("protocol_closes", "protocol_imported_judgements", "separability_status", "separability_done",
+                    "separability_total", "separability_error", "protocol_lost_judgements",
+                    "protocol_redecide_requested", "protocol_redecide_done", "exclusions_active")
+
+    def get_readonly_fields(self, request, obj=None):
+        """Once the protocol has started its parameters are fixed (Study.clean refuses a change
+        too), and the budget is changed on the study's settings page, which checks it against
+        what is spent and opens the rounds a raise allows."""
+        fields = list(self.STATE_FIELDS)
+        if obj is not None and obj.protocol_started:
+            fields += [*models.Study.PROTOCOL_PARAMETERS, "budget"]
+        return fields
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "metric":
@@ -32,8 +63,19 @@ class StudyAdmin(admin.ModelAdmin):
 
 @admin.register(models.StudyMembership)
 class StudyMembershipAdmin(admin.ModelAdmin):
+    """A list to look things up in; memberships change on the members page or in the study's
+    inline, both of which keep a study's last researcher."""
     list_display = ["study", "user", "role"]
     list_filter = ["role", "study"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(models.System)
@@ -87,6 +129,10 @@ class OutputAdmin(admin.ModelAdmin):
 class MetricAdmin(admin.ModelAdmin):
     list_display = ["name", "study", "kind", "tie_margin"]
     list_filter = ["study", "kind"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A metric's scores belong to its study's outputs: it cannot move to another study.
+        return ["study", "kind"] if obj is not None else []
 
 
 @admin.register(models.MetricScore)
@@ -157,3 +203,36 @@ class CrowdSessionAdmin(admin.ModelAdmin):
     list_filter = ["study"]
     search_fields = ["annotator__external_id", "platform_session_id"]
     raw_id_fields = ["annotator"]
+
+
+@admin.register(models.CheckItem)
+class CheckItemAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "study", "expected"]
+    list_filter = ["study", "expected"]
+    search_fields = ["external_id", "input"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Exclusions change only through services/quality.py (the dashboard or the API), which
+    re-decides the protocol; the admin shows them."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(models.AnnotatorExclusion)
+class AnnotatorExclusionAdmin(ReadOnlyAdmin):
+    list_display = ["annotator", "study", "excluded", "reason", "updated_at"]
+    list_filter = ["study", "excluded"]
+
+
+@admin.register(models.ExclusionEvent)
+class ExclusionEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "study", "annotator", "action", "user", "rule", "reason", "judgements"]
+    list_filter = ["study", "action"]

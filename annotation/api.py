@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -99,8 +99,9 @@ class StudyListApi(APIView):
         try:
             study = services.study_import(source=form.validated_data["bundle"].file,
                                           slug=form.validated_data.get("slug") or None,
-                                          metric=form.validated_data.get("metric") or None,
-                                          created_by=request.user)
+                                          metric="" if form.validated_data["human_only"] else
+                                          (form.validated_data.get("metric") or None),
+                                          metric_required=True, created_by=request.user)
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)
@@ -196,6 +197,54 @@ class StudyJudgementsApi(ListAPIView):
         return selectors.study_judgements(study=study, **filters.validated_data)
 
 
+class StudyAnnotatorsApi(APIView):
+    @extend_schema(operation_id="study_annotators",
+                   summary="Annotator quality: per worker statistics and flags (docs/quality.md), sortable",
+                   parameters=[
+                       OpenApiParameter("sort", str, enum=sorted(selectors.QUALITY_SORTS),
+                                        description="column to sort by (default annotator)"),
+                       OpenApiParameter("order", str, enum=["asc", "desc"], description="default asc"),
+                   ],
+                   responses={200: serializers.AnnotatorQualitySerializer(many=True), **errors(400, 403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        order = request.query_params.get("order", "asc")
+        if order not in ("asc", "desc"):
+            raise ValidationError({"order": ["asc or desc"]})
+        try:
+            rows = selectors.study_annotator_quality(study=study, sort=request.query_params.get("sort", "annotator"),
+                                                     descending=order == "desc")
+        except ValueError as exc:
+            raise ValidationError({"sort": [str(exc)]}) from exc
+        return Response(serializers.AnnotatorQualitySerializer(rows, many=True).data)
+
+
+class AnnotatorExclusionApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(operation_id="study_annotator_exclusion",
+                   summary="Exclude a worker (their judgements leave the protocol; affected pairs are re-decided "
+                           "off the request path) or re-include them",
+                   request=serializers.ExclusionSerializer,
+                   responses={200: serializers.ExclusionResultSerializer, **errors(400, 403, 404)})
+    def post(self, request, slug, annotator_id):
+        from .models import Annotator
+        from .services import quality
+
+        study = _researcher_study(request, slug)
+        annotator = get_object_or_404(Annotator, pk=annotator_id)
+        form = serializers.ExclusionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        excluded, reason = form.validated_data["excluded"], form.validated_data["reason"]
+        change = quality.annotator_exclude if excluded else quality.annotator_include
+        try:
+            changed = change(study=study, annotator=annotator, user=request.user, reason=reason)
+        except quality.QualityError as exc:
+            # A worker without work in this study is not one the caller may name here.
+            raise NotFound(str(exc)) from exc
+        return Response({"annotator_id": annotator.pk, "excluded": excluded, "changed": changed})
+
+
 class StudyReportApi(APIView):
     @extend_schema(operation_id="study_report",
                    summary="How the metric compares with the study's human labels (protocol.report)",
@@ -224,7 +273,7 @@ class StudyMembersApi(APIView):
 
     @extend_schema(operation_id="study_members_set", summary="Add a user to the study (or change their role)",
                    request=serializers.MemberAddSerializer,
-                   responses={200: serializers.MemberSerializer, **errors(400, 403, 404)})
+                   responses={200: serializers.MemberSerializer, **errors(400, 403, 404, 409)})
     def post(self, request, slug):
         study = _researcher_study(request, slug)
         form = serializers.MemberAddSerializer(data=request.data)
@@ -232,7 +281,10 @@ class StudyMembersApi(APIView):
         user = get_user_model().objects.filter(username=form.validated_data["username"]).first()
         if user is None:
             raise ValidationError({"username": ["no user with this name"]})
-        membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+        try:
+            membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+        except ValueError as exc:  # demoting the last researcher
+            raise Conflict(str(exc)) from exc
         return Response(serializers.MemberSerializer(membership).data)
 
 

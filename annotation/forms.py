@@ -2,9 +2,37 @@ from django import forms
 
 
 class StudyUploadForm(forms.Form):
+    """The upload's first step: the file (validated at once) and the study's address."""
+
     bundle = forms.FileField(help_text="Study bundle: .jsonl or .jsonl.gz")
     slug = forms.SlugField(required=False, help_text="URL name; default: from the study's name")
-    metric = forms.CharField(required=False, help_text="Metric for the protocol; default: the bundle's setting")
+
+
+HUMAN_ONLY = "none"
+METRIC_PREFIX = "metric:"  # metric names are free text: a prefix keeps them apart from HUMAN_ONLY
+
+
+class StudyMetricChoiceForm(forms.Form):
+    """The upload's second step: which of the bundle's metrics the protocol combines with the
+    humans, or explicitly none. ``metrics``: the staged bundle's summary's ``metrics``."""
+
+    staged = forms.CharField(widget=forms.HiddenInput)
+    metric = forms.ChoiceField(label="Metric for the protocol", error_messages={
+        "required": 'Choose the metric for the protocol, or "No metric: human-only study".'})
+    slug = forms.SlugField(required=False, help_text="URL name; default: from the study's name")
+
+    def __init__(self, *args, metrics: list[dict], **kwargs):
+        super().__init__(*args, **kwargs)
+        kinds = {"score": "score per output", "preference": "pairwise preference"}
+        self.fields["metric"].choices = [("", "— choose a metric —")] + [
+            (METRIC_PREFIX + m["name"], f"{m['name']} ({kinds.get(m['kind'], m['kind'])})") for m in metrics
+        ] + [(HUMAN_ONLY, "No metric: human-only study")]
+        self.fields["metric"].widget.attrs["aria-describedby"] = "human-only-warning"
+
+    def chosen_metric(self) -> str:
+        """The metric's name for services.study_import; "" for a human-only study."""
+        value = self.cleaned_data["metric"]
+        return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
 
 
 class StudySettingsForm(forms.Form):
@@ -21,6 +49,32 @@ class StudySettingsForm(forms.Form):
                                              ("stratified", "Stratified by separability")])
     item_choice_temperature = forms.FloatField(min_value=0.01, max_value=10.0,
                                                help_text="weighted choice: lower = stronger preference for separable items")
+
+
+class StudyDraftForm(forms.Form):
+    """A draft's protocol parameters (services.study_draft_update); ``metrics``: the study's own
+    metric names. Once launched they are fixed (Study.PROTOCOL_PARAMETERS)."""
+
+    metric = forms.ChoiceField(label="Metric for the protocol")
+    gamma = forms.FloatField(label="γ (error level per decision)", min_value=0.001, max_value=0.5,
+                             help_text="e.g. 0.05; smaller = more judgements per decision")
+    batch_size = forms.IntegerField(min_value=1, max_value=1000, help_text="judgements per pair per round")
+    budget = forms.IntegerField(min_value=1, help_text="human judgements the protocol may spend")
+    ratings_per_item = forms.IntegerField(min_value=1, max_value=100,
+                                          help_text="judgements one comparison may receive")
+    allocation_policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
+    item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
+                                             ("stratified", "Stratified by separability")])
+
+    def __init__(self, *args, metrics: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["metric"].choices = [(METRIC_PREFIX + m, m) for m in metrics] + [
+            (HUMAN_ONLY, "No metric: human-only study")]
+
+    def chosen_metric(self) -> str:
+        """The metric's name; "" for a human-only study."""
+        value = self.cleaned_data["metric"]
+        return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
 
 
 class StudyCrowdSettingsForm(forms.Form):
@@ -44,3 +98,43 @@ class StudyCrowdSettingsForm(forms.Form):
         if low is not None and high and high < low:  # both given; else the service's full_clean checks
             self.add_error("session_hits_max", f"must be 0 or at least {low} (the comparisons for the code)")
         return data
+
+
+class StudyQualitySettingsForm(forms.Form):
+    """Checks and exclusion rules (docs/quality.md); on the settings page. Applied only when the
+    page's quality fieldset was sent (``quality_form``), so other forms leave them alone."""
+
+    quality_form = forms.CharField(widget=forms.HiddenInput, initial="1", required=False)
+    check_every = forms.IntegerField(min_value=0, max_value=1000, required=False, label="A check every N comparisons",
+                                     help_text="about one HIT in N + 1 is a check, never two in a row; 0 = none "
+                                               "(needs check lines in the bundle)")
+    onboarding_checks = forms.IntegerField(min_value=0, max_value=50, required=False, label="Onboarding checks",
+                                           help_text="a worker's first HITs are this many checks; fail them and "
+                                                     "they are thanked and not served more")
+    repeat_every = forms.IntegerField(min_value=0, max_value=1000, required=False,
+                                      label="A repeat every N comparisons",
+                                      help_text="repeats a comparison the worker judged, sides swapped "
+                                                "(repeat consistency); 0 = none")
+    exclude_too_fast = forms.BooleanField(required=False, label="Exclude workers flagged too fast")
+    exclude_failed_checks = forms.BooleanField(required=False, label="Exclude workers who fail checks")
+    exclude_low_agreement = forms.BooleanField(required=False, label="Exclude workers with low agreement")
+
+ROLE_CHOICES = [("annotator", "Annotator"), ("researcher", "Researcher")]
+
+
+class MemberAddForm(forms.Form):
+    identifier = forms.CharField(max_length=254, label="Username or e-mail")
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+
+
+class MemberInviteForm(forms.Form):
+    username = forms.CharField(max_length=150, help_text="letters, digits and @/./+/-/_")
+    email = forms.EmailField(required=False, label="E-mail", help_text="optional; for password resets later")
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+
+
+class MemberChangeForm(forms.Form):
+    """A row's role change or removal; ``user`` is the member's user id."""
+
+    user = forms.IntegerField(widget=forms.HiddenInput)
+    role = forms.ChoiceField(choices=ROLE_CHOICES, required=False)

@@ -57,6 +57,26 @@ class Study(models.Model):
         default=0, help_text="minutes from a worker's first HIT after which no new HIT is served; 0 = no limit")
     min_seconds_per_hit = models.PositiveIntegerField(
         default=0, help_text="seconds a HIT must be on screen before it can be answered")
+    # Quality control (docs/quality.md). A rule excludes a worker that protocol.quality flags
+    # with its flag; exclusion re-decides the affected pairs (services/quality.py).
+    check_every = models.PositiveIntegerField(
+        default=0, help_text="about one HIT in this many is a check (never two in a row); 0 = no checks")
+    repeat_every = models.PositiveIntegerField(
+        default=0, help_text="about one HIT in this many repeats a comparison the worker judged, sides swapped; "
+                             "0 = no repeats")
+    onboarding_checks = models.PositiveIntegerField(
+        default=0, help_text="a worker's first HITs are this many checks; who fails them is not served more")
+    exclude_too_fast = models.BooleanField(default=False, help_text="exclude workers flagged too_fast")
+    exclude_failed_checks = models.BooleanField(default=False, help_text="exclude workers flagged failed_checks")
+    exclude_low_agreement = models.BooleanField(default=False, help_text="exclude workers flagged low_agreement")
+    protocol_lost_judgements = models.PositiveIntegerField(
+        default=0, help_text="judgements of excluded workers (protocol state): spent, but no longer counted")
+    # An exclusion or re-inclusion bumps ``requested``; the re-decision that brings the protocol
+    # in line with the counted judgements sets ``done`` to the value it started from.
+    protocol_redecide_requested = models.PositiveIntegerField(default=0)
+    protocol_redecide_done = models.PositiveIntegerField(default=0)
+    exclusions_active = models.PositiveIntegerField(
+        default=0, help_text="workers excluded now (serving asks who only when this is not 0)")
     protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
     protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
     protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
@@ -83,13 +103,41 @@ class Study(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    # The protocol's own parameters: every round's decision was made under them, so they are
+    # fixed once the protocol has started (budget and item choice stay a researcher's to change).
+    PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "ratings_per_item",
+                           "protocol_seed", "protocol_strict")
+
+    @property
+    def protocol_started(self) -> bool:
+        """Has the protocol started (its pairs hold protocol state)? One query."""
+        return self.pk is not None and self.pair_states.exclude(state={}).exists()
+
     def clean(self) -> None:
-        """The study's metric must be one of its own (another study's has no scores for these outputs)."""
+        """The study's metric must be one of its own (another study's has no scores for these
+        outputs), and the protocol's parameters may not change once the protocol has started."""
         from django.core.exceptions import ValidationError
 
+        errors = {}
         if self.metric_id is not None and self.metric.study_id != self.pk:
-            raise ValidationError({"metric": f"metric {self.metric.name!r} belongs to another study; "
-                                              "choose one of this study's metrics"})
+            errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
+                                "choose one of this study's metrics")
+        started = self.pk is not None and self.protocol_started
+        if started and self.status == self.Status.DRAFT:
+            errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"
+        elif not started and self.pk is not None and self.status != self.Status.DRAFT and \
+                Study.objects.filter(pk=self.pk, status=self.Status.DRAFT).exists():
+            errors["status"] = "a draft is launched from its settings page (the launch starts the protocol)"
+        if started:
+            stored = Study.objects.filter(pk=self.pk).values(*(
+                f"{f}_id" if f == "metric" else f for f in self.PROTOCOL_PARAMETERS)).first() or {}
+            for name in self.PROTOCOL_PARAMETERS:
+                attribute = f"{name}_id" if name == "metric" else name
+                if attribute in stored and getattr(self, attribute) != stored[attribute]:
+                    errors.setdefault(name, f"{self._meta.get_field(name).verbose_name} is fixed once the protocol "
+                                            "has started: the decisions so far were made with it")
+        if errors:
+            raise ValidationError(errors)
 
 
 class StudyMembership(models.Model):
@@ -279,6 +327,15 @@ class Annotator(models.Model):
         return f"{self.platform}:{self.external_id}"
 
 
+class JudgementKind(models.TextChoices):
+    """What a HIT is for. Only REAL judgements of workers who are not excluded reach the
+    protocol, decisions, reports and counters (selectors.counted_judgements)."""
+
+    REAL = "real", "Real comparison"
+    CHECK = "check", "Attention or gold check"
+    REPEAT = "repeat", "Repeat of an earlier comparison"
+
+
 class Assignment(models.Model):
     """A lease of one comparison to one annotator (a HIT)."""
 
@@ -289,12 +346,17 @@ class Assignment(models.Model):
         SKIPPED = "skipped", "Skipped"  # given back by its annotator, never served to them again
 
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="assignments")
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
+    # A real or repeat HIT has a comparison; a check HIT has a check item instead (kind CHECK).
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="assignments")
+    check_item = models.ForeignKey("CheckItem", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="assignments")
     shown_swapped = models.BooleanField(default=False, help_text="second system shown on the left")
     round = models.PositiveIntegerField(default=0)
     issued_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
+    kind = models.CharField(max_length=6, choices=JudgementKind.choices, default=JudgementKind.REAL)
 
     class Meta:
         indexes = [
@@ -311,13 +373,21 @@ class Judgement(models.Model):
         LIVE = "live", "Collected in evalapp"
         IMPORT = "import", "Imported with the study"
 
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judgements")
+    # A check's answer has no comparison (so no reader of comparisons ever sees it) but its check
+    # item; value is then in the check's own order (+1 = its first text better).
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="judgements")
+    check_item = models.ForeignKey("CheckItem", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="judgements")
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="judgements")
     assignment = models.OneToOneField(
         Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgement"
     )
     value = models.SmallIntegerField()
-    seconds_on_task = models.FloatField(null=True, blank=True)
+    seconds_on_task = models.FloatField(null=True, blank=True, help_text="the client's claim")
+    server_seconds = models.FloatField(
+        null=True, blank=True, help_text="measured by the server: from the HIT's render (lease) to the answer")
+    kind = models.CharField(max_length=6, choices=JudgementKind.choices, default=JudgementKind.REAL)
     idempotency_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
     source = models.CharField(max_length=6, choices=Source.choices, default=Source.LIVE)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -325,7 +395,9 @@ class Judgement(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=PREFERENCE_VALUES, name="judgement_value_valid"),
-            models.UniqueConstraint(fields=["comparison", "annotator"], name="judgement_once_per_annotator"),
+            # A repeat (kind "repeat") is the same comparison judged again on purpose.
+            models.UniqueConstraint(fields=["comparison", "annotator"], condition=Q(kind="real"),
+                                    name="judgement_once_per_annotator"),
         ]
         indexes = [models.Index(fields=["comparison"], name="judgement_comparison")]
 
@@ -423,3 +495,79 @@ class ItemFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item} · {self.get_reason_display()}"
+
+
+class CheckItem(models.Model):
+    """An attention or gold check (bundle kind ``check``): an input, two texts and the answers
+    accepted. Not an Item: it has no system, no comparison and no pair, so the protocol never
+    sees it. Served by services/checks.py."""
+
+    class Expected(models.TextChoices):
+        FIRST = "first", "The first text is better"
+        SECOND = "second", "The second text is better"
+        TIE = "tie", "About the same"
+        EITHER = "either", "Either text, but not a tie"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="check_items")
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    reference = models.TextField(blank=True)
+    first = models.TextField(blank=True)
+    second = models.TextField(blank=True)
+    expected = models.CharField(max_length=6, choices=Expected.choices)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="check_unique_external_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def accepted(self) -> tuple[int, ...]:
+        """The answers the check accepts, in its own order (protocol.bundle.CHECK_EXPECTED)."""
+        from protocol.bundle import CHECK_EXPECTED
+
+        return CHECK_EXPECTED[self.expected]
+
+
+class AnnotatorExclusion(models.Model):
+    """Whether a worker's judgements are left out of a study's protocol (docs/quality.md).
+
+    One row per (study, annotator) once anyone excluded them; ``excluded`` False = re-included.
+    Every change is also written to ExclusionEvent (the audit log).
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="exclusions")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="exclusions")
+    excluded = models.BooleanField(default=True)
+    reason = models.CharField(max_length=500, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "annotator"], name="exclusion_one_per_worker")]
+
+    def __str__(self) -> str:
+        return f"{self.annotator} · {self.study} · {'excluded' if self.excluded else 'included'}"
+
+
+class ExclusionEvent(models.Model):
+    """The audit log of exclusions: who (a user, or a study rule when ``user`` is None) did what."""
+
+    class Action(models.TextChoices):
+        EXCLUDE = "exclude", "Excluded"
+        INCLUDE = "include", "Re-included"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="exclusion_events")
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    rule = models.CharField(max_length=40, blank=True, help_text="the flag whose study rule acted (no user)")
+    reason = models.CharField(max_length=500, blank=True)
+    judgements = models.PositiveIntegerField(default=0, help_text="real judgements of the worker at the time")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.core.cache import caches
 from django.db.models import Count, Max
 
-from .models import Judgement, Study
+from .models import Study
 
 CACHE_SECONDS = 7 * 24 * 3600
 LOCK_SECONDS = 600
@@ -27,7 +27,9 @@ SORT_KEYS = {
 
 
 def _key(study: Study) -> str:
-    version = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
+    from .selectors import counted_judgements
+
+    version = counted_judgements(study=study).aggregate(n=Count("id"), last=Max("id"))
     metrics = study.metrics.aggregate(n=Count("id"), last=Max("id"))
     return (f"evalapp:metrics-table:{study.pk}:{study.created_at.timestamp()}:{version['n']}:{version['last']}"
             f":{metrics['n']}:{metrics['last']}:{study.protocol_seed}")

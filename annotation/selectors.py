@@ -41,9 +41,28 @@ def study_list_for_home(*, user) -> list[Study]:
     return visible
 
 
+def excluded_annotators(*, study: Study) -> QuerySet:
+    """Ids of the workers currently excluded from ``study`` (a subquery)."""
+    from .models import AnnotatorExclusion
+
+    return AnnotatorExclusion.objects.filter(study=study, excluded=True).values("annotator_id")
+
+
+def counted_judgements(*, study: Study) -> QuerySet[Judgement]:
+    """The judgements the protocol counts: real comparisons (no check, no repeat) by workers
+    who are not excluded. The one definition for the protocol, decisions, reports, exports'
+    counted rows and the budget; a judgement of an excluded worker counts again once they are
+    re-included (services/quality.py re-decides)."""
+    from .models import JudgementKind
+
+    return (Judgement.objects.filter(comparison__study=study, kind=JudgementKind.REAL)
+            .exclude(annotator_id__in=excluded_annotators(study=study)))
+
+
 def study_progress(*, study: Study) -> dict:
-    """Budget, judgements and decided pairs of one study."""
-    judgements = Judgement.objects.filter(comparison__study=study)
+    """Budget, judgements and decided pairs of one study (counted judgements only;
+    ``lost_judgements``: judgements of excluded workers, spent but no longer counted)."""
+    judgements = counted_judgements(study=study)
     live = judgements.filter(source=Judgement.Source.LIVE).count()
     pairs = PairState.objects.filter(study=study).aggregate(total=Count("id"),
                                                             decided=Count("id", filter=Q(status="decided")))
@@ -51,7 +70,8 @@ def study_progress(*, study: Study) -> dict:
         "budget": study.budget,
         "judgements": judgements.count(),
         "live_judgements": live,
-        "budget_left": max(study.budget - live, 0),
+        "budget_left": max(study.budget - live - study.protocol_lost_judgements, 0),
+        "lost_judgements": study.protocol_lost_judgements,
         "pairs": pairs["total"],
         "pairs_decided": pairs["decided"],
     }
@@ -134,8 +154,8 @@ def study_metric_labels(*, study: Study, metric=None) -> dict[tuple[str, str], d
 
 
 def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[str, int]]]:
-    """(first, second) -> [(item external id, value)] of every judgement, oldest first."""
-    rows = Judgement.objects.filter(comparison__study=study).order_by("id").values_list(
+    """(first, second) -> [(item external id, value)] of every counted judgement, oldest first."""
+    rows = counted_judgements(study=study).order_by("id").values_list(
         "comparison__first__name", "comparison__second__name", "comparison__item__external_id", "value")
     labels: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for a, b, item, value in rows.iterator():
@@ -148,8 +168,15 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
 
     ``done``: the annotator's judgements in the study, when the caller has counted them already.
     """
-    from .models import Comparison, Judgement, Output
+    from .models import CheckItem, Comparison, Judgement, Output
 
+    if assignment.check_item_id is not None:
+        # A check looks like any HIT (services/checks.py): its input and its two texts.
+        check = CheckItem.objects.select_related("study").get(pk=assignment.check_item_id)
+        left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
+        if done is None:
+            done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
+        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
     comparison = Comparison.objects.select_related("item").get(pk=assignment.comparison_id)
     study = study or comparison.study
     texts: dict[int, str] = {}
@@ -167,13 +194,14 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
-    """Judgements of ``annotator`` (an Annotator or its id) in ``study``.
+    """Real judgements of ``annotator`` (an Annotator or its id) in ``study`` (their session's
+    work: checks and repeats are not comparisons of the study).
 
     Read from the annotator's judgements, each checked for its study (an EXISTS): as a join,
     SQLite walked every comparison of the study instead (12,000 for SummEval, per request).
     """
     in_study = Comparison.objects.filter(pk=OuterRef("comparison_id"), study=study)
-    return Judgement.objects.filter(Exists(in_study), annotator=annotator).count()
+    return Judgement.objects.filter(Exists(in_study), annotator=annotator, kind="real").count()
 
 
 def _pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
@@ -214,7 +242,11 @@ def _dashboard_version(study: Study) -> tuple:
 
     from .models import Comparison, PairStateHistory
 
+    from .models import AnnotatorExclusion
+
     judgements = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
+    exclusions = AnnotatorExclusion.objects.filter(study=study).aggregate(
+        n=Count("id", filter=Q(excluded=True)), last=Max("updated_at"))
     pairs = PairState.objects.filter(study=study).aggregate(
         rounds=Sum("round"), quota=Sum("quota_left"), decided=Count("id", filter=~Q(decision=0)),
         updated=Max("updated_at"))
@@ -222,7 +254,8 @@ def _dashboard_version(study: Study) -> tuple:
     separability = Comparison.objects.filter(study=study).exclude(separability=None).count()
     return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size, study.status,
             judgements["n"], judgements["last"], pairs["rounds"], pairs["quota"], pairs["decided"],
-            str(pairs["updated"]), history["n"], history["last"], separability)
+            str(pairs["updated"]), history["n"], history["last"], separability,
+            exclusions["n"], str(exclusions["last"]), study.protocol_lost_judgements)
 
 
 def study_dashboard_data(*, study: Study) -> dict:
@@ -356,7 +389,7 @@ def _study_dashboard_data(*, study: Study) -> dict:
 
     systems = tuple(_natural(study.systems.values_list("name", flat=True)))
     states = list(PairState.objects.filter(study=study).select_related("first", "second"))
-    judgements = Judgement.objects.filter(comparison__study=study)
+    judgements = counted_judgements(study=study)
     live = judgements.filter(source=Judgement.Source.LIVE).count()
     imported = judgements.filter(source=Judgement.Source.IMPORT).count()
     reserved = sum(s.quota_left for s in states)
@@ -414,7 +447,8 @@ def _study_dashboard_data(*, study: Study) -> dict:
         projection = {"pairs": len(running), "total": result.total, "low": result.low, "high": result.high,
                       "level": result.level}
     total = study.budget
-    left = max(total - live - reserved, 0)
+    lost = study.protocol_lost_judgements
+    left = max(total - live - lost - reserved, 0)
 
     def percent(x: float) -> float:
         return round(100 * min(max(x, 0), total) / total, 2) if total else 0.0
@@ -427,10 +461,11 @@ def _study_dashboard_data(*, study: Study) -> dict:
     return {
         "systems": systems,
         "order": order,
-        "budget": {"total": total, "spent": live, "imported": imported, "reserved": reserved, "left": left,
-                   "spent_percent": percent(live), "reserved_percent": percent(reserved),
+        "budget": {"total": total, "spent": live + lost, "counted": live, "lost": lost, "imported": imported,
+                   "reserved": reserved, "left": left,
+                   "spent_percent": percent(live + lost), "reserved_percent": percent(reserved),
                    "projection": projection,
-                   "projected_percent": None if projection is None else percent(live + projection["total"])},
+                   "projected_percent": None if projection is None else percent(live + lost + projection["total"])},
         "pairs": pairs,
         "statuses": dict(sorted(statuses.items())),
         "dags": dags,
@@ -467,8 +502,8 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     if row is None:
         return None
     protocol_pair = protocol_pair_of(row)
-    judgements = list(Judgement.objects.filter(
-        comparison__study=study, comparison__first__name=first, comparison__second__name=second).order_by("id")
+    judgements = list(counted_judgements(study=study).filter(
+        comparison__first__name=first, comparison__second__name=second).order_by("id")
         .values_list("comparison__item__external_id", "value", "annotator__external_id", "source"))
     values = np.array([v for _, v, _, _ in judgements], dtype=np.int64)
     rounds = []
@@ -534,20 +569,24 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
     from .models import Assignment, Comparison
     from .services import protocol_state
 
-    judgements = Judgement.objects.filter(comparison__study=study)
-    over = Comparison.objects.filter(study=study).annotate(n=Count("judgements")).filter(
-        n__gt=study.ratings_per_item).exclude(judgements__source=Judgement.Source.IMPORT).count()
+    judgements = counted_judgements(study=study)
+    # Imported judgements, and a re-included worker's (their comparisons were served again
+    # while they were excluded), may exceed ratings_per_item by design.
+    beyond_by_design = Judgement.objects.filter(comparison__study=study).filter(
+        Q(source=Judgement.Source.IMPORT) | Q(annotator__exclusions__study=study)).values("comparison_id")
+    over = (judgements.exclude(comparison_id__in=beyond_by_design).values("comparison_id")
+            .annotate(n=Count("id")).filter(n__gt=study.ratings_per_item).count())
     twice = judgements.values("comparison_id", "annotator_id").annotate(n=Count("id")).filter(n__gt=1).count()
     lost = 0
     if acknowledged_keys:
         stored = set()
         for start in range(0, len(acknowledged_keys), 500):
             chunk = acknowledged_keys[start:start + 500]
-            stored.update(judgements.filter(idempotency_key__in=chunk).values_list("idempotency_key", flat=True))
+            stored.update(Judgement.objects.filter(comparison__study=study, idempotency_key__in=chunk).values_list("idempotency_key", flat=True))
         lost = len(set(acknowledged_keys) - stored)
     problems = []
     counted = dict(judgements.values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
-    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED)
+    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED, kind="real")
                        .values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
     for pk, count, lease in Comparison.objects.filter(study=study).values_list(
             "id", "judgement_count", "lease_expires_at"):
@@ -579,8 +618,9 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
             problems.append(f"pair {row.pk}: protocol recorded {recorded}, stored {row.stored}")
             consistent = False
     live = judgements.filter(source=Judgement.Source.LIVE).count()
-    if live > study.budget:
-        problems.append(f"{live} live judgements beyond the budget {study.budget}")
+    if live + study.protocol_lost_judgements > study.budget:
+        problems.append(f"{live} live judgements and {study.protocol_lost_judgements} lost to exclusions "
+                        f"beyond the budget {study.budget}")
         consistent = False
     return {
         "judgements": judgements.count(),
@@ -598,13 +638,23 @@ def study_judgements(*, study: Study, first: str | None = None, second: str | No
                      annotator: str | None = None, platform: str | None = None) -> QuerySet[Judgement]:
     """The study's judgements, oldest first, optionally of one pair and/or one annotator.
 
+    Every judgement, checks, repeats and excluded workers' included; each row carries
+    ``excluded`` (its worker is excluded now) and its ``kind``: counted rows are kind "real"
+    and not excluded (``counted_judgements``).
+
     ``first``/``second`` name the pair's systems in either order (both or neither);
     ``annotator`` is an Annotator's external id, ``platform`` its platform.
     """
     from protocol.preferences import canonical_pair
 
+    from django.db.models import Exists, OuterRef
+
+    from .models import AnnotatorExclusion
+
+    excluded = AnnotatorExclusion.objects.filter(study=study, annotator_id=OuterRef("annotator_id"), excluded=True)
     rows = Judgement.objects.filter(comparison__study=study).select_related(
-        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("id")
+        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").annotate(
+        excluded=Exists(excluded)).order_by("id")
     if first is not None and second is not None:
         a, b, _ = canonical_pair(first, second)
         rows = rows.filter(comparison__first__name=a, comparison__second__name=b)
@@ -752,3 +802,84 @@ def annotator_has_work(*, study: Study, annotator) -> bool:
             .exclude(pk__in=Assignment.objects.filter(annotator=annotator, state=Assignment.State.SKIPPED)
                      .values("comparison_id"))
             .exists())
+
+
+# Columns of the annotator quality table (dashboard panel, CSV, API), in display order.
+QUALITY_COLUMNS = ("annotator", "platform", "judgements", "checks", "median_seconds", "tie_rate", "left_share",
+                   "agreement", "overlap", "gold_accuracy", "repeats", "repeat_consistency", "flags", "excluded")
+QUALITY_SORTS = {c for c in QUALITY_COLUMNS if c not in ("flags",)} | {"flag_count"}
+
+
+def study_annotator_quality(*, study: Study, sort: str = "annotator", descending: bool = False,
+                            thresholds=None) -> list[dict]:
+    """Per worker of ``study``: protocol.quality's statistics and flags (docs/quality.md), with
+    whether they are excluded now, one dict per worker sorted by ``sort`` (a QUALITY_SORTS key;
+    missing values last either way).
+
+    Over every judgement of the study, checks and repeats included (the statistics tell them
+    apart), excluded workers included (so agreement is with everyone who judged). Time on task
+    is the server's measure (render to answer) where there is one, else the client's claim.
+    """
+    import math
+
+    import numpy as np
+
+    from protocol.quality import QualityThresholds, annotator_quality
+
+    from .models import Annotator, JudgementKind
+
+    if sort not in QUALITY_SORTS:
+        raise ValueError(f"cannot sort by {sort!r}; choose one of {', '.join(sorted(QUALITY_SORTS))}")
+    from .models import CheckItem
+
+    rows = list(Judgement.objects.filter(Q(comparison__study=study) | Q(check_item__study=study)).order_by("id")
+                .values_list("annotator_id", "comparison_id", "value", "assignment__shown_swapped", "server_seconds",
+                             "seconds_on_task", "kind", "check_item_id"))
+    if not rows:
+        return []
+    annotators = [r[0] for r in rows]
+    comparisons = [r[1] if r[7] is None else f"check:{r[7]}" for r in rows]
+    values = np.array([r[2] for r in rows], dtype=np.int64)
+    shown = np.array([-r[2] if r[3] else r[2] for r in rows], dtype=np.int64)
+    seconds = np.array([r[4] if r[4] is not None else (r[5] if r[5] is not None else math.nan) for r in rows],
+                       dtype=float)
+    first_time: dict[tuple[int, int], int] = {}
+    repeats = []
+    for j, (who, comparison, *_, kind, _check) in enumerate(rows):
+        if kind == JudgementKind.REPEAT and (who, comparison) in first_time:
+            repeats.append((first_time[(who, comparison)], j))
+        elif kind == JudgementKind.REAL:
+            first_time.setdefault((who, comparison), j)
+    quality = annotator_quality(annotators, comparisons, values, shown, seconds, repeats=repeats or None,
+                                gold=_gold_answers(rows, CheckItem), thresholds=thresholds or QualityThresholds())
+    names = {pk: (external_id, platform) for pk, external_id, platform in
+             Annotator.objects.filter(pk__in=set(annotators)).values_list("id", "external_id", "platform")}
+    excluded = set(excluded_annotators(study=study).values_list("annotator_id", flat=True))
+    table = []
+    for q in quality:
+        row = q.as_dict()
+        row["annotator_id"] = row.pop("annotator")
+        row["annotator"], row["platform"] = names[row["annotator_id"]]
+        row["excluded"] = row["annotator_id"] in excluded
+        row["flag_count"] = len(row["flags"])
+        table.append(row)
+    present = [r for r in table if r[sort] is not None]
+    present.sort(key=lambda r: (r[sort], r["annotator"]), reverse=descending)
+    return present + sorted((r for r in table if r[sort] is None), key=lambda r: r["annotator"])
+
+
+def _gold_answers(rows, check_model) -> list | None:
+    """Per judgement (rows of study_annotator_quality) the answers its check accepts, None for
+    other judgements; None when there are no checks."""
+    checks = {r[7] for r in rows if r[7] is not None}
+    if not checks:
+        return None
+    accepted = {c.pk: c.accepted for c in check_model.objects.filter(pk__in=checks)}
+    return [None if r[7] is None else accepted[r[7]] for r in rows]
+
+
+def study_exclusion_log(*, study: Study) -> QuerySet:
+    """The study's exclusion audit log, newest first, with worker and user."""
+    from .models import ExclusionEvent
+
+    return ExclusionEvent.objects.filter(study=study).select_related("annotator", "user")

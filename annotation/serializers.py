@@ -16,7 +16,12 @@ class StudySerializer(serializers.ModelSerializer):
 class StudyImportSerializer(serializers.Serializer):
     bundle = serializers.FileField()
     slug = serializers.SlugField(required=False, allow_blank=True)
-    metric = serializers.CharField(required=False, allow_blank=True)
+    metric = serializers.CharField(required=False, allow_blank=True,
+                                   help_text="the protocol's metric; default: the bundle's setting")
+    human_only = serializers.BooleanField(
+        required=False, default=False,
+        help_text="no metric: the protocol decides from human judgements only. A bundle that has "
+                  "metrics but names none is refused unless a metric or this is given")
 
 
 class PairSerializer(serializers.Serializer):
@@ -101,7 +106,11 @@ class JudgementSerializer(serializers.Serializer):
     platform = serializers.CharField(source="annotator.platform")
     source = serializers.CharField()
     shown_swapped = serializers.BooleanField(source="assignment.shown_swapped", default=None, allow_null=True)
-    seconds_on_task = serializers.FloatField(allow_null=True)
+    seconds_on_task = serializers.FloatField(allow_null=True, help_text="the client's claim")
+    server_seconds = serializers.FloatField(allow_null=True, help_text="measured by the server, render to answer")
+    kind = serializers.ChoiceField(choices=["real", "check", "repeat"],
+                                   help_text="only real judgements are counted by the protocol")
+    excluded = serializers.BooleanField(help_text="by a worker excluded from the study: not counted")
     created_at = serializers.DateTimeField()
 
 
@@ -162,3 +171,33 @@ class LeaderboardEntrySerializer(serializers.Serializer):
     wins = serializers.IntegerField(help_text="pairs decided in this system's favour")
     losses = serializers.IntegerField()
     undecided = serializers.IntegerField(help_text="pairs with no decision yet")
+
+
+class AnnotatorQualitySerializer(serializers.Serializer):
+    annotator_id = serializers.IntegerField(help_text="use in the exclusion endpoint")
+    annotator = serializers.CharField(help_text="the platform worker id")
+    platform = serializers.CharField()
+    judgements = serializers.IntegerField(help_text="every answer, checks and repeats included")
+    checks = serializers.IntegerField()
+    median_seconds = serializers.FloatField(allow_null=True, help_text="render to answer, server-measured")
+    tie_rate = serializers.FloatField()
+    left_share = serializers.FloatField(allow_null=True, help_text="left / (left + right) as shown; 0.5 = no bias")
+    agreement = serializers.FloatField(allow_null=True, help_text="leave-one-out agreement with the other annotators")
+    overlap = serializers.IntegerField(help_text="comparisons shared with other annotators")
+    gold_accuracy = serializers.FloatField(allow_null=True)
+    repeats = serializers.IntegerField()
+    repeat_consistency = serializers.FloatField(allow_null=True)
+    flags = serializers.ListField(child=serializers.ChoiceField(
+        choices=["too_fast", "straight_lining", "failed_checks", "low_agreement", "inconsistent"]))
+    excluded = serializers.BooleanField()
+
+
+class ExclusionSerializer(serializers.Serializer):
+    excluded = serializers.BooleanField(help_text="true: exclude the worker; false: re-include them")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class ExclusionResultSerializer(serializers.Serializer):
+    annotator_id = serializers.IntegerField()
+    excluded = serializers.BooleanField()
+    changed = serializers.BooleanField(help_text="false when the worker already was in that state")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_annotate, views_research
+from . import views, views_annotate, views_members, views_research
 from .throttles import throttle_page
 from .framing import crowd_frameable
 
@@ -22,6 +22,10 @@ urlpatterns = [
     path("s/<slug:slug>/metrics/", views_research.metrics_table, name="metrics_table"),
     path("help/", views_research.help_page, name="help"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
+    path("s/<slug:slug>/members/", views_members.study_members, name="study_members"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),
+    path("s/<slug:slug>/export/quality.csv", views_research.quality_csv, name="quality_csv"),
+    path("s/<slug:slug>/annotators/<int:annotator_id>/exclusion/", views_research.annotator_exclusion,
+         name="annotator_exclusion"),
 ]

@@ -1,4 +1,5 @@
 """Thin views: parse the request, call a selector or service, render."""
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -6,11 +7,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
 
-from protocol.bundle import BundleError
+from protocol.bundle import BundleError, read_bundle
 
 from . import selectors, services
 from .access import access_study_creation
-from .forms import StudyUploadForm
+from .forms import METRIC_PREFIX, StudyMetricChoiceForm, StudyUploadForm
+from .services import uploads
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -23,27 +25,60 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def study_upload(request: HttpRequest) -> HttpResponse:
+    """Upload a bundle in two posts (docs/studies.md): the file is validated and staged, then
+    the researcher picks the protocol's metric from the bundle's own metrics (or, explicitly,
+    none) and the study is imported; they land on its dashboard."""
     access_study_creation(request.user)
-    context: dict = {}
-    if request.method == "POST":
-        form = StudyUploadForm(request.POST, request.FILES)
-        if form.is_valid():
-            try:
-                study = services.study_import(
-                    source=form.cleaned_data["bundle"].file,
-                    slug=form.cleaned_data["slug"] or None,
-                    metric=form.cleaned_data["metric"] or None,
-                    created_by=request.user,
-                )
-            except BundleError as exc:
-                context = {"problems": [str(p) for p in exc.problems], "problem_total": exc.total}
-            else:
-                messages.success(request, f"Imported study {study.name} ({study.items.count()} items).")
-                return redirect("home")
-    else:
-        form = StudyUploadForm()
-    status = 400 if context.get("problems") else 200
-    return render(request, "annotation/study_upload.html", {"form": form, **context}, status=status)
+    if request.method != "POST":
+        return render(request, "annotation/study_upload.html", {"form": StudyUploadForm()})
+    if "staged" in request.POST:
+        return _upload_choose_metric(request)
+    form = StudyUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "annotation/study_upload.html", {"form": form}, status=400)
+    raw = form.cleaned_data["bundle"].read(settings.EVALAPP_MAX_BUNDLE_BYTES + 1)
+    try:
+        bundle = read_bundle(raw, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
+        slug = services.study_slug_for(name=bundle.study["name"], slug=form.cleaned_data["slug"] or None)
+    except BundleError as exc:
+        return render(request, "annotation/study_upload.html", {
+            "form": form, "problems": [str(p) for p in exc.problems], "problem_total": exc.total}, status=400)
+    summary = uploads.bundle_summary(bundle)
+    token = uploads.staged_upload_create(data=raw, summary=summary, user=request.user)
+    bundle_metric = summary["bundle_metric"]
+    choice = StudyMetricChoiceForm(metrics=summary["metrics"], initial={
+        "staged": token, "slug": slug, "metric": METRIC_PREFIX + bundle_metric if bundle_metric else ""})
+    return render(request, "annotation/study_upload.html", {
+        "choice": choice, "summary": summary, "file_name": form.cleaned_data["bundle"].name})
+
+
+def _upload_choose_metric(request: HttpRequest) -> HttpResponse:
+    token = request.POST.get("staged", "")
+    staged = uploads.staged_upload_get(token=token, user=request.user)
+    if staged is None:
+        return render(request, "annotation/study_upload.html", {
+            "form": StudyUploadForm(), "problem_total": 1,
+            "problems": ["This upload expired or was imported already: choose the file again."]}, status=400)
+    path, summary = staged
+    choice = StudyMetricChoiceForm(request.POST, metrics=summary["metrics"])
+    context = {"choice": choice, "summary": summary}
+    if not choice.is_valid():
+        return render(request, "annotation/study_upload.html", context, status=400)
+    as_draft = request.POST.get("start") == "draft"
+    try:
+        study = services.study_import(source=path, slug=choice.cleaned_data["slug"] or None,
+                                      metric=choice.chosen_metric(), created_by=request.user, start=not as_draft)
+    except BundleError as exc:
+        return render(request, "annotation/study_upload.html", {
+            **context, "problems": [str(p) for p in exc.problems], "problem_total": exc.total}, status=400)
+    uploads.staged_upload_discard(token=token, user=request.user)
+    metric = f"metric {study.metric.name}" if study.metric_id else "no metric (human-only)"
+    imported = f"Imported study {study.name}: {summary['items']} items, {summary['comparisons']} comparisons, {metric}."
+    if as_draft:
+        messages.success(request, f"{imported} Saved as a draft: set its protocol parameters, then launch it.")
+        return redirect("study_settings", slug=study.slug)
+    messages.success(request, f"{imported} The protocol has started.")
+    return redirect("dashboard", slug=study.slug)
 
 
 @login_required

@@ -9,6 +9,7 @@ ends a HIT (submit, skip, report) leases the next one before it answers.
 from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -75,7 +76,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
 
     ``lease``: lease the next HIT when the annotator holds none (POST only); without it the
     screen is ``ready`` (a button for the next comparison) when there is work for them.
-    ``screen``: hit, ready, paused, finished, share (the worker's maximum is reached), time
+    ``screen``: hit, ready, paused, screened (failed the onboarding checks, or excluded: a
+    polite end without a code, and the platform's return path), finished, share (the worker's maximum is reached), time
     (their session time is up), nowork (nothing for them right now) or stopped (they chose to
     stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
     """
@@ -98,6 +100,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "stopped"
     elif study.status == Study.Status.PAUSED:
         screen = "paused"
+    elif _screened_out(study, annotator):
+        screen = "screened"
     elif study.status == Study.Status.FINISHED or not selectors.study_work_left(study=study):
         screen = "finished"
     elif session.share_done:
@@ -108,12 +112,22 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "ready"
     else:
         screen = "nowork"
-    code_due = session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
+    code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
     context.update(screen=screen, done=session.done, code_due=code_due,
                    mturk_submit=mturk_submit_url(mturk.get("turkSubmitTo", "")) if code_due else None,
                    mturk=mturk)
     return context
+
+
+def _screened_out(study: Study, annotator: Annotator) -> bool:
+    """The worker failed the onboarding checks, or was excluded: no more HITs for them."""
+    from .services.checks import onboarding_state
+    from .services.quality import annotator_is_excluded
+
+    if study.onboarding_checks and onboarding_state(study=study, annotator=annotator) == "failed":
+        return True
+    return bool(study.exclusions_active) and annotator_is_excluded(study=study, annotator=annotator)
 
 
 def _render_screen(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
@@ -167,9 +181,14 @@ def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, not
     return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
 
 
+def _of_study(study: Study) -> Q:
+    """A HIT of ``study``: a comparison's, or a check's (services/checks.py)."""
+    return Q(comparison__study=study) | Q(check_item__study=study)
+
+
 def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> Assignment:
     return get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
-                             pk=assignment_id, comparison__study=study, annotator=annotator)
+                             _of_study(study), pk=assignment_id, annotator=annotator)
 
 
 @crowd_frameable
@@ -178,8 +197,9 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
     assignment = get_object_or_404(Assignment.objects.select_related("comparison__item"),
-                                   pk=assignment_id, comparison__study=study)
-    assignment.comparison.study = study  # the row just read (not joined again)
+                                   _of_study(study), pk=assignment_id)
+    if assignment.comparison is not None:
+        assignment.comparison.study = study  # the row just read (not joined again)
     error = ""
     try:
         seconds = float(request.POST["seconds"]) if request.POST.get("seconds") else None

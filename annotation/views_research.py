@@ -12,11 +12,19 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
-from .forms import StudyCrowdSettingsForm, StudySettingsForm
-from .models import Judgement, Study
+from .forms import (
+    HUMAN_ONLY,
+    METRIC_PREFIX,
+    StudyCrowdSettingsForm,
+    StudyDraftForm,
+    StudyQualitySettingsForm,
+    StudySettingsForm,
+)
+from .models import Annotator, Study
 
 
 def _histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
@@ -100,10 +108,101 @@ def _dashboard_context(study: Study) -> dict:
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
+    if study.status == Study.Status.DRAFT and not study.protocol_started:
+        return redirect("study_settings", slug=slug)  # nothing to show before the launch
     context = _dashboard_context(study)
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_dashboard_body.html", context)
+    try:
+        context.update(_quality_context(request, study))
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc))
     return render(request, "annotation/dashboard.html", context)
+
+
+# (key, header, what it is) of the quality panel's sortable columns.
+QUALITY_HEADERS = (
+    ("annotator", "Worker", "platform worker id"),
+    ("excluded", "Status", "excluded workers' judgements are not counted; exclude or re-include here"),
+    ("judgements", "Judgements", "every answer, checks and repeats included"),
+    ("median_seconds", "Median s", "median seconds from render to answer (server-measured)"),
+    ("tie_rate", "Ties", "share of tie answers"),
+    ("left_share", "Left", "left / (left + right) answers as shown; 0.5 = no position bias"),
+    ("agreement", "Agreement", "leave-one-out agreement with the other annotators of the same comparisons"),
+    ("gold_accuracy", "Gold", "share of gold checks answered as expected"),
+    ("repeat_consistency", "Repeat", "share of repeated comparisons answered the same way"),
+    ("flag_count", "Flags", "too fast, straight-lining, failed checks, low agreement, inconsistent"),
+)
+
+
+def _quality_sort(request: HttpRequest, prefix: str = "q") -> tuple[str, bool]:
+    sort = request.GET.get(f"{prefix}sort", "flag_count")
+    order = request.GET.get(f"{prefix}order", "desc" if sort == "flag_count" else "asc")
+    if order not in ("asc", "desc"):
+        raise ValueError(f"unknown order {order!r}; asc or desc")
+    if sort not in selectors.QUALITY_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; one of {', '.join(sorted(selectors.QUALITY_SORTS))}")
+    return sort, order == "desc"
+
+
+def _quality_context(request: HttpRequest, study: Study) -> dict:
+    """The annotator quality panel: the table sorted by ?qsort=&qorder=, and column links."""
+    sort, descending = _quality_sort(request)
+    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    headers = [{"key": key, "label": label, "title": title, "active": key == sort,
+                "order": "asc" if key == sort and descending or key != sort and key not in (
+                    "flag_count", "judgements") else "desc"}
+               for key, label, title in QUALITY_HEADERS]
+    return {"quality": rows, "quality_headers": headers, "quality_sort": sort, "quality_descending": descending,
+            "exclusion_log": selectors.study_exclusion_log(study=study)[:20]}
+
+
+@login_required
+def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """The annotator quality table (``?sort=&order=`` as on the dashboard) as CSV."""
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    try:
+        sort, descending = _quality_sort(request, prefix="")
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc))
+    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-quality.csv"'
+    writer = csv.writer(response)
+    writer.writerow(selectors.QUALITY_COLUMNS)
+    for r in rows:
+        writer.writerow([spreadsheet_safe(" ".join(r[c]) if c == "flags" else
+                                          int(r[c]) if c == "excluded" else "" if r[c] is None else r[c])
+                         for c in selectors.QUALITY_COLUMNS])
+    return response
+
+
+@login_required
+@require_POST
+def annotator_exclusion(request: HttpRequest, slug: str, annotator_id: int) -> HttpResponse:
+    """Exclude (``action=exclude``) or re-include (``action=include``) a worker; the affected
+    pairs are re-decided off the request path. Back to the dashboard's quality panel."""
+    from .services import quality
+
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    annotator = get_object_or_404(Annotator, pk=annotator_id)
+    action = request.POST.get("action")
+    if action not in ("exclude", "include"):
+        return HttpResponseBadRequest("action must be exclude or include")
+    change = quality.annotator_exclude if action == "exclude" else quality.annotator_include
+    try:
+        changed = change(study=study, annotator=annotator, user=request.user,
+                         reason=request.POST.get("reason", "")[:500])
+    except quality.QualityError as exc:
+        return HttpResponseBadRequest(str(exc))
+    if changed:
+        messages.success(request, f"{annotator.external_id} {'excluded' if action == 'exclude' else 're-included'}: "
+                                  "the affected pairs are being re-decided.")
+    else:
+        messages.info(request, f"{annotator.external_id} was already {action}d.")
+    return redirect(reverse("dashboard", kwargs={"slug": slug}) + "#quality")
 
 
 @login_required
@@ -191,26 +290,29 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     ``?first=A&second=B`` keeps one pair (either order)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    rows = Judgement.objects.filter(comparison__study=study)
+    rows = selectors.study_judgements(study=study)
     first, second = request.GET.get("first"), request.GET.get("second")
     if bool(first) != bool(second):
         return HttpResponseBadRequest("give both first and second to filter by pair")
     if first:
         rows = rows.filter(Q(comparison__first__name=first, comparison__second__name=second)
                            | Q(comparison__first__name=second, comparison__second__name=first))
-    rows = rows.select_related(
-        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("id")
     writer = csv.writer(_Echo())
 
     def lines():
+        # kind and excluded mark the rows the protocol does not count (checks, repeats,
+        # excluded workers); "counted" says it in one column.
         yield writer.writerow(["item", "first", "second", "value", "annotator", "platform", "source",
-                               "shown_swapped", "seconds_on_task", "created_at"])
+                               "shown_swapped", "seconds_on_task", "server_seconds", "kind", "excluded", "counted",
+                               "created_at"])
         for j in rows.iterator():
             yield writer.writerow([spreadsheet_safe(v) for v in (
                 j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
                 j.value, j.annotator.external_id, j.annotator.platform, j.source,
                 "" if j.assignment is None else int(j.assignment.shown_swapped),
-                "" if j.seconds_on_task is None else j.seconds_on_task, j.created_at.isoformat())])
+                "" if j.seconds_on_task is None else j.seconds_on_task,
+                "" if j.server_seconds is None else round(j.server_seconds, 3), j.kind, int(j.excluded),
+                int(j.kind == "real" and not j.excluded), j.created_at.isoformat())])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")
     suffix = f"-{first}-{second}" if first else ""
@@ -237,20 +339,74 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
 SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
                    "item_choice_temperature")
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
+QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
+                  "exclude_low_agreement")
+
+
+DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "allocation_policy", "item_choice")
+
+
+def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
+    """A draft's settings: its protocol parameters (editable until the launch) and Launch."""
+    metrics = list(study.metrics.values_list("name", flat=True))
+    action = request.POST.get("action") if request.method == "POST" else None
+    form = StudyDraftForm(metrics=metrics, initial={
+        "metric": METRIC_PREFIX + study.metric.name if study.metric_id else HUMAN_ONLY,
+        **{f: getattr(study, f) for f in DRAFT_FIELDS}})
+    if action == "launch":
+        try:
+            services.study_launch(study=study)
+        except (ValueError, ValidationError) as exc:
+            form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
+        else:
+            messages.success(request, "Launched: the protocol has started and the study is served.")
+            return redirect("dashboard", slug=study.slug)
+    elif action == "draft":
+        form = StudyDraftForm(request.POST, metrics=metrics)
+        if form.is_valid():
+            name = form.chosen_metric()
+            try:
+                services.study_draft_update(study=study, metric=study.metrics.get(name=name) if name else None,
+                                            **{f: form.cleaned_data[f] for f in DRAFT_FIELDS})
+            except ValidationError as exc:
+                form.add_error(None, exc.messages)
+            else:
+                messages.success(request, "Draft saved.")
+                return redirect("study_settings", slug=study.slug)
+    elif action is not None:
+        form.add_error(None, "Choose save or launch.")
+    return render(request, "annotation/study_settings.html", {"study": study, "draft_form": form},
+                  status=400 if form.errors else 200)
 
 
 @login_required
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
+    if study.status == Study.Status.DRAFT and not study.protocol_started:
+        return _draft_settings(request, study)
+    if request.method == "POST" and request.POST.get("action") in ("draft", "launch"):
+        return render(request, "annotation/study_settings.html", {
+            "study": study, "form": StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS}),
+            "crowd": StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS}),
+            "quality": StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
+                                                                                for f in QUALITY_FIELDS}}),
+            "refused": "The study has been launched: its protocol parameters are fixed."}, status=400)
     if request.method == "POST":
         form, crowd = StudySettingsForm(request.POST), StudyCrowdSettingsForm(request.POST)
-        if form.is_valid() and crowd.is_valid():
+        quality = StudyQualitySettingsForm(request.POST)
+        if form.is_valid() and crowd.is_valid() and quality.is_valid():
             try:
                 services.study_settings_update(study=study, **form.cleaned_data)
                 services.study_crowd_settings_update(study=study, **{
                     f: getattr(study, f) if crowd.cleaned_data.get(f) is None else crowd.cleaned_data[f]
                     for f in CROWD_FIELDS})
+                if quality.cleaned_data.get("quality_form"):
+                    from .services.quality import study_quality_settings_update
+
+                    study_quality_settings_update(study=study, **{
+                        f: getattr(study, f) if quality.cleaned_data.get(f) is None else quality.cleaned_data[f]
+                        for f in QUALITY_FIELDS})
             except (ValueError, ValidationError) as exc:
                 form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
             else:
@@ -259,5 +415,8 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS})
         crowd = StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS})
-    return render(request, "annotation/study_settings.html", {"study": study, "form": form, "crowd": crowd},
-                  status=400 if form.errors or crowd.errors else 200)
+        quality = StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
+                                                                           for f in QUALITY_FIELDS}})
+    return render(request, "annotation/study_settings.html",
+                  {"study": study, "form": form, "crowd": crowd, "quality": quality},
+                  status=400 if form.errors or crowd.errors or quality.errors else 200)

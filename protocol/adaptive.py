@@ -592,6 +592,59 @@ def record_judgements(
     return replace(state, pairs=tuple(pairs))
 
 
+def rebuild_pairs(
+    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]]
+) -> ProtocolState:
+    """Re-decide the given pairs from scratch from exactly the judgements given (e.g. after the
+    judgements of an excluded annotator left, or came back).
+
+    labels  (first, second) -> (items (k,), values (k,) in {-1, 0, 1}); pairs not named are
+            unchanged
+    Each named pair forgets its counts and records its k judgements as one look (a round of
+    size k, closed at once with the others in one batched decision), so it ends decided,
+    exhausted, futile or waiting for another round (``open_rounds`` funds it within the budget
+    left); with k = 0 it waits undecided. Its round counter and θ history continue (the look
+    is a round; θ gains one entry when k > 0). Capacity grows to k when the pair holds more
+    judgements than it could receive (a re-included annotator's comparisons were served again).
+    Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
+    may not exceed it).
+    """
+    index = _index(state)
+    rebuilt = []
+    for key, (items, values) in sorted(labels.items()):
+        if key not in index:
+            raise ValueError(f"unknown pair {key!r}; pairs are in canonical order first < second")
+        old = state.pairs[index[key]]
+        if len(items) != len(values):
+            raise ValueError(f"pair {key}: {len(items)} items but {len(values)} values")
+        metric_only = [0, 0, 0]
+        for value in old.metric.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        capacity = max(old.capacity, len(items))
+        fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
+                          metric_only=tuple(metric_only), round=old.round, theta=old.theta,
+                          status=WAITING if capacity > 0 else EXHAUSTED)
+        if items:
+            fresh = replace(fresh, round=old.round + 1, quota=len(items), status=OPEN,
+                            round_basis=(0,) * 12 + tuple(metric_only))
+        rebuilt.append(fresh)
+    if not rebuilt:
+        return state
+    looked = ProtocolState(state.settings, tuple(rebuilt), state.closes)
+    for pair in rebuilt:
+        items, values = labels[pair.key]
+        if items:
+            looked = record_judgements(looked, pair.first, pair.second, list(items), list(values))
+    if any(p.status == FILLED for p in looked.pairs):
+        looked = close_rounds(looked)
+    pairs = list(state.pairs)
+    for pair in looked.pairs:
+        pairs[index[pair.key]] = pair
+    result = replace(state, pairs=tuple(pairs), closes=looked.closes)
+    _check_state(result)
+    return result
+
+
 def bet(paired, human_only, metric_only) -> float:
     """The e-process bet on the next item's human label (module doc), in [-MAX_BET, MAX_BET].
 

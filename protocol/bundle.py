@@ -9,6 +9,7 @@ One JSON object per line; its ``kind`` says what it is (DESIGN.md, "Study bundle
     {"kind":"metric_preference","item":"doc-1","first":"M8","second":"M9","metric":"judge","preference":1}
     {"kind":"human_score","item":"doc-1","system":"M8","score":4.33,"annotator":"e1"}
     {"kind":"human_preference","item":"doc-1","first":"M8","second":"M9","preference":-1,"annotator":"w3"}
+    {"kind":"check","id":"gold-1","input":"...","first":"a good text","second":"a broken one","expected":"first"}
 
 :func:`read_bundle` validates the whole file before returning anything and raises
 :class:`BundleError` listing every problem with its line number, so a caller that stores the
@@ -47,7 +48,12 @@ STUDY_SETTINGS = {
     "session_hits_max": int,
     "session_minutes": int,
     "min_seconds_per_hit": int,
+    "check_every": int,
+    "onboarding_checks": int,
+    "repeat_every": int,
 }
+# A check's expected answer -> the answers it accepts, in its own order (+1 = first better).
+CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)}
 
 # kind -> (required fields, optional fields)
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -64,6 +70,9 @@ SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"item", "first", "second", "preference"}),
         frozenset({"annotator"}),
     ),
+    # An attention or gold check: an input, two output texts and the expected answer. Not an
+    # item of the study: no system, no pair, never counted by the protocol.
+    "check": (frozenset({"id", "input", "first", "second", "expected"}), frozenset({"reference"})),
 }
 KIND_ORDER = tuple(SCHEMA)
 
@@ -124,6 +133,21 @@ class HumanPreference:
 
 
 @dataclass(frozen=True, slots=True)
+class Check:
+    id: str
+    input: str
+    first: str
+    second: str
+    expected: str  # a key of CHECK_EXPECTED
+    reference: str = ""
+    line: int = 0
+
+    @property
+    def accepted(self) -> tuple[int, ...]:
+        return CHECK_EXPECTED[self.expected]
+
+
+@dataclass(frozen=True, slots=True)
 class BundleProblem:
     line: int  # 1-based; 0 for problems of the file as a whole
     message: str
@@ -155,6 +179,7 @@ class Bundle:
     metric_preferences: tuple[MetricPreference, ...] = ()
     human_scores: tuple[HumanScore, ...] = ()
     human_preferences: tuple[HumanPreference, ...] = ()
+    checks: tuple[Check, ...] = ()
     _systems: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -185,6 +210,7 @@ class Bundle:
                 self.metric_preferences,
                 self.human_scores,
                 self.human_preferences,
+                self.checks,
             )
         )
 
@@ -346,6 +372,7 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
         metric_preferences=tuple(rows["metric_preference"]),
         human_scores=tuple(rows["human_score"]),
         human_preferences=tuple(rows["human_preference"]),
+        checks=tuple(rows["check"]),
     )
     _check_references(bundle, check)
     if check.total:
@@ -355,6 +382,16 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
 
 
 def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
+    if kind == "check":
+        expected = obj.get("expected")
+        if expected not in CHECK_EXPECTED:
+            check.add(line, f"field 'expected' must be one of {', '.join(map(json.dumps, CHECK_EXPECTED))}, "
+                            f"got {json.dumps(expected)}")
+        return Check(_text(obj, "id", line, check), _text(obj, "input", line, check),
+                     _text(obj, "first", line, check, allow_empty=True, allow_null=False),
+                     _text(obj, "second", line, check, allow_empty=True, allow_null=False),
+                     expected if expected in CHECK_EXPECTED else "first",
+                     _text(obj, "reference", line, check, allow_empty=True) or "", line)
     item = _text(obj, "item" if kind != "item" else "id", line, check)
     if kind == "item":
         text = _text(obj, "input", line, check)
@@ -405,6 +442,14 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
             check.add(row.line, f"duplicate item id {row.id!r} (first on line {items[row.id]})")
         else:
             items[row.id] = row.line
+    checks: dict[str, int] = {}
+    for row in bundle.checks:
+        if row.id is None:
+            continue
+        if row.id in checks:
+            check.add(row.line, f"duplicate check id {row.id!r} (first on line {checks[row.id]})")
+        else:
+            checks[row.id] = row.line
     systems: set[str] = set()
     outputs: dict[tuple, int] = {}
     for row in bundle.outputs:
@@ -525,6 +570,12 @@ def bundle_rows(bundle: Bundle) -> Iterator[dict]:
                "preference": r.preference}
         if r.annotator:
             row["annotator"] = r.annotator
+        yield row
+    for r in bundle.checks:
+        row = {"kind": "check", "id": r.id, "input": r.input, "first": r.first, "second": r.second,
+               "expected": r.expected}
+        if r.reference:
+            row["reference"] = r.reference
         yield row
 
 

@@ -31,7 +31,17 @@ from django.utils import timezone
 from protocol import adaptive
 from protocol.allocation import choose_items
 
-from ..models import Annotator, Assignment, Comparison, ItemFlag, Judgement, PairState, Study
+from ..models import (
+    AnnotatorExclusion,
+    Annotator,
+    Assignment,
+    Comparison,
+    ItemFlag,
+    Judgement,
+    JudgementKind,
+    PairState,
+    Study,
+)
 from . import protocol_state, rounds
 from .transactions import retry_transient
 
@@ -63,10 +73,14 @@ def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
 
 
 def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
-    """The annotator's live lease in the study, if any (a read)."""
-    return (Assignment.objects.filter(annotator=annotator, comparison__study=study, state=Assignment.State.LEASED,
-                                      expires_at__gt=timezone.now())
-            .order_by("issued_at").first())
+    """The annotator's live lease in the study (a check's too, when the study has checks), if any (a read)."""
+    leases = Assignment.objects.filter(annotator=annotator, state=Assignment.State.LEASED,
+                                       expires_at__gt=timezone.now())
+    if study.check_every or study.onboarding_checks:
+        leases = leases.filter(Q(comparison__study=study) | Q(check_item__study=study))
+    else:
+        leases = leases.filter(comparison__study=study)
+    return leases.order_by("issued_at").first()
 
 
 @retry_transient
@@ -83,6 +97,8 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     nothing new (selectors.crowd_session). Retried as a whole after a transient database
     error, so a lease whose commit was cut off is found as the current lease.
     """
+    if study.exclusions_active and _excluded(study, annotator):
+        return None
     current = hit_current(study=study, annotator=annotator)
     if current is not None:
         return current
@@ -90,11 +106,27 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
         return None
     if (study.session_hits_max or study.session_minutes) and not _session_may_lease(study, annotator):
         return None
+    if study.check_every or study.onboarding_checks or study.repeat_every:
+        turn = _check_turn(study, annotator)
+        if turn is not None:
+            return turn.hit  # a check, or None: the worker failed onboarding
     rounds.sweeper_ensure()
     lease = _lease(study, annotator)
     if lease is None and leases_reclaim(study=study):
         lease = _lease(study, annotator)  # expired leases went back to the pool: look again
     return lease
+
+
+def _check_turn(study: Study, annotator: Annotator):
+    from .checks import check_turn
+
+    return check_turn(study=study, annotator=annotator)
+
+
+def _excluded(study: Study, annotator: Annotator) -> bool:
+    from .quality import annotator_is_excluded
+
+    return annotator_is_excluded(study=study, annotator=annotator)
 
 
 def _session_may_lease(study: Study, annotator: Annotator) -> bool:
@@ -217,7 +249,12 @@ def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
     ``skipped``: the annotator chose not to judge it; the assignment is kept as SKIPPED and
     its comparison is never served to that annotator again.
     """
-    return _release(assignment.pk, Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED)
+    state = Assignment.State.SKIPPED if skipped else Assignment.State.EXPIRED
+    if assignment.kind != JudgementKind.REAL:
+        from .checks import check_release
+
+        return check_release(assignment=assignment, state=state)
+    return _release(assignment.pk, state)
 
 
 @retry_transient
@@ -236,6 +273,13 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
     """
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
+    if assignment.check_item_id is not None:
+        # A check looks like any HIT; a report of one is not an item's problem, so it only skips.
+        # (A repeat's report is its comparison's, as for the original.)
+        if reason not in ItemFlag.Reason.values:
+            raise HitError(f"reason: {reason!r} is not a valid choice")
+        hit_release(assignment=assignment, skipped=True)
+        return ItemFlag(reason=reason, note=note.strip(), annotator=annotator)
     item_id = Comparison.objects.filter(pk=assignment.comparison_id).values_list("item_id", flat=True).get()
     flag = ItemFlag(item_id=item_id, assignment=assignment, annotator=annotator, reason=reason, note=note.strip())
     try:
@@ -271,8 +315,10 @@ def leases_reclaim(*, study: Study) -> int:
 def _reclaim_pair(pair_id: int, now) -> int:
     with transaction.atomic():
         PairState.objects.select_for_update().filter(pk=pair_id).first()
+        # Repeats hold no counter (services/checks.py): they simply lapse.
         expired = list(Assignment.objects.filter(comparison__pair_id=pair_id, state=Assignment.State.LEASED,
-                                                 expires_at__lt=now).values_list("id", flat=True))
+                                                 kind=JudgementKind.REAL, expires_at__lt=now)
+                       .values_list("id", flat=True))
         return sum(_expire_locked(pk) for pk in expired)
 
 
@@ -289,7 +335,9 @@ def judgement_submit(
     ``shown_value`` is in screen order: +1 = the left output is better, -1 = the right one,
     0 = tie; it is stored in canonical order. Submitting the same key again returns the first
     judgement unchanged. An answer sooner than the study's ``min_seconds_per_hit`` after the
-    HIT was issued (``issued_at``, when it was first rendered) is refused. A live lease is
+    HIT was issued (``issued_at``, when it was first rendered) is refused, and so is any answer
+    of a worker excluded from the study. The judgement stores the client's
+    ``seconds_on_task`` and the server's own ``server_seconds`` (issue to answer). A live lease is
     always accepted while its pair's round is open. A
     lease that expired is accepted only if its comparison is free and its pair's round still
     needs a judgement that no live lease will bring. Otherwise HitError, and the lease is
@@ -302,9 +350,15 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
+    if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
+        from .checks import check_submit
+
+        return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
+                            idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    minimum = assignment.comparison.study.min_seconds_per_hit
+    study = assignment.comparison.study
+    minimum = study.min_seconds_per_hit
     if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
         if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
             raise HitError(f"please read both texts: this study asks for at least {minimum} seconds per comparison")
@@ -342,6 +396,11 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     comparison = assignment.comparison
     study = comparison.study
     row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
+    # Whether the worker is excluded is read here, under the pair's lock: a re-decision
+    # (services/quality.py) that locks the pair after this commits sees this judgement, and one
+    # that locked it before made this read see the exclusion.
+    is_excluded = AnnotatorExclusion.objects.filter(study_id=study.pk, annotator_id=annotator_id,
+                                                    excluded=True).exists()
     done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
         "assignment_id", "idempotency_key", "annotator_id")}
     for assignment_id, earlier_key, _ in done:
@@ -351,7 +410,9 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
             return HitError("this HIT was already answered")
     pair = protocol_state.pair_state_of(row)
     refusal = None
-    if pair.status != adaptive.OPEN:
+    if is_excluded:
+        refusal = "your answers are no longer needed in this study; thank you for your time"
+    elif pair.status != adaptive.OPEN:
         refusal = "this comparison is no longer needed: its pair was decided or its round is full"
     elif any(by == annotator_id for *_, by in done):
         refusal = "you have already judged this comparison"
@@ -360,8 +421,12 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
         _expire_locked(assignment.pk)
         return HitError(refusal)
     value = -shown_value if assignment.shown_swapped else shown_value
+    # The server's own measure of time on task: the lease is made when the HIT is rendered
+    # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
+    server_seconds = max((timezone.now() - assignment.issued_at).total_seconds(), 0.0)
     judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
-                          value=value, seconds_on_task=seconds_on_task, idempotency_key=key)
+                          value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
+                          idempotency_key=key)
     # Field validation only: the references were just read under the lock, and uniqueness
     # is the database's (a query per constraint would double the submit's cost).
     judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,

@@ -6,7 +6,8 @@ the JSON and its mirror columns together and bumps the row's ``version``.
 
 The protocol's settings are not stored with the pairs: they are a function of the Study row
 (``protocol_settings``). The protocol's budget counts the judgements imported with the bundle
-(they seed round 0) on top of the study's budget of live judgements.
+(they seed round 0) on top of the study's budget of live judgements, less the judgements of
+excluded workers (``Study.protocol_lost_judgements``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "vers
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     """The protocol's settings, derived from the study (the one place they are stated)."""
     return adaptive.ProtocolSettings(
-        budget=study.budget + study.protocol_imported_judgements,
+        # Judgements of excluded workers stay spent (services/quality.py): they leave the
+        # protocol's counts and its budget together.
+        budget=study.budget + study.protocol_imported_judgements - study.protocol_lost_judgements,
         batch=study.batch_size,
         gamma=study.gamma,
         policy=study.allocation_policy,

@@ -7,8 +7,10 @@ decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock hel
 batched decision, then takes the study lock for the few milliseconds it needs to apply the
 results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
 pass) and to open the next rounds within the budget. Many rounds filling at once coalesce
-into one close. ``protocol_sweep`` (periodic) closes any filled round a lost task left behind
-and gives expired leases back to the pool.
+into one close. ``protocol_sweep`` (periodic) closes any filled round a lost task left behind,
+gives expired leases back to the pool, applies the studies' exclusion rules and finishes any
+re-decision (services/quality.py) a lost task left behind; a close runs a pending re-decision
+first.
 """
 from __future__ import annotations
 
@@ -61,10 +63,13 @@ def protocol_start(*, study: Study) -> adaptive.ProtocolState:
 def protocol_ensure_started(*, study: Study) -> bool:
     """Start the protocol of a study imported before it started at import (older databases).
 
-    A write for commands (demo_setup, protocol_sweep); True when it started one.
+    A write for commands (demo_setup, protocol_sweep); True when it started one. A draft is
+    left alone: it starts when a researcher launches it (services.study_launch).
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.DRAFT:
+            return False
         if not PairState.objects.filter(study=study, state={}).exists():
             return False
         protocol_start(study=study)
@@ -97,8 +102,14 @@ def rounds_close(*, study_id: int) -> int:
     Why the rows of open pairs need no check: opening rounds shares out the budget left,
     budget - (spent + reserved), and a submit moves one judgement from reserved to spent.
     """
+    from . import quality
+
     for _ in range(CLOSE_PASSES):
         study = Study.objects.get(pk=study_id)
+        if quality.redecide_pending(study):
+            # An exclusion or re-inclusion asked for a re-decision (services/quality.py).
+            quality.protocol_redecide(study_id=study_id)
+            study = Study.objects.get(pk=study_id)
         snapshot = protocol_state.study_state_snapshot(study)
         if snapshot is None:
             return 0
@@ -125,8 +136,9 @@ def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]],
     writes = [read_at[p.key] for p in opened.pairs if p != earlier[p.key]]
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
-        if (locked.budget, locked.protocol_closes) != (study.budget, study.protocol_closes):
-            return None  # another close or a budget change came first
+        if (locked.budget, locked.protocol_closes, locked.protocol_lost_judgements) != \
+                (study.budget, study.protocol_closes, study.protocol_lost_judgements):
+            return None  # another close, a budget change or a re-decision came first
         targets = list(PairState.objects.select_for_update().filter(pk__in=[pk for pk, _ in writes]))
         versions = dict(writes)
         if len(targets) != len(writes) or any(versions[row.pk] != row.version for row in targets):
@@ -181,12 +193,16 @@ def protocol_sweep() -> dict:
     """Periodic repair: close filled rounds left behind and return expired leases to the pool."""
     from .hits import leases_reclaim
 
-    closed = reclaimed = 0
+    from . import quality
+
+    closed = reclaimed = excluded = 0
     for study in Study.objects.filter(status__in=[Study.Status.RUNNING, Study.Status.PAUSED]):
         reclaimed += leases_reclaim(study=study)
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+        excluded += len(quality.exclusion_rules_apply(study=study))
+        study.refresh_from_db()
+        if quality.redecide_pending(study) or PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
             closed += rounds_close(study_id=study.pk)
-    return {"pairs_closed": closed, "leases_reclaimed": reclaimed}
+    return {"pairs_closed": closed, "leases_reclaimed": reclaimed, "workers_excluded": excluded}
 
 
 _sweeper: threading.Thread | None = None

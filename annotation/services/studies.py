@@ -12,11 +12,12 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
-from protocol import adaptive
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 from rest_framework.authtoken.models import Token
 
+from protocol import adaptive
 from protocol.separability import compute_alignments
 
 from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
@@ -24,6 +25,7 @@ from protocol.preferences import canonical_pair
 
 from ..models import (
     Annotator,
+    CheckItem,
     Comparison,
     HumanScore,
     Item,
@@ -37,7 +39,9 @@ from ..models import (
     StudyMembership,
     System,
 )
+from ..selectors import counted_judgements
 from . import protocol_state, rounds
+from .members import study_membership_set
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -56,6 +60,9 @@ SETTING_FIELDS = {
     "session_hits_max": "session_hits_max",
     "session_minutes": "session_minutes",
     "min_seconds_per_hit": "min_seconds_per_hit",
+    "check_every": "check_every",
+    "onboarding_checks": "onboarding_checks",
+    "repeat_every": "repeat_every",
 }
 
 
@@ -90,13 +97,21 @@ def study_import(
     created_by=None,
     separability: str = "background",
     progress: Progress = _no_progress,
+    start: bool = True,
+    metric_required: bool = False,
 ) -> Study:
     """Validate a study bundle and store it as a new study, all or nothing.
 
     Raises BundleError (a ValueError) listing every problem, each with its line, before
     anything is written; a failure while writing rolls the whole import back.
-    ``metric`` chooses the study's metric (default: the bundle's ``metric`` setting).
+    ``metric`` chooses the study's metric: None takes the bundle's ``metric`` setting, ``""``
+    means none (a human-only study, whatever the bundle says). With ``metric_required`` a
+    bundle that has metrics but names none for the protocol, imported with ``metric=None``,
+    is refused (BundleError naming its metrics): a human-only study is then asked for with
+    ``metric=""`` (the upload page, the API and ``import_study`` never make one silently).
     ``created_by`` becomes a researcher of the study.
+    ``start``: start the protocol now (the study runs), or store a draft — not served, its
+    protocol parameters editable (``study_draft_update``) until ``study_launch``.
     ``separability``: when outputs have >= 2 samples, compute the comparisons' separability
     ``"inline"`` (before returning, reporting to ``progress``), in the ``"background"`` (a
     task queued when the import commits; eager without a broker), or ``"skip"`` it.
@@ -105,7 +120,11 @@ def study_import(
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
     progress("validated", bundle.line_count(), bundle.line_count())
-    chosen_metric = metric or bundle.study.get("metric")
+    chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
+    if metric_required and metric is None and chosen_metric is None and bundle.metrics:
+        known = ", ".join(sorted(bundle.metrics))
+        raise BundleError([BundleProblem(0, f"the bundle names no metric for the protocol; choose one of its "
+                                            f"metrics ({known}) or ask for a human-only study")])
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
@@ -113,14 +132,21 @@ def study_import(
     if high and high < low:
         raise BundleError([BundleProblem(0, f"session_hits_max ({high}) is below session_hits_min ({low}); "
                                             "use 0 for no maximum")])
+    if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
+        raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
+                                            "but the bundle has no check lines")])
     with transaction.atomic():
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress)
         if chosen_metric is not None:
             study.metric = study.metrics.get(name=chosen_metric)
             study.save(update_fields=["metric"])
-        # The protocol starts with the study, so no page or API read ever has to start it.
-        rounds.protocol_start(study=study)
-        progress("protocol", 1, 1)
+        if start:
+            # The protocol starts with the study, so no page or API read ever has to start it.
+            rounds.protocol_start(study=study)
+            progress("protocol", 1, 1)
+        else:
+            study.status = Study.Status.DRAFT
+            study.save(update_fields=["status"])
         if created_by is not None:
             study_membership_set(study=study, user=created_by, role=StudyMembership.Role.RESEARCHER)
         has_samples = any(r.sample > 0 for r in bundle.outputs)
@@ -145,8 +171,21 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
         instructions=bundle.study.get("instructions", ""),
         **{field: bundle.study[key] for key, field in SETTING_FIELDS.items() if key in bundle.study},
     )
-    study.full_clean()
-    study.save()
+    # study_slug_for checked the slug, but another import may take it before this one writes.
+    taken = BundleError([BundleProblem(0, f"a study with slug {slug!r} exists already; choose another slug")])
+    try:
+        study.full_clean()
+    except ValidationError as exc:
+        if "slug" in exc.message_dict and Study.objects.filter(slug=slug).exists():
+            raise taken from None
+        raise
+    try:
+        with transaction.atomic():
+            study.save()
+    except IntegrityError:
+        if Study.objects.filter(slug=slug).exists():
+            raise taken from None
+        raise
 
     systems = {s.name: s for s in _bulk(System, [System(study=study, name=n) for n in bundle.systems],
                                         progress, "systems")}
@@ -215,6 +254,10 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
     )
     by_key = {(c.item.external_id, c.first.name, c.second.name): c for c in comparisons}
     _store_imported_judgements(bundle, by_key, progress)
+    # Checks are no items: no comparison, no pair, so the protocol never sees them.
+    _bulk(CheckItem, [CheckItem(study=study, external_id=r.id, input=r.input, reference=r.reference, first=r.first,
+                                second=r.second, expected=r.expected, position=n)
+                      for n, r in enumerate(bundle.checks)], progress, "checks")
     if not study.budget:
         study.budget = len(comparisons) * study.ratings_per_item
         study.save(update_fields=["budget"])
@@ -305,6 +348,8 @@ def study_settings_update(
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.DRAFT:
+            raise ValueError("the study is a draft: set its protocol parameters and launch it on its settings page")
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
         state = protocol_state.study_state_load(study, rows)
         imported = study.protocol_imported_judgements
@@ -323,6 +368,54 @@ def study_settings_update(
         study.save()
         resized = replace(state, settings=protocol_state.protocol_settings(study))
         protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized), before=state)
+        return study
+
+
+def study_draft_update(
+    *,
+    study: Study,
+    metric: Metric | None,
+    gamma: float,
+    batch_size: int,
+    budget: int,
+    ratings_per_item: int,
+    allocation_policy: str,
+    item_choice: str,
+) -> Study:
+    """Set the protocol parameters of a draft study (before its launch).
+
+    ValueError when the study is no longer a draft; ValidationError names a bad value (e.g. a
+    metric of another study, γ outside (0, 1)). ``metric`` None: a human-only study.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status != Study.Status.DRAFT or study.protocol_started:
+            raise ValueError("the study has been launched: its protocol parameters are fixed")
+        study.metric = metric
+        study.gamma = gamma
+        study.batch_size = batch_size
+        study.budget = budget
+        study.ratings_per_item = ratings_per_item
+        study.allocation_policy = allocation_policy
+        study.item_choice = item_choice
+        study.full_clean()
+        study.save()
+        return study
+
+
+def study_launch(*, study: Study) -> Study:
+    """Start the protocol of a draft study (opening its first rounds) and serve it.
+
+    ValueError when the study is not a draft (launched already).
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status != Study.Status.DRAFT or study.protocol_started:
+            raise ValueError("the study is not a draft: it has been launched already")
+        study.full_clean()
+        rounds.protocol_start(study=study)
+        study.status = Study.Status.RUNNING
+        study.save(update_fields=["status"])
         return study
 
 
@@ -360,25 +453,6 @@ def item_withdraw(*, item: Item) -> Item:
     Item.objects.filter(pk=item.pk).update(withdrawn=True)
     item.withdrawn = True
     return item
-
-
-def study_membership_set(*, study: Study, user, role: str) -> StudyMembership:
-    """Give ``user`` the ``role`` in ``study`` (replacing any earlier role)."""
-    membership, _ = StudyMembership.objects.update_or_create(study=study, user=user, defaults={"role": role})
-    membership.full_clean()
-    return membership
-
-
-def study_membership_remove(*, study: Study, user) -> None:
-    """Take ``user`` out of ``study``; ValueError when they are its last researcher."""
-    with transaction.atomic():
-        membership = StudyMembership.objects.select_for_update().filter(study=study, user=user).first()
-        if membership is None:
-            raise ValueError(f"{user.username!r} is not a member of this study")
-        if membership.role == StudyMembership.Role.RESEARCHER and not StudyMembership.objects.filter(
-                study=study, role=StudyMembership.Role.RESEARCHER).exclude(pk=membership.pk).exists():
-            raise ValueError("a study keeps at least one researcher: add another before removing the last")
-        membership.delete()
 
 
 def api_token_create(*, user) -> Token:
@@ -437,7 +511,9 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         if h.annotator_label:
             row["annotator"] = h.annotator_label
         yield row
-    judgements = Judgement.objects.filter(comparison__study=study).select_related(
+    # Counted judgements only: checks, repeats and the judgements of excluded workers are not
+    # preferences of the study (the judgements CSV lists them, marked).
+    judgements = counted_judgements(study=study).select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
     for j in judgements.iterator():
         a = j.annotator
@@ -445,6 +521,16 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         yield {"kind": "human_preference", "item": j.comparison.item.external_id,
                "first": j.comparison.first.name, "second": j.comparison.second.name,
                "preference": j.value, "annotator": label}
+    yield from _check_rows(study)
+
+
+def _check_rows(study: Study) -> Iterator[dict]:
+    for c in CheckItem.objects.filter(study=study).order_by("position"):
+        row = {"kind": "check", "id": c.external_id, "input": c.input, "first": c.first, "second": c.second,
+               "expected": c.expected}
+        if c.reference:
+            row["reference"] = c.reference
+        yield row
 
 
 def study_export(*, study: Study, path: str | os.PathLike) -> int:
@@ -464,6 +550,8 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 
 
 __all__ = [
+    "study_draft_update",
+    "study_launch",
     "study_settings_update",
     "item_withdraw",
     "study_crowd_settings_update",
@@ -471,8 +559,6 @@ __all__ = [
     "study_export",
     "study_export_rows",
     "study_import",
-    "study_membership_remove",
-    "study_membership_set",
     "api_token_create",
     "api_token_revoke",
     "study_separability_compute",

@@ -127,6 +127,9 @@ LOGOUT_REDIRECT_URL = "home"
 
 # Largest study bundle accepted (bytes, uncompressed) by upload and import.
 EVALAPP_MAX_BUNDLE_BYTES = int(os.environ.get("EVALAPP_MAX_BUNDLE_BYTES", str(512 * 1024 * 1024)))
+# Where an uploaded bundle waits for the researcher's metric choice (docs/studies.md);
+# "" = the system's temporary directory. Several web hosts need a shared directory.
+EVALAPP_STAGED_UPLOAD_DIR = os.environ.get("EVALAPP_STAGED_UPLOAD_DIR", "")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # "default" is this process's memory; "shared" is one cache for every web process and Celery

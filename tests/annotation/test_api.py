@@ -221,7 +221,7 @@ def test_schema_describes_every_endpoint_with_its_errors(client):
         if pattern.name in ("api_schema", "api_docs", "api_not_found"):
             continue
         route = str(pattern.pattern).replace("<slug:slug>", "{slug}").replace("<int:hit_id>", "{hit_id}").replace(
-            "<str:username>", "{username}")
+            "<str:username>", "{username}").replace("<int:annotator_id>", "{annotator_id}")
         assert route in documented_routes, route
     for (path, method), op in operations.items():
         assert {"401", "429"} <= set(op["responses"]), (path, method)
@@ -273,3 +273,18 @@ def test_leaderboard_ranks_by_the_protocols_decisions(study_with_annotator):
         {"rank": 2, "system": "B", "wins": 1, "losses": 1, "undecided": 0},
         {"rank": 3, "system": "C", "wins": 0, "losses": 1, "undecided": 1}]
     assert_error(annotator.get("/api/studies/s2/leaderboard/"), 403, "permission_denied")
+
+
+def test_import_without_a_metric_choice_is_refused_unless_human_only_is_asked_for(toy_rows):
+    """A bundle with metrics but no protocol metric named never silently becomes human-only."""
+    client, _ = api_for("r", researcher=True)
+    rows = [dict(row) for row in toy_rows]
+    del rows[0]["metric"]
+    response = upload(client, rows, slug="unnamed")
+    assert_error(response, 400, "invalid_bundle")
+    assert "names no metric for the protocol" in response.json()["problems"][0]["message"]
+    assert "judge, rouge" in response.json()["problems"][0]["message"]
+    assert Study.objects.count() == 0
+    assert upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
+    response = upload(client, rows, slug="humans", human_only="true")
+    assert response.status_code == 201 and response.json()["metric"] is None

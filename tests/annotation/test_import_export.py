@@ -146,7 +146,10 @@ def test_upload_page_imports_and_reports_problems(client, toy_rows):
     good = io.BytesIO(gzip.compress(bundle_bytes(toy_rows)))
     good.name = "toy.jsonl.gz"
     response = client.post("/studies/upload/", {"bundle": good, "slug": "uploaded"})
-    assert response.status_code == 302
+    assert response.status_code == 200 and models.Study.objects.count() == 0  # the metric step
+    token = response.context["choice"]["staged"].value()
+    response = client.post("/studies/upload/", {"staged": token, "metric": "metric:rouge", "slug": "uploaded"})
+    assert response.status_code == 302 and response["Location"] == "/s/uploaded/dashboard/"
     study = models.Study.objects.get(slug="uploaded")
     assert study.memberships.get().user == user
     assert "Toy study" in client.get("/").content.decode()
@@ -187,3 +190,17 @@ def test_front_page_lists_studies_and_serves_its_partial(client, toy_rows):
     assert "Toy study" in page and "<html" in page
     partial = client.get("/?partial=study-table").content.decode()
     assert "Toy study" in partial and "<html" not in partial
+
+
+def test_import_command_asks_for_a_metric_or_an_explicit_human_only_study(toy_rows, tmp_path):
+    rows = [dict(row) for row in toy_rows]
+    del rows[0]["metric"]
+    path = tmp_path / "unnamed.jsonl"
+    path.write_bytes(bundle_bytes(rows))
+    with pytest.raises(CommandError, match="names no metric for the protocol.*judge, rouge.*--metric NAME or --human-only"):
+        call_command("import_study", str(path), "--slug", "unnamed")
+    assert not models.Study.objects.exists()
+    call_command("import_study", str(path), "--slug", "humans", "--human-only")
+    assert models.Study.objects.get(slug="humans").metric is None
+    call_command("import_study", str(path), "--slug", "judged", "--metric", "judge")
+    assert models.Study.objects.get(slug="judged").metric.name == "judge"

@@ -75,7 +75,10 @@ EXPECTED = {
              ("POST", "/api/hits/x/submit/", {}, row(404, 404, 404, 404, 404, 404))],
     "": [("GET", "/", None, PUBLIC)],
     "account/api-token/": [("GET", "/account/api-token/", None, LOGGED_IN)],
-    "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200))],
+    "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200)),
+                        # The metric step with an unknown staged upload: refused, nothing imported.
+                        ("POST", "/studies/upload/", {"staged": "x" * 43, "metric": "none"},
+                         row(302, 302, 403, 400, 400, 400))],
     "s/<slug:slug>/start/": [("GET", "/s/{slug}/start/", None, row(302, 302, 302, 302, 302, 302))],
     # Anonymous visitors without a crowd session are sent to log in first.
     "s/<slug:slug>/annotate/": [("GET", "/s/{slug}/annotate/", None, row(302, 200, 200, 200, 404, 200))],
@@ -95,8 +98,20 @@ EXPECTED = {
     "s/<slug:slug>/metrics/": [("GET", "/s/{slug}/metrics/", None, RESEARCHER_PAGE)],
     "help/": [("GET", "/help/", None, PUBLIC)],
     "s/<slug:slug>/settings/": [("GET", "/s/{slug}/settings/", None, RESEARCHER_PAGE)],
+    # Members: researchers of the study and staff; a POST naming no action is refused (400) to them.
+    "s/<slug:slug>/members/": [("GET", "/s/{slug}/members/", None, RESEARCHER_PAGE),
+                               ("POST", "/s/{slug}/members/", {}, row(302, 302, 403, 400, 404, 400))],
     "s/<slug:slug>/export/judgements.csv": [("GET", "/s/{slug}/export/judgements.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/decisions.csv": [("GET", "/s/{slug}/export/decisions.csv", None, RESEARCHER_PAGE)],
+    "s/<slug:slug>/export/quality.csv": [("GET", "/s/{slug}/export/quality.csv", None, RESEARCHER_PAGE)],
+    # An unknown action: who may exclude workers is told (400), nothing changes.
+    "s/<slug:slug>/annotators/<int:annotator_id>/exclusion/": [
+        ("POST", "/s/{slug}/annotators/{annotator}/exclusion/", {"action": "nonsense"},
+         row(302, 302, 403, 400, 404, 400))],
+    "api/studies/<slug:slug>/annotators/": [("GET", "/api/studies/{slug}/annotators/", None, RESEARCHER_API)],
+    # Without "excluded": who may exclude gets 400, nothing changes.
+    "api/studies/<slug:slug>/annotators/<int:annotator_id>/exclusion/": [
+        ("POST", "/api/studies/{slug}/annotators/{annotator}/exclusion/", {}, row(401, 401, 403, 400, 404, 400))],
 }
 
 
@@ -137,7 +152,7 @@ def callers():
     assert clients["crowd_a"].get("/s/study-a/start/?PROLIFIC_PID=w1&SESSION_ID=s1").status_code == 302
     assert clients["annotator_a"].post("/s/study-a/next/").status_code == 302  # a member's first HIT
     hit = clients["annotator_a"].get("/s/study-a/annotate/").context["assignment"]
-    return clients, {"slug": study_a.slug, "hit": hit.pk, "username": "researcher_a"}
+    return clients, {"slug": study_a.slug, "hit": hit.pk, "username": "researcher_a", "annotator": hit.annotator_id}
 
 
 def test_permission_matrix(callers):

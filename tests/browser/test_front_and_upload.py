@@ -1,5 +1,6 @@
-"""The front page and the study upload page in a real browser."""
+"""The front page, the study upload page and the members page in a real browser."""
 import gzip
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -10,6 +11,9 @@ from tests.conftest import bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SIZES = [(1366, 768), (390, 844)]
+
 
 def log_in(page, live_server, username, password):
     page.goto(f"{live_server.url}/accounts/login/")
@@ -18,24 +22,167 @@ def log_in(page, live_server, username, password):
     page.click("button[type=submit]")
 
 
-def test_researcher_uploads_bad_then_good_bundle(page, live_server, toy_rows, tmp_path):
-    user = User.objects.create_user("rita", password="rita-pass-123")
+def researcher(username="rita"):
+    user = User.objects.create_user(username, email=f"{username}@example.org", password=f"{username}-pass-123")
     user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
+    return user
+
+
+def assert_no_horizontal_scroll(page):
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className)""")
+    assert not wide, f"the page scrolls sideways: {wide[:5]}"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, toy_rows, tmp_path, size):
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    researcher()
     log_in(page, live_server, "rita", "rita-pass-123")
-    page.click("text=Upload study")
+    page.goto(f"{live_server.url}/studies/upload/")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(bundle_bytes(toy_rows[:3] + [{"kind": "output", "item": "zzz", "system": "A", "text": "t"}]))
     page.set_input_files("input[name=bundle]", str(bad))
-    page.click("button:has-text('Import')")
-    alert = page.locator("[role=alert]")
-    assert "line 4: output refers to unknown item 'zzz'" in alert.inner_text()
-    assert Study.objects.count() == 0
+    page.click("button:has-text('Check the bundle')")
+    assert "line 4: output refers to unknown item 'zzz'" in page.locator("[role=alert]").inner_text()
     good = tmp_path / "good.jsonl.gz"
     good.write_bytes(gzip.compress(bundle_bytes(toy_rows)))
     page.set_input_files("input[name=bundle]", str(good))
-    page.click("button:has-text('Import')")
-    page.wait_for_url(f"{live_server.url}/")
-    assert "Imported study Toy study" in page.content()
+    page.click("button:has-text('Check the bundle')")
+    # The metric step: the bundle's own metrics, its setting preselected, the human-only warning.
+    select = page.locator("select[name=metric]")
+    assert select.input_value() == "metric:rouge"
+    options = select.locator("option").all_inner_texts()
+    assert options == ["— choose a metric —", "judge (pairwise preference)", "rouge (score per output)",
+                       "No metric: human-only study"]
+    warning = page.locator("#human-only-warning")
+    assert "without a metric" in warning.inner_text() and "active" not in warning.get_attribute("class")
+    select.select_option("none")
+    assert "active" in warning.get_attribute("class")  # the warning stands out once "none" is chosen
+    page.screenshot(path=str(SCREENSHOTS / f"upload-metric-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    select.select_option("")
+    page.click("button:has-text('Import and start the study')")
+    # No choice: the browser itself refuses to send the form (the server's refusal is in
+    # tests/annotation/test_study_management.py).
+    assert page.locator("select[name=metric]").evaluate("el => el.validity.valueMissing")
+    assert Study.objects.count() == 0
+    page.locator("select[name=metric]").select_option(label="judge (pairwise preference)")
+    page.click("button:has-text('Import and start the study')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
+    assert "Imported study Toy study: 2 items, 6 comparisons, metric judge." in page.content()
+    assert Study.objects.get().metric.name == "judge"
+    page.screenshot(path=str(tmp_path / "landed.png"))
+    context.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size):
+    from annotation.services import study_import
+
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    owner = researcher()
+    study_import(source=bundle_bytes(toy_rows), slug="team", created_by=owner)
+    User.objects.create_user("ann", email="ann@example.org")
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/s/team/dashboard/")
+    page.click("a:has-text('members')")
+    page.wait_for_url(f"{live_server.url}/s/team/members/")
+    add = page.locator("#add-member")
+    add.locator("input[name=identifier]").fill("ann@example.org")
+    add.locator("select[name=role]").select_option("annotator")
+    add.locator("button").click()
+    assert "Added ann as annotator." in page.content()
+    invite = page.locator("#invite-member")
+    invite.locator("input[name=username]").fill("newbie")
+    invite.locator("input[name=email]").fill("newbie@example.org")
+    invite.locator("select[name=role]").select_option("researcher")
+    invite.locator("button").click()
+    link = page.locator(".invite-link").inner_text()
+    assert link.startswith(f"{live_server.url}/accounts/reset/")
+    rows = page.locator("table.members tbody tr").all_inner_texts()
+    assert [r.split()[0] for r in rows] == ["ann", "newbie", "rita"]
+    page.screenshot(path=str(SCREENSHOTS / f"members-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    # The last researcher cannot be removed... while there is another one, rita can demote herself.
+    page.click("button[aria-label='Remove ann']")
+    assert "Removed ann from the study." in page.content()
+    assert [r.split()[0] for r in page.locator("table.members tbody tr").all_inner_texts()] == ["newbie", "rita"]
+    page.click("button[aria-label='Remove newbie']")
+    page.click("button[aria-label='Remove rita']")
+    assert "at least one researcher" in page.locator("[role=alert]").inner_text()
+    context.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_upload_as_draft_edit_and_launch(browser, live_server, toy_rows, tmp_path, size):
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    researcher()
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/studies/upload/")
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(bundle_bytes(toy_rows))
+    page.set_input_files("input[name=bundle]", str(good))
+    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Save as draft')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/settings/")
+    assert "Saved as a draft" in page.content() and "Draft: not served yet" in page.content()
+    form = page.locator("#draft-form")
+    form.locator("select[name=metric]").select_option(label="judge")
+    form.locator("input[name=batch_size]").fill("3")
+    form.locator("select[name=allocation_policy]").select_option("adaptive")
+    form.locator("button").click()
+    assert "Draft saved." in page.content()
+    assert "metric judge, γ = 0.05, batch 3" in page.locator("#launch-form").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / f"draft-settings-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    page.click("button:has-text('Launch the study')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
+    study = Study.objects.get()
+    assert study.status == "running" and study.protocol_started and study.batch_size == 3
+    page.goto(f"{live_server.url}/s/toy-study/settings/")
+    assert "Protocol parameters (fixed)" in page.content() and page.locator("input[name=batch_size]").count() == 0
+    context.close()
+
+
+def test_researcher_uploads_bad_then_good_bundle(page, live_server, toy_rows, tmp_path):
+    researcher()
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.click("text=Upload study")
+    good = tmp_path / "good.jsonl.gz"
+    good.write_bytes(gzip.compress(bundle_bytes(toy_rows)))
+    page.set_input_files("input[name=bundle]", str(good))
+    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Import and start the study')")
+    page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
+    page.goto(f"{live_server.url}/")
     row = page.locator("table tbody tr").first
     assert "Toy study" in row.inner_text() and "fluency" in row.inner_text()
     page.screenshot(path=str(tmp_path / "front.png"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_front_page_fits_the_screen(browser, live_server, toy_rows, tmp_path, size):
+    from annotation import services
+
+    width, height = size
+    services.study_import(source=bundle_bytes(toy_rows), slug="toy-study", separability="skip",
+                          created_by=researcher())
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/")
+    assert "Toy study" in page.content()
+    page.screenshot(path=str(tmp_path / f"front-{width}x{height}.png"), full_page=True)
+    assert_no_horizontal_scroll(page)
+    context.close()

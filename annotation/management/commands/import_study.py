@@ -1,4 +1,4 @@
-"""manage.py import_study PATH [--slug S] [--metric NAME]: import a study bundle."""
+"""manage.py import_study PATH [--slug S] [--metric NAME | --human-only]: import a study bundle."""
 import sys
 import time
 
@@ -14,12 +14,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("path")
         parser.add_argument("--slug", help="URL name of the new study (default: from its name)")
-        parser.add_argument("--metric", help="the metric the protocol uses (default: the bundle's setting)")
+        choice = parser.add_mutually_exclusive_group()
+        choice.add_argument("--metric", help="the metric the protocol uses (default: the bundle's setting)")
+        choice.add_argument("--human-only", action="store_true",
+                            help="no metric: decide from human judgements only (needed when the bundle "
+                                 "has metrics but names none)")
         parser.add_argument("--separability", choices=["inline", "background", "skip"], default="inline",
                             help="when outputs have >= 2 samples: score separability now (default), "
                                  "as a background task, or not at all")
 
-    def handle(self, *args, path, slug=None, metric=None, separability="inline", **options):
+    def handle(self, *args, path, slug=None, metric=None, human_only=False, separability="inline", **options):
         started = time.monotonic()
         stream = self.stderr
         verbose = options["verbosity"] > 0
@@ -32,10 +36,13 @@ class Command(BaseCommand):
                 sys.stderr.flush()
 
         try:
-            study = study_import(source=path, slug=slug, metric=metric, separability=separability,
-                                 progress=progress)
+            study = study_import(source=path, slug=slug, metric="" if human_only else metric,
+                                 metric_required=True, separability=separability, progress=progress)
         except BundleError as exc:
-            raise CommandError(str(exc)) from None
+            message = str(exc)
+            if "names no metric for the protocol" in message:
+                message += " (--metric NAME or --human-only)"
+            raise CommandError(message) from None
         self.stdout.write(self.style.SUCCESS(
             f"imported study {study.slug!r} ({study.systems.count()} systems, {study.items.count()} items, "
             f"{study.comparisons.count()} comparisons) in {time.monotonic() - started:.1f} s"))

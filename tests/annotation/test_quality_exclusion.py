@@ -1,0 +1,154 @@
+"""Issue 11: a spammer among honest annotators is flagged, excluded by a study rule, the
+affected pairs are re-decided, and the decisions equal those of the same run without them."""
+import random
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotation import selectors
+from annotation.models import Annotator, Assignment, ExclusionEvent, PairState, Study
+from annotation.services import hits as serving
+from annotation.services import quality, rounds, study_import
+from tests.conftest import bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0, "D": 1.2}   # C and D are even: every honest answer is a tie
+HONEST = [f"honest{n}" for n in range(5)]
+
+
+def bundle(slug: str, items: int = 20) -> bytes:
+    rows = [{"kind": "study", "name": slug, "batch_size": 10, "budget": 200}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in QUALITY]
+    return bundle_bytes(rows)
+
+
+def truth(first: str, second: str) -> int:
+    diff = QUALITY[first] - QUALITY[second]
+    return 0 if abs(diff) < 0.5 else (1 if diff > 0 else -1)
+
+
+def annotate(study: Study, workers: dict[str, Annotator], rng: random.Random, spammer: str | None) -> int:
+    """Serve the workers in turn until none gets a HIT; returns the judgements made.
+
+    Honest workers answer the truth after 15 s; the spammer answers at random after 0.2 s
+    (the lease's issue time is set back by that much: the server measures time on task), and
+    so gets through three HITs in an honest worker's one.
+    """
+    made = 0
+    turns = [name for name in workers for _ in range(3 if name == spammer else 1)]
+    while True:
+        progressed = False
+        for name in turns:
+            annotator = workers[name]
+            study.refresh_from_db()
+            hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            spam = name == spammer
+            seconds = 0.2 if spam else 15.0
+            Assignment.objects.filter(pk=hit.pk).update(issued_at=timezone.now() - timedelta(seconds=seconds))
+            hit.refresh_from_db()
+            comparison = hit.comparison
+            value = rng.choice([-1, 0, 1]) if spam else truth(comparison.first.name, comparison.second.name)
+            serving.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=serving.new_idempotency_key(),
+                                     shown_value=-value if hit.shown_swapped else value, seconds_on_task=seconds)
+            made += 1
+            progressed = True
+        if not progressed:
+            return made
+
+
+def thetas(study: Study) -> dict:
+    return dict(((a, b), round(t or 0.0, 6)) for a, b, t in PairState.objects.filter(study=study).values_list(
+        "first__name", "second__name", "theta"))
+
+
+def decisions(study: Study) -> dict:
+    return {(r.first.name, r.second.name): (r.decision, r.status)
+            for r in PairState.objects.filter(study=study).select_related("first", "second")}
+
+
+def workers_of(names) -> dict[str, Annotator]:
+    return {n: serving.annotator_for_worker(platform="prolific", worker_id=n) for n in names}
+
+
+def test_spammer_is_flagged_excluded_and_the_redecided_run_equals_the_run_without_them():
+    # The same run without the spammer (same bundle, same protocol seed).
+    clean = study_import(source=bundle("clean"))
+    annotate(clean, workers_of(HONEST), random.Random(1), spammer=None)
+    expected = decisions(clean)
+    assert expected[("C", "D")][0] == 0 and all(d == 1 for k, (d, _) in expected.items() if k != ("C", "D"))
+
+    study = study_import(source=bundle("spammed"))
+    workers = workers_of(HONEST + ["spammer"])
+    annotate(study, workers, random.Random(1), spammer="spammer")
+    spammer = workers["spammer"]
+    spam_count = selectors.counted_judgements(study=study).filter(annotator=spammer).count()
+    assert spam_count >= 10  # the spammer's answers were counted before the exclusion
+    # ... and moved the protocol: some pair's θ differs from the clean run's.
+    assert thetas(study) != thetas(clean)
+
+    table = {r["annotator"]: r for r in selectors.study_annotator_quality(study=study)}
+    assert "too_fast" in table["spammer"]["flags"]
+    assert table["spammer"]["median_seconds"] < 1.0
+    assert not any(table[h]["flags"] for h in HONEST), {h: table[h]["flags"] for h in HONEST}
+
+    # The study rule excludes the flagged worker; the sweep runs it off the request path and the
+    # re-decision follows.
+    Study.objects.filter(pk=study.pk).update(exclude_too_fast=True)
+    swept = rounds.protocol_sweep()
+    assert swept["workers_excluded"] == 1
+    study.refresh_from_db()
+    assert study.exclusions_active == 1 and not quality.redecide_pending(study)
+    assert study.protocol_lost_judgements == spam_count
+    assert selectors.counted_judgements(study=study).filter(annotator=spammer).count() == 0
+    assert selectors.study_progress(study=study)["lost_judgements"] == spam_count
+    event = ExclusionEvent.objects.get(study=study)
+    assert (event.action, event.rule, event.user, event.judgements) == ("exclude", "too_fast", None, spam_count)
+    assert serving.hit_next_for_annotator(study=study, annotator=spammer) is None
+    audit = selectors.study_serving_audit(study=study)
+    assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
+
+    # Pairs no longer decided reopened; the honest workers finish the study.
+    annotate(study, workers_of(HONEST), random.Random(2), spammer=None)
+    assert {k: d for k, (d, _) in decisions(study).items()} == {k: d for k, (d, _) in expected.items()}
+    audit = selectors.study_serving_audit(study=study)
+    assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
+
+
+def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_model):
+    study = study_import(source=bundle("toggle", items=10))
+    workers = workers_of(HONEST[:2] + ["spammer"])
+    annotate(study, workers, random.Random(3), spammer="spammer")
+    spammer = workers["spammer"]
+    counted_before = selectors.counted_judgements(study=study).count()
+    spam_count = selectors.counted_judgements(study=study).filter(annotator=spammer).count()
+    researcher = django_user_model.objects.create_user("res", password="x")
+
+    assert quality.annotator_exclude(study=study, annotator=spammer, user=researcher, reason="random answers")
+    assert not quality.annotator_exclude(study=study, annotator=spammer, user=researcher)  # already excluded
+    study.refresh_from_db()
+    assert study.protocol_lost_judgements == spam_count
+    assert selectors.counted_judgements(study=study).count() == counted_before - spam_count
+    pairs = {p.key: p for p in quality.protocol_state.study_state_load(
+        study, PairState.objects.filter(study=study)).pairs}
+    assert sum(p.judgements for p in pairs.values()) == counted_before - spam_count
+
+    assert quality.annotator_include(study=study, annotator=spammer, user=researcher, reason="checked by hand")
+    study.refresh_from_db()
+    assert (study.protocol_lost_judgements, study.exclusions_active) == (0, 0)
+    assert selectors.counted_judgements(study=study).count() == counted_before
+    state = quality.protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert state.spent == counted_before
+    log = list(ExclusionEvent.objects.filter(study=study).order_by("id").values_list("action", "user__username",
+                                                                                      "reason"))
+    assert log == [("exclude", "res", "random answers"), ("include", "res", "checked by hand")]
+    audit = selectors.study_serving_audit(study=study)
+    assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
+    # A re-included worker is left alone by the rules.
+    Study.objects.filter(pk=study.pk).update(exclude_too_fast=True)
+    study.refresh_from_db()
+    assert quality.exclusion_rules_apply(study=study) == []
