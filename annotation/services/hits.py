@@ -136,12 +136,12 @@ def _session_may_lease(study: Study, annotator: Annotator) -> bool:
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
+    rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
                           .values_list("id", "round", "quota_left", "leased"))
         if not open_pairs:
             return None
-        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
         order = [(pk, round_) for *_, pk, round_ in sorted(
             (quota - leased, rng.random(), pk, round_) for pk, round_, quota, leased in open_pairs)]
         # SQLite: this transaction holds the database's write lock, so the rows just read are
@@ -158,13 +158,17 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
             lease = _lease_in_pair(study, pk, round_, annotator, rng)
             if lease is not None:
                 return lease
-        # Every open pair was locked by another lease: wait for one rather than say "no work".
-        for pk, round_ in busy[:3]:
+    # Every open pair that might serve them was locked by another lease: wait for one rather
+    # than say "no work" -- each wait in a transaction of its own, holding no other pair's lock
+    # (two leases that waited for each other's pair while holding the pairs they had tried
+    # deadlocked on PostgreSQL). Nothing was written above: no lease, no change.
+    for pk, round_ in busy[:3]:
+        with transaction.atomic():
             if _lock_open_pair(pk, skip_locked=False):
                 lease = _lease_in_pair(study, pk, round_, annotator, rng)
                 if lease is not None:
                     return lease
-        return None
+    return None
 
 
 def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
