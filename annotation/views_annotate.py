@@ -196,8 +196,10 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
 @retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
-    assignment = get_object_or_404(Assignment.objects.select_related("comparison__study", "comparison__item"),
+    assignment = get_object_or_404(Assignment.objects.select_related("comparison__item"),
                                    _of_study(study), pk=assignment_id)
+    if assignment.comparison is not None:
+        assignment.comparison.study = study  # the row just read (not joined again)
     error = ""
     try:
         seconds = float(request.POST["seconds"]) if request.POST.get("seconds") else None

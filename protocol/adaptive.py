@@ -390,6 +390,14 @@ class ProtocolState:
         return {"settings": asdict(self.settings), "closes": self.closes, "pairs": [p.to_dict() for p in self.pairs]}
 
     @classmethod
+    def from_pairs(cls, settings: ProtocolSettings, pairs: Sequence[PairState], closes: int = 0) -> ProtocolState:
+        """The state of ``pairs`` (each valid, e.g. from PairState.from_dict; any order), validated
+        as a whole like ``from_dict`` (unique pairs, budget not overspent)."""
+        state = cls(settings, tuple(sorted(pairs, key=lambda p: p.key)), int(closes))
+        _check_state(state)
+        return state
+
+    @classmethod
     def from_dict(cls, data: Mapping) -> ProtocolState:
         try:
             settings = ProtocolSettings(**data["settings"])

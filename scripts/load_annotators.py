@@ -20,7 +20,8 @@ protocol is consistent.
 from __future__ import annotations
 
 import argparse
-import http.cookiejar
+import http.client
+import http.cookies
 import json
 import os
 import random
@@ -30,9 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,26 +70,72 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
+class _Client:
+    """One simulated browser: its cookies and one keep-alive HTTP connection (as a browser keeps).
+
+    Lean on purpose: the load generator shares the machine's cores with the server it measures,
+    so its own CPU per request (urllib's handler chain and cookie policy cost several times
+    this) would be taken from the server. Redirects are followed (GET), as a browser does.
+    """
+
+    def __init__(self, base: str):
+        parts = urllib.parse.urlsplit(base)
+        self.host, self.port = parts.hostname, parts.port or 80
+        self.cookies: dict[str, str] = {}
+        self.connection: http.client.HTTPConnection | None = None
+
+    def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, str, str | None]:
+        for attempt in (0, 1):
+            fresh = self.connection is None
+            if fresh:
+                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+            all_headers = {**headers, "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+            if body is not None:
+                all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+            try:
+                self.connection.request(method, path, body=body, headers=all_headers)
+                response = self.connection.getresponse()
+                text = response.read().decode()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if fresh or attempt:  # only a kept-alive connection the server closed is retried
+                    raise
+                continue
+            except OSError:
+                self.close()
+                raise
+            for value in response.headers.get_all("Set-Cookie") or ():
+                for name, morsel in http.cookies.SimpleCookie(value).items():
+                    self.cookies[name] = morsel.value
+            if response.will_close:
+                self.close()
+            return response.status, text, response.headers.get("Location")
+        raise AssertionError("unreachable")
+
+    def request(self, method: str, url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
+        status, text, location = self._send(method, url, data, headers or {})
+        while status in (301, 302, 303) and location:
+            status, text, location = self._send("GET", urllib.parse.urlsplit(location)._replace(
+                scheme="", netloc="").geturl(), None, {})
+        return status, text
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
 
 
 def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at: float, deadline: float,
            budget: dict, lock: threading.Lock, stats: dict, seed: int) -> None:
     rng = random.Random(seed)
     time.sleep(max(start_at - time.monotonic(), 0))
-    jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    client = _Client(base)
+    referer = f"{base}/s/{slug}/annotate/"
 
-    def timed(request, kind):
+    def timed(method, path, kind, data=None, headers=None):
         started = time.perf_counter()
         try:
-            with opener.open(request, timeout=30) as response:
-                body = response.read().decode()
-                status = response.status
-        except urllib.error.HTTPError as error:
-            body, status = error.read().decode(), error.code
+            status, body = client.request(method, path, data, headers)
         except OSError as error:  # refused, reset, timed out
             body, status = "", 599
             with lock:
@@ -105,7 +150,14 @@ def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at
                 stats["refused"] += 1
         return status, body
 
-    status, body = timed(f"{base}/s/{slug}/start/?PROLIFIC_PID={name}&STUDY_ID=load&SESSION_ID={name}", "first")
+    try:
+        _work(client, slug, name, mode, think_ms, deadline, budget, lock, stats, rng, referer, timed)
+    finally:
+        client.close()
+
+
+def _work(client, slug, name, mode, think_ms, deadline, budget, lock, stats, rng, referer, timed) -> None:
+    status, body = timed("GET", f"/s/{slug}/start/?PROLIFIC_PID={name}&STUDY_ID=load&SESSION_ID={name}", "first")
     while time.monotonic() < deadline:
         form = FORM.search(body)
         if not form:
@@ -113,10 +165,10 @@ def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at
             if not ready:
                 break  # no more work for this worker
             data = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1)}).encode()
-            headers = {"Referer": f"{base}/s/{slug}/annotate/"}
+            headers = {"Referer": referer}
             if mode == "htmx":
                 headers["HX-Request"] = "true"
-            status, body = timed(urllib.request.Request(base + ready.group(1), data=data, headers=headers), "next")
+            status, body = timed("POST", ready.group(1), "next", data, headers)
             continue
         with lock:
             if budget["left"] <= 0:
@@ -131,11 +183,10 @@ def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at
             "answer": rng.choice(["left", "left", "tie", "right"]),
             "seconds": f"{rng.uniform(5, 40):.1f}",
         }).encode()
-        headers = {"Referer": f"{base}/s/{slug}/annotate/"}
+        headers = {"Referer": referer}
         if mode == "htmx":
             headers["HX-Request"] = "true"
-        request = urllib.request.Request(base + form.group(1), data=data, headers=headers)
-        status, body = timed(request, "submit")  # form mode follows the redirect to the next HIT
+        status, body = timed("POST", form.group(1), "submit", data, headers)  # form mode follows the redirect
         if status < 400:
             with lock:
                 stats["acknowledged"].append(key)

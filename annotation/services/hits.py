@@ -136,16 +136,19 @@ def _session_may_lease(study: Study, annotator: Annotator) -> bool:
 
 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
+    rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
         open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
                           .values_list("id", "round", "quota_left", "leased"))
         if not open_pairs:
             return None
-        rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
         order = [(pk, round_) for *_, pk, round_ in sorted(
             (quota - leased, rng.random(), pk, round_) for pk, round_, quota, leased in open_pairs)]
         # SQLite: this transaction holds the database's write lock, so the rows just read are
-        # current. PostgreSQL: lock the pair row, skipping rows that other leases hold.
+        # current. PostgreSQL: lock the pair row, skipping rows that other leases hold. (One
+        # query that picks and locks, ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED, saves a
+        # statement but deadlocked under 20 concurrent leases and submits: its waits for a
+        # busy pair ran down the sorted rows while holding the pairs already tried.)
         row_locks = connection.features.has_select_for_update
         busy = []
         for pk, round_ in order:
@@ -155,13 +158,17 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
             lease = _lease_in_pair(study, pk, round_, annotator, rng)
             if lease is not None:
                 return lease
-        # Every open pair was locked by another lease: wait for one rather than say "no work".
-        for pk, round_ in busy[:3]:
+    # Every open pair that might serve them was locked by another lease: wait for one rather
+    # than say "no work" -- each wait in a transaction of its own, holding no other pair's lock
+    # (two leases that waited for each other's pair while holding the pairs they had tried
+    # deadlocked on PostgreSQL). Nothing was written above: no lease, no change.
+    for pk, round_ in busy[:3]:
+        with transaction.atomic():
             if _lock_open_pair(pk, skip_locked=False):
                 lease = _lease_in_pair(study, pk, round_, annotator, rng)
                 if lease is not None:
                     return lease
-        return None
+    return None
 
 
 def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
@@ -180,27 +187,37 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
     skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
                                         state=Assignment.State.SKIPPED)
-    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
-                       .annotate(mine=Exists(judged) | Exists(skipped))
-                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
-                                    "item__withdrawn"))
-    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
-                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
-    if len(unavailable) == len(comparisons):
+    # The decision weights each item by its draw's chance (protocol.allocation.design_weights);
+    # a uniform draw needs none.
+    chance = None
+    if study.item_choice == Study.ItemChoice.STRATIFIED:
+        chosen, lease, chance = _choose_stratified(study, pair_id, judged, skipped, now, rng)
+    else:
+        # A uniform or weighted draw depends on the available comparisons only: read only those
+        # (a uniform one draws in the database and reads one row).
+        available = Comparison.objects.filter(
+            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now), ~Exists(judged), ~Exists(skipped),
+            pair_id=pair_id, judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+        if study.item_choice == Study.ItemChoice.UNIFORM:
+            picked = available.order_by("?").values_list("id", "lease_expires_at").first()
+            if picked is None:
+                return None
+            chosen, lease = picked
+        else:
+            rows = list(available.values_list("id", "lease_expires_at", "separability"))
+            if not rows:
+                return None
+            policy = study.item_choice if any(r[2] is not None for r in rows) else Study.ItemChoice.UNIFORM
+            candidates, separability = [str(r[0]) for r in rows], [r[2] if r[2] is not None else 0.0 for r in rows]
+            chosen = int(choose_items(candidates, separability, [], 1, policy=policy,
+                                      temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
+            lease = next(r[1] for r in rows if r[0] == chosen)
+            if policy != Study.ItemChoice.UNIFORM:
+                chance = selection_probability(candidates, separability, [], str(chosen), policy=policy,
+                                               temperature=study.item_choice_temperature)
+    if chosen is None:
         return None
-    has_separability = any(c[3] is not None for c in comparisons)
-    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
-    # All the pair's comparisons are candidates (stratified bins do not move as items are
-    # judged); the unavailable ones are excluded from the draw.
-    candidates = [str(c[0]) for c in comparisons]
-    separability = [c[3] if c[3] is not None else 0.0 for c in comparisons]
-    chosen = int(choose_items(candidates, separability, unavailable, 1, policy=policy,
-                              temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
-    # The decision weights each item by its draw's chance (protocol.allocation.design_weights).
-    chance = None if policy == Study.ItemChoice.UNIFORM else selection_probability(
-        candidates, separability, unavailable, str(chosen), policy=policy,
-        temperature=study.item_choice_temperature)
-    expired_lease = next(c[2] for c in comparisons if c[0] == chosen) is not None
+    expired_lease = lease is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
         Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
@@ -211,6 +228,32 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
     return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
                                      round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
+
+
+def _choose_stratified(study: Study, pair_id: int, judged, skipped, now, rng: random.Random):
+    """(comparison id, its expired lease or None, the draw's chance) drawn by strata, or
+    (None, None, None).
+
+    All the pair's comparisons are read: the strata's bins come from all of them (they do not
+    move as items are judged); the unavailable ones are excluded from the draw.
+    """
+    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
+                       .annotate(mine=Exists(judged) | Exists(skipped))
+                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
+                                    "item__withdrawn"))
+    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
+                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
+    if len(unavailable) == len(comparisons):
+        return None, None, None
+    has_separability = any(c[3] is not None for c in comparisons)
+    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
+    candidates = [str(c[0]) for c in comparisons]
+    separability = [c[3] if c[3] is not None else 0.0 for c in comparisons]
+    chosen = int(choose_items(candidates, separability, unavailable, 1, policy=policy,
+                              temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
+    chance = None if policy == Study.ItemChoice.UNIFORM else selection_probability(
+        candidates, separability, unavailable, str(chosen), policy=policy, temperature=study.item_choice_temperature)
+    return chosen, next(c[2] for c in comparisons if c[0] == chosen), chance
 
 
 def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
@@ -338,70 +381,92 @@ def judgement_submit(
     return outcome
 
 
+class _Refused(Exception):
+    """Raised inside a submit's transaction to roll it back; the message is the refusal."""
+
+
 @retry_transient
 def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
             seconds_on_task: float | None) -> Judgement | HitError:
+    try:
+        with transaction.atomic():
+            return _submit_locked(assignment, annotator_id, shown_value, key, seconds_on_task)
+    except IntegrityError:
+        # Rolled back whole (no savepoint: nothing before the insert needs keeping).
+        return HitError("this submission key was already used for another HIT")
+    except _Refused as refused:
+        return HitError(str(refused))
+
+
+def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
+                   seconds_on_task: float | None) -> Judgement | HitError:
+    """The submit's transaction (the caller holds it open). Precondition: ``assignment.comparison``
+    and its ``study`` and ``item`` are loaded.
+
+    A refusal that must stay dead (a live lease of a pair no longer open, or of a comparison the
+    annotator judged) is returned and committed; a refusal with nothing to keep raises _Refused.
+    """
     comparison = assignment.comparison
     study = comparison.study
-    with transaction.atomic():
-        row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
-        # Whether the worker is excluded is read here, under the pair's lock, in the same query:
-        # a re-decision (services/quality.py) that locks the pair after this commits sees this
-        # judgement, and one that locked it before made this read see the exclusion.
-        excluded = AnnotatorExclusion.objects.filter(study_id=study.pk, annotator_id=annotator_id, excluded=True)
-        state, judgement_count, lease_expires_at, is_excluded = (
-            Assignment.objects.filter(pk=assignment.pk).annotate(excluded=Exists(excluded))
-            .values_list("state", "comparison__judgement_count", "comparison__lease_expires_at", "excluded").get())
-        done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
-            "assignment_id", "idempotency_key", "annotator_id")}
-        for assignment_id, earlier_key, _ in done:
-            if assignment_id == assignment.pk:
-                if earlier_key == key:  # the same submit again (a retry, or a double click)
-                    return Judgement.objects.get(assignment_id=assignment.pk)
-                return HitError("this HIT was already answered")
-        pair = protocol_state.pair_state_of(row)
-        holds_lease = state == Assignment.State.LEASED
-        refusal = None
-        if is_excluded:
-            refusal = "your answers are no longer needed in this study; thank you for your time"
-        elif pair.status != adaptive.OPEN:
-            refusal = "this comparison is no longer needed: its pair was decided or its round is full"
-        elif any(by == annotator_id for *_, by in done):
-            refusal = "you have already judged this comparison"
-        elif not holds_lease and (lease_expires_at is not None or judgement_count >= study.ratings_per_item
-                                  or row.quota_left <= row.leased):
-            refusal = "this HIT expired and its comparison is no longer needed"
-        if refusal is not None:
-            # Committed (not rolled back with an exception): the dead lease is never served again.
-            _expire_locked(assignment.pk)
-            return HitError(refusal)
-        value = -shown_value if assignment.shown_swapped else shown_value
-        # The server's own measure of time on task: the lease is made when the HIT is rendered
-        # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
-        server_seconds = max((timezone.now() - assignment.issued_at).total_seconds(), 0.0)
-        judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
-                              value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
-                              idempotency_key=key)
-        # Field validation only: the references were just read under the lock, and uniqueness
-        # is the database's (a query per constraint would double the submit's cost).
-        judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
-                             validate_constraints=False)
-        try:
-            with transaction.atomic():
-                judgement.save()
-        except IntegrityError:
-            return HitError("this submission key was already used for another HIT")
+    row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
+    # Whether the worker is excluded is read here, under the pair's lock: a re-decision
+    # (services/quality.py) that locks the pair after this commits sees this judgement, and one
+    # that locked it before made this read see the exclusion.
+    is_excluded = AnnotatorExclusion.objects.filter(study_id=study.pk, annotator_id=annotator_id,
+                                                    excluded=True).exists()
+    done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
+        "assignment_id", "idempotency_key", "annotator_id")}
+    for assignment_id, earlier_key, _ in done:
+        if assignment_id == assignment.pk:
+            if earlier_key == key:  # the same submit again (a retry, or a double click)
+                return Judgement.objects.get(assignment_id=assignment.pk)
+            return HitError("this HIT was already answered")
+    pair = protocol_state.pair_state_of(row)
+    refusal = None
+    if is_excluded:
+        refusal = "your answers are no longer needed in this study; thank you for your time"
+    elif pair.status != adaptive.OPEN:
+        refusal = "this comparison is no longer needed: its pair was decided or its round is full"
+    elif any(by == annotator_id for *_, by in done):
+        refusal = "you have already judged this comparison"
+    if refusal is not None:
+        # Committed (not rolled back with an exception): the dead lease is never served again.
+        _expire_locked(assignment.pk)
+        return HitError(refusal)
+    value = -shown_value if assignment.shown_swapped else shown_value
+    # The server's own measure of time on task: the lease is made when the HIT is rendered
+    # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
+    server_seconds = max((timezone.now() - assignment.issued_at).total_seconds(), 0.0)
+    judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
+                          value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
+                          idempotency_key=key)
+    # Field validation only: the references were just read under the lock, and uniqueness
+    # is the database's (a query per constraint would double the submit's cost).
+    judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
+                         validate_constraints=False)
+    judgement.save()
+    # The lease is held when the assignment is still LEASED (under the pair's lock): one
+    # conditional write both checks and ends it.
+    holds_lease = Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.LEASED).update(
+        state=Assignment.State.SUBMITTED) == 1
+    if not holds_lease:
+        # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison is
+        # free and the round still needs a judgement that no live lease will bring.
+        judgement_count, lease_expires_at = Comparison.objects.filter(pk=comparison.pk).values_list(
+            "judgement_count", "lease_expires_at").get()
+        if lease_expires_at is not None or judgement_count >= study.ratings_per_item or row.quota_left <= row.leased:
+            raise _Refused("this HIT expired and its comparison is no longer needed")
         Assignment.objects.filter(pk=assignment.pk).update(state=Assignment.State.SUBMITTED)
-        Comparison.objects.filter(pk=comparison.pk).update(
-            judgement_count=F("judgement_count") + 1,
-            **({"lease_expires_at": None} if holds_lease else {}))
-        if holds_lease:
-            row.leased -= 1
-        one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
-        recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value,
-                                             probability=assignment.draw_probability).pairs[0]
-        protocol_state.pair_write(row, recorded)
-        row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
-        if recorded.status == adaptive.FILLED:
-            transaction.on_commit(lambda: rounds.schedule_close(study.pk))
+    Comparison.objects.filter(pk=comparison.pk).update(
+        judgement_count=F("judgement_count") + 1,
+        **({"lease_expires_at": None} if holds_lease else {}))
+    if holds_lease:
+        row.leased -= 1
+    one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
+    recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value,
+                                         probability=assignment.draw_probability).pairs[0]
+    protocol_state.pair_write(row, recorded)
+    row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
+    if recorded.status == adaptive.FILLED:
+        transaction.on_commit(lambda: rounds.schedule_close(study.pk))
     return judgement

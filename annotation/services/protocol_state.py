@@ -55,6 +55,39 @@ def study_state_load(study: Study, rows: Iterable[PairState]) -> adaptive.Protoc
         {"settings": asdict(protocol_settings(study)), "closes": study.protocol_closes, "pairs": blobs})
 
 
+# Pairs already parsed by this process, by row id: ((version, updated_at), pair). A round close
+# reads the whole study, but between two closes only the pairs judged since have moved (every
+# write bumps the version), so the others are neither fetched (their JSON) nor parsed again.
+# updated_at is part of the key because a row id can come back after a rollback (SQLite).
+_parsed: dict[int, tuple[tuple, adaptive.PairState]] = {}
+PARSED_MAX = 50_000
+
+
+def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], adaptive.ProtocolState] | None:
+    """The whole protocol state (validated) and each pair's (row id, version) it was read at, or
+    None when no pair's round is filled (nothing to close). No lock: for a caller that writes
+    back compare-and-set on the versions (rounds.rounds_close).
+
+    Reads every row's version and status, then the JSON of the rows this process has not parsed
+    at that version yet.
+    """
+    heads = list(PairState.objects.filter(study=study).values_list("pk", "version", "updated_at", "status"))
+    if not any(status == adaptive.FILLED for *_, status in heads):
+        return None
+    stale = [pk for pk, version, updated_at, _ in heads if _parsed.get(pk, (None,))[0] != (version, updated_at)]
+    if len(_parsed) + len(stale) > PARSED_MAX:
+        _parsed.clear()
+    for pk, version, updated_at, blob in (PairState.objects.filter(pk__in=stale)
+                                          .values_list("pk", "version", "updated_at", "state")):
+        if not blob:
+            raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
+        _parsed[pk] = ((version, updated_at), adaptive.PairState.from_dict(blob))
+    read = {pk: _parsed[pk] for pk, *_ in heads}  # a row that moved meanwhile: its newer version
+    state = adaptive.ProtocolState.from_pairs(protocol_settings(study), [pair for _, pair in read.values()],
+                                              study.protocol_closes)
+    return {pair.key: (pk, version) for pk, ((version, _), pair) in read.items()}, state
+
+
 def pair_write(row: PairState, pair: adaptive.PairState) -> None:
     """Put ``pair`` into ``row`` (JSON and mirror columns) and bump its version; no save."""
     row.state = pair.to_dict()

@@ -110,15 +110,15 @@ def rounds_close(*, study_id: int) -> int:
             # An exclusion or re-inclusion asked for a re-decision (services/quality.py).
             quality.protocol_redecide(study_id=study_id)
             study = Study.objects.get(pk=study_id)
-        rows = list(PairState.objects.filter(study=study))
-        if not any(row.status == adaptive.FILLED for row in rows):
+        snapshot = protocol_state.study_state_snapshot(study)
+        if snapshot is None:
             return 0
-        before = protocol_state.study_state_load(study, rows)
+        read_at, before = snapshot
         after_close = adaptive.close_rounds(before)  # the expensive part: no transaction, no lock
         opened = adaptive.open_rounds(after_close)
         if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
             time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
-        applied = _rounds_apply(study, rows, before, after_close, opened)
+        applied = _rounds_apply(study, read_at, before, after_close, opened)
         if applied is not None:
             return applied
     log.warning("study %s: rounds moved under %d close passes; the sweep will close them", study_id, CLOSE_PASSES)
@@ -126,20 +126,22 @@ def rounds_close(*, study_id: int) -> int:
 
 
 @retry_transient
-def _rounds_apply(study: Study, rows: list[PairState], before: adaptive.ProtocolState,
+def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]], before: adaptive.ProtocolState,
                   after_close: adaptive.ProtocolState, opened: adaptive.ProtocolState) -> int | None:
-    """Write a close computed from a snapshot, unless what it read has moved (then None)."""
+    """Write a close computed from a snapshot, unless what it read has moved (then None).
+
+    ``read_at``: each pair's (row id, version) in the snapshot ``before``.
+    """
     earlier = {p.key: p for p in before.pairs}
-    writes = {p.key for p in opened.pairs if p != earlier[p.key]}
-    targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
+    writes = [read_at[p.key] for p in opened.pairs if p != earlier[p.key]]
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if (locked.budget, locked.protocol_closes, locked.protocol_lost_judgements) != \
                 (study.budget, study.protocol_closes, study.protocol_lost_judgements):
             return None  # another close, a budget change or a re-decision came first
-        versions = dict(PairState.objects.select_for_update().filter(pk__in=[r.pk for r in targets])
-                        .values_list("pk", "version"))
-        if any(versions.get(row.pk) != row.version for row in targets):
+        targets = list(PairState.objects.select_for_update().filter(pk__in=[pk for pk, _ in writes]))
+        versions = dict(writes)
+        if len(targets) != len(writes) or any(versions[row.pk] != row.version for row in targets):
             return None
         protocol_state.study_state_save(locked, targets, opened, before=before, closed=after_close)
     return sum(p.status != a.status for p, a in zip(before.pairs, after_close.pairs))

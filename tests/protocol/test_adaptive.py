@@ -416,3 +416,14 @@ def test_eprocess_controls_false_decisions_on_null_pairs_under_many_looks():
         rates[rule] = false / total
     bound = 0.05 + 3 * np.sqrt(0.05 * 0.95 / total)
     assert rates["eprocess"] <= bound < rates["bayes"]
+
+
+def test_a_state_from_its_pairs_equals_the_state_from_its_dict_and_is_validated():
+    state = drive(start(ProtocolSettings(budget=20, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels(),
+                  stop_after=5)
+    shuffled = [state.pairs[i] for i in (2, 0, 1)]
+    assert ProtocolState.from_pairs(state.settings, shuffled, state.closes) == state
+    with pytest.raises(ValueError, match="unique"):
+        ProtocolState.from_pairs(state.settings, [*state.pairs, state.pairs[0]], state.closes)
+    with pytest.raises(ValueError, match="overspends"):
+        ProtocolState.from_pairs(replace(state.settings, budget=1), state.pairs, state.closes)
