@@ -23,6 +23,7 @@ from dataclasses import replace
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections, connection, transaction
+from django.db.models import F
 
 from protocol import adaptive
 
@@ -191,12 +192,18 @@ def _close_in_thread(study_id: int) -> None:
 
 def protocol_sweep() -> dict:
     """Periodic repair: close filled rounds left behind, return expired leases to the pool, apply
-    the studies' exclusion rules and resume planner jobs whose process ended."""
+    the studies' exclusion rules, finish re-decisions left behind (finished studies too) and
+    resume planner jobs whose process ended."""
     from .hits import leases_reclaim
 
     from . import quality
 
     closed = reclaimed = excluded = 0
+    # A finished study serves nothing, but a researcher may still exclude a worker there: finish
+    # a re-decision whose task was lost.
+    for study in Study.objects.filter(status=Study.Status.FINISHED).exclude(
+            protocol_redecide_requested=F("protocol_redecide_done")):
+        closed += rounds_close(study_id=study.pk)
     for study in Study.objects.filter(status__in=[Study.Status.RUNNING, Study.Status.PAUSED]):
         reclaimed += leases_reclaim(study=study)
         excluded += len(quality.exclusion_rules_apply(study=study))

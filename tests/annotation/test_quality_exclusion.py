@@ -152,3 +152,28 @@ def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_mod
     Study.objects.filter(pk=study.pk).update(exclude_too_fast=True)
     study.refresh_from_db()
     assert quality.exclusion_rules_apply(study=study) == []
+
+
+def test_the_sweep_finishes_a_lost_redecision_of_a_finished_study(django_user_model, settings):
+    """Excluding a worker after the study finished still re-decides its pairs: if the scheduled
+    re-decision is lost (here: coalesced into a task that never runs), the sweep does it."""
+    from django.core.cache import cache
+
+    study = study_import(source=bundle("finished", items=10))
+    workers = workers_of(HONEST[:2] + ["spammer"])
+    annotate(study, workers, random.Random(5), spammer="spammer")
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.FINISHED)
+    study.refresh_from_db()
+    researcher = django_user_model.objects.create_user("res-finished", password="x")
+    settings.EVALAPP_ROUND_CLOSE = "celery"
+    cache.set(rounds.QUEUED_KEY.format(study.pk), 1, timeout=60)  # a close "already queued": nothing is sent
+    assert quality.annotator_exclude(study=study, annotator=workers["spammer"], user=researcher, reason="spam")
+    study.refresh_from_db()
+    assert quality.redecide_pending(study)
+    settings.EVALAPP_ROUND_CLOSE = "inline"
+    rounds.protocol_sweep()
+    study.refresh_from_db()
+    assert not quality.redecide_pending(study)
+    state = quality.protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert sum(p.judgements for p in state.pairs) == selectors.counted_judgements(study=study).count()
+    cache.delete(rounds.QUEUED_KEY.format(study.pk))
