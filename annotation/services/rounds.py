@@ -231,8 +231,19 @@ def sweeper_ensure() -> None:
 
 
 def _sweep_forever() -> None:
+    """Sweep every EVALAPP_SWEEP_SECONDS while round closes run in threads; a process whose
+    mode changes (the test suite switches it per test) stops its sweeper rather than sweep
+    behind the back of a test that runs closes another way."""
     while True:
-        time.sleep(settings.EVALAPP_SWEEP_SECONDS)
+        waited = 0.0
+        while waited < settings.EVALAPP_SWEEP_SECONDS:
+            if settings.EVALAPP_ROUND_CLOSE != "thread":
+                return
+            step = min(1.0, settings.EVALAPP_SWEEP_SECONDS - waited)
+            time.sleep(step)
+            waited += step
+        if settings.EVALAPP_ROUND_CLOSE != "thread":
+            return
         try:
             close_old_connections()
             protocol_sweep()

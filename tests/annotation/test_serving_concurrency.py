@@ -121,3 +121,19 @@ def test_the_same_hit_submitted_twice_at_once_is_stored_once(same_key):
             assert "already answered" in str(next(r for r in results if isinstance(r, hits.HitError)))
     audit = study_serving_audit(study=study)
     assert audit["problems"] == [] and audit["duplicates"] == 0, audit
+
+
+def test_the_sweeper_thread_stops_when_closes_no_longer_run_in_threads(settings):
+    """A test in thread mode starts this process's sweeper; once the mode is switched back it
+    must stop, or it sweeps (closes rounds) behind the back of later tests — the PostgreSQL
+    fault test once saw its filled rounds closed by it."""
+    from annotation.services import rounds
+
+    settings.EVALAPP_ROUND_CLOSE = "thread"
+    settings.EVALAPP_SWEEP_SECONDS = 0.2
+    rounds.sweeper_ensure()
+    sweeper = rounds._sweeper
+    assert sweeper is not None and sweeper.is_alive()
+    settings.EVALAPP_ROUND_CLOSE = "inline"
+    sweeper.join(timeout=10)
+    assert not sweeper.is_alive()
