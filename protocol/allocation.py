@@ -178,11 +178,8 @@ def selection_probability(
     if policy == "uniform":
         return 1.0 / int(open_.sum())
     if policy == "weighted":
-        if not (temperature > 0 and np.isfinite(temperature)):
-            raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
-        logits = delta[open_] / temperature
-        top = logits.max()
-        return float(np.exp(delta[at] / temperature - top) / np.exp(logits - top).sum())
+        chances = selection_weights(delta[open_], policy="weighted", temperature=temperature)
+        return float(chances[int(open_[:at].sum())])
     strata = _bin_index(delta, bins)
     open_strata = strata[open_]
     return 1.0 / (len(set(open_strata.tolist())) * int((open_strata == strata[at]).sum()))
