@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from . import sql
 from .models import Annotator, Assignment, Study, StudyMembership
 
 RESEARCHER_GROUP = "researchers"
@@ -156,7 +157,10 @@ def access_study_worker(request, study) -> StudyWorker:
     """
     annotator_id = request.session.get(session_annotator_key(study))
     if annotator_id is not None:
-        annotator = Annotator.objects.filter(pk=annotator_id, crowd_sessions__study=study).first()
+        # Plain SQL: this read is on every annotator request (annotation/sql.py).
+        annotator = next(iter(Annotator.objects.raw(
+            f'SELECT a.* FROM {sql.ANNOTATOR} a JOIN {sql.CROWD_SESSION} s ON s."annotator_id" = a."id" '
+            'WHERE a."id" = %s AND s."study_id" = %s', [annotator_id, study.pk])), None)
         if annotator is not None:
             return StudyWorker(annotator=annotator, user=None)
     user = request.user

@@ -4,12 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from protocol.preferences import preferences_from_scores
 
-from .models import Assignment, Comparison, Judgement, PairState, Study
+from . import sql
+from .models import Assignment, Comparison, Item, Judgement, PairState, Study
 
 # A pair with an open round (or a filled one about to be closed) is work still to serve.
 ACTIVE_PAIR_STATUSES = ("open", "filled")
@@ -198,7 +200,7 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
 
     ``done``: the annotator's judgements in the study, when the caller has counted them already.
     """
-    from .models import CheckItem, Comparison, Judgement, Output
+    from .models import CheckItem
 
     if assignment.check_item_id is not None:
         # A check looks like any HIT (services/checks.py): its input and its two texts.
@@ -207,20 +209,27 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
         if done is None:
             done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
         return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
-    comparison = Comparison.objects.select_related("item").get(pk=assignment.comparison_id)
-    study = study or comparison.study
+    # The comparison, its item and the outputs of its two systems in one statement (plain SQL,
+    # annotation/sql.py: this read is on every HIT's path).
+    found = sql.rows(
+        'SELECT c."study_id", c."first_id", c."second_id", i."id", i."external_id", i."input", i."reference", '
+        f'o."system_id", o."sample", o."text" FROM {sql.COMPARISON} c JOIN {sql.ITEM} i ON i."id" = c."item_id" '
+        f'JOIN {sql.OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
+        'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [assignment.comparison_id])
+    study_id, first_id, second_id, *item_values = found[0][:7]
+    study = study or Study.objects.get(pk=study_id)
+    item = Item.from_db(connection.alias, ("id", "study_id", "external_id", "input", "reference"),
+                        [item_values[0], study_id, *item_values[1:]])
     texts: dict[int, str] = {}
-    # The study's shown sample of each output, else its lowest sample: one query for both.
-    for system_id, sample, text in Output.objects.filter(
-            item_id=comparison.item_id, system_id__in=(comparison.first_id, comparison.second_id)).order_by(
-            "system_id", "sample").values_list("system_id", "sample", "text"):
+    # The study's shown sample of each output, else its lowest sample.
+    for *_, system_id, sample, text in found:
         if system_id not in texts or sample == study.shown_sample:
             texts[system_id] = text
-    first, second = texts[comparison.first_id], texts[comparison.second_id]
+    first, second = texts[first_id], texts[second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
     if done is None:
         done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
-    return {"assignment": assignment, "item": comparison.item, "left": left, "right": right, "done": done}
+    return {"assignment": assignment, "item": item, "left": left, "right": right, "done": done}
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
@@ -230,8 +239,16 @@ def annotator_judgement_count(*, study: Study, annotator) -> int:
     Read from the annotator's judgements, each checked for its study (an EXISTS): as a join,
     SQLite walked every comparison of the study instead (12,000 for SummEval, per request).
     """
-    in_study = Comparison.objects.filter(pk=OuterRef("comparison_id"), study=study)
-    return Judgement.objects.filter(Exists(in_study), annotator=annotator, kind="real").count()
+    annotator_id = getattr(annotator, "pk", annotator)
+    return sql.one(
+        f'SELECT COUNT(*) FROM {sql.JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
+        f'AND EXISTS (SELECT 1 FROM {sql.COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)',
+        [annotator_id, "real", study.pk])[0]
+
+
+def study_of_slug(*, slug: str) -> Study | None:
+    """The study at ``slug``: the first read of every annotator request (plain SQL)."""
+    return next(iter(Study.objects.raw(f'SELECT * FROM {sql.STUDY} WHERE "slug" = %s', [slug])), None)
 
 
 def _pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -135,8 +135,15 @@ def _render_screen(request: HttpRequest, context: dict, status: int = 200) -> Ht
     return render(request, template, context, status=status)
 
 
+def _study_or_404(slug: str) -> Study:
+    study = selectors.study_of_slug(slug=slug)
+    if study is None:
+        raise Http404("No study with this link.")
+    return study
+
+
 def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
-    study = get_object_or_404(Study, slug=slug)
+    study = _study_or_404(slug)
     access_study_running(study)
     return study, _annotator(request, study)
 
@@ -144,7 +151,7 @@ def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
 @crowd_frameable
 @retry_transient
 def annotate(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_object_or_404(Study, slug=slug)
+    study = _study_or_404(slug)
     access_study_running(study)
     if not request.user.is_authenticated and request.session.get(session_annotator_key(study)) is None:
         # Not a crowd worker of this study and not logged in: log in first, then come back.
@@ -196,10 +203,9 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
 @retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
-    assignment = get_object_or_404(Assignment.objects.select_related("comparison__item"),
-                                   _of_study(study), pk=assignment_id)
-    if assignment.comparison is not None:
-        assignment.comparison.study = study  # the row just read (not joined again)
+    assignment = serving.hit_of_study(study=study, assignment_id=assignment_id)
+    if assignment is None:
+        raise Http404("No HIT with this id.")
     error = ""
     try:
         seconds = float(request.POST["seconds"]) if request.POST.get("seconds") else None

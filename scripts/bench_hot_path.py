@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    parser.add_argument("--show-sql", action="store_true", help="print the statements of one cycle (stderr)")
     parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
                         help="form: POST, then GET the annotate page (no JavaScript)")
     args = parser.parse_args(argv)
@@ -188,9 +189,12 @@ def _run(args) -> int:
 
     rounds.rounds_close = timed_close  # so that the close's CPU is counted apart from the request's
     queries = [0]
+    shown: list[str] = []
 
     def count(execute, sql, params, many, context):
         queries[0] += 1
+        if args.show_sql:
+            shown.append(sql)
         return execute(sql, params, many, context)
 
     connection.execute_wrappers.append(count)
@@ -228,6 +232,13 @@ def _run(args) -> int:
     for _ in range(args.warmup):
         cycle(done % args.workers)
         done += 1
+    if args.show_sql:
+        shown.clear()
+        cycle(done % args.workers)
+        done += 1
+        print(f"{len(shown)} statements in one submit + next HIT:", *shown, sep="\n", file=sys.stderr)
+        shown.clear()
+        args.show_sql = False
     backend_pid = None
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -277,6 +288,8 @@ def _run(args) -> int:
     result["cpu_ms_per_cycle_runs"] = [round(r["cpu_ms_per_cycle"], 2) for r in runs]
     print(json.dumps(result))
     if profiler:
+        if os.environ.get("BENCH_DUMP"):
+            profiler.dump_stats(os.environ["BENCH_DUMP"])
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative"))
         stats.print_stats(args.profile)

@@ -31,11 +31,14 @@ from django.utils import timezone
 from protocol import adaptive
 from protocol.allocation import choose_items, selection_probability
 
+from .. import sql
+
 from ..models import (
     AnnotatorExclusion,
     Annotator,
     Assignment,
     Comparison,
+    Item,
     ItemFlag,
     Judgement,
     JudgementKind,
@@ -72,15 +75,59 @@ def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
     return annotator
 
 
+# The columns of an Assignment read by plain SQL (annotation/sql.py), in model order.
+ASSIGNMENT_COLUMNS = ("id", "annotator_id", "comparison_id", "check_item_id", "shown_swapped", "round", "issued_at",
+                      "expires_at", "state", "kind", "draw_probability")
+_ASSIGNMENT_SELECT = ", ".join(f'a."{column}"' for column in ASSIGNMENT_COLUMNS)
+
+
+def assignment_from_row(values) -> Assignment:
+    """An Assignment from its ASSIGNMENT_COLUMNS as a cursor read them."""
+    values = list(values)
+    values[6], values[7] = sql.aware(values[6]), sql.aware(values[7])
+    values[4] = bool(values[4])
+    return Assignment.from_db(connection.alias, ASSIGNMENT_COLUMNS, values)
+
+
 def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
     """The annotator's live lease in the study (a check's too, when the study has checks), if any (a read)."""
-    leases = Assignment.objects.filter(annotator=annotator, state=Assignment.State.LEASED,
-                                       expires_at__gt=timezone.now())
-    if study.check_every or study.onboarding_checks:
-        leases = leases.filter(Q(comparison__study=study) | Q(check_item__study=study))
-    else:
-        leases = leases.filter(comparison__study=study)
-    return leases.order_by("issued_at").first()
+    with_checks = bool(study.check_every or study.onboarding_checks)
+    row = sql.one(
+        f"SELECT {_ASSIGNMENT_SELECT} FROM {sql.ASSIGNMENT} a "
+        f'LEFT JOIN {sql.COMPARISON} c ON c."id" = a."comparison_id" '
+        + (f'LEFT JOIN {sql.CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
+        + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
+        + (' OR k."study_id" = %s)' if with_checks else ")")
+        + ' ORDER BY a."issued_at" LIMIT 1',
+        [annotator.pk, Assignment.State.LEASED, sql.db_datetime(timezone.now()), study.pk]
+        + ([study.pk] if with_checks else []))
+    return assignment_from_row(row) if row is not None else None
+
+
+def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
+    """The HIT ``assignment_id`` of ``study`` (a comparison's or a check's), or None (a read).
+
+    A comparison's HIT comes with its comparison (``study`` attached) and the item's external
+    id loaded, as a submit needs them: one statement.
+    """
+    row = sql.one(
+        f'SELECT {_ASSIGNMENT_SELECT}, c."pair_id", c."item_id", c."first_id", c."second_id", i."external_id" '
+        f'FROM {sql.ASSIGNMENT} a LEFT JOIN {sql.COMPARISON} c ON c."id" = a."comparison_id" '
+        f'LEFT JOIN {sql.ITEM} i ON i."id" = c."item_id" LEFT JOIN {sql.CHECK_ITEM} k ON k."id" = a."check_item_id" '
+        'WHERE a."id" = %s AND (c."study_id" = %s OR k."study_id" = %s)', [assignment_id, study.pk, study.pk])
+    if row is None:
+        return None
+    assignment = assignment_from_row(row[:len(ASSIGNMENT_COLUMNS)])
+    if assignment.comparison_id is not None:
+        pair_id, item_id, first_id, second_id, external_id = row[len(ASSIGNMENT_COLUMNS):]
+        comparison = Comparison.from_db(connection.alias, ("id", "study_id", "item_id", "first_id", "second_id",
+                                                           "pair_id"),
+                                        [assignment.comparison_id, study.pk, item_id, first_id, second_id, pair_id])
+        comparison.study = study
+        comparison.item = Item.from_db(connection.alias, ("id", "study_id", "external_id"),
+                                       [item_id, study.pk, external_id])
+        assignment.comparison = comparison
+    return assignment
 
 
 @retry_transient
@@ -138,8 +185,9 @@ def _session_may_lease(study: Study, annotator: Annotator) -> bool:
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
-        open_pairs = list(PairState.objects.filter(study=study, status=adaptive.OPEN, quota_left__gt=F("leased"))
-                          .values_list("id", "round", "quota_left", "leased"))
+        open_pairs = sql.rows(f'SELECT "id", "round", "quota_left", "leased" FROM {sql.PAIR} '
+                              'WHERE "study_id" = %s AND "status" = %s AND "quota_left" > "leased"',
+                              [study.pk, adaptive.OPEN])
         if not open_pairs:
             return None
         order = [(pk, round_) for *_, pk, round_ in sorted(
@@ -173,8 +221,8 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
 
 def _lock_open_pair(pk: int, *, skip_locked: bool) -> bool:
     """Lock the pair row if it still has unmet quota (False when skipped or no longer open)."""
-    rows = PairState.objects.filter(pk=pk, status=adaptive.OPEN, quota_left__gt=F("leased"))
-    return rows.select_for_update(skip_locked=skip_locked).values_list("id", flat=True).first() is not None
+    return sql.one(f'SELECT "id" FROM {sql.PAIR} WHERE "id" = %s AND "status" = %s AND "quota_left" > "leased"'
+                   + sql.for_update(skip_locked=skip_locked), [pk, adaptive.OPEN]) is not None
 
 
 def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annotator,
@@ -184,27 +232,31 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     Precondition: the caller holds the pair's row lock (or SQLite's write lock).
     """
     now = timezone.now()
-    judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
-    skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
-                                        state=Assignment.State.SKIPPED)
     # The decision weights each item by its draw's chance (protocol.allocation.design_weights);
     # a uniform draw needs none.
     chance = None
     if study.item_choice == Study.ItemChoice.STRATIFIED:
-        chosen, lease, chance = _choose_stratified(study, pair_id, judged, skipped, now, rng)
+        chosen, lease, chance = _choose_stratified(study, pair_id, annotator, now, rng)
     else:
         # A uniform or weighted draw depends on the available comparisons only: read only those
         # (a uniform one draws in the database and reads one row).
-        available = Comparison.objects.filter(
-            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now), ~Exists(judged), ~Exists(skipped),
-            pair_id=pair_id, judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+        available = (
+            f'SELECT c."id", c."lease_expires_at", c."separability" FROM {sql.COMPARISON} c '
+            f'JOIN {sql.ITEM} i ON i."id" = c."item_id" '
+            'WHERE c."pair_id" = %s AND c."judgement_count" < %s AND NOT i."withdrawn" '
+            'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) '
+            f'AND NOT EXISTS (SELECT 1 FROM {sql.JUDGEMENT} j WHERE j."annotator_id" = %s AND j."comparison_id" = c."id") '
+            f'AND NOT EXISTS (SELECT 1 FROM {sql.ASSIGNMENT} s WHERE s."annotator_id" = %s '
+            'AND s."comparison_id" = c."id" AND s."state" = %s)')
+        params = [pair_id, study.ratings_per_item, sql.db_datetime(now), annotator.pk, annotator.pk,
+                  Assignment.State.SKIPPED]
         if study.item_choice == Study.ItemChoice.UNIFORM:
-            picked = available.order_by("?").values_list("id", "lease_expires_at").first()
+            picked = sql.one(available + " ORDER BY RANDOM() LIMIT 1", params)
             if picked is None:
                 return None
-            chosen, lease = picked
+            chosen, lease, _ = picked
         else:
-            rows = list(available.values_list("id", "lease_expires_at", "separability"))
+            rows = sql.rows(available, params)
             if not rows:
                 return None
             policy = study.item_choice if any(r[2] is not None for r in rows) else Study.ItemChoice.UNIFORM
@@ -220,23 +272,36 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     expired_lease = lease is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
-        Assignment.objects.filter(comparison_id=chosen, state=Assignment.State.LEASED).update(
-            state=Assignment.State.EXPIRED)
+        sql.execute(f'UPDATE {sql.ASSIGNMENT} SET "state" = %s WHERE "comparison_id" = %s AND "state" = %s',
+                    [Assignment.State.EXPIRED, chosen, Assignment.State.LEASED])
     else:
-        PairState.objects.filter(pk=pair_id).update(leased=F("leased") + 1)
+        sql.execute(f'UPDATE {sql.PAIR} SET "leased" = "leased" + 1 WHERE "id" = %s', [pair_id])
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
-    Comparison.objects.filter(pk=chosen).update(lease_expires_at=expires)
-    return Assignment.objects.create(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
-                                     round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
+    sql.execute(f'UPDATE {sql.COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s',
+                [sql.db_datetime(expires), chosen])
+    assignment = Assignment(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
+                            round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
+    assignment.pk = sql.one(
+        f'INSERT INTO {sql.ASSIGNMENT} ("annotator_id", "comparison_id", "check_item_id", "shown_swapped", "round", '
+        '"issued_at", "expires_at", "state", "kind", "draw_probability") '
+        'VALUES (%s, %s, NULL, %s, %s, %s, %s, %s, %s, %s) RETURNING "id"',
+        [annotator.pk, chosen, assignment.shown_swapped, pair_round, sql.db_datetime(now), sql.db_datetime(expires),
+         assignment.state, assignment.kind, chance])[0]
+    assignment._state.adding = False
+    assignment._state.db = connection.alias
+    return assignment
 
 
-def _choose_stratified(study: Study, pair_id: int, judged, skipped, now, rng: random.Random):
+def _choose_stratified(study: Study, pair_id: int, annotator: Annotator, now, rng: random.Random):
     """(comparison id, its expired lease or None, the draw's chance) drawn by strata, or
     (None, None, None).
 
     All the pair's comparisons are read: the strata's bins come from all of them (they do not
     move as items are judged); the unavailable ones are excluded from the draw.
     """
+    judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
+    skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
+                                        state=Assignment.State.SKIPPED)
     comparisons = list(Comparison.objects.filter(pair_id=pair_id)
                        .annotate(mine=Exists(judged) | Exists(skipped))
                        .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
@@ -408,14 +473,15 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     """
     comparison = assignment.comparison
     study = comparison.study
-    row = PairState.objects.select_for_update().get(pk=comparison.pair_id)
-    # Whether the worker is excluded is read here, under the pair's lock: a re-decision
-    # (services/quality.py) that locks the pair after this commits sees this judgement, and one
-    # that locked it before made this read see the exclusion.
-    is_excluded = AnnotatorExclusion.objects.filter(study_id=study.pk, annotator_id=annotator_id,
-                                                    excluded=True).exists()
-    done = {(a, k, by) for a, k, by in Judgement.objects.filter(comparison_id=comparison.pk).values_list(
-        "assignment_id", "idempotency_key", "annotator_id")}
+    row = protocol_state.pair_row_locked(comparison.pair_id)
+    # Whether the worker is excluded is read here, under the pair's lock, in a statement of its
+    # own (on PostgreSQL a statement's snapshot predates the lock wait of the statement that
+    # took it): a re-decision (services/quality.py) that locks the pair after this commits sees
+    # this judgement, and one that locked it before made this read see the exclusion.
+    is_excluded = sql.one(f'SELECT 1 FROM {sql.EXCLUSION} WHERE "study_id" = %s AND "annotator_id" = %s '
+                          'AND "excluded" LIMIT 1', [study.pk, annotator_id]) is not None
+    done = sql.rows(f'SELECT "assignment_id", "idempotency_key", "annotator_id" FROM {sql.JUDGEMENT} '
+                    'WHERE "comparison_id" = %s', [comparison.pk])
     for assignment_id, earlier_key, _ in done:
         if assignment_id == assignment.pk:
             if earlier_key == key:  # the same submit again (a retry, or a double click)
@@ -436,37 +502,45 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     value = -shown_value if assignment.shown_swapped else shown_value
     # The server's own measure of time on task: the lease is made when the HIT is rendered
     # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
-    server_seconds = max((timezone.now() - assignment.issued_at).total_seconds(), 0.0)
+    now = timezone.now()
+    server_seconds = max((now - assignment.issued_at).total_seconds(), 0.0)
     judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
                           value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
-                          idempotency_key=key)
+                          idempotency_key=key, created_at=now)
     # Field validation only: the references were just read under the lock, and uniqueness
     # is the database's (a query per constraint would double the submit's cost).
     judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
                          validate_constraints=False)
-    judgement.save()
+    judgement.pk = sql.one(
+        f'INSERT INTO {sql.JUDGEMENT} ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", '
+        '"seconds_on_task", "server_seconds", "kind", "idempotency_key", "source", "created_at") '
+        'VALUES (%s, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING "id"',
+        [comparison.pk, annotator_id, assignment.pk, value, seconds_on_task, server_seconds, judgement.kind, key,
+         judgement.source, sql.db_datetime(now)])[0]
+    judgement._state.adding = False
+    judgement._state.db = connection.alias
     # The lease is held when the assignment is still LEASED (under the pair's lock): one
     # conditional write both checks and ends it.
-    holds_lease = Assignment.objects.filter(pk=assignment.pk, state=Assignment.State.LEASED).update(
-        state=Assignment.State.SUBMITTED) == 1
+    holds_lease = sql.execute(f'UPDATE {sql.ASSIGNMENT} SET "state" = %s WHERE "id" = %s AND "state" = %s',
+                              [Assignment.State.SUBMITTED, assignment.pk, Assignment.State.LEASED]) == 1
     if not holds_lease:
         # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison is
         # free and the round still needs a judgement that no live lease will bring.
-        judgement_count, lease_expires_at = Comparison.objects.filter(pk=comparison.pk).values_list(
-            "judgement_count", "lease_expires_at").get()
+        judgement_count, lease_expires_at = sql.one(
+            f'SELECT "judgement_count", "lease_expires_at" FROM {sql.COMPARISON} WHERE "id" = %s', [comparison.pk])
         if lease_expires_at is not None or judgement_count >= study.ratings_per_item or row.quota_left <= row.leased:
             raise _Refused("this HIT expired and its comparison is no longer needed")
-        Assignment.objects.filter(pk=assignment.pk).update(state=Assignment.State.SUBMITTED)
-    Comparison.objects.filter(pk=comparison.pk).update(
-        judgement_count=F("judgement_count") + 1,
-        **({"lease_expires_at": None} if holds_lease else {}))
+        sql.execute(f'UPDATE {sql.ASSIGNMENT} SET "state" = %s WHERE "id" = %s',
+                    [Assignment.State.SUBMITTED, assignment.pk])
+    sql.execute(f'UPDATE {sql.COMPARISON} SET "judgement_count" = "judgement_count" + 1'
+                + (', "lease_expires_at" = NULL' if holds_lease else "") + ' WHERE "id" = %s', [comparison.pk])
     if holds_lease:
         row.leased -= 1
     one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
     recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value,
                                          probability=assignment.draw_probability).pairs[0]
     protocol_state.pair_write(row, recorded)
-    row.save(update_fields=[*protocol_state.MIRRORED, "leased"])
+    protocol_state.pair_row_save(row, also=("leased",))
     if recorded.status == adaptive.FILLED:
         transaction.on_commit(lambda: rounds.schedule_close(study.pk))
     return judgement

@@ -91,6 +91,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     # A persistent connection that the server dropped is replaced before a request uses it.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Server-side parameters and prepared statements: the serving loop runs the same few
+    # statements all day, and PostgreSQL parsing and planning them anew was a third of its CPU
+    # per submit + next HIT (docs/serving.md). A statement is prepared on a connection after
+    # EVALAPP_PG_PREPARE_THRESHOLD runs; 0 turns preparing off (e.g. behind a pooler in
+    # transaction mode, where a connection's prepared statements are not the session's).
+    _prepare_threshold = int(os.environ.get("EVALAPP_PG_PREPARE_THRESHOLD", "2"))
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=True, prepare_threshold=_prepare_threshold or None)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
