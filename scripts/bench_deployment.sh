@@ -61,7 +61,7 @@ PY
 "$PYTHON" manage.py import_study data/bundles/summeval_relevance.jsonl.gz --slug summeval-relevance \
   --metric bert_score_f -v 0
 
-"$PYTHON" -m celery -A evalapp worker -B --concurrency "${CELERY_CONCURRENCY:-1}" -Q "$EVALAPP_CELERY_QUEUE" \
+nice -n "${CELERY_NICE:-10}" "$PYTHON" -m celery -A evalapp worker -B --concurrency "${CELERY_CONCURRENCY:-1}" -Q "$EVALAPP_CELERY_QUEUE" \
   --loglevel WARNING --schedule "$LOGS/celerybeat-schedule" >"$LOGS/celery.log" 2>&1 &
 pids+=($!)
 "$PYTHON" -m gunicorn evalapp.wsgi --preload --bind "127.0.0.1:$PORT" --workers "${WEB_WORKERS:-3}" \
