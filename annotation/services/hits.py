@@ -16,6 +16,10 @@ a new lease of its comparison or given back by ``leases_reclaim``.
 
 A submit that fills its pair's round schedules the round close after commit
 (services/rounds.py); it never waits for a decision.
+
+The statements of a lease and a submit are plain SQL (annotation/sql.py, docs/serving.md: the
+ORM's building them was two thirds of the loop's CPU); the rarer paths (checks, repeats,
+stratified choice, release, reclaim) keep the ORM.
 """
 from __future__ import annotations
 
@@ -25,16 +29,14 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from protocol import adaptive
 from protocol.allocation import choose_items, selection_probability
 
 from .. import sql
-
 from ..models import (
-    AnnotatorExclusion,
     Annotator,
     Assignment,
     Comparison,
