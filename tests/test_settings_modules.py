@@ -32,3 +32,25 @@ def test_settings_module_loads_with_every_cache_the_app_uses(module, cache_url, 
     done = subprocess.run([sys.executable, "-c", CHECK], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+WARM = """
+import evalapp.wsgi
+from django.urls import get_resolver
+from django.template import engines
+from django.utils.translation import get_language
+loader = engines["django"].engine.template_loaders[0]
+print(get_language() in get_resolver()._reverse_dict,
+      sorted(name for name in loader.get_template_cache if name.startswith("annotation/")))
+"""
+
+
+def test_the_wsgi_module_prepares_what_a_fresh_process_would_do_in_its_first_requests(tmp_path):
+    # gunicorn --preload imports evalapp.wsgi before forking: whatever it builds, the workers share.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalapp.settings.prod", "DJANGO_SECRET_KEY": "wsgi-check",
+           "DJANGO_ALLOWED_HOSTS": "localhost", "EVALAPP_VAR_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", WARM], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == "True ['annotation/_hit.html', 'annotation/annotate.html']", done.stdout
