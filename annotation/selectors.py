@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 
@@ -212,14 +211,13 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
     # The comparison, its item and the outputs of its two systems in one statement (plain SQL,
     # annotation/sql.py: this read is on every HIT's path).
     found = sql.rows(
-        'SELECT c."study_id", c."first_id", c."second_id", i."id", i."external_id", i."input", i."reference", '
+        'SELECT i."id", i."study_id", i."external_id", i."input", i."reference", c."first_id", c."second_id", '
         f'o."system_id", o."sample", o."text" FROM {sql.COMPARISON} c JOIN {sql.ITEM} i ON i."id" = c."item_id" '
         f'JOIN {sql.OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
         'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [assignment.comparison_id])
-    study_id, first_id, second_id, *item_values = found[0][:7]
-    study = study or Study.objects.get(pk=study_id)
-    item = Item.from_db(connection.alias, ("id", "study_id", "external_id", "input", "reference"),
-                        [item_values[0], study_id, *item_values[1:]])
+    item = sql.instance(Item, ("id", "study_id", "external_id", "input", "reference"), found[0][:5])
+    first_id, second_id = found[0][5:7]
+    study = study or Study.objects.get(pk=item.study_id)
     texts: dict[int, str] = {}
     # The study's shown sample of each output, else its lowest sample.
     for *_, system_id, sample, text in found:

@@ -85,10 +85,7 @@ _ASSIGNMENT_SELECT = ", ".join(f'a."{column}"' for column in ASSIGNMENT_COLUMNS)
 
 def assignment_from_row(values) -> Assignment:
     """An Assignment from its ASSIGNMENT_COLUMNS as a cursor read them."""
-    values = list(values)
-    values[6], values[7] = sql.aware(values[6]), sql.aware(values[7])
-    values[4] = bool(values[4])
-    return Assignment.from_db(connection.alias, ASSIGNMENT_COLUMNS, values)
+    return sql.instance(Assignment, ASSIGNMENT_COLUMNS, values)
 
 
 def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
@@ -122,12 +119,10 @@ def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
     assignment = assignment_from_row(row[:len(ASSIGNMENT_COLUMNS)])
     if assignment.comparison_id is not None:
         pair_id, item_id, first_id, second_id, external_id = row[len(ASSIGNMENT_COLUMNS):]
-        comparison = Comparison.from_db(connection.alias, ("id", "study_id", "item_id", "first_id", "second_id",
-                                                           "pair_id"),
-                                        [assignment.comparison_id, study.pk, item_id, first_id, second_id, pair_id])
+        comparison = sql.instance(Comparison, ("id", "study_id", "item_id", "first_id", "second_id", "pair_id"),
+                                  [assignment.comparison_id, study.pk, item_id, first_id, second_id, pair_id])
         comparison.study = study
-        comparison.item = Item.from_db(connection.alias, ("id", "study_id", "external_id"),
-                                       [item_id, study.pk, external_id])
+        comparison.item = sql.instance(Item, ("id", "study_id", "external_id"), [item_id, study.pk, external_id])
         assignment.comparison = comparison
     return assignment
 
@@ -283,14 +278,7 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
                 [sql.db_datetime(expires), chosen])
     assignment = Assignment(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
                             round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
-    assignment.pk = sql.one(
-        f'INSERT INTO {sql.ASSIGNMENT} ("annotator_id", "comparison_id", "check_item_id", "shown_swapped", "round", '
-        '"issued_at", "expires_at", "state", "kind", "draw_probability") '
-        'VALUES (%s, %s, NULL, %s, %s, %s, %s, %s, %s, %s) RETURNING "id"',
-        [annotator.pk, chosen, assignment.shown_swapped, pair_round, sql.db_datetime(now), sql.db_datetime(expires),
-         assignment.state, assignment.kind, chance])[0]
-    assignment._state.adding = False
-    assignment._state.db = connection.alias
+    sql.insert(assignment, ASSIGNMENT_COLUMNS[1:])
     return assignment
 
 
@@ -448,6 +436,11 @@ def judgement_submit(
     return outcome
 
 
+# The columns a submit writes of a new Judgement (its primary key comes back).
+JUDGEMENT_COLUMNS = ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", "seconds_on_task",
+                     "server_seconds", "kind", "idempotency_key", "source", "created_at")
+
+
 class _Refused(Exception):
     """Raised inside a submit's transaction to roll it back; the message is the refusal."""
 
@@ -513,14 +506,7 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     # is the database's (a query per constraint would double the submit's cost).
     judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
                          validate_constraints=False)
-    judgement.pk = sql.one(
-        f'INSERT INTO {sql.JUDGEMENT} ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", '
-        '"seconds_on_task", "server_seconds", "kind", "idempotency_key", "source", "created_at") '
-        'VALUES (%s, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING "id"',
-        [comparison.pk, annotator_id, assignment.pk, value, seconds_on_task, server_seconds, judgement.kind, key,
-         judgement.source, sql.db_datetime(now)])[0]
-    judgement._state.adding = False
-    judgement._state.db = connection.alias
+    sql.insert(judgement, JUDGEMENT_COLUMNS)
     # The lease is held when the assignment is still LEASED (under the pair's lock): one
     # conditional write both checks and ends it.
     holds_lease = sql.execute(f'UPDATE {sql.ASSIGNMENT} SET "state" = %s WHERE "id" = %s AND "state" = %s',

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict
 
-from django.db import connection
 from django.utils import timezone
 
 from protocol import adaptive
@@ -55,20 +54,15 @@ _PAIR_SELECT = ", ".join(f'"{column}"' for column in PAIR_COLUMNS)
 def pair_row_locked(pk: int) -> PairState:
     """The pair row ``pk``, locked for the caller's transaction (on SQLite the write
     transaction holds the database). Call inside ``transaction.atomic``."""
-    values = list(sql.one(f'SELECT {_PAIR_SELECT} FROM {sql.PAIR} WHERE "id" = %s' + sql.for_update(), [pk]))
-    values[12], values[13] = sql.from_json(values[12]), sql.aware(values[13])
-    return PairState.from_db(connection.alias, PAIR_COLUMNS, values)
+    return sql.instance(PairState, PAIR_COLUMNS,
+                        sql.one(f'SELECT {_PAIR_SELECT} FROM {sql.PAIR} WHERE "id" = %s' + sql.for_update(), [pk]))
 
 
 def pair_row_save(row: PairState, *, also: tuple[str, ...] = ()) -> None:
     """Write back a row that ``pair_write`` filled (its JSON, mirror columns and version), and the
     columns ``also`` (serving counters). Call holding the row's lock."""
     row.updated_at = timezone.now()
-    columns = [*MIRRORED, *also]
-    values = [sql.db_json(row.state) if c == "state" else sql.db_datetime(row.updated_at) if c == "updated_at"
-              else getattr(row, c) for c in columns]
-    sql.execute(f"UPDATE {sql.PAIR} SET " + ", ".join(f'"{c}" = %s' for c in columns) + ' WHERE "id" = %s',
-                [*values, row.pk])
+    sql.update(row, (*MIRRORED, *also))
 
 
 def study_state_load(study: Study, rows: Iterable[PairState]) -> adaptive.ProtocolState:
