@@ -9,13 +9,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from . import figures, selectors, services
 from .access import access_study_as_researcher
+from .http import bad_request, quoted
 from .forms import (
     HUMAN_ONLY,
     METRIC_PREFIX,
@@ -116,7 +117,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         context.update(_quality_context(request, study))
     except ValueError as exc:
-        return HttpResponseBadRequest(str(exc))
+        return bad_request(request, str(exc))
     return render(request, "annotation/dashboard.html", context)
 
 
@@ -139,9 +140,9 @@ def _quality_sort(request: HttpRequest, prefix: str = "q") -> tuple[str, bool]:
     sort = request.GET.get(f"{prefix}sort", "flag_count")
     order = request.GET.get(f"{prefix}order", "desc" if sort == "flag_count" else "asc")
     if order not in ("asc", "desc"):
-        raise ValueError(f"unknown order {order!r}; asc or desc")
+        raise ValueError(f"unknown order {quoted(order)}; asc or desc")
     if sort not in selectors.QUALITY_SORTS:
-        raise ValueError(f"unknown sort {sort!r}; one of {', '.join(sorted(selectors.QUALITY_SORTS))}")
+        raise ValueError(f"unknown sort {quoted(sort)}; one of {', '.join(sorted(selectors.QUALITY_SORTS))}")
     return sort, order == "desc"
 
 
@@ -166,7 +167,7 @@ def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         sort, descending = _quality_sort(request, prefix="")
     except ValueError as exc:
-        return HttpResponseBadRequest(str(exc))
+        return bad_request(request, str(exc))
     rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-quality.csv"'
@@ -191,13 +192,13 @@ def annotator_exclusion(request: HttpRequest, slug: str, annotator_id: int) -> H
     annotator = get_object_or_404(Annotator, pk=annotator_id)
     action = request.POST.get("action")
     if action not in ("exclude", "include"):
-        return HttpResponseBadRequest("action must be exclude or include")
+        return bad_request(request, "action must be exclude or include")
     change = quality.annotator_exclude if action == "exclude" else quality.annotator_include
     try:
         changed = change(study=study, annotator=annotator, user=request.user,
                          reason=request.POST.get("reason", "")[:500])
     except quality.QualityError as exc:
-        return HttpResponseBadRequest(str(exc))
+        return bad_request(request, str(exc))
     if changed:
         messages.success(request, f"{annotator.external_id} {'excluded' if action == 'exclude' else 're-included'}: "
                                   "the affected pairs are being re-decided.")
@@ -214,7 +215,7 @@ def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     first, second = request.GET.get("first"), request.GET.get("second")
     if not first or not second:
-        return HttpResponseBadRequest("name the pair: ?first=SYSTEM&second=SYSTEM")
+        return bad_request(request, "name the pair: ?first=SYSTEM&second=SYSTEM")
     data = selectors.pair_detail_data(study=study, first=first, second=second)
     if data is None and selectors.pair_detail_data(study=study, first=second, second=first) is not None:
         return redirect(f"{reverse('pair_detail', kwargs={'slug': slug})}?{urlencode({'first': second, 'second': first})}")
@@ -251,7 +252,7 @@ def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     sort = request.GET.get("sort", "spa_common")
     if sort not in reports.SORT_KEYS:
-        return HttpResponseBadRequest(f"unknown sort {sort!r}; one of {', '.join(reports.SORT_KEYS)}")
+        return bad_request(request, f"unknown sort {quoted(sort)}; one of {', '.join(reports.SORT_KEYS)}")
     table = reports.study_metrics_table(study=study)
     if table is None:
         reports.study_metrics_table_request(study=study)
@@ -294,7 +295,7 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     rows = selectors.study_judgements(study=study)
     first, second = request.GET.get("first"), request.GET.get("second")
     if bool(first) != bool(second):
-        return HttpResponseBadRequest("give both first and second to filter by pair")
+        return bad_request(request, "give both first and second to filter by pair")
     if first:
         rows = rows.filter(Q(comparison__first__name=first, comparison__second__name=second)
                            | Q(comparison__first__name=second, comparison__second__name=first))
