@@ -1,29 +1,7 @@
-import json
-from pathlib import Path
-
+"""Fixtures every test folder shares; the builders they use live in tests/factories.py."""
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-BUNDLES = REPO / "data" / "bundles"
-
-
-def bundle_bytes(rows) -> bytes:
-    return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
-
-
-def bundle_slice(path, *, items: int, systems: int, **study_settings) -> bytes:
-    """The study line of a shipped bundle with its first ``items`` items and the outputs of its
-    first ``systems`` systems (by name), as bundle bytes; ``study_settings`` update the study line."""
-    import gzip
-
-    rows = [json.loads(line) for line in gzip.open(path, "rt")]
-    keep = {r["id"] for r in rows if r["kind"] == "item"}
-    keep = set(sorted(keep, key=[r.get("id") for r in rows].index)[:items])
-    names = sorted({r["system"] for r in rows if r["kind"] == "output"})[:systems]
-    study = {**rows[0], **study_settings}
-    return bundle_bytes([study] + [r for r in rows if r["kind"] == "item" and r["id"] in keep] + [
-        r for r in rows if r["kind"] == "output" and r["item"] in keep and r["system"] in names
-        and r.get("sample", 0) == 0])
+from tests.factories import clear_throttle_counts
 
 
 @pytest.fixture
@@ -47,23 +25,9 @@ def toy_rows():
     return rows
 
 
-def _clear_cache_of_this_run() -> None:
-    """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
-    from django.conf import settings
-    from django.core.cache import cache
-
-    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
-        cache.clear()
-        return
-    client = cache._cache.get_client(None, write=True)
-    prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
-
-
 @pytest.fixture(autouse=True)
 def fresh_throttles(settings):
     """Each test starts with no request counted against any rate limit."""
-    _clear_cache_of_this_run()
+    clear_throttle_counts()
     yield
-    _clear_cache_of_this_run()
+    clear_throttle_counts()

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from tests.factories import REPO
 
-from tests.conftest import REPO
 
 CHECK = """
 import django

@@ -3,8 +3,7 @@ import pytest
 
 from annotation.models import Judgement
 from annotation.services import study_import
-from tests.annotation.test_serving import crowd_rows, truthful_answer
-from tests.conftest import bundle_bytes
+from tests.factories import bundle_bytes, crowd_rows, truthful_answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 BUTTON = {"left": "A is better", "tie": "About the same", "right": "B is better"}

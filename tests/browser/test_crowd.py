@@ -9,8 +9,7 @@ import pytest
 
 from annotation.models import Assignment, ItemFlag, Judgement, Study
 from annotation.services import study_import
-from tests.annotation.test_serving import crowd_rows
-from tests.conftest import BUNDLES, bundle_bytes, bundle_slice
+from tests.factories import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -4,8 +4,15 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from annotation.services import study_import, study_membership_set
-from tests.annotation.test_serving import crowd_rows, current_hit, start_worker
-from tests.conftest import bundle_bytes
+from tests.factories import (
+    BUNDLES,
+    browser_login,
+    bundle_bytes,
+    crowd_rows,
+    current_hit,
+    judged_crowd_study,
+    start_worker,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -30,15 +37,6 @@ def test_dashboard_draws_charts_and_updates_live(page, live_server, tmp_path):
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
 
-def _login(page, live_server, study, username="res2"):
-    user = User.objects.create_user(username, password="res-pass-123")
-    study_membership_set(study=study, user=user, role="researcher")
-    page.goto(f"{live_server.url}/accounts/login/?next=/s/{study.slug}/dashboard/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "res-pass-123")
-    page.click("button[type=submit]")
-
-
 CHART_STATE = """(id) => {
   const div = document.getElementById(id);
   const modebar = div.querySelector('.modebar');
@@ -59,7 +57,7 @@ def test_dashboard_charts_survive_refreshes_with_zoom_and_mode_bar(page, live_se
     researcher made is kept."""
     settings.DASHBOARD_REFRESH_SECONDS = 0.7
     study = study_import(source=bundle_bytes(crowd_rows(batch=3, budget=30)))
-    _login(page, live_server, study)
+    browser_login(page, live_server, study)
     page.wait_for_selector("#plot-dag-metric .main-svg")
     page.evaluate("() => { window.__settled = 0; document.body.addEventListener('htmx:afterSettle', () => window.__settled++); }")
     box = page.locator("#plot-dag-metric .nsewdrag").first.bounding_box()
@@ -81,13 +79,12 @@ def test_dashboard_charts_survive_refreshes_with_zoom_and_mode_bar(page, live_se
 
 
 def test_without_javascript_the_chart_cards_show_tables(browser, live_server):
-    from tests.annotation.test_dashboard import judged_crowd_study
 
     study = judged_crowd_study(Client())
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     try:
-        _login(page, live_server, study, username="nojs")
+        browser_login(page, live_server, study, username="nojs")
         page.wait_for_selector("#leaderboard")
         for card in page.locator(".chart").all():
             assert not card.locator(".plot").is_visible()
@@ -103,10 +100,9 @@ def test_without_javascript_the_chart_cards_show_tables(browser, live_server):
 
 
 def test_pair_page_draws_theta_by_round(page, live_server):
-    from tests.annotation.test_dashboard import judged_crowd_study
 
     study = judged_crowd_study(Client())
-    _login(page, live_server, study, username="pairs")
+    browser_login(page, live_server, study, username="pairs")
     page.wait_for_selector("#plot-dag-protocol .main-svg")
     page.click("#matrix a[href$='/pair/?first=A&second=B']")
     page.wait_for_selector("#plot-pair-theta .main-svg")
@@ -115,10 +111,9 @@ def test_pair_page_draws_theta_by_round(page, live_server):
 
 
 def test_summeval_relevance_dashboard_pair_page_and_metrics_render(page, live_server):
-    from tests.conftest import BUNDLES
 
     study = study_import(source=BUNDLES / "summeval_relevance.jsonl.gz", slug="summeval", metric="bert_score_f")
-    _login(page, live_server, study, username="summeval")
+    browser_login(page, live_server, study, username="summeval")
     page.wait_for_selector("#plot-dag-metric .main-svg")
     header = [t.strip() for t in page.locator("#matrix thead th").all_inner_texts()][1:]
     assert header[:6] == ["M0", "M1", "M2", "M5", "M8", "M9"] and header[-1] == "M23" and len(header) == 16

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study
-from tests.conftest import bundle_bytes
+from tests.factories import bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -67,7 +67,7 @@ def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, 
     select.select_option("")
     page.click("button:has-text('Import and start the study')")
     # No choice: the browser itself refuses to send the form (the server's refusal is in
-    # tests/annotation/test_study_management.py).
+    # tests/cockpit/test_study_management.py).
     assert page.locator("select[name=metric]").evaluate("el => el.validity.valueMissing")
     assert Study.objects.count() == 0
     page.locator("select[name=metric]").select_option(label="judge (pairwise preference)")

@@ -3,9 +3,7 @@ import pytest
 
 from annotation.models import Study
 from annotation.services import hits
-from tests.annotation.test_item_choice_weights import weighted_study
-from tests.annotation.test_serving_bugs import worker
-from tests.browser.test_dashboard import _login
+from tests.factories import browser_login, weighted_study, worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +17,7 @@ def test_pair_page_says_the_decision_is_design_weighted(page, live_server, tmp_p
         hits.judgement_submit(assignment=hit, annotator=who, shown_value=1 if n % 3 else -1,
                               idempotency_key=hits.new_idempotency_key())
     page.set_viewport_size({"width": width, "height": height})
-    _login(page, live_server, study, username=f"res-{width}")
+    browser_login(page, live_server, study, username=f"res-{width}")
     page.goto(f"{live_server.url}/s/{study.slug}/pair/?first=A&second=B")
     hint = page.locator("[data-design]")
     assert "design weight" in hint.inner_text() and "holds for all the pair" in hint.inner_text()

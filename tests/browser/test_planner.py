@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 
 from annotation.models import PlanJob
 from annotation.services import study_import, study_membership_set
-from tests.conftest import BUNDLES
+from tests.factories import BUNDLES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

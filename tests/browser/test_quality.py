@@ -8,7 +8,16 @@ from django.contrib.auth.models import User
 
 from annotation.models import Study
 from annotation.services import study_import, study_membership_set
-from tests.annotation.test_quality_exclusion import HONEST, annotate, bundle, workers_of
+from tests.factories import (
+    BAD,
+    GOOD,
+    HONEST,
+    annotate_with_spammer,
+    bundle_bytes,
+    checked_rows,
+    spam_bundle,
+    workers_of,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -16,8 +25,8 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 @pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
 def test_researcher_excludes_and_reincludes_a_worker(browser, live_server, width, height, tmp_path):
-    study = study_import(source=bundle("browser", items=10))
-    annotate(study, workers_of(HONEST[:3] + ["spammer"]), random.Random(9), spammer="spammer")
+    study = study_import(source=spam_bundle("browser", items=10))
+    annotate_with_spammer(study, workers_of(HONEST[:3] + ["spammer"]), random.Random(9), spammer="spammer")
     user = User.objects.create_user("res", password="res-pass-123")
     study_membership_set(study=study, user=user, role="researcher")
     context = browser.new_context(viewport={"width": width, "height": height})
@@ -69,10 +78,8 @@ def test_a_worker_who_fails_onboarding_gets_a_polite_end(browser, live_server, w
     """Two onboarding checks answered wrongly (htmx): the worker sees a thank-you with Prolific's
     return path, no code and no further comparison."""
     from annotation.models import Judgement
-    from tests.annotation.test_checks import BAD, GOOD, rows
-    from tests.conftest import bundle_bytes
 
-    study = study_import(source=bundle_bytes(rows(onboarding_checks=2)))
+    study = study_import(source=bundle_bytes(checked_rows(onboarding_checks=2)))
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(15000)

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.services import study_import, study_membership_set
-from tests.conftest import bundle_bytes
+from tests.factories import bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

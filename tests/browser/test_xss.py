@@ -3,8 +3,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.services import study_import, study_membership_set
-from tests.annotation.test_security import IMG, SCRIPT, hostile_rows
-from tests.conftest import bundle_bytes
+from tests.factories import IMG, SCRIPT, bundle_bytes, hostile_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

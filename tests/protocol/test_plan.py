@@ -14,7 +14,7 @@ from protocol.plan import (
     strength_gaps,
 )
 from protocol.simulate import replay
-from tests.conftest import BUNDLES
+from tests.factories import BUNDLES
 
 
 def assumptions(metric_error=0.3, tie_rate=0.2, spread=0.9, **ranges):
@@ -199,10 +199,10 @@ def test_metric_spread_reads_the_metrics_own_margins():
 
 @pytest.mark.slow
 def test_defaults_are_what_the_repository_data_gives():
-    """DEFAULT_ASSUMPTIONS = scripts/planner_defaults.py on data/bundles (rounded to 3 decimals)."""
+    """DEFAULT_ASSUMPTIONS = scripts/report/planner_defaults.py on data/bundles (rounded to 3 decimals)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("planner_defaults", BUNDLES.parents[1] / "scripts" / "planner_defaults.py")
+    spec = importlib.util.spec_from_file_location("planner_defaults", BUNDLES.parents[1] / "scripts" / "report" / "planner_defaults.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     summary = module.defaults(module.fits())
@@ -220,7 +220,7 @@ def test_planner_without_human_labels_predicts_the_replay_on_the_real_ones(case)
     docs/results.md ("Planner accuracy") lists these and the cases where it fails (WMT)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("planner_accuracy", BUNDLES.parents[1] / "scripts" / "planner_accuracy.py")
+    spec = importlib.util.spec_from_file_location("planner_accuracy", BUNDLES.parents[1] / "scripts" / "report" / "planner_accuracy.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     measured = module.measure(case, reps=2, seeds=3)

@@ -131,7 +131,7 @@ SPEC_MEAN_CONSISTENCY = {  # SPEC §7 real-data oracle, given to 3 decimals
 
 def rating_sets(bundle):
     """{(item, rater): (5,) labels in sample order} from the converted bundle."""
-    from scripts.convert_separability_prefs import rater_and_sample
+    from scripts.convert.separability_prefs import rater_and_sample
 
     sets = defaultdict(dict)
     for row in bundle.human_preferences:

@@ -1,0 +1,303 @@
+"""CPU and queries per submit + next HIT, through the WSGI handler (no server, no network).
+
+    python scripts/bench/hot_path.py                              # SQLite in a temporary directory
+    python scripts/bench/hot_path.py --database-url postgres://postgres@127.0.0.1:5432/postgres
+    python scripts/bench/hot_path.py --profile 25                 # and the 25 costliest functions
+
+Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
+file; PostgreSQL: a database ``perf_bench_<pid>`` created on the given server and dropped at
+the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
+submits, round-robin over the workers, each the htmx POST that stores the answer and returns
+the next HIT — the request the load harness times as "submit + next HIT". Deployment settings:
+``evalapp.settings.dev`` with DEBUG off, round closes inline but timed apart (a close runs in
+Celery or a thread in deployment, not in the request).
+
+It measures CPU time, not wall time, so other processes on the machine barely move it: this
+process's CPU (Django, the driver) per cycle, and on PostgreSQL also the CPU of the server
+backend that served this connection (from /proc; 10 ms ticks, so read it over many cycles).
+Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, python_calls_per_cycle (deterministic), pg_backend_cpu_ms_per_cycle,
+close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
+cpu_ms_per_cycle_min, the steadiest figure on a busy machine).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import re
+import statistics
+import sys
+import tempfile
+import time
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLE = REPO / "data" / "bundles" / "summeval_relevance.jsonl.gz"
+FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
+NEXT = re.compile(r'<form method="post" action="([^"]+/next/)"')
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+KEY = re.compile(r'name="key" value="([^"]+)"')
+
+
+class Browser:
+    """One crowd worker's cookies, talking to the WSGI application directly."""
+
+    def __init__(self, app):
+        self.app = app
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, url: str, data: dict | None = None, htmx: bool = False) -> tuple[int, str]:
+        parts = urlsplit(url)
+        body = urlencode(data or {}).encode()
+        environ = {
+            "REQUEST_METHOD": method, "PATH_INFO": parts.path, "QUERY_STRING": parts.query,
+            "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr, "wsgi.version": (1, 0),
+            "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False,
+            "HTTP_COOKIE": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
+            "HTTP_REFERER": "http://127.0.0.1/",
+        }
+        if method == "POST":
+            environ["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
+            environ["CONTENT_LENGTH"] = str(len(body))
+        if htmx:
+            environ["HTTP_HX_REQUEST"] = "true"
+        status_headers = {}
+
+        def start_response(status, headers, exc_info=None):
+            status_headers["status"] = int(status.split()[0])
+            status_headers["headers"] = headers
+
+        chunks = self.app(environ, start_response)
+        try:
+            text = b"".join(chunks).decode()
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
+        for name, value in status_headers["headers"]:
+            if name.lower() == "set-cookie":
+                cookie = SimpleCookie(value)
+                for key, morsel in cookie.items():
+                    self.cookies[key] = morsel.value
+        return status_headers["status"], text
+
+
+def _setup(database_url: str | None) -> tuple[str | None, str]:
+    """Environment for a fresh database; returns (PostgreSQL database to drop, var dir)."""
+    var_dir = tempfile.mkdtemp(prefix="evalapp-bench-")
+    os.environ.update({
+        "DJANGO_SETTINGS_MODULE": "evalapp.settings.dev", "DJANGO_DEBUG": "0", "EVALAPP_VAR_DIR": var_dir,
+        "EVALAPP_ROUND_CLOSE": "inline", "EVALAPP_THROTTLE_SUBMIT": "100000/minute",
+        "EVALAPP_THROTTLE_CROWD_START": "100000/minute", "DJANGO_LOG_LEVEL": "WARNING",
+    })
+    os.environ.pop("CELERY_BROKER_URL", None)
+    os.environ.pop("EVALAPP_CACHE_URL", None)
+    dropped = None
+    if database_url:
+        import psycopg
+
+        name = f"perf_bench_{os.getpid()}"
+        base = urlsplit(database_url)
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        os.environ["DATABASE_URL"] = base._replace(path=f"/{name}").geturl()
+        dropped = name
+    else:
+        os.environ.pop("DATABASE_URL", None)
+    return dropped, var_dir
+
+
+def _drop(database_url: str, name: str) -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _backend_cpu_ms(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", help="a PostgreSQL server (postgres://...); default SQLite")
+    parser.add_argument("--workers", type=int, default=20)
+    parser.add_argument("--cycles", type=int, default=300, help="timed submits per repeat")
+    parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    parser.add_argument("--show-sql", action="store_true", help="print the statements of one cycle (stderr)")
+    parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
+                        help="form: POST, then GET the annotate page (no JavaScript)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    dropped, _ = _setup(args.database_url)
+    try:
+        return _run(args)
+    finally:
+        if dropped:
+            _drop(args.database_url, dropped)
+
+
+def _run(args) -> int:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.core.wsgi import get_wsgi_application
+    from django.db import connection
+
+    from annotation.services import rounds, study_import
+
+    call_command("migrate", verbosity=0)
+    study = study_import(source=BUNDLE, slug="summeval-relevance", metric="bert_score_f")
+    app = get_wsgi_application()
+
+    close_cpu: list[float] = []
+    close_backend_ms: list[float] = []
+    backend = {"pid": None}
+    close_inline = rounds.rounds_close
+
+    counting: list[cProfile.Profile] = []  # the call counter, paused during a close
+
+    def timed_close(*, study_id):
+        for counter in counting:
+            counter.disable()
+        started, backend_started = time.process_time(), _backend_cpu_ms(backend["pid"])
+        try:
+            return close_inline(study_id=study_id)
+        finally:
+            close_cpu.append(time.process_time() - started)
+            close_backend_ms.append(_backend_cpu_ms(backend["pid"]) - backend_started)
+            for counter in counting:
+                counter.enable()
+
+    rounds.rounds_close = timed_close  # so that the close's CPU is counted apart from the request's
+    queries = [0]
+    shown: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        queries[0] += 1
+        if args.show_sql:
+            shown.append(sql)
+        return execute(sql, params, many, context)
+
+    connection.execute_wrappers.append(count)
+    slug = study.slug
+    browsers, pages = [], []
+    for n in range(args.workers):
+        browser = Browser(app)
+        status, _ = browser.request("GET", f"/s/{slug}/start/?PROLIFIC_PID=bench{n}&STUDY_ID=b&SESSION_ID=s{n}")
+        assert status == 302, status
+        status, page = browser.request("GET", f"/s/{slug}/annotate/")
+        assert status == 200, status
+        browsers.append(browser)
+        pages.append(page)
+
+    def cycle(n: int) -> None:
+        browser, page = browsers[n], pages[n]
+        form = FORM.search(page)
+        if form is None:
+            ready = NEXT.search(page)
+            if ready is None:
+                raise SystemExit(f"worker {n} has no work left: use fewer --cycles")
+            _, page = browser.request("POST", ready.group(1), {"csrfmiddlewaretoken": CSRF.search(page).group(1)},
+                                      htmx=True)
+            form = FORM.search(page)
+        data = {"csrfmiddlewaretoken": CSRF.search(page).group(1), "key": KEY.search(page).group(1),
+                "answer": ("left", "tie", "right")[n % 3], "seconds": "12.5"}
+        status, page = browser.request("POST", form.group(1), data, htmx=args.mode == "htmx")
+        if args.mode == "form" and status == 302:
+            status, page = browser.request("GET", f"/s/{slug}/annotate/")
+        if status != 200:
+            raise SystemExit(f"submit answered {status}: {page[:300]}")
+        pages[n] = page
+
+    done = 0
+    for _ in range(args.warmup):
+        cycle(done % args.workers)
+        done += 1
+    if args.show_sql:
+        shown.clear()
+        cycle(done % args.workers)
+        done += 1
+        print(f"{len(shown)} statements in one submit + next HIT:", *shown, sep="\n", file=sys.stderr)
+        shown.clear()
+        args.show_sql = False
+    backend_pid = None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_pid = backend["pid"] = cursor.fetchone()[0]
+    runs = []
+    profiler = cProfile.Profile() if args.profile else None
+    for _ in range(args.repeat):
+        queries[0] = 0
+        close_cpu.clear()
+        close_backend_ms.clear()
+        backend_before = _backend_cpu_ms(backend_pid)
+        if profiler:
+            profiler.enable()
+        started = time.process_time()
+        for _ in range(args.cycles):
+            cycle(done % args.workers)
+            done += 1
+        cpu = time.process_time() - started - sum(close_cpu)
+        if profiler:
+            profiler.disable()
+        runs.append({"cpu_ms_per_cycle": cpu * 1000 / args.cycles, "queries_per_cycle": queries[0] / args.cycles,
+                     "pg_backend_cpu_ms_per_cycle": (_backend_cpu_ms(backend_pid) - backend_before
+                                                     - sum(close_backend_ms)) / args.cycles,
+                     "closes": len(close_cpu),
+                     "close_cpu_ms_mean": 1000 * statistics.mean(close_cpu) if close_cpu else None,
+                     "close_pg_backend_cpu_ms_mean": statistics.mean(close_backend_ms) if close_backend_ms else None})
+    # Function calls per cycle (cProfile, one more run): deterministic, so it shows a change in
+    # the work done even when the machine is too busy for CPU times to agree within 10 %.
+    counter = cProfile.Profile()
+    counting.append(counter)
+    counter.enable()
+    for _ in range(args.cycles):
+        cycle(done % args.workers)
+        done += 1
+    counter.disable()
+    calls = sum(entry[1] for entry in pstats.Stats(counter).stats.values())
+    result = {"database": connection.vendor, "mode": args.mode, "workers": args.workers, "cycles": args.cycles,
+              "repeat": args.repeat}
+    for key in runs[0]:
+        values = [r[key] for r in runs if r[key] is not None]
+        result[key] = round(statistics.median(values), 2) if values else None
+    # The least of the repeats: other processes on the machine only ever add to CPU time
+    # (cache and frequency contention), so the minimum is the steadiest estimate.
+    result["python_calls_per_cycle"] = round(calls / args.cycles)
+    result["cpu_ms_per_cycle_min"] = round(min(r["cpu_ms_per_cycle"] for r in runs), 2)
+    result["cpu_ms_per_cycle_runs"] = [round(r["cpu_ms_per_cycle"], 2) for r in runs]
+    print(json.dumps(result))
+    if profiler:
+        if os.environ.get("BENCH_DUMP"):
+            profiler.dump_stats(os.environ["BENCH_DUMP"])
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative"))
+        stats.print_stats(args.profile)
+        if os.environ.get("BENCH_CALLEES"):
+            stats.print_callees(os.environ["BENCH_CALLEES"])
+        print(out.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""The REST API: import, study state, researcher endpoints, HIT next/submit, tokens, error bodies."""
+import gzip
+import io
+import logging
+
+import pytest
+from django.contrib.auth.models import Group, User
+from rest_framework.test import APIClient
+
+from annotation.access import RESEARCHER_GROUP
+from annotation.models import Assignment, Judgement, Study, StudyMembership
+from annotation.services import study_membership_set
+from tests.factories import bundle_bytes, crowd_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def api_for(username, researcher=False):
+    user = User.objects.create_user(username, password="pw-12345678")
+    if researcher:
+        user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
+    client = APIClient()
+    client.force_authenticate(user)
+    return client, user
+
+
+def upload(client, rows, **extra):
+    f = io.BytesIO(gzip.compress(bundle_bytes(rows)))
+    f.name = "bundle.jsonl.gz"
+    return client.post("/api/studies/", {"bundle": f, **extra}, format="multipart")
+
+
+def assert_error(response, status, code):
+    assert response.status_code == status, response.content[:300]
+    body = response.json()
+    assert body["code"] == code and isinstance(body["detail"], str) and body["detail"], body
+
+
+@pytest.fixture
+def study_with_annotator():
+    researcher, _ = api_for("r", researcher=True)
+    assert upload(researcher, crowd_rows(), slug="s2").status_code == 201
+    annotator, user = api_for("ann")
+    study_membership_set(study=Study.objects.get(slug="s2"), user=user, role="annotator")
+    return researcher, annotator
+
+
+def test_import_through_the_api_reports_problems_with_lines():
+    client, _ = api_for("r", researcher=True)
+    bad = crowd_rows()[:3] + [{"kind": "output", "item": "i99", "system": "A", "text": "x"}]
+    response = upload(client, bad)
+    assert_error(response, 400, "invalid_bundle")
+    assert response.json()["problems"] == [{"line": 4, "message": "output refers to unknown item 'i99'"}]
+    assert Study.objects.count() == 0
+    response = upload(client, crowd_rows(), slug="api-study")
+    assert response.status_code == 201 and response.json()["slug"] == "api-study"
+    listed = client.get("/api/studies/").json()
+    assert [s["slug"] for s in listed] == ["api-study"]
+    detail = client.get("/api/studies/api-study/").json()
+    assert detail["budget"]["total"] == 90 and len(detail["pairs"]) == 3
+    assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
+
+
+def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
+    client, user = api_for("a")
+    assert_error(upload(client, crowd_rows()), 403, "permission_denied")
+    researcher, _ = api_for("r", researcher=True)
+    upload(researcher, crowd_rows(), slug="s1")
+    # Not a member: the study does not exist for this caller (same answer as a missing slug).
+    for path in ("/api/studies/s1/", "/api/studies/s1/decisions/", "/api/studies/nope/"):
+        assert_error(client.get(path), 404, "not_found")
+    assert_error(client.post("/api/studies/s1/hits/next/"), 404, "not_found")
+    assert client.get("/api/studies/").json() == []
+    # An annotator of the study knows it exists: researcher endpoints answer 403.
+    study_membership_set(study=Study.objects.get(slug="s1"), user=user, role="annotator")
+    assert_error(client.get("/api/studies/s1/decisions/"), 403, "permission_denied")
+    anonymous = APIClient().get("/api/studies/")
+    assert_error(anonymous, 401, "not_authenticated")
+    assert anonymous["WWW-Authenticate"] == "Token"
+    assert_error(researcher.patch("/api/studies/s1/settings/", {"budget": -1}, format="json"), 400, "invalid")
+    assert "budget" in researcher.patch("/api/studies/s1/settings/", {"budget": -1}, format="json").json()["errors"]
+
+
+def test_hit_next_and_idempotent_submit(study_with_annotator):
+    _, client = study_with_annotator
+    hit = client.post("/api/studies/s2/hits/next/").json()
+    assert set(hit) == {"id", "input", "left", "right", "expires_at"}
+    for _ in range(2):
+        response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "right"}, format="json",
+                               HTTP_IDEMPOTENCY_KEY="key-123")
+        assert response.status_code == 200
+    assert Judgement.objects.count() == 1
+    response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "sideways"}, format="json",
+                           HTTP_IDEMPOTENCY_KEY="key-124")
+    assert_error(response, 400, "invalid")
+    assert "answer" in response.json()["errors"]
+    response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "left"}, format="json")
+    assert_error(response, 428, "idempotency_key_required")
+    # Another key is another submit: the HIT is answered already, the first answer stands.
+    response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "left"}, format="json",
+                           HTTP_IDEMPOTENCY_KEY="key-123-other-hit-reuse")
+    assert_error(response, 409, "conflict")
+    assert "already answered" in response.json()["detail"] and Judgement.objects.get().value == -1 * (
+        -1 if Assignment.objects.get(pk=hit["id"]).shown_swapped else 1)
+    # Another user's HIT does not exist for this caller, even as a member of the study.
+    other, user = api_for("other")
+    study_membership_set(study=Study.objects.get(slug="s2"), user=user, role="annotator")
+    response = other.post(f"/api/hits/{hit['id']}/submit/", {"answer": "left"}, format="json",
+                          HTTP_IDEMPOTENCY_KEY="key-9")
+    assert_error(response, 404, "not_found")
+
+
+def test_pause_resume_budget_through_the_settings_endpoint(study_with_annotator):
+    researcher, annotator = study_with_annotator
+    response = researcher.patch("/api/studies/s2/settings/", {"status": "paused"}, format="json")
+    assert response.status_code == 200 and response.json()["status"] == "paused"
+    assert Study.objects.get(slug="s2").status == "paused"
+    assert annotator.post("/api/studies/s2/hits/next/").status_code == 204
+    assert researcher.patch("/api/studies/s2/settings/", {"status": "running"}, format="json").json()["status"] \
+        == "running"
+    hit = annotator.post("/api/studies/s2/hits/next/")
+    assert hit.status_code == 200
+    # The budget cannot go below what is spent and asked for in open rounds.
+    response = researcher.patch("/api/studies/s2/settings/", {"budget": 1}, format="json")
+    assert_error(response, 400, "invalid")
+    assert "cannot be below" in response.json()["errors"]["budget"][0]
+    response = researcher.patch("/api/studies/s2/settings/", {"budget": 120}, format="json")
+    assert response.status_code == 200 and response.json()["budget"] == 120
+    assert researcher.get("/api/studies/s2/settings/").json()["budget"] == 120
+    assert_error(annotator.patch("/api/studies/s2/settings/", {"status": "finished"}, format="json"), 403,
+                 "permission_denied")
+    assert researcher.patch("/api/studies/s2/settings/", {"status": "finished"}, format="json").status_code == 200
+    assert Study.objects.get(slug="s2").status == "finished"
+
+
+def answer_hits(client, slug, n):
+    for k in range(n):
+        hit = client.post(f"/api/studies/{slug}/hits/next/")
+        if hit.status_code == 204:
+            return k
+        left = hit.json()["left"].split()[0]
+        right = hit.json()["right"].split()[0]
+        answer = "left" if left < right else "right"  # A beats B beats C, whatever the side
+        response = client.post(f"/api/hits/{hit.json()['id']}/submit/", {"answer": answer}, format="json",
+                               HTTP_IDEMPOTENCY_KEY=f"k-{slug}-{k}")
+        assert response.status_code == 200
+    return n
+
+
+def test_decisions_judgements_and_report(study_with_annotator):
+    researcher, annotator = study_with_annotator
+    assert answer_hits(annotator, "s2", 12) == 12
+    decisions = researcher.get("/api/studies/s2/decisions/").json()
+    assert decisions["systems"] == ["A", "B", "C"] and len(decisions["pairs"]) == 3
+    assert sum(p["judgements"] for p in decisions["pairs"]) == 12
+    page = researcher.get("/api/studies/s2/judgements/", {"page_size": 5}).json()
+    assert page["count"] == 12 and len(page["results"]) == 5 and page["next"]
+    second = researcher.get(page["next"]).json()
+    assert {j["id"] for j in second["results"]}.isdisjoint(j["id"] for j in page["results"])
+    # A pair in either order; every judgement says first (A) is better, as answered.
+    ab = researcher.get("/api/studies/s2/judgements/", {"first": "B", "second": "A"}).json()
+    assert ab["count"] == sum(p["judgements"] for p in decisions["pairs"] if (p["first"], p["second"]) == ("A", "B"))
+    assert {(j["first"], j["second"], j["value"]) for j in ab["results"]} <= {("A", "B", 1)}
+    mine = researcher.get("/api/studies/s2/judgements/", {"annotator": "user-%d" % User.objects.get(
+        username="ann").pk}).json()
+    assert mine["count"] == 12
+    assert researcher.get("/api/studies/s2/judgements/", {"annotator": "nobody"}).json()["count"] == 0
+    assert_error(researcher.get("/api/studies/s2/judgements/", {"first": "A"}), 400, "invalid")
+    report = researcher.get("/api/studies/s2/report/")
+    assert report.status_code == 200, report.content
+    body = report.json()
+    assert body["metric"] == "m" and body["systems"] == ["A", "B", "C"]
+    assert sum(sum(map(sum, p["confusion"])) for p in body["pairs"]) == 12
+    assert_error(researcher.get("/api/studies/s2/report/", {"metric": "bleu"}), 409, "conflict")
+
+
+def test_members_list_add_remove(study_with_annotator):
+    researcher, annotator = study_with_annotator
+    User.objects.create_user("newbie")
+    assert researcher.get("/api/studies/s2/members/").json() == [
+        {"username": "ann", "role": "annotator"}, {"username": "r", "role": "researcher"}]
+    response = researcher.post("/api/studies/s2/members/", {"username": "newbie", "role": "annotator"}, format="json")
+    assert response.status_code == 200 and response.json() == {"username": "newbie", "role": "annotator"}
+    assert_error(researcher.post("/api/studies/s2/members/", {"username": "ghost", "role": "annotator"},
+                                 format="json"), 400, "invalid")
+    assert researcher.delete("/api/studies/s2/members/newbie/").status_code == 204
+    assert not StudyMembership.objects.filter(user__username="newbie").exists()
+    assert_error(researcher.delete("/api/studies/s2/members/newbie/"), 404, "not_found")
+    assert_error(researcher.delete("/api/studies/s2/members/r/"), 409, "conflict")
+    assert_error(annotator.post("/api/studies/s2/members/", {"username": "ann", "role": "researcher"},
+                                format="json"), 403, "permission_denied")
+
+
+def test_token_created_and_revoked_in_the_app(client):
+    user = User.objects.create_user("pipeline", password="pw-12345678")
+    user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
+    client.force_login(user)
+    assert "You have no token" in client.get("/account/api-token/").content.decode()
+    response = client.post("/account/api-token/", {"action": "create"})
+    key = response.context["new_key"]
+    assert response.status_code == 200 and key in response.content.decode()
+    assert key not in client.get("/account/api-token/").content.decode()  # shown once only
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/studies/").status_code == 200
+    assert upload(api, crowd_rows(), slug="by-token").status_code == 201
+    client.post("/account/api-token/", {"action": "revoke"})
+    assert_error(api.get("/api/studies/"), 401, "authentication_failed")
+
+
+def test_schema_describes_every_endpoint_with_its_errors(client):
+    from django.urls import get_resolver
+
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    operations = {(path, method): op for path, item in schema["paths"].items()
+                  for method, op in item.items()}
+    api_patterns = [p for p in get_resolver().url_patterns if str(p.pattern) == "api/"][0].url_patterns
+    documented_routes = {path.removeprefix("/api/") for path in schema["paths"]}
+    for pattern in api_patterns:
+        if pattern.name in ("api_schema", "api_docs", "api_not_found"):
+            continue
+        route = str(pattern.pattern).replace("<slug:slug>", "{slug}").replace("<int:hit_id>", "{hit_id}").replace(
+            "<str:username>", "{username}").replace("<int:annotator_id>", "{annotator_id}")
+        assert route in documented_routes, route
+    for (path, method), op in operations.items():
+        assert {"401", "429"} <= set(op["responses"]), (path, method)
+        for code, response in op["responses"].items():
+            if code >= "400":
+                ref = response["content"]["application/json"]["schema"]["$ref"]
+                assert ref.rsplit("/", 1)[-1] in ("Error", "ValidationError", "BundleError"), (path, code)
+    submit = operations[("/api/hits/{hit_id}/submit/", "post")]
+    assert "428" in submit["responses"] and "409" in submit["responses"]
+    assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in submit["parameters"])
+    assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
+
+
+def test_a_403_logs_one_line_without_traceback(client, caplog):
+    study_membership_set(study=Study.objects.create(slug="x", name="X"), user=User.objects.create_user("ann"),
+                         role="annotator")
+    client.force_login(User.objects.get(username="ann"))
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        assert client.get("/s/x/dashboard/").status_code == 403
+    records = [r for r in caplog.records if getattr(r, "status_code", None) == 403]
+    assert len(records) == 1
+    assert records[0].exc_info is None and "\n" not in records[0].getMessage()
+    assert "Only the study's researchers" in records[0].getMessage()
+
+
+def test_undefined_statistics_are_null_not_a_server_error():
+    """One human judgement agreeing with the metric: its Favi-Score is undefined (NaN) -> null."""
+    researcher, _ = api_for("r", researcher=True)
+    rows = crowd_rows() + [{"kind": "human_preference", "item": "i00", "first": "A", "second": "B",
+                            "preference": 1, "annotator": "expert"}]
+    upload(researcher, rows, slug="nan")
+    response = researcher.get("/api/studies/nan/")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["favi_summary"]["mean_abs_favi"] is None
+
+
+def test_leaderboard_ranks_by_the_protocols_decisions(study_with_annotator):
+    researcher, annotator = study_with_annotator
+    study = Study.objects.get(slug="s2")
+    assert researcher.get("/api/studies/s2/leaderboard/").json() == [
+        {"rank": 1, "system": s, "wins": 0, "losses": 0, "undecided": 2} for s in "ABC"]
+    # As if rounds had closed: A beats B, B beats C, A vs C still open.
+    from annotation.models import PairState
+
+    PairState.objects.filter(study=study, first__name="A", second__name="B").update(decision=1, status="decided")
+    PairState.objects.filter(study=study, first__name="B", second__name="C").update(decision=1, status="decided")
+    assert researcher.get("/api/studies/s2/leaderboard/").json() == [
+        {"rank": 1, "system": "A", "wins": 1, "losses": 0, "undecided": 1},
+        {"rank": 2, "system": "B", "wins": 1, "losses": 1, "undecided": 0},
+        {"rank": 3, "system": "C", "wins": 0, "losses": 1, "undecided": 1}]
+    assert_error(annotator.get("/api/studies/s2/leaderboard/"), 403, "permission_denied")
+
+
+def test_import_without_a_metric_choice_is_refused_unless_human_only_is_asked_for(toy_rows):
+    """A bundle with metrics but no protocol metric named never silently becomes human-only."""
+    client, _ = api_for("r", researcher=True)
+    rows = [dict(row) for row in toy_rows]
+    del rows[0]["metric"]
+    response = upload(client, rows, slug="unnamed")
+    assert_error(response, 400, "invalid_bundle")
+    assert "names no metric for the protocol" in response.json()["problems"][0]["message"]
+    assert "judge, rouge" in response.json()["problems"][0]["message"]
+    assert Study.objects.count() == 0
+    assert upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
+    response = upload(client, rows, slug="humans", human_only="true")
+    assert response.status_code == 201 and response.json()["metric"] is None
+
+
+def test_settings_api_changes_crowd_and_quality_settings(study_with_annotator):
+    researcher, _ = study_with_annotator
+    shown = researcher.get("/api/studies/s2/settings/").json()
+    assert {"session_minutes", "min_seconds_per_hit", "check_every", "exclude_too_fast"} <= set(shown)
+    response = researcher.patch("/api/studies/s2/settings/", {"session_minutes": 25, "min_seconds_per_hit": 4,
+                                                              "exclude_too_fast": True}, format="json")
+    assert response.status_code == 200, response.content
+    study = Study.objects.get(slug="s2")
+    assert (study.session_minutes, study.min_seconds_per_hit, study.exclude_too_fast) == (25, 4, True)
+    # Checks need check items: refused with the reason, and nothing of the request is applied.
+    response = researcher.patch("/api/studies/s2/settings/", {"check_every": 10, "session_minutes": 30},
+                                format="json")
+    assert_error(response, 400, "invalid")
+    assert "no check items" in str(response.json())
+    study.refresh_from_db()
+    assert (study.check_every, study.session_minutes) == (0, 25)

@@ -1,0 +1,91 @@
+"""Rate limits: 429 with Retry-After, per IP (crowd start, login), per annotator (submits), per token."""
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotation.models import Study
+from annotation.services import study_import, study_membership_set
+from tests.factories import assert_throttled, bundle_bytes, clear_throttle_counts, crowd_rows, rates
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_crowd_start_link_is_limited_per_ip(settings):
+    rates(settings, crowd_start="3/minute")
+    study = study_import(source=bundle_bytes(crowd_rows()))
+    for n in range(3):
+        response = Client().get(f"/s/{study.slug}/start/?PROLIFIC_PID=p{n}&SESSION_ID=s{n}")
+        assert response.status_code == 302
+    assert_throttled(Client().get(f"/s/{study.slug}/start/?PROLIFIC_PID=p9&SESSION_ID=s9"))
+    assert "Too many requests" in Client().get(f"/s/{study.slug}/start/?PROLIFIC_PID=p9").content.decode()
+    other_ip = Client(REMOTE_ADDR="10.0.0.2").get(f"/s/{study.slug}/start/?PROLIFIC_PID=p9&SESSION_ID=s9")
+    assert other_ip.status_code == 302
+
+
+def test_login_guesses_are_limited_per_ip(settings):
+    rates(settings, login="2/minute")
+    User.objects.create_user("u", password="right-password-1")
+    client = Client()
+    for _ in range(2):
+        assert client.post("/accounts/login/", {"username": "u", "password": "wrong"}).status_code == 200
+    assert_throttled(client.post("/accounts/login/", {"username": "u", "password": "right-password-1"}))
+    assert client.get("/accounts/login/").status_code == 200  # showing the form is not a guess
+    assert_throttled(client.post("/admin/login/", {"username": "u", "password": "wrong"}))
+
+
+def test_submits_are_limited_per_annotator(settings):
+    rates(settings, submit="2/minute")
+    study = study_import(source=bundle_bytes(crowd_rows()))
+    clients = []
+    for name in ("a1", "a2"):
+        user = User.objects.create_user(name)
+        study_membership_set(study=study, user=user, role="annotator")
+        client = APIClient()
+        client.force_authenticate(user)
+        clients.append(client)
+    first, second = clients
+    statuses = []
+    for k in range(3):
+        hit = first.post(f"/api/studies/{study.slug}/hits/next/").json()
+        statuses.append(first.post(f"/api/hits/{hit['id']}/submit/", {"answer": "tie"}, format="json",
+                                   HTTP_IDEMPOTENCY_KEY=f"a1-{k}"))
+    assert [r.status_code for r in statuses[:2]] == [200, 200]
+    assert_throttled(statuses[2])
+    assert statuses[2].json()["code"] == "throttled"
+    hit = second.post(f"/api/studies/{study.slug}/hits/next/").json()
+    assert second.post(f"/api/hits/{hit['id']}/submit/", {"answer": "tie"}, format="json",
+                       HTTP_IDEMPOTENCY_KEY="a2-0").status_code == 200
+
+
+def test_api_is_limited_per_token(settings):
+    rates(settings, api="3/minute")
+    clients = []
+    for name in ("p1", "p2"):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=User.objects.create_user(name)).key}")
+        clients.append(client)
+    for _ in range(3):
+        assert clients[0].get("/api/studies/").status_code == 200
+    assert_throttled(clients[0].get("/api/studies/"))
+    assert clients[1].get("/api/studies/").status_code == 200
+
+
+def test_counts_live_in_redis_when_configured(settings):
+    """The deployment cache (EVALAPP_CACHE_URL): a limit holds across clients sharing Redis."""
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": "redis://127.0.0.1:6379/1",
+                                   "KEY_PREFIX": f"{settings.CACHES['default']['KEY_PREFIX']}-redis"}}
+    clear_throttle_counts()
+    rates(settings, crowd_start="2/minute")
+    Study.objects.create(slug="r", name="R")
+    try:
+        assert [Client().get("/s/r/start/").status_code for _ in range(2)] == [302, 302]
+        assert_throttled(Client().get("/s/r/start/"))
+        from django.core.cache import cache
+
+        assert any(b"throttle_crowd_start" in k for k in cache._cache.get_client(None).scan_iter(
+            match=f"{settings.CACHES['default']['KEY_PREFIX']}:*"))
+    finally:
+        clear_throttle_counts()

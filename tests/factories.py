@@ -1,0 +1,338 @@
+"""What many tests build: bundles, workers, clients and the steps of the serving loop.
+
+Test modules import from here (and from conftest's fixtures), never from each other, so a
+test file can move or go without breaking another. Sections follow the test folders.
+"""
+from __future__ import annotations
+
+import json
+import random
+import socket
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.db import connection
+from django.utils import timezone
+
+from annotation.models import Annotator, Assignment, Comparison, Study
+from annotation.services import hits, study_import, study_membership_set
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLES = REPO / "data" / "bundles"
+REDIS = ("127.0.0.1", 6379)
+
+
+# ---- bundles -------------------------------------------------------------------------------
+
+def bundle_bytes(rows) -> bytes:
+    return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
+
+
+def bundle_slice(path, *, items: int, systems: int, **study_settings) -> bytes:
+    """The study line of a shipped bundle with its first ``items`` items and the outputs of its
+    first ``systems`` systems (by name), as bundle bytes; ``study_settings`` update the study line."""
+    import gzip
+
+    rows = [json.loads(line) for line in gzip.open(path, "rt")]
+    keep = {r["id"] for r in rows if r["kind"] == "item"}
+    keep = set(sorted(keep, key=[r.get("id") for r in rows].index)[:items])
+    names = sorted({r["system"] for r in rows if r["kind"] == "output"})[:systems]
+    study = {**rows[0], **study_settings}
+    return bundle_bytes([study] + [r for r in rows if r["kind"] == "item" and r["id"] in keep] + [
+        r for r in rows if r["kind"] == "output" and r["item"] in keep and r["system"] in names
+        and r.get("sample", 0) == 0])
+
+
+#: true quality of the crowd study's systems: A beats B and C, B and C are a tie
+QUALITY = {"A": 3.0, "B": 2.0, "C": 1.9}
+
+
+def crowd_rows(items=40, batch=5, budget=90):
+    """A 3-system crowd study with a metric that mostly agrees with QUALITY."""
+    rng = random.Random(7)
+    rows = [{"kind": "study", "name": "Crowd study", "criterion": "quality", "instructions": "Pick the better.",
+             "batch_size": batch, "budget": budget, "metric": "m", "completion_code": "C0DE42"}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in QUALITY]
+    rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "m",
+              "score": QUALITY[s] + rng.gauss(0, 0.5)} for n in range(items) for s in QUALITY]
+    return rows
+
+
+def one_pair_rows(items=12, batch=1, budget=1):
+    """Two systems, no metric: one pair."""
+    rows = [{"kind": "study", "name": "One pair", "batch_size": batch, "budget": budget}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in ("A", "B")]
+    return rows
+
+
+def weighted_study(choice):
+    """A one-pair study whose items' separability rises with their position, chosen by ``choice``."""
+    study = study_import(source=bundle_bytes(one_pair_rows(items=20, batch=8, budget=8)))
+    Study.objects.filter(pk=study.pk).update(item_choice=choice, item_choice_temperature=0.25)
+    study.refresh_from_db()
+    comparisons = list(Comparison.objects.filter(study=study).order_by("item__position"))
+    for n, c in enumerate(comparisons):
+        c.separability = n / len(comparisons)
+    Comparison.objects.bulk_update(comparisons, ["separability"])
+    return study
+
+
+SCRIPT = "<script>window.__xss=1</script>"
+IMG = '<img src=x onerror="window.__xss=2">'
+HOSTILE_SYSTEMS = (SCRIPT, IMG, "=HYPERLINK(\"http://x\")", "+cmd|calc", "-2+3", "@SUM(1)")
+
+
+def hostile_rows(n_items=4):
+    """A study whose item ids, inputs, outputs, system and annotator names are attacks."""
+    rows = [{"kind": "study", "name": f"Study {SCRIPT}", "criterion": IMG, "instructions": SCRIPT,
+             "batch_size": 2, "metric": "m", "completion_code": "CODE"}]
+    items = [f"{SCRIPT}{n}" if n % 2 else f"=1+{n}" for n in range(n_items)]
+    rows += [{"kind": "item", "id": item, "input": f"{IMG} input {n}"} for n, item in enumerate(items)]
+    rows += [{"kind": "output", "item": item, "system": s, "text": f"{SCRIPT} {IMG} {k}"}
+             for item in items for k, s in enumerate(HOSTILE_SYSTEMS)]
+    rows += [{"kind": "metric_score", "item": item, "system": s, "metric": "m", "score": float(k)}
+             for item in items for k, s in enumerate(HOSTILE_SYSTEMS)]
+    rows += [{"kind": "human_preference", "item": items[0], "first": HOSTILE_SYSTEMS[0],
+              "second": HOSTILE_SYSTEMS[1], "preference": -1, "annotator": "=cmd()"}]
+    return rows
+
+
+# ---- people --------------------------------------------------------------------------------
+
+def worker(name: str) -> Annotator:
+    return Annotator.objects.create(platform=Annotator.Platform.PROLIFIC, external_id=name)
+
+
+def researcher_client(client, study, role="researcher"):
+    user = User.objects.create_user(f"{role}-{study.slug}", password="pw-12345678")
+    study_membership_set(study=study, user=user, role=role)
+    client.force_login(user)
+    return client
+
+
+def browser_login(page, live_server, study, username="res2"):
+    """Log a new researcher of ``study`` in through the login form; lands on the dashboard."""
+    user = User.objects.create_user(username, password="res-pass-123")
+    study_membership_set(study=study, user=user, role="researcher")
+    page.goto(f"{live_server.url}/accounts/login/?next=/s/{study.slug}/dashboard/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "res-pass-123")
+    page.click("button[type=submit]")
+
+
+# ---- the serving loop over HTTP ------------------------------------------------------------
+
+def start_worker(client, slug, pid):
+    response = client.get(f"/s/{slug}/start/?PROLIFIC_PID={pid}&STUDY_ID=x&SESSION_ID=y")
+    assert response.status_code == 302 and response["Location"] == f"/s/{slug}/annotate/"
+
+
+def current_hit(client, slug):
+    """The annotate page's HIT; on the "ready" screen, press its button first (htmx does on load)."""
+    response = client.get(f"/s/{slug}/annotate/")
+    assert response.status_code == 200
+    if response.context.get("screen") == "ready":
+        assert client.post(f"/s/{slug}/next/").status_code in (200, 302)
+        response = client.get(f"/s/{slug}/annotate/")
+    context = response.context
+    return context.get("assignment"), context
+
+
+def truthful_answer(page_left: str, page_right: str) -> str:
+    """The answer QUALITY gives for the two texts a crowd_rows HIT shows."""
+    left, right = page_left.split()[0], page_right.split()[0]
+    diff = QUALITY[left] - QUALITY[right]
+    return "tie" if abs(diff) < 0.5 else ("left" if diff > 0 else "right")
+
+
+def expire(assignment) -> None:
+    """Move a lease's expiry into the past (its assignment and its comparison's copy)."""
+    past = timezone.now() - timedelta(seconds=1)
+    Assignment.objects.filter(pk=assignment.pk).update(expires_at=past)
+    Comparison.objects.filter(pk=assignment.comparison_id).update(lease_expires_at=past)
+
+
+def judged_crowd_study(client, budget=60):
+    """The crowd study of test_serving after truthful annotators spent its budget (A > B ~ C)."""
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=budget)))
+    worker = client.__class__()
+    start_worker(worker, study.slug, "pid-judged")
+    for _ in range(budget):
+        assignment, context = current_hit(worker, study.slug)
+        if assignment is None:
+            break
+        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    return study
+
+
+# ---- the serving loop through the services, many at once ------------------------------------
+
+CONCURRENT_THREADS = 20
+CONCURRENT_MAX_SECONDS = 60
+
+
+def annotate_concurrently(study: Study, *, threads: int = CONCURRENT_THREADS, double_submit: bool = False) -> dict:
+    """``threads`` annotators lease and submit until there is no work; returns what happened."""
+    annotators = [Annotator.objects.create(platform=Annotator.Platform.PROLIFIC, external_id=f"t{n}")
+                  for n in range(threads)]
+    acknowledged, errors, refused = [], [], []
+    guard = threading.Lock()
+    deadline = time.monotonic() + CONCURRENT_MAX_SECONDS
+    start = threading.Barrier(threads)
+
+    def run(annotator: Annotator, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            start.wait()
+            idle = 0
+            while time.monotonic() < deadline and idle < 20:
+                hit = hits.hit_next_for_annotator(study=Study.objects.get(pk=study.pk), annotator=annotator)
+                if hit is None:
+                    idle += 1  # rounds may be closing in the background: look again shortly
+                    time.sleep(0.05)
+                    continue
+                idle = 0
+                key = hits.new_idempotency_key()
+                answer = rng.choice([1, 1, 0, -1])
+                attempts = 2 if double_submit else 1
+                for _ in range(attempts):
+                    try:
+                        hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=answer,
+                                              idempotency_key=key)
+                        with guard:
+                            acknowledged.append(key)
+                    except hits.HitError as error:
+                        with guard:
+                            refused.append(str(error))
+        except Exception as error:  # noqa: BLE001 — every failure is reported by the test
+            with guard:
+                errors.append(repr(error))
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=run, args=(a, n)) for n, a in enumerate(annotators)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(CONCURRENT_MAX_SECONDS + 30)
+    return {"acknowledged": acknowledged, "errors": errors, "refused": refused}
+
+
+# ---- honest workers and a spammer (quality control) ----------------------------------------
+
+#: C and D are even: every honest answer on that pair is a tie
+SPAM_QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0, "D": 1.2}
+HONEST = [f"honest{n}" for n in range(5)]
+
+
+def spam_bundle(slug: str, items: int = 20) -> bytes:
+    rows = [{"kind": "study", "name": slug, "batch_size": 10, "budget": 200}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in SPAM_QUALITY]
+    return bundle_bytes(rows)
+
+
+def spam_truth(first: str, second: str) -> int:
+    diff = SPAM_QUALITY[first] - SPAM_QUALITY[second]
+    return 0 if abs(diff) < 0.5 else (1 if diff > 0 else -1)
+
+
+def annotate_with_spammer(study: Study, workers: dict[str, Annotator], rng: random.Random, spammer: str | None) -> int:
+    """Serve the workers in turn until none gets a HIT; returns the judgements made.
+
+    Honest workers answer the truth after 15 s; the spammer answers at random after 0.2 s
+    (the lease's issue time is set back by that much: the server measures time on task), and
+    so gets through three HITs in an honest worker's one.
+    """
+    made = 0
+    turns = [name for name in workers for _ in range(3 if name == spammer else 1)]
+    while True:
+        progressed = False
+        for name in turns:
+            annotator = workers[name]
+            study.refresh_from_db()
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            spam = name == spammer
+            seconds = 0.2 if spam else 15.0
+            Assignment.objects.filter(pk=hit.pk).update(issued_at=timezone.now() - timedelta(seconds=seconds))
+            hit.refresh_from_db()
+            comparison = hit.comparison
+            value = rng.choice([-1, 0, 1]) if spam else spam_truth(comparison.first.name, comparison.second.name)
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=-value if hit.shown_swapped else value, seconds_on_task=seconds)
+            made += 1
+            progressed = True
+        if not progressed:
+            return made
+
+
+def workers_of(names) -> dict[str, Annotator]:
+    return {n: hits.annotator_for_worker(platform="prolific", worker_id=n) for n in names}
+
+
+#: the texts of the checks in checked_rows: GOOD beats BAD
+GOOD, BAD = "A clear, correct and complete answer.", "answer answer answer the the"
+
+
+def checked_rows(items=12, **settings):
+    out = [{"kind": "study", "name": "Checked", "batch_size": 5, "budget": 60, "completion_code": "OK1", **settings}]
+    out += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    out += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+            for n in range(items) for s in ("A", "B", "C")]
+    out += [{"kind": "check", "id": f"gold-{n}", "input": f"Check input {n}", "first": GOOD, "second": BAD,
+             "expected": "first"} for n in range(3)]
+    out += [{"kind": "check", "id": "same", "input": "Two identical texts", "first": GOOD, "second": GOOD,
+             "expected": "tie"}]
+    return out
+
+
+# ---- rate limits ---------------------------------------------------------------------------
+
+def rates(settings, **overrides):
+    settings.EVALAPP_THROTTLE_RATES = {**settings.EVALAPP_THROTTLE_RATES, **overrides}
+
+
+def assert_throttled(response):
+    assert response.status_code == 429, response.content[:200]
+    assert 1 <= int(response["Retry-After"]) <= 60
+
+
+# ---- outside services ----------------------------------------------------------------------
+
+def redis_answers() -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(REDIS) == 0
+
+
+def database_url() -> str:
+    """The test database as a URL, for a worker process started by a test."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def clear_throttle_counts() -> None:
+    """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
+
+    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
+        cache.clear()
+        return
+    client = cache._cache.get_client(None, write=True)
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    for key in client.scan_iter(match=f"{prefix}:*"):
+        client.delete(key)

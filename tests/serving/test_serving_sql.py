@@ -1,0 +1,100 @@
+"""The serving loop's plain SQL (annotation/sql.py) writes what the ORM would, and reads it back.
+
+The loop's statements are hand-written for speed; these tests read what they wrote through
+the ORM (datetimes, JSON, booleans on SQLite and PostgreSQL alike) and check that PostgreSQL
+prepares them (server-side parameters, docs/serving.md).
+"""
+import re
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState
+from annotation.services import hits, protocol_state, study_import
+from annotation.services.protocol_state import pair_row_locked
+from tests.factories import bundle_bytes, crowd_rows, start_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
+KEY = re.compile(r'name="key" value="([^"]+)"')
+
+
+def _study():
+    return study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
+
+
+def test_a_lease_reads_back_through_the_orm_as_it_was_made():
+    study = _study()
+    annotator = hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id="w1")
+    before = timezone.now()
+    lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    stored = Assignment.objects.get(pk=lease.pk)
+    assert (stored.issued_at, stored.expires_at, stored.shown_swapped, stored.round, stored.state) == (
+        lease.issued_at, lease.expires_at, lease.shown_swapped, lease.round, Assignment.State.LEASED)
+    assert before <= stored.issued_at <= timezone.now() and timezone.is_aware(stored.issued_at)
+    comparison = Comparison.objects.get(pk=lease.comparison_id)
+    assert comparison.lease_expires_at == lease.expires_at
+    assert PairState.objects.get(pk=comparison.pair_id).leased == 1
+    # Read back by the loop's own statement: the same lease, aware datetimes.
+    current = hits.hit_current(study=study, annotator=annotator)
+    assert (current.pk, current.issued_at, current.expires_at, current.shown_swapped) == (
+        lease.pk, lease.issued_at, lease.expires_at, lease.shown_swapped)
+
+
+def test_a_submit_writes_its_judgement_counters_and_protocol_state_as_the_orm_reads_them():
+    study = _study()
+    annotator = hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id="w1")
+    lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    pair_id = Comparison.objects.get(pk=lease.comparison_id).pair_id
+    version = PairState.objects.get(pk=pair_id).version
+    judgement = hits.judgement_submit(assignment=hits.hit_of_study(study=study, assignment_id=lease.pk),
+                                      annotator=annotator, shown_value=1, idempotency_key="k1", seconds_on_task=7.5)
+    stored = Judgement.objects.get(pk=judgement.pk)
+    assert (stored.value, stored.seconds_on_task, stored.idempotency_key, stored.kind, stored.source) == (
+        -1 if lease.shown_swapped else 1, 7.5, "k1", "real", "live")
+    assert timezone.is_aware(stored.created_at) and stored.created_at == judgement.created_at
+    assert stored.server_seconds == pytest.approx((stored.created_at - lease.issued_at).total_seconds())
+    assert Assignment.objects.get(pk=lease.pk).state == Assignment.State.SUBMITTED
+    comparison = Comparison.objects.get(pk=lease.comparison_id)
+    assert (comparison.judgement_count, comparison.lease_expires_at) == (1, None)
+    row = PairState.objects.get(pk=pair_id)
+    assert (row.leased, row.version) == (0, version + 1)
+    # The JSON is an object (not a string of one), valid for the codec, and holds the judgement.
+    pair = protocol_state.pair_state_of(row)
+    assert isinstance(row.state, dict) and pair.judgements >= 1
+    assert row.quota_left == pair.quota and row.status == pair.status
+    with transaction.atomic():
+        locked = pair_row_locked(pair_id)
+    assert (locked.state, locked.version, locked.updated_at, locked.leased) == (
+        row.state, row.version, row.updated_at, row.leased)
+    # The same key again: the same judgement, nothing written twice.
+    again = hits.judgement_submit(assignment=hits.hit_of_study(study=study, assignment_id=lease.pk),
+                                  annotator=annotator, shown_value=1, idempotency_key="k1")
+    assert again.pk == judgement.pk and Judgement.objects.filter(assignment_id=lease.pk).count() == 1
+
+
+def test_a_hit_of_another_study_is_not_found():
+    study, other = _study(), study_import(source=bundle_bytes(crowd_rows(items=10, batch=4, budget=30)), slug="other")
+    annotator = hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id="w1")
+    lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    assert hits.hit_of_study(study=other, assignment_id=lease.pk) is None
+    found = hits.hit_of_study(study=study, assignment_id=lease.pk)
+    assert found.comparison.study is study and found.comparison.item.external_id.startswith("i")
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="prepared statements are PostgreSQL's")
+def test_the_serving_loop_runs_prepared_statements_on_postgresql(client):
+    study = _study()
+    start_worker(client, study.slug, "prepared")
+    body = client.get(f"/s/{study.slug}/annotate/").content.decode()
+    for _ in range(4):  # a statement is prepared after EVALAPP_PG_PREPARE_THRESHOLD (2) runs
+        response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
+                               HTTP_HX_REQUEST="true")
+        body = response.content.decode()
+        assert response.status_code == 200 and FORM.search(body)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [statement for (statement,) in cursor.fetchall()]
+    for table in ("annotation_judgement", "annotation_pairstate", "annotation_assignment"):
+        assert any(f'INSERT INTO "{table}"' in s or f'UPDATE "{table}"' in s for s in prepared), (table, prepared)
