@@ -1,0 +1,102 @@
+"""Markdown answers rendered for reading and sanitized for safety (annotation.rendering)."""
+from html.parser import HTMLParser
+
+import pytest
+from django.template import Context, Template
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from annotation.rendering import MARKDOWN, PLAIN, render_text
+
+ANSWER = """Here is the plan:
+
+1. Parse the input
+2. **Validate** it
+
+| metric | value |
+|-------:|-------|
+| BLEU   | 31.2  |
+
+```python
+def best(xs):
+    return max(xs) if xs else None
+```
+
+See [the docs](https://docs.python.org/3/) for more.
+"""
+
+PAYLOADS = [
+    "<script>window.__xss=1</script>",
+    '<img src=x onerror="window.__xss=2">',
+    "[click](javascript:window.__xss=3)",
+    "[click](JaVaScRiPt:window.__xss=4)",
+    "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "<a href=\"javascript:window.__xss=5\">x</a>",
+    "```html\n<script>window.__xss=6</script>\n```",
+    "```<script>x</script>\ncode\n```",
+    "![pic](https://example.org/x.png)",
+    "<svg onload=window.__xss=7>",
+    "[x](https://example.org \"title\\\" onmouseover=\\\"window.__xss=8\")",
+    "<details open ontoggle=window.__xss=9>",
+]
+
+
+class _Elements(HTMLParser):
+    """Every element of an HTML fragment as (tag, {attribute: value}), as a browser parses it."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=True)
+        self.found = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+
+def assert_inert(html: str) -> None:
+    """No element that runs or fetches, no event handler, no link but http(s) and mailto."""
+    for tag, attributes in _Elements(html).found:
+        assert tag not in {"script", "img", "svg", "iframe", "object", "embed", "style", "details"}, html
+        assert not [a for a in attributes if a.lower().startswith("on")], (tag, attributes)
+        href = (attributes.get("href") or "").strip().lower()
+        assert not href or href.startswith(("http://", "https://", "mailto:")), (tag, attributes)
+
+
+def test_lists_tables_and_highlighted_code_are_rendered():
+    html = str(render_text(ANSWER, MARKDOWN))
+    assert "<ol>" in html and "<li><strong>Validate</strong> it</li>" in html
+    assert "<table>" in html and '<th style="text-align:right">metric</th>' in html
+    assert '<code class="language-python">' in html and '<span class="k">def</span>' in html
+    assert '<a href="https://docs.python.org/3/" target="_blank" rel="noopener noreferrer nofollow">' in html
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_payload_survives_as_markup(payload):
+    assert_inert(str(render_text(f"Answer\n\n{payload}\n", MARKDOWN)))
+
+
+def test_plain_text_is_escaped_with_its_line_breaks():
+    assert str(render_text("a < b\nc", PLAIN)) == "a &lt; b<br>c"
+    assert "<ol>" not in str(render_text(ANSWER, PLAIN))
+
+
+def test_an_empty_text_is_an_empty_response_in_either_format():
+    for text_format in (PLAIN, MARKDOWN):
+        assert "(empty response)" in str(render_text("  \n", text_format))
+
+
+def test_an_unknown_format_is_named():
+    with pytest.raises(ValueError, match="'html'"):
+        render_text("x", "html")
+
+
+def test_the_template_filter_takes_the_format():
+    template = Template('{% load output_text %}{{ text|output_text:"markdown" }}|{{ text|output_text }}')
+    rendered = template.render(Context({"text": "**bold**"}))
+    assert rendered == '<div class="markdown"><p><strong>bold</strong></p>\n</div>|**bold**'
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>\"'=/:`[]()!*#|-\n ajvscriptonerrorhf&;")), max_size=80))
+def test_whatever_the_text_no_tag_carries_a_handler_or_script_url(text):
+    assert_inert(str(render_text(text, MARKDOWN)))
