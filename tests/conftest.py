@@ -50,15 +50,17 @@ def toy_rows():
 def _clear_cache_of_this_run() -> None:
     """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
     from django.conf import settings
-    from django.core.cache import cache
+    from django.core.cache import caches
 
-    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
-        cache.clear()
-        return
-    client = cache._cache.get_client(None, write=True)
-    prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
+    for alias in ("default", "throttle"):
+        cache = caches[alias]
+        if "locmem" in settings.CACHES[alias]["BACKEND"].lower():
+            cache.clear()
+            continue
+        client = cache._cache.get_client(None, write=True)
+        prefix = settings.CACHES[alias]["KEY_PREFIX"]
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)
 
 
 @pytest.fixture(autouse=True)
