@@ -1,5 +1,4 @@
 """Thin views: parse the request, call a selector or service, render."""
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -36,15 +35,15 @@ def study_upload(request: HttpRequest) -> HttpResponse:
     form = StudyUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return render(request, "annotation/study_upload.html", {"form": form}, status=400)
-    raw = form.cleaned_data["bundle"].read(settings.EVALAPP_MAX_BUNDLE_BYTES + 1)
+    upload = form.cleaned_data["bundle"]  # on disk past 2.5 MB (Django's upload handlers): read as a stream
     try:
-        bundle = read_bundle(raw, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
+        bundle = read_bundle(upload, limits=services.bundle_limits())
         slug = services.study_slug_for(name=bundle.study["name"], slug=form.cleaned_data["slug"] or None)
     except BundleError as exc:
         return render(request, "annotation/study_upload.html", {
             "form": form, "problems": [str(p) for p in exc.problems], "problem_total": exc.total}, status=400)
     summary = uploads.bundle_summary(bundle)
-    token = uploads.staged_upload_create(data=raw, summary=summary, user=request.user)
+    token = uploads.staged_upload_create(source=upload, summary=summary, user=request.user)
     bundle_metric = summary["bundle_metric"]
     choice = StudyMetricChoiceForm(metrics=summary["metrics"], initial={
         "staged": token, "slug": slug, "metric": METRIC_PREFIX + bundle_metric if bundle_metric else ""})

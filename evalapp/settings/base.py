@@ -153,8 +153,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
-# Largest study bundle accepted (bytes, uncompressed) by upload and import.
-EVALAPP_MAX_BUNDLE_BYTES = int(os.environ.get("EVALAPP_MAX_BUNDLE_BYTES", str(512 * 1024 * 1024)))
+# Limits of a study bundle read by upload, API and import (docs/bundle-format.md), checked as
+# the file streams in; a variable left unset keeps protocol.bundle.BundleLimits' default.
+EVALAPP_BUNDLE_LIMITS = {name: int(os.environ[variable]) for name, variable in (
+    ("max_bytes", "EVALAPP_MAX_BUNDLE_BYTES"), ("max_lines", "EVALAPP_MAX_BUNDLE_LINES"),
+    ("max_line_bytes", "EVALAPP_MAX_BUNDLE_LINE_BYTES"), ("max_rows", "EVALAPP_MAX_BUNDLE_ROWS"),
+) if os.environ.get(variable)}
 # Where an uploaded bundle waits for the researcher's metric choice (docs/studies.md);
 # "" = the system's temporary directory. Several web hosts need a shared directory.
 EVALAPP_STAGED_UPLOAD_DIR = os.environ.get("EVALAPP_STAGED_UPLOAD_DIR", "")
