@@ -848,12 +848,13 @@ def study_work_left(*, study: Study) -> bool:
     return PairState.objects.filter(study=study, status__in=ACTIVE_PAIR_STATUSES).exists()
 
 
-def annotator_has_work(*, study: Study, annotator) -> bool:
+def annotator_has_work(*, study: Study, annotator, skipped_too: bool = False) -> bool:
     """Could ``annotator`` be leased a comparison now? (A read; the lease itself decides.)
 
     An open round with quota beyond its live leases holds a comparison with fewer than
     ``ratings_per_item`` judgements, no live lease, an item not withdrawn, and no judgement or
-    skip by this annotator.
+    skip by this annotator. ``skipped_too``: their skipped comparisons count as work (whether
+    it was their skips that emptied their queue: the completion code does not pay for those).
     """
     from django.db.models import F
     from django.utils import timezone
@@ -862,12 +863,13 @@ def annotator_has_work(*, study: Study, annotator) -> bool:
 
     open_pairs = PairState.objects.filter(study=study, status="open", quota_left__gt=F("leased")).values("id")
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
-    return (Comparison.objects.filter(free, pair_id__in=open_pairs, judgement_count__lt=study.ratings_per_item,
-                                      item__withdrawn=False)
-            .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id"))
-            .exclude(pk__in=Assignment.objects.filter(annotator=annotator, state=Assignment.State.SKIPPED)
-                     .values("comparison_id"))
-            .exists())
+    comparisons = (Comparison.objects.filter(free, pair_id__in=open_pairs,
+                                             judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+                   .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id")))
+    if not skipped_too:
+        comparisons = comparisons.exclude(pk__in=Assignment.objects.filter(
+            annotator=annotator, state=Assignment.State.SKIPPED).values("comparison_id"))
+    return comparisons.exists()
 
 
 # Columns of the annotator quality table (dashboard panel, CSV, API), in display order.

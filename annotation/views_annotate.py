@@ -78,8 +78,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     screen is ``ready`` (a button for the next comparison) when there is work for them.
     ``screen``: hit, ready, paused, screened (failed the onboarding checks, or excluded: a
     polite end without a code, and the platform's return path), finished, share (the worker's maximum is reached), time
-    (their session time is up), nowork (nothing for them right now) or stopped (they chose to
-    stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
+    (their session time is up), nowork (nothing for them right now), skipped (what is left for
+    them they skipped) or stopped (they chose to stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
                "key": serving.new_idempotency_key()}
@@ -110,6 +110,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "time"
     elif not lease and selectors.annotator_has_work(study=study, annotator=annotator):
         screen = "ready"
+    elif selectors.annotator_has_work(study=study, annotator=annotator, skipped_too=True):
+        screen = "skipped"  # their own skips emptied their queue: not the study's end, no code for it
     else:
         screen = "nowork"
     code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))

@@ -143,7 +143,7 @@ def test_skip_gives_the_lease_back_and_the_worker_never_sees_it_again():
         answer(worker, study)
     assert sorted(seen) == sorted(set(Comparison.objects.filter(study=study).values_list("id", flat=True))
                                   - {skipped})
-    assert context["screen"] == "nowork"  # the skipped one is left, but never for this worker
+    assert context["screen"] == "skipped"  # the skipped one is left, but never for this worker
     other = prolific(study, "o")
     context, _ = screen(other, study)
     assert context["assignment"].comparison_id == skipped  # the pool got it back
