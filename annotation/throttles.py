@@ -2,7 +2,7 @@
 
 Scopes and their rates: settings.EVALAPP_THROTTLE_RATES (documented in docs/api.md):
 ``api`` per token (or per user for a session, per IP when anonymous), ``submit`` per
-annotator, ``crowd_start`` and ``login`` per client IP. An exceeded limit answers 429 with
+annotator, ``crowd_start``, ``crowd_new`` (new crowd workers) and ``login`` per client IP. An exceeded limit answers 429 with
 ``Retry-After`` (seconds). Counts live in the "throttle" cache, which every web process
 shares (Redis with EVALAPP_CACHE_URL, else files in var/throttle): three processes accept the
 limit once, not three times. The client address comes from REMOTE_ADDR, or from
@@ -76,6 +76,13 @@ class CrowdStartThrottle(_IpThrottle):
 
 class LoginThrottle(_IpThrottle):
     scope = "login"
+
+
+class CrowdNewWorkerThrottle(_IpThrottle):
+    """New crowd workers (a worker id and platform session not seen in the study) per client:
+    counted by the start link only for a new entry, so a worker's reloads cost nothing."""
+
+    scope = "crowd_new"
 
 
 PAGE_THROTTLES = {cls.scope: cls for cls in (CrowdStartThrottle, LoginThrottle, SubmitThrottle)}

@@ -31,6 +31,7 @@ urlpatterns = [
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),
     path("s/<slug:slug>/export/quality.csv", views_research.quality_csv, name="quality_csv"),
+    path("s/<slug:slug>/export/crowd.csv", views_research.crowd_csv, name="crowd_csv"),
     path("s/<slug:slug>/annotators/<int:annotator_id>/exclusion/", views_research.annotator_exclusion,
          name="annotator_exclusion"),
 ]

@@ -46,6 +46,7 @@ STUDY_SETTINGS = {
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,
+    "prolific_study_id": str,
     "shown_sample": int,
     "session_hits_min": int,
     "session_hits_max": int,

@@ -66,14 +66,15 @@ def annotator_for_user(*, user) -> Annotator:
     return annotator
 
 
-def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
-    """The Annotator of an external crowd worker (Prolific PID, MTurk worker id)."""
+def annotator_for_worker(*, platform: str, worker_id: str, session_id: str = "") -> Annotator:
+    """The Annotator of an external crowd worker (Prolific PID, MTurk worker id) in one
+    platform session (``session_id``; see Annotator)."""
     if platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
         raise HitError(f"unknown crowd platform {platform!r}")
     worker_id = (worker_id or "").strip()
     if not worker_id or len(worker_id) > 200:
         raise HitError("a worker id is required (PROLIFIC_PID or workerId in the study link)")
-    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id)
+    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id, session_id=session_id)
     return annotator
 
 

@@ -55,6 +55,7 @@ SETTING_FIELDS = {
     "allocation_policy": "allocation_policy",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
+    "prolific_study_id": "prolific_study_id",
     "shown_sample": "shown_sample",
     "session_hits_min": "session_hits_min",
     "session_hits_max": "session_hits_max",

@@ -246,6 +246,8 @@ EVALAPP_THROTTLE_RATES = {
     "api": os.environ.get("EVALAPP_THROTTLE_API", "600/minute"),
     "submit": os.environ.get("EVALAPP_THROTTLE_SUBMIT", "120/minute"),
     "crowd_start": os.environ.get("EVALAPP_THROTTLE_CROWD_START", "30/minute"),
+    # New crowd workers (worker id + platform session) one client address may start.
+    "crowd_new": os.environ.get("EVALAPP_THROTTLE_CROWD_NEW", "20/hour"),
     "login": os.environ.get("EVALAPP_THROTTLE_LOGIN", "10/minute"),
 }
 

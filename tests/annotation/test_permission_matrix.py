@@ -108,6 +108,7 @@ EXPECTED = {
     "s/<slug:slug>/export/judgements.csv": [("GET", "/s/{slug}/export/judgements.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/decisions.csv": [("GET", "/s/{slug}/export/decisions.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/quality.csv": [("GET", "/s/{slug}/export/quality.csv", None, RESEARCHER_PAGE)],
+    "s/<slug:slug>/export/crowd.csv": [("GET", "/s/{slug}/export/crowd.csv", None, RESEARCHER_PAGE)],
     # An unknown action: who may exclude workers is told (400), nothing changes.
     "s/<slug:slug>/annotators/<int:annotator_id>/exclusion/": [
         ("POST", "/s/{slug}/annotators/{annotator}/exclusion/", {"action": "nonsense"},
