@@ -1,5 +1,9 @@
 """Thin views: parse the request, call a selector or service, render."""
+import logging
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -10,7 +14,7 @@ from protocol.bundle import BundleError, read_bundle
 
 from . import selectors, services
 from .access import access_study_creation
-from .forms import METRIC_PREFIX, StudyMetricChoiceForm, StudyUploadForm
+from .forms import METRIC_PREFIX, MailingPasswordResetForm, MailNotSent, StudyMetricChoiceForm, StudyUploadForm
 from .services import uploads
 
 
@@ -96,3 +100,26 @@ def api_token(request: HttpRequest) -> HttpResponse:
             return render(request, "annotation/api_token.html", {"error": "Choose create or revoke."}, status=400)
     token = Token.objects.filter(user=request.user).first()
     return render(request, "annotation/api_token.html", {"token": token, "new_key": new_key})
+
+
+logger = logging.getLogger(__name__)
+
+
+class _PasswordResetView(auth_views.PasswordResetView):
+    form_class = MailingPasswordResetForm
+
+    def form_valid(self, form):
+        try:
+            return super().form_valid(form)
+        except MailNotSent as exc:
+            logger.error("password reset mail not sent: %s", exc)
+            return render(self.request, "registration/password_reset_unavailable.html", {"failed": True},
+                          status=503)
+
+
+def password_reset(request: HttpRequest) -> HttpResponse:
+    """Django's password reset, when there is a mail server (settings.EVALAPP_PASSWORD_RESET_BY_MAIL)
+    and the mail goes out; otherwise a page that says so and names the other way in."""
+    if not settings.EVALAPP_PASSWORD_RESET_BY_MAIL:
+        return render(request, "registration/password_reset_unavailable.html", {"failed": False}, status=503)
+    return _PasswordResetView.as_view()(request)

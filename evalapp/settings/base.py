@@ -149,6 +149,17 @@ CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
 # Session and CSRF cookies marked Partitioned (CHIPS) for crowd pages in MTurk's frame (prod).
 EVALAPP_PARTITIONED_COOKIES = env_bool("EVALAPP_PARTITIONED_COOKIES", False)
 
+# Mail (password reset). Without DJANGO_EMAIL_HOST there is no mail server: the password reset
+# page says so (a researcher's set-password link is the way in) instead of pretending it sent one.
+EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("DJANGO_EMAIL_PORT", "587"))
+EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "evalapp@localhost")
+EVALAPP_PASSWORD_RESET_BY_MAIL = bool(EMAIL_HOST)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
