@@ -710,7 +710,8 @@ def study_judgements(*, study: Study, first: str | None = None, second: str | No
     ``excluded`` (its worker is excluded now) and its ``kind``: counted rows are kind "real"
     and not excluded (``counted_judgements``).
 
-    ``first``/``second`` name the pair's systems in either order (both or neither);
+    ``first``/``second`` name the pair's systems in either order (one alone, or the same twice:
+    every pair of that system);
     ``annotator`` is an Annotator's external id, ``platform`` its platform.
     """
     from protocol.preferences import canonical_pair
@@ -723,9 +724,12 @@ def study_judgements(*, study: Study, first: str | None = None, second: str | No
     rows = Judgement.objects.filter(comparison__study=study).select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").annotate(
         excluded=Exists(excluded)).order_by("id")
-    if first is not None and second is not None:
+    if first is not None and second is not None and first != second:
         a, b, _ = canonical_pair(first, second)
         rows = rows.filter(comparison__first__name=a, comparison__second__name=b)
+    elif first is not None or second is not None:  # one system: its pairs with every other
+        system = first if first is not None else second
+        rows = rows.filter(Q(comparison__first__name=system) | Q(comparison__second__name=system))
     if annotator is not None:
         rows = rows.filter(annotator__external_id=annotator)
     if platform is not None:
