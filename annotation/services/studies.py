@@ -523,7 +523,9 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
     for j in judgements.iterator():
         a = j.annotator
-        label = a.external_id if a.platform == Annotator.Platform.IMPORT else f"{a.platform}:{a.external_id}"
+        # A crowd worker is one platform session of a worker id: both name them (models.Annotator).
+        label = a.external_id if a.platform == Annotator.Platform.IMPORT else ":".join(
+            filter(None, (a.platform, a.external_id, a.session_id)))
         yield {"kind": "human_preference", "item": j.comparison.item.external_id,
                "first": j.comparison.first.name, "second": j.comparison.second.name,
                "preference": j.value, "annotator": label}

@@ -2,13 +2,15 @@
 the platform's study checked, new workers per client limited, a code of one's own."""
 import csv
 import io
+import json
 
 import pytest
 from django.test import Client
 
 from annotation.access import session_annotator_key
 from annotation.models import Annotator, Assignment, CrowdSession
-from annotation.services import study_import
+from annotation.services import study_export_rows, study_import
+from protocol.bundle import parse_bundle_lines
 from tests.annotation.test_serving import crowd_rows
 from tests.conftest import bundle_bytes
 
@@ -102,3 +104,23 @@ def test_a_session_from_before_the_binding_is_not_enough():
     session[session_annotator_key(study)] = session[session_annotator_key(other)]
     session.save()
     assert client.get(f"/s/{study.slug}/annotate/").status_code == 403
+
+
+def test_two_sessions_of_one_worker_id_export_as_two_annotators():
+    """Both sessions may judge the same comparison: the exported bundle names each session, so
+    it reads back without a duplicate human_preference."""
+    rows = [{"kind": "study", "name": "One pair", "batch_size": 2, "budget": 2, "ratings_per_item": 2},
+            {"kind": "item", "id": "i1", "input": "Input"},
+            {"kind": "output", "item": "i1", "system": "A", "text": "a"},
+            {"kind": "output", "item": "i1", "system": "B", "text": "b"}]
+    study = study_import(source=bundle_bytes(rows))
+    for session in ("s1", "s2"):
+        worker = Client()
+        assert enter(worker, study.slug, f"PROLIFIC_PID=p1&STUDY_ID=x&SESSION_ID={session}").status_code == 302
+        hit = worker.get(f"/s/{study.slug}/annotate/").context
+        assert worker.post(f"/s/{study.slug}/hits/{hit['assignment'].pk}/",
+                           {"answer": "left", "key": hit["key"]}).status_code == 302
+    exported = list(study_export_rows(study=study))
+    labels = sorted(r["annotator"] for r in exported if r["kind"] == "human_preference")
+    assert labels == ["prolific:p1:s1", "prolific:p1:s2"]
+    assert len(parse_bundle_lines((n, json.dumps(r)) for n, r in enumerate(exported, 1)).human_preferences) == 2
