@@ -11,13 +11,12 @@ from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -46,6 +45,7 @@ from .services.quality import study_quality_settings_update
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
+IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64}
 SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
 QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
@@ -84,7 +84,7 @@ def _researcher_study(request, slug: str) -> Study:
 
 
 class StudyListApi(APIView):
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [MultiPartParser]  # a bundle is a file: multipart only, as the schema says
 
     @extend_schema(operation_id="studies_list", summary="Studies the caller researches (all for staff)",
                    responses={200: serializers.StudySerializer(many=True), **errors()})
@@ -95,9 +95,10 @@ class StudyListApi(APIView):
     @extend_schema(operation_id="studies_import", summary="Import a study bundle (JSON Lines, optionally gzipped)",
                    request=serializers.StudyImportSerializer,
                    responses={201: serializers.StudySerializer,
-                              400: OpenApiResponse(BundleErrorSerializer, description="invalid bundle: every "
-                                                   "problem with its line (or invalid form fields)"),
-                              **errors(403)})
+                              422: OpenApiResponse(BundleErrorSerializer, description="the file is not a "
+                                                   "valid bundle (code invalid_bundle): every problem with its "
+                                                   "line; also an unknown metric or a slug in use"),
+                              **errors(400, 403)})
     def post(self, request):
         access_study_creation(request.user)
         form = serializers.StudyImportSerializer(data=request.data)
@@ -136,11 +137,14 @@ class StudySettingsApi(APIView):
 
     @extend_schema(operation_id="study_settings_update",
                    summary="Pause, resume or finish a study, change its budget or other settings",
-                   description="Send only the fields to change. The budget may not go below the judgements "
-                               "already spent plus those asked for in open rounds (400); a larger budget "
-                               "opens new rounds at once.",
+                   description="Send only the fields to change. A value outside its field's schema is a "
+                               "400. A valid value that a rule refuses for this study is a 409 naming the "
+                               "rule: a budget below the judgements already spent plus those asked for in "
+                               "open rounds, a session_hits_max below session_hits_min, checks asked for "
+                               "in a study without check items, launching a draft (its settings page "
+                               "launches it). A larger budget opens new rounds at once.",
                    request=serializers.StudySettingsSerializer(partial=True),
-                   responses={200: serializers.StudySettingsSerializer, **errors(400, 403, 404)})
+                   responses={200: serializers.StudySettingsSerializer, **errors(400, 403, 404, 409)})
     def patch(self, request, slug):
         study = _researcher_study(request, slug)
         form = serializers.StudySettingsSerializer(data=request.data, partial=True)
@@ -153,10 +157,10 @@ class StudySettingsApi(APIView):
                     study = services.study_crowd_settings_update(study=study, **{f: values[f] for f in CROWD_FIELDS})
                 if set(form.validated_data) & set(QUALITY_FIELDS):
                     study = study_quality_settings_update(study=study, **{f: values[f] for f in QUALITY_FIELDS})
-        except DjangoValidationError as exc:
-            raise ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages) from exc
+        except DjangoValidationError as exc:  # the request is well-formed; a rule of the study refuses it
+            raise Conflict(" ".join(exc.messages)) from exc
         except ValueError as exc:
-            raise ValidationError({"budget": [str(exc)]} if "budget" in str(exc) else [str(exc)]) from exc
+            raise Conflict(str(exc)) from exc
         return Response(serializers.StudySettingsSerializer({f: getattr(study, f) for f in SETTINGS_FIELDS}).data)
 
 
@@ -181,9 +185,29 @@ class StudyLeaderboardApi(APIView):
 
 
 class JudgementPagination(PageNumberPagination):
+    """DRF's page-number pagination, but a page_size that is not an integer in [1, max_page_size]
+    is a 400 (DRF silently served the default), and the schema says so."""
+
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def get_page_size(self, request) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdecimal() or not 1 <= int(raw) <= self.max_page_size:
+            raise ValidationError({self.page_size_query_param: [f"an integer from 1 to {self.max_page_size}"]})
+        return int(raw)
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+            elif parameter["name"] == self.page_query_param:
+                parameter["schema"].update(minimum=1)
+        return parameters
 
 
 class StudyJudgementsApi(ListAPIView):
@@ -192,8 +216,9 @@ class StudyJudgementsApi(ListAPIView):
 
     @extend_schema(operation_id="study_judgements", summary="The study's judgements, oldest first, paged",
                    parameters=[
-                       OpenApiParameter("first", str, description="one system of a pair (with second)"),
-                       OpenApiParameter("second", str, description="the other system (either order)"),
+                       OpenApiParameter("first", str, description="a system: with second, their pair (either "
+                                                                   "order); alone, every pair of this system"),
+                       OpenApiParameter("second", str, description="the other system of the pair"),
                        OpenApiParameter("annotator", str, description="an annotator's external id"),
                        OpenApiParameter("platform", str, enum=["local", "prolific", "mturk", "import"]),
                    ],
@@ -283,6 +308,8 @@ class StudyMembersApi(APIView):
         return Response(serializers.MemberSerializer(selectors.study_members(study=study), many=True).data)
 
     @extend_schema(operation_id="study_members_set", summary="Add a user to the study (or change their role)",
+                   description="404 when no user has this name; 409 when the change would leave the study "
+                               "without a researcher.",
                    request=serializers.MemberAddSerializer,
                    responses={200: serializers.MemberSerializer, **errors(400, 403, 404, 409)})
     def post(self, request, slug):
@@ -290,8 +317,8 @@ class StudyMembersApi(APIView):
         form = serializers.MemberAddSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         user = get_user_model().objects.filter(username=form.validated_data["username"]).first()
-        if user is None:
-            raise ValidationError({"username": ["no user with this name"]})
+        if user is None:  # a well-formed name of nobody: the object named does not exist
+            raise NotFound("no user with this name")
         try:
             membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
         except ValueError as exc:  # demoting the last researcher
@@ -338,9 +365,10 @@ class HitSubmitApi(APIView):
     @extend_schema(operation_id="hits_submit", summary="Answer a HIT (idempotent on Idempotency-Key)",
                    description="Repeating a request with the same key returns the first answer unchanged.",
                    request=serializers.SubmitSerializer,
-                   parameters=[OpenApiParameter("Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                   parameters=[OpenApiParameter("Idempotency-Key", IDEMPOTENCY_KEY_SCHEMA, OpenApiParameter.HEADER,
                                                 required=True,
-                                                description="unique per answer, at most 64 characters")],
+                                                description="unique per answer, 1 to 64 characters (none or "
+                                                            "empty: 428)")],
                    responses={200: serializers.SubmitResultSerializer, **errors(400, 404, 409, 428)})
     def post(self, request, hit_id):
         assignment = get_object_or_404(Assignment.objects.select_related(
@@ -349,7 +377,7 @@ class HitSubmitApi(APIView):
         key = request.headers.get("Idempotency-Key", "")
         if not key:
             raise IdempotencyKeyRequired()
-        if len(key) > 64:
+        if len(key) > IDEMPOTENCY_KEY_SCHEMA["maxLength"]:
             raise ValidationError({"Idempotency-Key": ["at most 64 characters"]})
         form = serializers.SubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)

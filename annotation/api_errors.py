@@ -24,7 +24,10 @@ class Conflict(exceptions.APIException):
 
 
 class BundleInvalid(exceptions.APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
+    """The file is well-formed for the request schema; its content is not a valid bundle (the
+    schema cannot describe a JSON Lines file): 422, with every problem and its line."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_detail = "invalid study bundle"
     default_code = "invalid_bundle"
 

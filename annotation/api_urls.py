@@ -1,11 +1,11 @@
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import api
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api_schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("studies/", api.StudyListApi.as_view(), name="api_studies"),
     path("studies/<slug:slug>/", api.StudyDetailApi.as_view(), name="api_study"),
     path("studies/<slug:slug>/settings/", api.StudySettingsApi.as_view(), name="api_study_settings"),

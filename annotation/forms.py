@@ -1,4 +1,26 @@
 from django import forms
+from django.contrib.auth.forms import PasswordResetForm
+from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
+
+
+class MailNotSent(Exception):
+    """The password reset mail could not be handed to the mail server."""
+
+
+class MailingPasswordResetForm(PasswordResetForm):
+    """Django's form, except that a mail that cannot be sent is an error, not a log line
+    behind a page saying it was sent."""
+
+    def send_mail(self, subject_template_name, email_template_name, context, from_email, to_email,
+                  html_email_template_name=None):
+        subject = "".join(render_to_string(subject_template_name, context).splitlines())
+        message = EmailMultiAlternatives(subject, render_to_string(email_template_name, context), from_email,
+                                         [to_email])
+        try:
+            message.send()
+        except Exception as exc:  # smtplib and socket errors alike: the mail did not go
+            raise MailNotSent(str(exc)) from exc
 
 
 class StudyUploadForm(forms.Form):

@@ -1,8 +1,8 @@
 """Crowd pages may be framed by the crowd platforms; every other page stays X-Frame-Options DENY.
 
 MTurk shows an external HIT in an iframe on its own origin, so the start link, the HIT page
-and its forms answer with ``Content-Security-Policy: frame-ancestors 'self' <platform
-origins>`` (settings.EVALAPP_CROWD_FRAME_ANCESTORS) instead of DENY. The session cookie must
+and its forms answer with the study-wide Content-Security-Policy whose ``frame-ancestors`` is
+``'self' <platform origins>`` (settings.EVALAPP_CROWD_FRAME_ANCESTORS) instead of DENY. The session cookie must
 then be ``SameSite=None; Secure`` to be sent inside that cross-site frame (settings/prod.py),
 and ``Partitioned`` (CHIPS): browsers that block third-party cookies (Safari, Firefox, Chromium
 with the setting on — the case of the test's headless Chromium) still keep a partitioned cookie,
@@ -24,8 +24,10 @@ def crowd_frameable(view):
     def framed(request, *args, **kwargs):
         response = view(request, *args, **kwargs)
         response.xframe_options_exempt = True
-        ancestors = " ".join(["'self'", *settings.EVALAPP_CROWD_FRAME_ANCESTORS])
-        response["Content-Security-Policy"] = f"frame-ancestors {ancestors}"
+        # The rest of the policy (settings.CONTENT_SECURITY_POLICY) stays: one header.
+        response._csp_replace = {"frame-ancestors": ["'self'", *settings.EVALAPP_CROWD_FRAME_ANCESTORS]}
+        # The end screen of an MTurk worker posts to MTurk's externalSubmit (mturk_submit_url).
+        response._csp_update = {"form-action": [f"https://{host}" for host in MTURK_HOSTS]}
         return response
     return framed
 

@@ -47,6 +47,9 @@ class Study(models.Model):
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     lease_timeout_seconds = models.PositiveIntegerField(default=900)
     completion_code = models.CharField(max_length=64, blank=True)
+    # Prolific's STUDY_ID of this study: when set, a start link naming another one is refused.
+    prolific_study_id = models.CharField(max_length=64, blank=True,
+                                         help_text="Prolific's STUDY_ID; a start link with another one is refused")
     # A crowd worker's session is their work in this study (an Annotator is one platform
     # worker id); the completion-code rule is selectors.crowd_session's docstring.
     session_hits_min = models.PositiveIntegerField(
@@ -303,7 +306,15 @@ class Comparison(models.Model):
 
 
 class Annotator(models.Model):
-    """Who judges: a logged-in user, or an external crowd worker (platform + worker id)."""
+    """Who judges: a logged-in user, or an external crowd worker: one platform session of a
+    worker id (platform + worker id + the platform's session id).
+
+    A worker id in a link is no secret, so it alone names nobody: keyed by the session too, a
+    visitor who typed a real worker's id first works as their own session, and the genuine
+    worker, arriving with their session, is not locked out (researchers match sessions
+    against the platform's submission list, docs/crowd.md). Crowd workers from before this
+    keep ``session_id`` "" and their one binding (CrowdSession).
+    """
 
     class Platform(models.TextChoices):
         LOCAL = "local", "Local account"
@@ -316,15 +327,17 @@ class Annotator(models.Model):
     )
     platform = models.CharField(max_length=10, choices=Platform.choices, default=Platform.LOCAL)
     external_id = models.CharField(max_length=200)
+    session_id = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["platform", "external_id"], name="annotator_unique_external_id")
+            models.UniqueConstraint(fields=["platform", "external_id", "session_id"],
+                                    name="annotator_unique_external_session"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.external_id}"
+        return f"{self.platform}:{self.external_id}" + (f" ({self.session_id})" if self.session_id else "")
 
 
 class JudgementKind(models.TextChoices):
@@ -454,12 +467,10 @@ class PairStateHistory(models.Model):
 
 
 class CrowdSession(models.Model):
-    """The platform session a crowd worker first entered a study with.
-
-    The worker id in a link is no secret (anyone who learns it could type it), so the first
-    entry binds it to the platform's session id (Prolific SESSION_ID, MTurk assignmentId):
-    an entry with the same worker id from another platform session gets neither the first
-    session's lease nor its completion code.
+    """A crowd worker's entry into a study, with the platform's session id (Prolific
+    SESSION_ID, MTurk assignmentId): the binding a Django session's annotator must have to
+    work in the study (access.access_study_worker). Another platform session with the same
+    worker id is another Annotator, with its own work and its own completion code.
     """
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="crowd_sessions")

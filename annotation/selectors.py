@@ -6,11 +6,13 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from protocol.preferences import preferences_from_scores
 
 from . import sql
-from .models import Assignment, Comparison, Item, Judgement, PairState, Study
+from .models import Annotator, Assignment, Comparison, Item, Judgement, PairState, Study
+from .models import CrowdSession as CrowdEntry  # the name CrowdSession is the session dataclass below
 
 # A pair with an open round (or a filled one about to be closed) is work still to serve.
 ACTIVE_PAIR_STATUSES = ("open", "filled")
@@ -708,7 +710,8 @@ def study_judgements(*, study: Study, first: str | None = None, second: str | No
     ``excluded`` (its worker is excluded now) and its ``kind``: counted rows are kind "real"
     and not excluded (``counted_judgements``).
 
-    ``first``/``second`` name the pair's systems in either order (both or neither);
+    ``first``/``second`` name the pair's systems in either order (one alone, or the same twice:
+    every pair of that system);
     ``annotator`` is an Annotator's external id, ``platform`` its platform.
     """
     from protocol.preferences import canonical_pair
@@ -721,9 +724,12 @@ def study_judgements(*, study: Study, first: str | None = None, second: str | No
     rows = Judgement.objects.filter(comparison__study=study).select_related(
         "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").annotate(
         excluded=Exists(excluded)).order_by("id")
-    if first is not None and second is not None:
+    if first is not None and second is not None and first != second:
         a, b, _ = canonical_pair(first, second)
         rows = rows.filter(comparison__first__name=a, comparison__second__name=b)
+    elif first is not None or second is not None:  # one system: its pairs with every other
+        system = first if first is not None else second
+        rows = rows.filter(Q(comparison__first__name=system) | Q(comparison__second__name=system))
     if annotator is not None:
         rows = rows.filter(annotator__external_id=annotator)
     if platform is not None:
@@ -843,17 +849,73 @@ def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> Cr
                         started_at=started_at, ends_at=ends_at, time_up=time_up)
 
 
+def crowd_entry_known(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> bool:
+    """Whether this worker id entered ``study`` from this platform session before (a new one
+    counts against the client's limit on new crowd workers)."""
+    return CrowdEntry.objects.filter(study=study, annotator__platform=platform,
+                                       annotator__external_id=(worker_id or "").strip(),
+                                       platform_session_id=(platform_session_id or "").strip()).exists()
+
+
+def worker_completion_code(*, study: Study, platform: str, worker_id: str, session_id: str) -> str:
+    """A crowd worker's own completion code: the study's code and a MAC (the server's secret
+    key) of study, platform, worker id and platform session, so a code passed on to another
+    worker does not match their submission; "" when the study has no code. Researchers verify
+    submissions against study_crowd_sessions (crowd.csv)."""
+    if not study.completion_code:
+        return ""
+    mac = salted_hmac("evalapp.completion-code", f"{study.pk}:{platform}:{worker_id}:{session_id}").hexdigest()
+    return f"{study.completion_code}-{mac[:10].upper()}"
+
+
+def crowd_completion_code(*, study: Study, annotator) -> str:
+    """``annotator``'s completion code in ``study`` (worker_completion_code); the study's
+    code for a logged-in member (the platforms pay crowd workers only)."""
+    if annotator.platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
+        return study.completion_code
+    session_id = annotator.session_id or (CrowdEntry.objects.filter(study=study, annotator=annotator)
+                                          .values_list("platform_session_id", flat=True).first() or "")
+    return worker_completion_code(study=study, platform=annotator.platform, worker_id=annotator.external_id,
+                                  session_id=session_id)
+
+
+# Columns of crowd.csv: what a researcher matches with the platform's submission list.
+CROWD_SESSION_COLUMNS = ("platform", "worker_id", "session_id", "entered_at", "judgements", "minimum_met",
+                         "completion_code")
+
+
+def study_crowd_sessions(*, study: Study) -> list[dict]:
+    """Every crowd worker's entry into ``study`` with their judgements and their own
+    completion code, oldest first: a platform submission is genuine when its worker id,
+    session id and code appear here together (docs/crowd.md)."""
+    counts = dict(Judgement.objects.filter(comparison__study=study, kind="real").values("annotator_id")
+                  .annotate(n=Count("id")).values_list("annotator_id", "n"))
+    hits_min = max(study.session_hits_min, 1)
+    rows = []
+    for entry in CrowdEntry.objects.filter(study=study).select_related("annotator").order_by("created_at", "pk"):
+        annotator = entry.annotator
+        done = counts.get(annotator.pk, 0)
+        rows.append({"platform": annotator.platform, "worker_id": annotator.external_id,
+                     "session_id": entry.platform_session_id, "entered_at": entry.created_at.isoformat(),
+                     "judgements": done, "minimum_met": done >= hits_min,
+                     "completion_code": worker_completion_code(study=study, platform=annotator.platform,
+                                                               worker_id=annotator.external_id,
+                                                               session_id=entry.platform_session_id)})
+    return rows
+
+
 def study_work_left(*, study: Study) -> bool:
     """Whether any pair of the study has a round open or about to close (more HITs may come)."""
     return PairState.objects.filter(study=study, status__in=ACTIVE_PAIR_STATUSES).exists()
 
 
-def annotator_has_work(*, study: Study, annotator) -> bool:
+def annotator_has_work(*, study: Study, annotator, skipped_too: bool = False) -> bool:
     """Could ``annotator`` be leased a comparison now? (A read; the lease itself decides.)
 
     An open round with quota beyond its live leases holds a comparison with fewer than
     ``ratings_per_item`` judgements, no live lease, an item not withdrawn, and no judgement or
-    skip by this annotator.
+    skip by this annotator. ``skipped_too``: their skipped comparisons count as work (whether
+    it was their skips that emptied their queue: the completion code does not pay for those).
     """
     from django.db.models import F
     from django.utils import timezone
@@ -862,12 +924,13 @@ def annotator_has_work(*, study: Study, annotator) -> bool:
 
     open_pairs = PairState.objects.filter(study=study, status="open", quota_left__gt=F("leased")).values("id")
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
-    return (Comparison.objects.filter(free, pair_id__in=open_pairs, judgement_count__lt=study.ratings_per_item,
-                                      item__withdrawn=False)
-            .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id"))
-            .exclude(pk__in=Assignment.objects.filter(annotator=annotator, state=Assignment.State.SKIPPED)
-                     .values("comparison_id"))
-            .exists())
+    comparisons = (Comparison.objects.filter(free, pair_id__in=open_pairs,
+                                             judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+                   .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id")))
+    if not skipped_too:
+        comparisons = comparisons.exclude(pk__in=Assignment.objects.filter(
+            annotator=annotator, state=Assignment.State.SKIPPED).values("comparison_id"))
+    return comparisons.exists()
 
 
 # Columns of the annotator quality table (dashboard panel, CSV, API), in display order.

@@ -2,9 +2,13 @@
 
 Scopes and their rates: settings.EVALAPP_THROTTLE_RATES (documented in docs/api.md):
 ``api`` per token (or per user for a session, per IP when anonymous), ``submit`` per
-annotator, ``crowd_start`` and ``login`` per client IP. An exceeded limit answers 429 with
-``Retry-After`` (seconds). Counts live in the cache: set EVALAPP_CACHE_URL (Redis) when
-several web processes serve, so they share one count.
+annotator, ``crowd_start``, ``crowd_new`` (new crowd workers) and ``login`` per client IP. An exceeded limit answers 429 with
+``Retry-After`` (seconds). Counts live in the "throttle" cache, which every web process
+shares (Redis with EVALAPP_CACHE_URL, else files in var/throttle): three processes accept the
+limit once, not three times. The client address comes from REMOTE_ADDR, or from
+X-Forwarded-For as set by EVALAPP_TRUSTED_PROXIES trusted proxies (DRF's NUM_PROXIES), never
+from what a client wrote there itself. Skips, reports and "next comparison" posts count against
+the ``submit`` rate with the answers: each is a worker's action on a HIT.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import functools
 import math
 
 from django.conf import settings
+from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from rest_framework.authtoken.models import Token
@@ -23,6 +28,10 @@ class _SettingsRateThrottle(SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         return settings.EVALAPP_THROTTLE_RATES.get(self.scope)
+
+    @property
+    def cache(self):
+        return caches["throttle"]
 
 
 class ApiTokenThrottle(_SettingsRateThrottle):
@@ -67,6 +76,13 @@ class CrowdStartThrottle(_IpThrottle):
 
 class LoginThrottle(_IpThrottle):
     scope = "login"
+
+
+class CrowdNewWorkerThrottle(_IpThrottle):
+    """New crowd workers (a worker id and platform session not seen in the study) per client:
+    counted by the start link only for a new entry, so a worker's reloads cost nothing."""
+
+    scope = "crowd_new"
 
 
 PAGE_THROTTLES = {cls.scope: cls for cls in (CrowdStartThrottle, LoginThrottle, SubmitThrottle)}

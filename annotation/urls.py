@@ -11,11 +11,14 @@ urlpatterns = [
     path("s/<slug:slug>/start/", throttle_page("crowd_start")(crowd_frameable(views_annotate.study_start)),
          name="study_start"),
     path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
-    path("s/<slug:slug>/next/", views_annotate.hit_next, name="hit_next"),
+    path("s/<slug:slug>/next/", throttle_page("submit", methods=("POST",))(views_annotate.hit_next),
+         name="hit_next"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_submit), name="hit_submit"),
-    path("s/<slug:slug>/hits/<int:assignment_id>/skip/", views_annotate.hit_skip, name="hit_skip"),
-    path("s/<slug:slug>/hits/<int:assignment_id>/flag/", views_annotate.hit_flag, name="hit_flag"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/skip/", throttle_page("submit", methods=("POST",))(
+        views_annotate.hit_skip), name="hit_skip"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/flag/", throttle_page("submit", methods=("POST",))(
+        views_annotate.hit_flag), name="hit_flag"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
     # System names may hold any character (a "/" too): the pair is named in the query string.
     path("s/<slug:slug>/pair/", views_research.pair_detail, name="pair_detail"),
@@ -28,6 +31,7 @@ urlpatterns = [
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),
     path("s/<slug:slug>/export/quality.csv", views_research.quality_csv, name="quality_csv"),
+    path("s/<slug:slug>/export/crowd.csv", views_research.crowd_csv, name="crowd_csv"),
     path("s/<slug:slug>/annotators/<int:annotator_id>/exclusion/", views_research.annotator_exclusion,
          name="annotator_exclusion"),
 ]

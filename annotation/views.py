@@ -1,6 +1,9 @@
 """Thin views: parse the request, call a selector or service, render."""
+import logging
+
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,7 +14,7 @@ from protocol.bundle import BundleError, read_bundle
 
 from . import selectors, services
 from .access import access_study_creation
-from .forms import METRIC_PREFIX, StudyMetricChoiceForm, StudyUploadForm
+from .forms import METRIC_PREFIX, MailingPasswordResetForm, MailNotSent, StudyMetricChoiceForm, StudyUploadForm
 from .services import uploads
 
 
@@ -36,15 +39,15 @@ def study_upload(request: HttpRequest) -> HttpResponse:
     form = StudyUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return render(request, "annotation/study_upload.html", {"form": form}, status=400)
-    raw = form.cleaned_data["bundle"].read(settings.EVALAPP_MAX_BUNDLE_BYTES + 1)
+    upload = form.cleaned_data["bundle"]  # on disk past 2.5 MB (Django's upload handlers): read as a stream
     try:
-        bundle = read_bundle(raw, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
+        bundle = read_bundle(upload, limits=services.bundle_limits())
         slug = services.study_slug_for(name=bundle.study["name"], slug=form.cleaned_data["slug"] or None)
     except BundleError as exc:
         return render(request, "annotation/study_upload.html", {
             "form": form, "problems": [str(p) for p in exc.problems], "problem_total": exc.total}, status=400)
     summary = uploads.bundle_summary(bundle)
-    token = uploads.staged_upload_create(data=raw, summary=summary, user=request.user)
+    token = uploads.staged_upload_create(source=upload, summary=summary, user=request.user)
     bundle_metric = summary["bundle_metric"]
     choice = StudyMetricChoiceForm(metrics=summary["metrics"], initial={
         "staged": token, "slug": slug, "metric": METRIC_PREFIX + bundle_metric if bundle_metric else ""})
@@ -97,3 +100,26 @@ def api_token(request: HttpRequest) -> HttpResponse:
             return render(request, "annotation/api_token.html", {"error": "Choose create or revoke."}, status=400)
     token = Token.objects.filter(user=request.user).first()
     return render(request, "annotation/api_token.html", {"token": token, "new_key": new_key})
+
+
+logger = logging.getLogger(__name__)
+
+
+class _PasswordResetView(auth_views.PasswordResetView):
+    form_class = MailingPasswordResetForm
+
+    def form_valid(self, form):
+        try:
+            return super().form_valid(form)
+        except MailNotSent as exc:
+            logger.error("password reset mail not sent: %s", exc)
+            return render(self.request, "registration/password_reset_unavailable.html", {"failed": True},
+                          status=503)
+
+
+def password_reset(request: HttpRequest) -> HttpResponse:
+    """Django's password reset, when there is a mail server (settings.EVALAPP_PASSWORD_RESET_BY_MAIL)
+    and the mail goes out; otherwise a page that says so and names the other way in."""
+    if not settings.EVALAPP_PASSWORD_RESET_BY_MAIL:
+        return render(request, "registration/password_reset_unavailable.html", {"failed": False}, status=503)
+    return _PasswordResetView.as_view()(request)

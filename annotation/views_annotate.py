@@ -21,6 +21,7 @@ from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
 from .services import hits as serving
 from .services.transactions import retry_transient
+from .throttles import CrowdNewWorkerThrottle, too_many_requests
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
 
@@ -39,9 +40,10 @@ NOTICES = {"saved": "Saved ✓",
 
 @retry_transient
 def study_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """Entry link for crowd workers: ?PROLIFIC_PID=...&SESSION_ID=... (Prolific) or
-    ?workerId=...&assignmentId=... (MTurk). The worker id is bound to the platform session id
-    on first entry (services.crowd_session_enter); GET because the platforms send a GET link.
+    """Entry link for crowd workers: ?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=... (Prolific) or
+    ?workerId=...&assignmentId=... (MTurk). A worker is one platform session of a worker id
+    (services.crowd_session_enter); a new one counts against the client's ``crowd_new`` rate.
+    GET because the platforms send a GET link.
     """
     study = get_object_or_404(Study, slug=slug)
     access_study_running(study)
@@ -55,11 +57,16 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         session_id = request.GET.get("assignmentId", "")
     else:
         return redirect("annotate", slug=slug)
+    if not selectors.crowd_entry_known(study=study, platform=platform, worker_id=worker_id,
+                                       platform_session_id=session_id):
+        # Each new worker (id and session) is a place in the study: a client may make only so many.
+        throttle = CrowdNewWorkerThrottle()
+        if not throttle.allow_request(request, None):
+            return too_many_requests(request, throttle.wait())
     try:
         annotator = services.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
-                                                 platform_session_id=session_id)
-    except services.CrowdSessionTaken:
-        return render(request, "annotation/start_taken.html", {"study": study, "platform": platform}, status=403)
+                                                 platform_session_id=session_id,
+                                                 platform_study_id=request.GET.get("STUDY_ID", ""))
     except services.CrowdEntryRefused as exc:
         return render(request, "annotation/start_preview.html", {"study": study, "error": str(exc)}, status=400)
     if platform == Annotator.Platform.MTURK:
@@ -78,8 +85,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     screen is ``ready`` (a button for the next comparison) when there is work for them.
     ``screen``: hit, ready, paused, screened (failed the onboarding checks, or excluded: a
     polite end without a code, and the platform's return path), finished, share (the worker's maximum is reached), time
-    (their session time is up), nowork (nothing for them right now) or stopped (they chose to
-    stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
+    (their session time is up), nowork (nothing for them right now), skipped (what is left for
+    them they skipped) or stopped (they chose to stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
                "key": serving.new_idempotency_key()}
@@ -110,11 +117,14 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "time"
     elif not lease and selectors.annotator_has_work(study=study, annotator=annotator):
         screen = "ready"
+    elif selectors.annotator_has_work(study=study, annotator=annotator, skipped_too=True):
+        screen = "skipped"  # their own skips emptied their queue: not the study's end, no code for it
     else:
         screen = "nowork"
     code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
     context.update(screen=screen, done=session.done, code_due=code_due,
+                   completion_code=selectors.crowd_completion_code(study=study, annotator=annotator) if code_due else "",
                    mturk_submit=mturk_submit_url(mturk.get("turkSubmitTo", "")) if code_due else None,
                    mturk=mturk)
     return context

@@ -271,6 +271,22 @@ def help_page(request: HttpRequest) -> HttpResponse:
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+@login_required
+def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every crowd worker's entry with their judgements and own completion code
+    (selectors.study_crowd_sessions), to match with the platform's submission list."""
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-crowd.csv"'
+    writer = csv.writer(response)
+    writer.writerow(selectors.CROWD_SESSION_COLUMNS)
+    for row in selectors.study_crowd_sessions(study=study):
+        writer.writerow([spreadsheet_safe(int(row[c]) if c == "minimum_met" else row[c])
+                         for c in selectors.CROWD_SESSION_COLUMNS])
+    return response
+
+
 def spreadsheet_safe(value):
     """A CSV cell a spreadsheet will not run: text starting like a formula gets a leading '.
 

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from annotation import views
 from annotation.throttles import throttle_page
 
 urlpatterns = [
@@ -10,6 +11,9 @@ urlpatterns = [
     # Password guesses are POSTs: throttled per client IP (docs/api.md).
     path("accounts/login/", throttle_page("login", methods=("POST",))(auth_views.LoginView.as_view()),
          name="login"),
+    # Each reset request may send a mail: throttled like a login.
+    path("accounts/password_reset/", throttle_page("login", methods=("POST",))(views.password_reset),
+         name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("annotation.api_urls")),
     path("", include("annotation.urls")),

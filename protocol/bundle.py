@@ -19,18 +19,21 @@ be empty: a system that generated nothing is real data (docs/bundle-format.md).
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
 import math
 import os
+import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 MAX_REPORTED_PROBLEMS = 200
 
 # Optional study settings a bundle may carry; the app maps them onto Study fields.
@@ -43,6 +46,7 @@ STUDY_SETTINGS = {
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,
+    "prolific_study_id": str,
     "shown_sample": int,
     "session_hits_min": int,
     "session_hits_max": int,
@@ -215,27 +219,74 @@ class Bundle:
         )
 
 
-def _read_bytes(source: str | os.PathLike | bytes | BinaryIO, max_bytes: int) -> bytes:
+@dataclass(frozen=True)
+class BundleLimits:
+    """What a bundle may hold, checked while it is read as a stream (nothing larger than one
+    line is ever held before these are checked), so a small gzip cannot exhaust a process.
+
+    ``max_bytes``: the file, compressed and decompressed; ``max_lines``: physical lines, blank
+    ones included; ``max_line_bytes``: one line; ``max_rows``: rows (non-blank lines), what the
+    parsed bundle keeps in memory; ``max_depth``: JSON nesting of a line (bundle rows are flat
+    objects: 1; a deeper value is refused before ``json.loads`` could recurse into it).
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_lines: int = 2_000_000
+    max_line_bytes: int = 8 * 1024 * 1024
+    max_rows: int = 1_000_000
+    max_depth: int = 8
+
+
+def _too_large(what: str, line: int = 0) -> BundleError:
+    return BundleError([BundleProblem(line, f"file too large: {what}")])
+
+
+class _CountingReader(io.RawIOBase):
+    """The raw file, refusing to be read past ``limit`` bytes (the compressed size limit)."""
+
+    def __init__(self, stream: BinaryIO, limit: int) -> None:
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(len(buffer))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise _too_large(f"more than {self.limit} bytes")
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _open(source: str | os.PathLike | bytes | BinaryIO) -> tuple[BinaryIO, bool]:
+    """A binary stream of ``source`` and whether it is ours to close."""
     if isinstance(source, (bytes, bytearray)):
-        raw = bytes(source)
-    elif isinstance(source, (str, os.PathLike)):
+        return io.BytesIO(source), True
+    if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise BundleError([BundleProblem(0, f"no such file: {path}")])
-        raw = path.read_bytes() if path.stat().st_size <= max_bytes else b""
-        if not raw and path.stat().st_size > max_bytes:
-            raise BundleError([BundleProblem(0, f"file too large: more than {max_bytes} bytes")])
-    else:
-        raw = source.read(max_bytes + 1)
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
-                raw = gz.read(max_bytes + 1)
-        except (OSError, EOFError) as exc:
-            raise BundleError([BundleProblem(0, f"file is not valid gzip: {exc}")]) from None
-    if len(raw) > max_bytes:
-        raise BundleError([BundleProblem(0, f"file too large: more than {max_bytes} bytes")])
-    return raw
+        return path.open("rb"), True
+    return source, False
+
+
+def _nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether a JSON line nests arrays or objects deeper than ``limit`` (strings skipped).
+
+    Fast in the usual case: a line with at most ``limit`` opening brackets cannot be deeper."""
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    depth = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')  # possessive: no backtracking on a long line
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class _Checker:
@@ -332,6 +383,9 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             check.add(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            check.add(number, f"not valid JSON ({exc})")
             continue
         if not isinstance(obj, dict):
             check.add(number, f"expected a JSON object, got {type(obj).__name__}")
@@ -524,25 +578,70 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
                    f"annotator {row.annotator!r}")
 
 
-def iter_bundle_lines(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES
-                      ) -> Iterator[tuple[int, str]]:
-    """Decompress if gzipped and yield ``(line_number, text)``; BundleError if unreadable."""
-    raw = _read_bytes(source, max_bytes)
+def iter_bundle_lines(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int | None = None,
+                      limits: BundleLimits | None = None) -> Iterator[tuple[int, str]]:
+    """Decompress if gzipped and yield ``(line_number, text)`` as the file is read.
+
+    BundleError when the file is unreadable or breaks ``limits`` (``max_bytes`` overrides
+    theirs): too many bytes, lines or rows, a line too long or nested too deeply. Each line is
+    read with a bounded ``readline``, so memory stays at one line whatever the file holds.
+    """
+    limits = limits or BundleLimits()
+    if max_bytes is not None:
+        limits = dataclasses.replace(limits, max_bytes=max_bytes)
+    stream, ours = _open(source)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError([BundleProblem(0, f"file is not UTF-8 text (byte {exc.start})")]) from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        yield number, line
+        raw = io.BufferedReader(_CountingReader(stream, limits.max_bytes))
+        text_stream: BinaryIO = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
+        yield from _lines(text_stream, limits)
+    finally:
+        if ours:
+            stream.close()
 
 
-def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Bundle:
+def _lines(stream: BinaryIO, limits: BundleLimits) -> Iterator[tuple[int, str]]:
+    total = rows = 0
+    number = 0
+    while True:
+        try:
+            data = stream.readline(limits.max_line_bytes + 2)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BundleError([BundleProblem(0, f"file is not valid gzip: {exc}")]) from None
+        if not data:
+            return
+        number += 1
+        total += len(data)
+        if total > limits.max_bytes:
+            raise _too_large(f"more than {limits.max_bytes} bytes (decompressed)", number)
+        if number > limits.max_lines:
+            raise _too_large(f"more than {limits.max_lines} lines", number)
+        line = data.rstrip(b"\r\n") if data.endswith(b"\n") else data
+        if len(line) > limits.max_line_bytes:
+            raise _too_large(f"line longer than {limits.max_line_bytes} bytes", number)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BundleError([BundleProblem(number, f"not UTF-8 text (byte {exc.start})")]) from None
+        if text.strip():
+            rows += 1
+            if rows > limits.max_rows:
+                raise _too_large(f"more than {limits.max_rows} rows", number)
+            if _nested_deeper_than(text, limits.max_depth):
+                raise BundleError([BundleProblem(number, f"JSON nested deeper than {limits.max_depth} levels "
+                                                         "(bundle rows are flat objects)")])
+        yield number, text
+
+
+def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int | None = None,
+                limits: BundleLimits | None = None) -> Bundle:
     """Read and validate a study bundle from a path, bytes or a binary file object.
 
-    Plain or gzipped (detected from the content, not the name). Raises :class:`BundleError`
-    with every problem found (each naming its line) when anything is wrong.
+    Plain or gzipped (detected from the content, not the name), read as a stream within
+    ``limits`` (:class:`BundleLimits`; ``max_bytes`` overrides theirs). Raises
+    :class:`BundleError` with every problem found (each naming its line) when anything is
+    wrong; a broken limit stops the reading at once and names the line.
     """
-    return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes))
+    return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes, limits=limits))
 
 
 def bundle_rows(bundle: Bundle) -> Iterator[dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import connection
 from django.utils import timezone
 
@@ -328,11 +328,12 @@ def database_url() -> str:
 
 def clear_throttle_counts() -> None:
     """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
-
-    if "locmem" in settings.CACHES["default"]["BACKEND"].lower():
-        cache.clear()
-        return
-    client = cache._cache.get_client(None, write=True)
-    prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
+    for alias in ("default", "throttle"):
+        cache = caches[alias]
+        if "locmem" in settings.CACHES[alias]["BACKEND"].lower():
+            cache.clear()
+            continue
+        client = cache._cache.get_client(None, write=True)
+        prefix = settings.CACHES[alias]["KEY_PREFIX"]
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)

@@ -15,4 +15,4 @@ from .members import *  # noqa: F401,F403
 from .members import __all__ as _members_all
 
 __all__ = [*_studies_all, *_members_all]
-from .crowd import CrowdEntryRefused, CrowdSessionTaken, crowd_session_enter  # noqa: F401,E402
+from .crowd import CrowdEntryRefused, crowd_session_enter  # noqa: F401,E402

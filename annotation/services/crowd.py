@@ -1,4 +1,4 @@
-"""Crowd workers' identity: a platform worker id bound to the platform session of its first entry."""
+"""Crowd workers' identity: one platform session of a worker id (models.Annotator)."""
 from __future__ import annotations
 
 from django.db import transaction
@@ -6,32 +6,41 @@ from django.db import transaction
 from ..models import Annotator, CrowdSession, Study
 from .hits import HitError, annotator_for_worker
 
+
 class CrowdEntryRefused(ValueError):
     """A crowd worker's entry is refused; the message says why (shown to the worker)."""
 
 
-class CrowdSessionTaken(CrowdEntryRefused):
-    """The worker id already entered the study from another platform session."""
+def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform_session_id: str,
+                        platform_study_id: str = "") -> Annotator:
+    """The Annotator of a crowd worker entering ``study`` from the platform session
+    ``platform_session_id``, bound to the study.
 
-
-def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> Annotator:
-    """The Annotator of a crowd worker entering ``study``, bound to ``platform_session_id``.
-
-    The first entry of a worker id binds it to the platform's session id; later entries must
-    carry the same one (a reload, another browser of the same session), else CrowdSessionTaken.
-    CrowdEntryRefused (a ValueError) for a missing worker or session id.
+    The same worker id and session continue the same work (a reload, another browser); the
+    same worker id from another session is another Annotator, so whoever typed a worker's id
+    first holds neither the genuine worker's place nor their code. ``platform_study_id``
+    (Prolific's STUDY_ID) must be the study's ``prolific_study_id`` when one is set.
+    CrowdEntryRefused (a ValueError) for a missing worker or session id or another study's link.
     """
     platform_session_id = (platform_session_id or "").strip()
     if not platform_session_id or len(platform_session_id) > 200:
         name = "assignmentId" if platform == Annotator.Platform.MTURK else "SESSION_ID"
         raise CrowdEntryRefused(f"the study link lacks the platform's session id ({name})")
+    if (platform == Annotator.Platform.PROLIFIC and study.prolific_study_id
+            and (platform_study_id or "").strip() != study.prolific_study_id):
+        raise CrowdEntryRefused("this link's STUDY_ID is not this study's Prolific study: "
+                                "please open the study from Prolific")
     with transaction.atomic():
+        bound = (CrowdSession.objects.select_related("annotator")
+                 .filter(study=study, annotator__platform=platform, annotator__external_id=(worker_id or "").strip(),
+                         platform_session_id=platform_session_id).first())
+        if bound is not None:  # includes a worker bound before sessions named annotators
+            return bound.annotator
         try:
-            annotator = annotator_for_worker(platform=platform, worker_id=worker_id)
+            annotator = annotator_for_worker(platform=platform, worker_id=worker_id,
+                                             session_id=platform_session_id)
         except HitError as exc:
             raise CrowdEntryRefused(str(exc)) from exc
-        session, _ = CrowdSession.objects.get_or_create(study=study, annotator=annotator,
-                                                        defaults={"platform_session_id": platform_session_id})
-    if session.platform_session_id != platform_session_id:
-        raise CrowdSessionTaken("this worker id already started this study in another session")
+        CrowdSession.objects.get_or_create(study=study, annotator=annotator,
+                                           defaults={"platform_session_id": platform_session_id})
     return annotator

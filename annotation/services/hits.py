@@ -66,14 +66,15 @@ def annotator_for_user(*, user) -> Annotator:
     return annotator
 
 
-def annotator_for_worker(*, platform: str, worker_id: str) -> Annotator:
-    """The Annotator of an external crowd worker (Prolific PID, MTurk worker id)."""
+def annotator_for_worker(*, platform: str, worker_id: str, session_id: str = "") -> Annotator:
+    """The Annotator of an external crowd worker (Prolific PID, MTurk worker id) in one
+    platform session (``session_id``; see Annotator)."""
     if platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
         raise HitError(f"unknown crowd platform {platform!r}")
     worker_id = (worker_id or "").strip()
     if not worker_id or len(worker_id) > 200:
         raise HitError("a worker id is required (PROLIFIC_PID or workerId in the study link)")
-    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id)
+    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id, session_id=session_id)
     return annotator
 
 
@@ -421,19 +422,27 @@ def judgement_submit(
     if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
         from .checks import check_submit
 
+        # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
+        _refuse_too_soon(assignment, (assignment.check_item if assignment.check_item_id
+                                      else assignment.comparison).study, idempotency_key)
         return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
                             idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    study = assignment.comparison.study
-    minimum = study.min_seconds_per_hit
-    if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
-        if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
-            raise HitError(f"please read both texts: this study asks for at least {minimum} seconds per comparison")
+    _refuse_too_soon(assignment, assignment.comparison.study, idempotency_key)
     outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
     if isinstance(outcome, HitError):
         raise outcome
     return outcome
+
+
+def _refuse_too_soon(assignment: Assignment, study: Study, idempotency_key: str) -> None:
+    """HitError for an answer sooner than ``study.min_seconds_per_hit`` after the HIT was
+    issued (a repeated submit of an answer already stored is no new answer)."""
+    minimum = study.min_seconds_per_hit
+    if minimum and timezone.now() - assignment.issued_at < timedelta(seconds=minimum):
+        if not Judgement.objects.filter(idempotency_key=idempotency_key, assignment_id=assignment.pk).exists():
+            raise HitError(f"please read both texts: this study asks for at least {minimum} seconds per comparison")
 
 
 # The columns a submit writes of a new Judgement (its primary key comes back).

@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from protocol import adaptive
 from protocol.separability import compute_alignments
 
-from protocol.bundle import Bundle, BundleError, BundleProblem, read_bundle, write_bundle_rows
+from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, read_bundle, write_bundle_rows
 from protocol.preferences import canonical_pair
 
 from ..models import (
@@ -55,6 +55,7 @@ SETTING_FIELDS = {
     "allocation_policy": "allocation_policy",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
+    "prolific_study_id": "prolific_study_id",
     "shown_sample": "shown_sample",
     "session_hits_min": "session_hits_min",
     "session_hits_max": "session_hits_max",
@@ -89,6 +90,11 @@ def study_slug_for(*, name: str, slug: str | None) -> str:
     return candidate
 
 
+def bundle_limits() -> BundleLimits:
+    """The limits every bundle read by the app is held to (settings.EVALAPP_BUNDLE_LIMITS)."""
+    return BundleLimits(**settings.EVALAPP_BUNDLE_LIMITS)
+
+
 def study_import(
     *,
     source: str | os.PathLike | bytes | BinaryIO,
@@ -118,7 +124,7 @@ def study_import(
     """
     if separability not in ("inline", "background", "skip"):
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
-    bundle = read_bundle(source, max_bytes=settings.EVALAPP_MAX_BUNDLE_BYTES)
+    bundle = read_bundle(source, limits=bundle_limits())
     progress("validated", bundle.line_count(), bundle.line_count())
     chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
     if metric_required and metric is None and chosen_metric is None and bundle.metrics:
@@ -517,7 +523,9 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
     for j in judgements.iterator():
         a = j.annotator
-        label = a.external_id if a.platform == Annotator.Platform.IMPORT else f"{a.platform}:{a.external_id}"
+        # A crowd worker is one platform session of a worker id: both name them (models.Annotator).
+        label = a.external_id if a.platform == Annotator.Platform.IMPORT else ":".join(
+            filter(None, (a.platform, a.external_id, a.session_id)))
         yield {"kind": "human_preference", "item": j.comparison.item.external_id,
                "first": j.comparison.first.name, "second": j.comparison.second.name,
                "preference": j.value, "annotator": label}
@@ -550,6 +558,7 @@ def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
 
 
 __all__ = [
+    "bundle_limits",
     "study_draft_update",
     "study_launch",
     "study_settings_update",

@@ -15,9 +15,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 
@@ -60,13 +62,16 @@ def bundle_summary(bundle: Bundle) -> dict:
     }
 
 
-def staged_upload_create(*, data: bytes, summary: dict, user) -> str:
-    """Keep ``data`` (a bundle already validated, described by ``summary``) for ``user``; returns
-    the token that names it. Also removes staged files older than STAGED_MAX_AGE_SECONDS."""
+def staged_upload_create(*, source: BinaryIO, summary: dict, user) -> str:
+    """Keep the file ``source`` (a bundle already validated, described by ``summary``) for
+    ``user``, copied as a stream from its start; returns the token that names it. Also removes
+    staged files older than STAGED_MAX_AGE_SECONDS."""
     _remove_stale()
     token = secrets.token_urlsafe(32)
     bundle_path, summary_path = _paths(user.pk, token)
-    bundle_path.write_bytes(data)
+    source.seek(0)
+    with bundle_path.open("wb") as staged:
+        shutil.copyfileobj(source, staged)
     summary_path.write_text(json.dumps(summary))
     return token
 

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "csp",
     "annotation",
 ]
 
@@ -48,6 +49,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "evalapp.urls"
@@ -126,15 +128,48 @@ STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"
 EVALAPP_CROWD_FRAME_ANCESTORS = os.environ.get(
     "EVALAPP_CROWD_FRAME_ANCESTORS", "https://www.mturk.com https://workersandbox.mturk.com").split()
 
+# Content-Security-Policy on every response (django-csp): scripts only from our own origin
+# (htmx, plotly.js and the Swagger UI are vendored, no page has an inline script or handler),
+# so an injected <script> or onerror= cannot run even where escaping failed. Styles allow
+# inline attributes: the dashboard's bars and plotly set style attributes. Crowd pages
+# replace frame-ancestors with the platforms' origins (annotation/framing.py).
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}}
+
 # Session and CSRF cookies marked Partitioned (CHIPS) for crowd pages in MTurk's frame (prod).
 EVALAPP_PARTITIONED_COOKIES = env_bool("EVALAPP_PARTITIONED_COOKIES", False)
+
+# Mail (password reset). Without DJANGO_EMAIL_HOST there is no mail server: the password reset
+# page says so (a researcher's set-password link is the way in) instead of pretending it sent one.
+EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("DJANGO_EMAIL_PORT", "587"))
+EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "evalapp@localhost")
+EVALAPP_PASSWORD_RESET_BY_MAIL = bool(EMAIL_HOST)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
-# Largest study bundle accepted (bytes, uncompressed) by upload and import.
-EVALAPP_MAX_BUNDLE_BYTES = int(os.environ.get("EVALAPP_MAX_BUNDLE_BYTES", str(512 * 1024 * 1024)))
+# Limits of a study bundle read by upload, API and import (docs/bundle-format.md), checked as
+# the file streams in; a variable left unset keeps protocol.bundle.BundleLimits' default.
+EVALAPP_BUNDLE_LIMITS = {name: int(os.environ[variable]) for name, variable in (
+    ("max_bytes", "EVALAPP_MAX_BUNDLE_BYTES"), ("max_lines", "EVALAPP_MAX_BUNDLE_LINES"),
+    ("max_line_bytes", "EVALAPP_MAX_BUNDLE_LINE_BYTES"), ("max_rows", "EVALAPP_MAX_BUNDLE_ROWS"),
+) if os.environ.get(variable)}
 # Where an uploaded bundle waits for the researcher's metric choice (docs/studies.md);
 # "" = the system's temporary directory. Several web hosts need a shared directory.
 EVALAPP_STAGED_UPLOAD_DIR = os.environ.get("EVALAPP_STAGED_UPLOAD_DIR", "")
@@ -176,20 +211,25 @@ EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEF
 # How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
 EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 
-# Caches, one declaration (several web processes must share the throttles' counts, so a
-# deployment sets EVALAPP_CACHE_URL; without it each process counts on its own). "default" (rate limits, round-close coalescing, sessions) and
-# "shared" (the metrics table, computed by a worker and read by every web process): Redis when
-# EVALAPP_CACHE_URL is set (deployment), else this process's memory and files in var/cache.
+# Caches, one declaration. "default" (round-close coalescing; per process is enough),
+# "throttle" (rate-limit counts, which every web process must share, or N processes accept N
+# times a limit) and "shared" (the metrics table, computed by a worker and read by every web
+# process): Redis when EVALAPP_CACHE_URL is set (deployment), else this process's memory and,
+# for what processes share, files in var/ (the embedded default's gunicorn processes).
 if os.environ.get("EVALAPP_CACHE_URL"):
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                     "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"},
+        "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                     "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-throttle"},
         "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                    "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-shared"},
     }
 else:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "evalapp"},
+        "throttle": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                     "LOCATION": str(VAR_DIR / "throttle"), "OPTIONS": {"MAX_ENTRIES": 20000}},
         "shared": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                    "LOCATION": str(VAR_DIR / "cache")},
     }
@@ -204,6 +244,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["annotation.api_renderers.FiniteJSONRenderer",
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
     "DEFAULT_THROTTLE_CLASSES": ["annotation.throttles.ApiTokenThrottle"],
+    # The client address of rate limits: REMOTE_ADDR unless EVALAPP_TRUSTED_PROXIES proxies
+    # (each appending to X-Forwarded-For) stand in front; then the address the outermost trusted
+    # proxy saw. A client's own X-Forwarded-For is never believed.
+    "NUM_PROXIES": int(os.environ.get("EVALAPP_TRUSTED_PROXIES", "0")),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "annotation.api_errors.exception_handler",
 }
@@ -213,6 +257,8 @@ EVALAPP_THROTTLE_RATES = {
     "api": os.environ.get("EVALAPP_THROTTLE_API", "600/minute"),
     "submit": os.environ.get("EVALAPP_THROTTLE_SUBMIT", "120/minute"),
     "crowd_start": os.environ.get("EVALAPP_THROTTLE_CROWD_START", "30/minute"),
+    # New crowd workers (worker id + platform session) one client address may start.
+    "crowd_new": os.environ.get("EVALAPP_THROTTLE_CROWD_NEW", "20/hour"),
     "login": os.environ.get("EVALAPP_THROTTLE_LOGIN", "10/minute"),
 }
 

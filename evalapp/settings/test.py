@@ -13,6 +13,7 @@ EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE", "inline")
 # Tasks run eagerly in the test process, so an in-memory cache is shared with them and
 # nothing survives the run.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+          "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
           "shared": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shared"}}
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -34,3 +35,4 @@ else:
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE") or f"evalapp-test-{os.getpid()}"
 # The cache (throttle counts) gets a prefix of its own per run, so runs sharing a Redis never mix.
 CACHES["default"]["KEY_PREFIX"] = f"evalapp-test-{os.getpid()}"  # noqa: F405
+CACHES["throttle"]["KEY_PREFIX"] = f"evalapp-test-throttle-{os.getpid()}"  # noqa: F405

@@ -29,6 +29,7 @@ export EVALAPP_CELERY_QUEUE="bench-$DB" EVALAPP_VAR_DIR="$LOGS/var"
 # One load generator on one IP stands for 100 workers: raise the per-IP and per-session limits.
 export EVALAPP_THROTTLE_SUBMIT=${EVALAPP_THROTTLE_SUBMIT:-100000/minute}
 export EVALAPP_THROTTLE_CROWD_START=${EVALAPP_THROTTLE_CROWD_START:-100000/minute}
+export EVALAPP_THROTTLE_CROWD_NEW=${EVALAPP_THROTTLE_CROWD_NEW:-100000/minute}
 
 pids=()
 cleanup() {

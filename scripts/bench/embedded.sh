@@ -23,6 +23,7 @@ unset DATABASE_URL CELERY_BROKER_URL EVALAPP_CACHE_URL
 # One load generator on one IP stands for 20 workers: raise the per-IP and per-session limits.
 export EVALAPP_THROTTLE_SUBMIT=${EVALAPP_THROTTLE_SUBMIT:-100000/minute}
 export EVALAPP_THROTTLE_CROWD_START=${EVALAPP_THROTTLE_CROWD_START:-100000/minute}
+export EVALAPP_THROTTLE_CROWD_NEW=${EVALAPP_THROTTLE_CROWD_NEW:-100000/minute}
 
 server=""
 cleanup() {

@@ -27,8 +27,21 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A fresh page; every test that uses it also checks the Content-Security-Policy: each
+    document our server answers carries it with ``script-src 'self'``, and Chromium reports no
+    violation of it (an inline script or handler the policy would block fails the test).
+    Refused framings are not counted: they are frame-ancestors doing its job, and the framing
+    tests (test_crowd.py) frame pages that must be refused on purpose and assert it."""
     context = browser.new_context()
     page = context.new_page()
     page.set_default_timeout(15000)
+    violations, unprotected = [], []
+    page.on("console", lambda message: violations.append(message.text)
+            if "Content Security Policy" in message.text and not message.text.startswith("Framing ") else None)
+    page.on("response", lambda response: unprotected.append(response.url)
+            if response.request.resource_type == "document" and response.url.startswith("http://localhost")
+            and "script-src 'self'" not in (response.headers.get("content-security-policy") or "") else None)
     yield page
     context.close()
+    assert not violations, f"Content-Security-Policy violations: {violations}"
+    assert not unprotected, f"documents without the script policy: {unprotected}"

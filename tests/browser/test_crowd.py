@@ -76,8 +76,9 @@ def test_prolific_session_on_a_laptop_screen(browser, live_server, tmp_path):
     click_answer(page, "tie")
     click_answer(page, "right")
     assert page.locator("[data-end=share]").count() == 1
-    assert CODE in page.locator("#hit").inner_text()
-    assert page.locator(f"a[href='https://app.prolific.com/submissions/complete?cc={CODE}']").count() == 1
+    own_code = page.locator(".completion-code").inner_text()  # the study's code and this worker's MAC
+    assert own_code.startswith(f"{CODE}-")
+    assert page.locator(f"a[href='https://app.prolific.com/submissions/complete?cc={own_code}']").count() == 1
     assert Judgement.objects.filter(comparison__study=study).count() == 3
     context.close()
 

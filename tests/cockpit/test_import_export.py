@@ -72,10 +72,10 @@ def test_bad_bundle_names_the_line_and_changes_nothing(toy_rows, case):
 
 
 def test_file_too_large_and_not_a_bundle(toy_rows, settings):
-    settings.EVALAPP_MAX_BUNDLE_BYTES = 200
+    settings.EVALAPP_BUNDLE_LIMITS = {"max_bytes": 200}
     with pytest.raises(BundleError, match="file too large"):
         study_import(source=bundle_bytes(toy_rows))
-    settings.EVALAPP_MAX_BUNDLE_BYTES = 10**8
+    settings.EVALAPP_BUNDLE_LIMITS = {}
     with pytest.raises(BundleError, match="not UTF-8"):
         study_import(source=b"\x89PNG\r\n\x1a\n\x00\x00")
     assert models.Study.objects.count() == 0

@@ -413,7 +413,7 @@ def test_a_draft_is_not_served_and_no_page_fails_on_it(toy_rows):
     assert answers["get /s/d/dashboard/"] == 302
     # The API's settings change does not launch a draft: it says so.
     response = client.patch("/api/studies/d/settings/", {"status": "running"}, content_type="application/json")
-    assert response.status_code == 400 and "draft" in str(response.json())
+    assert response.status_code == 409 and "draft" in str(response.json())
     assert not models.Study.objects.get(pk=study.pk).protocol_started
 
 

@@ -142,7 +142,7 @@ def test_skip_gives_the_lease_back_and_the_worker_never_sees_it_again():
         answer(worker, study)
     assert sorted(seen) == sorted(set(Comparison.objects.filter(study=study).values_list("id", flat=True))
                                   - {skipped})
-    assert context["screen"] == "nowork"  # the skipped one is left, but never for this worker
+    assert context["screen"] == "skipped"  # the skipped one is left, but never for this worker
     other = prolific(study, "o")
     context, _ = screen(other, study)
     assert context["assignment"].comparison_id == skipped  # the pool got it back
@@ -205,10 +205,16 @@ def test_crowd_pages_may_be_framed_by_mturk_only_and_other_pages_not_at_all():
     preview = worker.get(f"/s/{study.slug}/start/?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE")
     for response in (start, annotate, preview):
         assert "X-Frame-Options" not in response
-        assert response["Content-Security-Policy"] == (
-            "frame-ancestors 'self' https://www.mturk.com https://workersandbox.mturk.com")
+        policy = csp_directives(response)
+        assert policy["frame-ancestors"] == "'self' https://www.mturk.com https://workersandbox.mturk.com"
+        assert policy["script-src"] == "'self'"  # framing relaxes nothing else
     for other in (worker.get("/"), worker.get("/accounts/login/"), worker.get(f"/s/{study.slug}/dashboard/")):
-        assert other["X-Frame-Options"] == "DENY" and "Content-Security-Policy" not in other
+        assert other["X-Frame-Options"] == "DENY" and csp_directives(other)["frame-ancestors"] == "'none'"
+
+
+def csp_directives(response) -> dict[str, str]:
+    parts = (part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";"))
+    return {name: (rest[0] if rest else "") for name, *rest in parts}
 
 
 def test_session_settings_come_from_the_bundle_and_bad_ones_are_named():

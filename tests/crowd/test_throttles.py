@@ -74,18 +74,18 @@ def test_api_is_limited_per_token(settings):
 
 def test_counts_live_in_redis_when_configured(settings):
     """The deployment cache (EVALAPP_CACHE_URL): a limit holds across clients sharing Redis."""
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                   "LOCATION": "redis://127.0.0.1:6379/1",
-                                   "KEY_PREFIX": f"{settings.CACHES['default']['KEY_PREFIX']}-redis"}}
+    prefix = f"{settings.CACHES['throttle']['KEY_PREFIX']}-redis"
+    settings.CACHES = {**settings.CACHES, "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                                       "LOCATION": "redis://127.0.0.1:6379/1", "KEY_PREFIX": prefix}}
     clear_throttle_counts()
     rates(settings, crowd_start="2/minute")
     Study.objects.create(slug="r", name="R")
     try:
         assert [Client().get("/s/r/start/").status_code for _ in range(2)] == [302, 302]
         assert_throttled(Client().get("/s/r/start/"))
-        from django.core.cache import cache
+        from django.core.cache import caches
 
-        assert any(b"throttle_crowd_start" in k for k in cache._cache.get_client(None).scan_iter(
-            match=f"{settings.CACHES['default']['KEY_PREFIX']}:*"))
+        assert any(b"throttle_crowd_start" in k for k in caches["throttle"]._cache.get_client(None).scan_iter(
+            match=f"{prefix}:*"))
     finally:
         clear_throttle_counts()

@@ -1,4 +1,6 @@
 """Attention and gold checks: bundle lines, interleaving, onboarding, and never counted."""
+from datetime import timedelta
+
 import pytest
 
 from annotation import selectors
@@ -197,3 +199,18 @@ def test_an_api_client_cannot_tell_a_check_from_a_comparison():
             break
     assert Assignment.objects.get(pk=hit["id"]).kind == "real"
     assert set(hit) == set(check)
+
+
+def test_checks_and_repeats_keep_the_minimum_seconds_per_hit(client):
+    """An attention check answered at once was accepted although the study asks for 30
+    seconds per HIT (issue 21, finding 6)."""
+    study = study_import(source=bundle_bytes(rows(onboarding_checks=1, min_seconds_per_hit=30)))
+    start_worker(client, study.slug, "hasty")
+    assignment, context = current_hit(client, study.slug)
+    assert assignment.kind == "check"
+    response = client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": "k1"})
+    assert response.status_code == 409 and "at least 30 seconds" in response.content.decode()
+    assert not Judgement.objects.exists()
+    Assignment.objects.filter(pk=assignment.pk).update(issued_at=assignment.issued_at - timedelta(seconds=31))
+    response = client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": "k1"})
+    assert response.status_code == 302 and Judgement.objects.get().kind == "check"
