@@ -101,14 +101,15 @@ DEEP_PROBLEM = "line 2: JSON nested deeper than 8 levels (bundle rows are flat o
 
 
 @pytest.mark.django_db
-def test_deep_nesting_is_a_400_with_its_line_on_the_api_and_the_upload_page(client):
-    """200,000 levels of nesting gave a 500 (RecursionError) on both."""
+def test_deep_nesting_is_refused_with_its_line_on_the_api_and_the_upload_page(client):
+    """200,000 levels of nesting gave a 500 (RecursionError) on both; now the API's invalid
+    bundle answer (422, docs/api.md) and the upload page's 400, naming the line."""
     user = User.objects.create_user("r", password="pw-12345678")
     user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
     api = APIClient()
     api.force_authenticate(user)
     response = api.post("/api/studies/", {"bundle": named(DEEP)}, format="multipart")
-    assert response.status_code == 400 and response.json()["problems"] == [{"line": 2, "message": DEEP_PROBLEM[8:]}]
+    assert response.status_code == 422 and response.json()["problems"] == [{"line": 2, "message": DEEP_PROBLEM[8:]}]
     client.force_login(user)
     response = client.post("/studies/upload/", {"bundle": named(DEEP)})
     assert response.status_code == 400 and DEEP_PROBLEM in response.content.decode()
