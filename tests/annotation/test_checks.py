@@ -3,7 +3,9 @@ import pytest
 
 from annotation import selectors
 from annotation.models import Assignment, CheckItem, Judgement, PairState
-from annotation.services import protocol_state, study_import, study_export_rows
+from annotation.selectors.exports import study_export_rows
+from annotation.serving import protocol_state
+from annotation.services import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
 from tests.annotation.test_serving import current_hit, start_worker
 from tests.conftest import bundle_bytes
