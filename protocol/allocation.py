@@ -1,4 +1,4 @@
-"""Which items of a system pair to send to annotators next (separability.txt §4, SPEC §7).
+"""Which items of a system pair to send to annotators next (Separability paper §4, docs/formulas.md §7).
 
 The paper recommends spending human judgements where a preference can be given
 consistently: items with high separability δ. Three policies:
