@@ -1,6 +1,6 @@
 """The stored study as bundle rows (the export format is the import format, docs/bundle-format.md):
-``study_export_rows`` for the export command and the API, ``study_bundle`` for the planner and
-the metric report, ``study_export`` to write a file."""
+``study_export_rows`` and ``study_export`` for the export command, ``study_bundle`` for the planner
+and the metric report."""
 from __future__ import annotations
 
 import json

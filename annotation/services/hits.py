@@ -29,7 +29,6 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from protocol import adaptive
@@ -213,26 +212,21 @@ def _choose_stratified(study: Study, pair_id: int, annotator: Annotator, now, rn
     All the pair's comparisons are read: the strata's bins come from all of them (they do not
     move as items are judged); the unavailable ones are excluded from the draw.
     """
-    judged = Judgement.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk)
-    skipped = Assignment.objects.filter(comparison_id=OuterRef("pk"), annotator_id=annotator.pk,
-                                        state=Assignment.State.SKIPPED)
-    comparisons = list(Comparison.objects.filter(pair_id=pair_id)
-                       .annotate(mine=Exists(judged) | Exists(skipped))
-                       .values_list("id", "judgement_count", "lease_expires_at", "separability", "mine",
-                                    "item__withdrawn"))
-    unavailable = [str(pk) for pk, count, lease, _, mine, withdrawn in comparisons
-                   if count >= study.ratings_per_item or (lease is not None and lease > now) or mine or withdrawn]
+    comparisons = store.comparisons_of_pair(pair_id, annotator.pk)
+    unavailable = [str(c.id) for c in comparisons
+                   if c.judgement_count >= study.ratings_per_item
+                   or (c.lease_expires_at is not None and c.lease_expires_at > now) or c.mine or c.withdrawn]
     if len(unavailable) == len(comparisons):
         return None, None, None
-    has_separability = any(c[3] is not None for c in comparisons)
+    has_separability = any(c.separability is not None for c in comparisons)
     policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
-    candidates = [str(c[0]) for c in comparisons]
-    separability = [c[3] if c[3] is not None else 0.0 for c in comparisons]
+    candidates = [str(c.id) for c in comparisons]
+    separability = [c.separability if c.separability is not None else 0.0 for c in comparisons]
     chosen = int(choose_items(candidates, separability, unavailable, 1, policy=policy,
                               temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
     chance = None if policy == Study.ItemChoice.UNIFORM else selection_probability(
         candidates, separability, unavailable, str(chosen), policy=policy, temperature=study.item_choice_temperature)
-    return chosen, next(c[2] for c in comparisons if c[0] == chosen), chance
+    return chosen, next(c.lease_expires_at for c in comparisons if c.id == chosen), chance
 
 
 def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:

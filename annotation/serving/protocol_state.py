@@ -77,7 +77,7 @@ PARSED_MAX = 50_000
 def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], adaptive.ProtocolState] | None:
     """The whole protocol state (validated) and each pair's (row id, version) it was read at, or
     None when no pair's round is filled (nothing to close). No lock: for a caller that writes
-    back compare-and-set on the versions (rounds.rounds_close).
+    back compare-and-set on the versions (services/runtime.rounds_close).
 
     Reads every row's version and status, then the JSON of the rows this process has not parsed
     at that version yet.

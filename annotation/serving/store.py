@@ -93,6 +93,17 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class PairComparison:
+    """One of a pair's comparisons as a stratified draw sees it."""
+    id: int
+    judgement_count: int
+    lease_expires_at: datetime | None
+    separability: float | None
+    mine: bool        # judged or skipped by the annotator
+    withdrawn: bool   # its item is withdrawn
+
+
+@dataclass(frozen=True, slots=True)
 class EarlierJudgement:
     """A judgement already stored for a comparison (read under its pair's lock)."""
     assignment_id: int
@@ -376,6 +387,22 @@ def comparisons_available(pair_id: int, ratings_per_item: int, now: datetime, an
               annotator_id, Assignment.State.SKIPPED]
     sql = _available_sql() + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else "")
     return [Candidate(*_read(Comparison, _CANDIDATE_COLUMNS, row)) for row in _rows(sql, params)]
+
+
+def comparisons_of_pair(pair_id: int, annotator_id: int) -> list[PairComparison]:
+    """Every comparison of the pair (a stratified draw bins all of them), with whether the
+    annotator judged or skipped it and whether its item is withdrawn."""
+    rows = _rows(
+        f'SELECT c."id", c."judgement_count", c."lease_expires_at", c."separability", i."withdrawn", '
+        f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s) '
+        f'OR EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
+        f'AND s."state" = %s) FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" WHERE c."pair_id" = %s',
+        [annotator_id, annotator_id, Assignment.State.SKIPPED, pair_id])
+    return [PairComparison(*_read(Comparison, _PAIR_COMPARISON_COLUMNS, row[:4]), mine=bool(row[5]),
+                           withdrawn=_read(Item, ("withdrawn",), row[4:5])[0]) for row in rows]
+
+
+_PAIR_COMPARISON_COLUMNS = ("id", "judgement_count", "lease_expires_at", "separability")
 
 
 def comparison_lease_set(comparison_id: int, expires: datetime | None) -> None:
