@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from . import sql
+from .serving.store import crowd_annotator
 from .models import Annotator, Assignment, Study, StudyMembership
 
 RESEARCHER_GROUP = "researchers"
@@ -42,8 +42,6 @@ class StudyRole(NamedTuple):
 
 def study_roles_for_user(user) -> Callable[[object], StudyRole]:
     """What ``user`` may do in each study, for lists: one query, then ``roles(study)``."""
-    from .models import StudyMembership
-
     if not user.is_authenticated:
         return lambda study: StudyRole(False, False)
     if user.is_staff:
@@ -157,10 +155,8 @@ def access_study_worker(request, study) -> StudyWorker:
     """
     annotator_id = request.session.get(session_annotator_key(study))
     if annotator_id is not None:
-        # Plain SQL: this read is on every annotator request (annotation/sql.py).
-        annotator = next(iter(Annotator.objects.raw(
-            f'SELECT a.* FROM {sql.ANNOTATOR} a JOIN {sql.CROWD_SESSION} s ON s."annotator_id" = a."id" '
-            'WHERE a."id" = %s AND s."study_id" = %s', [annotator_id, study.pk])), None)
+        # The serving store: this read is on every annotator request.
+        annotator = crowd_annotator(annotator_id, study.pk)
         if annotator is not None:
             return StudyWorker(annotator=annotator, user=None)
     user = request.user

@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
 from . import models
+from .services import item_withdraw
 
 
 class SystemInline(admin.TabularInline):
@@ -90,8 +91,6 @@ class SystemAdmin(admin.ModelAdmin):
 
 @admin.action(description="Withdraw the items (never served again)")
 def withdraw_items(modeladmin, request, queryset):
-    from .services import item_withdraw
-
     items = queryset if queryset.model is models.Item else models.Item.objects.filter(
         pk__in=queryset.values_list("item_id", flat=True))
     for item in items:
@@ -196,7 +195,7 @@ class PairStateAdmin(admin.ModelAdmin):
     list_display = ["study", "first", "second", "status", "decision", "theta", "round"]
     list_filter = ["study", "status"]
     inlines = [PairStateHistoryInline]
-    # Protocol state is written only by services/protocol_state.py (one codec, validated).
+    # Protocol state is written only by serving/protocol_state.py (one codec, validated).
     readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
                        "leased", "version", "state", "updated_at"]
 

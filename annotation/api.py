@@ -39,9 +39,10 @@ from .api_errors import (
     IdempotencyKeyRequired,
     ValidationErrorSerializer,
 )
-from .models import Assignment, Study
+from .errors import QualityError
+from .models import Annotator, Assignment, Study
 from .services import hits as serving
-from .services.quality import study_quality_settings_update
+from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
 ANSWERS = {"left": 1, "tie": 0, "right": -1}
@@ -264,18 +265,15 @@ class AnnotatorExclusionApi(APIView):
                    request=serializers.ExclusionSerializer,
                    responses={200: serializers.ExclusionResultSerializer, **errors(400, 403, 404)})
     def post(self, request, slug, annotator_id):
-        from .models import Annotator
-        from .services import quality
-
         study = _researcher_study(request, slug)
         annotator = get_object_or_404(Annotator, pk=annotator_id)
         form = serializers.ExclusionSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         excluded, reason = form.validated_data["excluded"], form.validated_data["reason"]
-        change = quality.annotator_exclude if excluded else quality.annotator_include
+        change = annotator_exclude if excluded else annotator_include
         try:
             changed = change(study=study, annotator=annotator, user=request.user, reason=reason)
-        except quality.QualityError as exc:
+        except QualityError as exc:
             # A worker without work in this study is not one the caller may name here.
             raise NotFound(str(exc)) from exc
         return Response({"annotator_id": annotator.pk, "excluded": excluded, "changed": changed})

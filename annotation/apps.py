@@ -7,4 +7,7 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Annotation studies"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the deployment checks)
+        # Imported once the models are loaded, as Django asks of ready(): the deployment checks
+        # register themselves, and so do the Celery tasks that annotation/jobs.py finds by name.
+        from . import checks  # noqa: F401
+        from . import tasks  # noqa: F401

@@ -1,5 +1,5 @@
-"""The data model of DESIGN.md. Models hold data and database constraints only; every write
-goes through annotation/services.py and every non-trivial read through selectors.py.
+"""The data model (docs/architecture.md). Models hold data and database constraints only; every write
+goes through annotation/services/ and every non-trivial read through annotation/selectors/.
 
 Canonical pair order: a pair's ``first`` system has the smaller name. Judgement and
 preference values are stored in that order (+1 = first better); the order an annotator saw
@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+
+from protocol.bundle import CHECK_EXPECTED
 
 PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
 
@@ -423,7 +425,7 @@ class PairState(models.Model):
     """The protocol state of one system pair.
 
     ``state`` is ``protocol.adaptive.PairState.to_dict()``; the protocol's settings come from
-    the Study row. Only services/protocol_state.py reads or writes ``state`` and the columns
+    the Study row. Only serving/protocol_state.py reads or writes ``state`` and the columns
     that mirror it (status, decision, theta, round, quota_left), always together, and bumps
     ``version`` on every write so that a round close computed from a snapshot can be applied
     compare-and-set. ``leased`` counts the pair's live leases (serving's counter, not protocol
@@ -542,8 +544,6 @@ class CheckItem(models.Model):
     @property
     def accepted(self) -> tuple[int, ...]:
         """The answers the check accepts, in its own order (protocol.bundle.CHECK_EXPECTED)."""
-        from protocol.bundle import CHECK_EXPECTED
-
         return CHECK_EXPECTED[self.expected]
 
 

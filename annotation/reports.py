@@ -8,10 +8,19 @@ judgements change; pages read it with ``study_metrics_table`` and ask for a refr
 """
 from __future__ import annotations
 
+import numpy as np
 from django.core.cache import caches
 from django.db.models import Count, Max
 
+from protocol import favi as favi_lib
+from protocol import ranking
+from protocol.leaderboard import natural_key
+from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
+
+from . import jobs
 from .models import Study
+from .selectors import dashboard, studies
+from .selectors.quality import counted_judgements
 
 CACHE_SECONDS = 7 * 24 * 3600
 LOCK_SECONDS = 600
@@ -27,8 +36,6 @@ SORT_KEYS = {
 
 
 def _key(study: Study) -> str:
-    from .selectors import counted_judgements
-
     version = counted_judgements(study=study).aggregate(n=Count("id"), last=Max("id"))
     metrics = study.metrics.aggregate(n=Count("id"), last=Max("id"))
     return (f"evalapp:metrics-table:{study.pk}:{study.created_at.timestamp()}:{version['n']}:{version['last']}"
@@ -42,10 +49,8 @@ def study_metrics_table(*, study: Study) -> dict | None:
 
 def study_metrics_table_request(*, study: Study) -> None:
     """Ask a worker for the table unless it is cached or already being computed."""
-    from .tasks import study_metrics_table_task
-
     if _cache().get(_key(study)) is None and _cache().add(_key(study) + ":lock", 1, LOCK_SECONDS):
-        study_metrics_table_task.delay(study.pk)
+        jobs.study_metrics_table(study.pk)
 
 
 def study_metrics_table_refresh(*, study_id: int) -> dict:
@@ -64,23 +69,16 @@ def study_metrics_table_compute(*, study: Study) -> dict:
     """One row per imported metric: sample and system agreement, mean |Φ|, SPA (with its
     interval and significance cluster) and PA, error categories of its sign-test decisions
     against the humans'; ``protocol`` marks the study's own metric."""
-    import numpy as np
-
-    from protocol import favi as favi_lib
-    from protocol import ranking
-
-    from . import selectors
-
-    human = selectors._pair_labels_table(selectors.study_judgement_labels(study=study))
+    human = dashboard.pair_labels_table(studies.study_judgement_labels(study=study))
     human_decisions = ranking.decisions_from_labels(human) if human else {}
     rows, tables = [], {}
     for metric in study.metrics.all():
-        labels = selectors.study_metric_labels(study=study, metric=metric)
-        table = selectors._pair_labels_table({pair: sorted(v.items()) for pair, v in labels.items()})
+        labels = studies.study_metric_labels(study=study, metric=metric)
+        table = dashboard.pair_labels_table({pair: sorted(v.items()) for pair, v in labels.items()})
         tables[metric.name] = table
         favi = favi_lib.favi_by_pair(human, table) if human and table else {}
         summary = favi_lib.summarize(favi) if favi else None
-        spa = selectors._spa_summary(human, table, study.protocol_seed) if human and table else None
+        spa = dashboard.spa_summary(human, table, study.protocol_seed) if human and table else None
         metric_decisions = ranking.decisions_from_labels(table) if table else {}
         categories = {c: 0 for c in ranking.CATEGORIES}
         for pair, decision in metric_decisions.items():
@@ -109,12 +107,6 @@ def _clusters(rows: list[dict], human, tables, seed: int) -> int:
     labels, by the same bootstrap redraws (p[a, b] = share of redraws where b's SPA is at least
     a's, a ranked above b), grouped greedily (protocol.spa.significance_clusters). Returns how
     many metrics were clustered (0 when fewer than two have enough common data)."""
-    import numpy as np
-
-    from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
-
-    from . import selectors
-
     names = [r["name"] for r in rows if r["spa"] is not None]
     if len(names) < 2:
         return 0
@@ -127,20 +119,20 @@ def _clusters(rows: list[dict], human, tables, seed: int) -> int:
         for item, value in zip(human[pair].items, human[pair].values):
             if all(item in labels for labels in of.values()):
                 per_item.setdefault(item, []).append(int(value))
-        if len(per_item) < selectors.SPA_MIN_ITEMS_PER_PAIR:
+        if len(per_item) < dashboard.SPA_MIN_ITEMS_PER_PAIR:
             continue
         items = sorted(per_item)
         pairs.append(pair)
         human_rows.append([float(np.mean(per_item[i])) for i in items])
         for n in names:
             metric_rows[n].append([float(of[n][i]) for i in items])
-    if len(pairs) < selectors.SPA_MIN_PAIRS:
+    if len(pairs) < dashboard.SPA_MIN_PAIRS:
         return 0
-    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=selectors.SPA_PERMUTATIONS,
+    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=dashboard.SPA_PERMUTATIONS,
                                      seed=seed).spa for n in names}
     order = sorted(names, key=lambda n: -common[n])
-    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=selectors.SPA_REPLICATES,
-                                              permutations=selectors.SPA_PERMUTATIONS, seed=seed).replicate_spa
+    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=dashboard.SPA_REPLICATES,
+                                              permutations=dashboard.SPA_PERMUTATIONS, seed=seed).replicate_spa
                            for n in order])
     p_values = np.full((len(order), len(order)), np.nan)
     for a in range(len(order)):
@@ -158,8 +150,6 @@ def sorted_rows(rows: list[dict], sort: str) -> list[dict]:
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}; one of {', '.join(SORT_KEYS)}")
     if sort == "name":
-        from protocol.leaderboard import natural_key
-
         return sorted(rows, key=lambda r: natural_key(r["name"]))
     higher_better = SORT_KEYS[sort][1]
     return sorted(rows, key=lambda r: (r[sort] is None, -(r[sort] or 0) if higher_better else (r[sort] or 0)))

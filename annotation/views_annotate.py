@@ -19,7 +19,9 @@ from . import selectors, services
 from .access import access_study_running, access_study_worker, session_annotator_key
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
+from .selectors.quality import annotator_is_excluded
 from .services import hits as serving
+from .services.checks import onboarding_state
 from .services.transactions import retry_transient
 from .throttles import CrowdNewWorkerThrottle, too_many_requests
 
@@ -132,9 +134,6 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
 
 def _screened_out(study: Study, annotator: Annotator) -> bool:
     """The worker failed the onboarding checks, or was excluded: no more HITs for them."""
-    from .services.checks import onboarding_state
-    from .services.quality import annotator_is_excluded
-
     if study.onboarding_checks and onboarding_state(study=study, annotator=annotator) == "failed":
         return True
     return bool(study.exclusions_active) and annotator_is_excluded(study=study, annotator=annotator)

@@ -14,7 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import figures, selectors, services
+from . import figures, reports, selectors, services
+from .errors import QualityError
 from .access import access_study_as_researcher
 from .http import bad_request, quoted
 from .forms import (
@@ -26,82 +27,16 @@ from .forms import (
     StudySettingsForm,
 )
 from .models import Annotator, Study
-
-
-def _histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
-    import numpy as np
-
-    counts, edges = np.histogram(values, bins=bins)
-    return [(f"{edges[k]:.2f} to {edges[k + 1]:.2f}", int(n)) for k, n in enumerate(counts)]
-
-
-def _charts(study: Study, data: dict) -> list[dict]:
-    """The dashboard's plotly charts, each with a title, a help anchor and the table shown
-    instead of it without JavaScript (``fallback``: head, rows, and the text when empty)."""
-    import numpy as np
-
-    charts = []
-    for name, title, layout in (
-        ("protocol", "Protocol decisions", data["dags"].get("protocol")),
-        ("human", "Humans only (sign test)", data["dags"].get("human")),
-        ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
-    ):
-        if layout and (name != "metric" or data["metric"]):
-            edges = [(e["source"], e["target"]) for e in layout["edges"]]
-            charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": figures.dag_figure(layout),
-                           "note": "" if edges else "No decisions yet: no system is significantly better than another.",
-                           "fallback": {"head": ("better", "worse"), "rows": edges, "empty": "No decisions yet."}})
-    if data["per_system_favi"]:
-        charts.append({"name": "favi", "title": "Favi-Score per system (> 0: the metric favours it)", "help": "favi",
-                       "figure": figures.favi_box_figure(data["per_system_favi"]), "note": "",
-                       "fallback": {"head": ("system", "pairs with errors", "median Φ", "min Φ", "max Φ"),
-                                    "rows": [(s, len(v), *(f"{f(v):.2f}" for f in (np.median, np.min, np.max)))
-                                             if v else (s, 0, "—", "—", "—")
-                                             for s, v in data["per_system_favi"].items()],
-                                    "empty": "No metric errors yet."}})
-    if data["timeline"]:
-        last = {}
-        for row in data["timeline"]:
-            last[row["pair"]] = row
-        charts.append({"name": "timeline", "title": "θ = P(first better) after each round", "help": "theta",
-                       "figure": figures.timeline_figure(data["timeline"], study.gamma), "note": "",
-                       "fallback": {"head": ("pair", "rounds", "judgements", "last θ"),
-                                    "rows": [(r["pair"], r["round"], r["judgements"], f"{r['theta']:.3f}")
-                                             for r in last.values() if r["theta"] is not None],
-                                    "empty": "No round closed yet."}})
-    if data["separability"]:
-        charts.append({"name": "separability", "title": "Separability of the comparisons", "help": "separability",
-                       "figure": figures.separability_figure(data["separability"]), "note": "",
-                       "fallback": {"head": ("separability δ", "comparisons"),
-                                    "rows": _histogram_rows(data["separability"]), "empty": ""}})
-    for chart in charts:
-        chart["figure_id"] = f"figure-{chart['name']}"
-    return charts
-
-
-def _leaderboard_bars(rows: list[dict]) -> None:
-    """Adds to each leaderboard row the position of its score interval on a common scale
-    (percent of the cell width), so the table shows the intervals without JavaScript."""
-    values = [v for r in rows for v in (r["low"], r["high"]) if v is not None]
-    if not values:
-        return
-    lo, hi = min(values + [0.0]), max(values + [0.0])
-    span = (hi - lo) or 1.0
-    for r in rows:
-        r["bar_zero"] = round(100 * (0.0 - lo) / span, 1)
-        if r["score"] is None:
-            continue
-        r["bar_left"] = round(100 * (r["low"] - lo) / span, 1)
-        r["bar_width"] = max(round(100 * (r["high"] - r["low"]) / span, 1), 0.5)
-        r["bar_point"] = round(100 * (r["score"] - lo) / span, 1)
+from .selectors import dashboard as dashboard_reads
+from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
 
 
 def _dashboard_context(study: Study) -> dict:
     data = selectors.study_dashboard_data(study=study)
     leaderboard = [dict(r) for r in data["leaderboard"]]
     if leaderboard:
-        _leaderboard_bars(leaderboard)
-    return {"study": study, "data": data, "charts": _charts(study, data), "leaderboard": leaderboard,
+        dashboard_reads.leaderboard_bars(leaderboard)
+    return {"study": study, "data": data, "charts": dashboard_reads.dashboard_charts(study, data), "leaderboard": leaderboard,
             "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
 
@@ -185,19 +120,17 @@ def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
 def annotator_exclusion(request: HttpRequest, slug: str, annotator_id: int) -> HttpResponse:
     """Exclude (``action=exclude``) or re-include (``action=include``) a worker; the affected
     pairs are re-decided off the request path. Back to the dashboard's quality panel."""
-    from .services import quality
-
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     annotator = get_object_or_404(Annotator, pk=annotator_id)
     action = request.POST.get("action")
     if action not in ("exclude", "include"):
         return bad_request(request, "action must be exclude or include")
-    change = quality.annotator_exclude if action == "exclude" else quality.annotator_include
+    change = annotator_exclude if action == "exclude" else annotator_include
     try:
         changed = change(study=study, annotator=annotator, user=request.user,
                          reason=request.POST.get("reason", "")[:500])
-    except quality.QualityError as exc:
+    except QualityError as exc:
         return bad_request(request, str(exc))
     if changed:
         messages.success(request, f"{annotator.external_id} {'excluded' if action == 'exclude' else 're-included'}: "
@@ -232,7 +165,7 @@ def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if data["separability"]:
         charts.append({"name": "pair-separability", "title": "Separability of this pair's items",
                        "help": "separability", "figure": figures.separability_figure(data["separability"]), "note": "",
-                       "fallback": {"head": ("separability δ", "items"), "rows": _histogram_rows(data["separability"]),
+                       "fallback": {"head": ("separability δ", "items"), "rows": dashboard_reads.histogram_rows(data["separability"]),
                                     "empty": ""}})
     for chart in charts:
         chart["figure_id"] = f"figure-{chart['name']}"
@@ -246,8 +179,6 @@ def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
     """Every imported metric against the humans; computed by a worker, cached until the
     judgements change. While it is computed the page says so and reloads itself."""
-    from . import reports
-
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     sort = request.GET.get("sort", "spa_common")
@@ -420,8 +351,6 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
                     f: getattr(study, f) if crowd.cleaned_data.get(f) is None else crowd.cleaned_data[f]
                     for f in CROWD_FIELDS})
                 if quality.cleaned_data.get("quality_form"):
-                    from .services.quality import study_quality_settings_update
-
                     study_quality_settings_update(study=study, **{
                         f: getattr(study, f) if quality.cleaned_data.get(f) is None else quality.cleaned_data[f]
                         for f in QUALITY_FIELDS})

@@ -1,16 +1,29 @@
-"""evalapp's statistics: pure functions over arrays, no Django.
+"""evalapp's statistics: pure functions over arrays, no Django (docs/formulas.md defines every
+number; docs/architecture.md places this package under the app).
 
 Modules
 -------
-bundle       read, validate and write study bundles (JSON Lines, optionally gzipped)
-preferences  preferences from scalar scores, per-pair label tables from a bundle
-decision     the Bayesian decision function (NUTS reference and a fast exact sampler)
-adaptive     the budgeted protocol as a resumable state machine
-favi         Favi-Score and sign accuracy
-ranking      sign tests, significance DAGs, decision-set comparison
-spa          soft pairwise accuracy
-similarity, separability   separability of comparisons and weighted item choice
+bundle        read, validate and write study bundles (JSON Lines, optionally gzipped)
+preferences   preferences from scalar scores (§1), per-pair label tables from a bundle
+favi          Favi-Score and sign accuracy (§2)
+ranking       sign tests, significance DAGs, decision-set comparison (§3, §5)
+decision      the Bayesian decision function: NUTS reference and fast exact samplers (§4)
+adaptive      the budgeted protocol as a resumable state machine (§5): start, open_rounds,
+              record_judgement(s), close_rounds, rebuild_pairs
+allocation    which items of a pair to judge next: uniform, separability-weighted, stratified
+spa           soft pairwise accuracy and pairwise accuracy (§6)
+separability  separability of comparisons (§7), from the text similarities of ``similarity``
+similarity    ROUGE-1, sentence BLEU, length-adjusted and embedding similarities (§7)
+rating        rating consistency, preference strength, separability-weighted Elo (§7)
+agreement     inter-annotator agreement (Krippendorff's α, percent agreement)
+quality       per-annotator quality statistics and flags (too fast, failed checks, low agreement)
+leaderboard   Bradley–Terry leaderboard with bootstrap intervals
+projection    judgements a study is still expected to need
+plan          the planner: replays of the protocol on a study's labels for a grid of settings
+simulate      offline replay of the protocol on a bundle with complete human labels (command line)
+report        a metric against a bundle's human labels (command line)
+bench         timing of the decision function and SPA (command line; _bench_decision, _bench_spa)
 
-A researcher can use every module from a notebook; the web app turns database rows into
-the same arrays.
+Section numbers (§n) are those of docs/formulas.md. A researcher can use every module from a
+notebook; the web app turns database rows into the same arrays.
 """

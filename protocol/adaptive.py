@@ -53,7 +53,7 @@ Policies
               Measured on SummEval (4 criteria x {bert_score_f, rougel_f, none} x 5 seeds,
               batch 10): 0.79x the paper policy's annotations on average (at most 0.905x),
               correct 0.012 lower on average (at worst 0.042), no inversion in any run
-              (docs/results.md, scripts/results_protocol.py).
+              (docs/results.md, scripts/report/protocol_results.py).
 
 Error control at the stated level (``rule="eprocess"``)
 -------------------------------------------------------

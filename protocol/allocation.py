@@ -1,4 +1,4 @@
-"""Which items of a system pair to send to annotators next (separability.txt §4, SPEC §7).
+"""Which items of a system pair to send to annotators next (Separability paper §4, docs/formulas.md §7).
 
 The paper recommends spending human judgements where a preference can be given
 consistently: items with high separability δ. Three policies:
@@ -27,7 +27,7 @@ draws without replacement, unbiased for the population total), and give those we
 draw chooses among all items not drawn before; in the app an item can be out of the draw for a
 while (leased to another annotator, already judged by this one when several ratings per item
 are asked for), which makes them approximate. Measured on the separability data
-(scripts/report_item_choice.py, docs/results.md): the weighted margin matches the margin of
+(scripts/report/item_choice.py, docs/results.md): the weighted margin matches the margin of
 all items within its error, the unweighted one is off by up to 0.24.
 """
 from __future__ import annotations

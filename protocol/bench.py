@@ -1,4 +1,4 @@
-"""Benchmarks: ``python -m protocol.bench decision|spa ...`` (see docs/DESIGN contract).
+"""Benchmarks: ``python -m protocol.bench decision|spa ...`` (docs/formulas.md, "Command lines").
 
 Each sub-command lives in its own module (``protocol._bench_<name>``) exposing
 ``add_arguments(parser)`` and ``run(args) -> dict``; this module only dispatches and prints.

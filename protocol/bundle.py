@@ -1,6 +1,6 @@
 """Study bundles: the one import format (JSON Lines, plain or gzipped).
 
-One JSON object per line; its ``kind`` says what it is (DESIGN.md, "Study bundle")::
+One JSON object per line; its ``kind`` says what it is (docs/bundle-format.md)::
 
     {"kind":"study","name":"SummEval relevance","criterion":"relevance","instructions":"..."}
     {"kind":"item","id":"doc-1","input":"source text","reference":"optional"}

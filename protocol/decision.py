@@ -1,4 +1,4 @@
-"""The Bayesian decision function of one system pair (SPEC §4; Correction of Errors §3, Alg. 1).
+"""The Bayesian decision function of one system pair (docs/formulas.md §4; Correction of Errors §3, Alg. 1).
 
 Model, for one pair (class order +, =, - everywhere):
     mu[:, c'] ~ Dirichlet(1)   P(metric label c | oracle label c')
@@ -23,7 +23,7 @@ default), kept as the reference.
   prod p^-2 (Dirichlet aggregation), the posterior is exactly
       Dir(q; N.sum(1) + 3 + m) * prod_c Dir(nu[c]; N[c] + 1) * prod_c' p[c']^(h[c'] - 2),
   p = nu^T q, h = human-only counts. The metric-only counts, which make the data-augmentation
-  Gibbs sampler of SPEC §4 mix slowly (ESS ~ 0.05 per draw), are absorbed exactly into q.
+  Gibbs sampler of docs/formulas.md §4 mix slowly (ESS ~ 0.05 per draw), are absorbed exactly into q.
   The remaining factor is handled by a rejection sampler whose proposal carries its tail
   (for e = min(h - 2, 0) the proposal shifts t * |e| of Dirichlet mass, t = (N + 1) /
   (N.sum(0) + 3), so that, by the weighted AM-GM inequality, the weight
@@ -53,7 +53,7 @@ error above ``target_se`` at the draw cap, falls back to
   k = L.sum(0) (Dirichlet-multinomial marginals of mu's columns and of p). The first factor is
   a product over rows, so the sum over L is a dynamic programme over rows on the column sums
   (k+, k=), in log space; used while its cost (``exact_budget`` element operations) allows;
-* ``method="gibbs"`` otherwise: the SPEC §4 data-augmentation Gibbs sampler (chains in
+* ``method="gibbs"`` otherwise: the docs/formulas.md §4 data-augmentation Gibbs sampler (chains in
   parallel, theta Rao-Blackwellised given L, standard error from the spread between chains).
 
 Every pair reports its diagnostics: ``ess`` (Kish ESS of the importance weights; the
@@ -200,7 +200,7 @@ def _label_index(values, name: str) -> np.ndarray:
 
 def counts_from_labels(human_items, human_values, metric_items, metric_values, *,
                        human_weights=None) -> PairCounts:
-    """Split labelled items into the counts of SPEC §4.
+    """Split labelled items into the counts of docs/formulas.md §4.
 
     human_items, human_values: (k,) item ids and labels in {-1, 0, 1}; an item may carry
         several human labels: they count once, as the sign of their mean (the item is the
@@ -648,7 +648,7 @@ def _exact_posterior_of(key: tuple[int, ...]) -> tuple[float, tuple[float, ...]]
 
 def _gibbs(counts: PairCounts, seed, wanted_se, chains=64, burn_in=300, block=500,
            max_steps=20_000):
-    """SPEC §4 data-augmentation Gibbs sampler; chains in parallel, theta Rao-Blackwellised.
+    """docs/formulas.md §4 data-augmentation Gibbs sampler; chains in parallel, theta Rao-Blackwellised.
 
     wanted_se(theta) -> the standard error to reach. Returns theta, its standard error (spread
     of the chain means), p_mean, draws kept, between-chain ESS.

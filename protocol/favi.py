@@ -1,6 +1,6 @@
 """Favi-Score and sign accuracy: how a metric's errors against human labels are skewed.
 
-SPEC §2, papers/favi-score.txt §4–6. Labels are ``+1`` (first system better), ``0`` (tie)
+docs/formulas.md §2, Favi-Score paper §4–6. Labels are ``+1`` (first system better), ``0`` (tie)
 and ``-1`` (second better), in canonical pair order. Every 3-vector and 3x3 matrix is
 ordered ``(+, =, -)``; confusion matrices have human labels as rows and metric labels as
 columns.

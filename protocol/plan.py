@@ -34,7 +34,7 @@ Simulated humans (``simulated_human_labels``) come from three explicit assumptio
 (tie share; the spread matched to the median |human pair margin|; the profile maximum
 likelihood beta of the model above); ``DEFAULT_ASSUMPTIONS`` are the medians over the
 repository's six bundles of each bundle's median fit over its metrics, their ranges the lowest
-and highest bundle (``scripts/planner_defaults.py``, docs/planner.md).
+and highest bundle (``scripts/report/planner_defaults.py``, docs/planner.md).
 A pair with human labels for every item it has a metric label for is replayed on its real
 labels; the others get simulated humans.
 
@@ -144,7 +144,7 @@ class Assumptions:
 
 #: ``fit_assumptions`` on the repository's six bundles with human labels (every metric): the
 #: median over bundles of each bundle's median over its metrics, and as the range the lowest
-#: and highest bundle (``python scripts/planner_defaults.py``, rounded; docs/planner.md).
+#: and highest bundle (``python scripts/report/planner_defaults.py``, rounded; docs/planner.md).
 DEFAULT_ASSUMPTIONS = Assumptions(
     metric_error=0.400,
     tie_rate=0.310,

@@ -1,4 +1,4 @@
-"""Pairwise preferences: from scalar scores (SPEC §1) and per-pair label tables of a bundle.
+"""Pairwise preferences: from scalar scores (docs/formulas.md §1) and per-pair label tables of a bundle.
 
 Labels everywhere: ``+1`` = first system better, ``0`` = tie, ``-1`` = second better. A pair is
 always stored in canonical order (first < second by name); a row given the other way round is
@@ -6,7 +6,7 @@ flipped and its label negated.
 
 The item is the unit. Several judgements of one comparison (several annotators of one item
 and pair) are aggregated before any statistic into one label, the sign of their mean
-(``sign_of_mean_per_item``; SPEC §1 averages annotators first, and the Correction paper merges
+(``sign_of_mean_per_item``; docs/formulas.md §1 averages annotators first, and the Correction paper merges
 its three crowd labels per item into one). Counting each annotator's label as an observation
 treats correlated labels as independent: on PandaLM, under a null that flips whole items, the
 per-label sign test decides ± for about a quarter of the pairs at alpha 0.05.

@@ -2,7 +2,7 @@
 
 Decisions are integers in canonical pair order (first < second by name): ``+1`` = first
 significantly better, ``-1`` = second significantly better, ``0`` = no significant
-difference (SPEC §3, §5).
+difference (docs/formulas.md §3, §5).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _check_decision(value, what: str) -> int:
 
 
 def decision_category(reference: int, candidate: int) -> str:
-    """Category of a candidate decision judged against a reference decision (SPEC §5).
+    """Category of a candidate decision judged against a reference decision (docs/formulas.md §5).
 
     Correct: same significant direction, or neither significant. Inversion: opposite
     significant directions. Omission: reference significant, candidate not. Insertion:
@@ -77,7 +77,7 @@ def category_rates(categories: Mapping[tuple[str, str], str]) -> dict[str, float
 
 
 # --------------------------------------------------------------------------------------
-# Sign tests (SPEC §3)
+# Sign tests (docs/formulas.md §3)
 
 ASYMPTOTIC = "asymptotic"
 EXACT = "exact"
@@ -189,7 +189,7 @@ def decisions_from_labels(
 
 
 # --------------------------------------------------------------------------------------
-# Significance DAG (SPEC §3)
+# Significance DAG (docs/formulas.md §3)
 
 
 @dataclass(frozen=True)

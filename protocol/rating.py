@@ -1,13 +1,13 @@
-"""Rating consistency, preference strength and (separability-weighted) Elo (SPEC §7).
+"""Rating consistency, preference strength and (separability-weighted) Elo (docs/formulas.md §7).
 
 A *rating set* is one rater's k preference labels on k sample pairs of one input,
 r_i ∈ {+1 (first system better), 0 (tie), −1 (second better)}:
 
-- consistency          0 if both +1 and −1 occur, else |mean(r)|      (separability.txt Eq. 4)
+- consistency          0 if both +1 and −1 occur, else |mean(r)|      (Separability paper Eq. 4)
 - preference strength  mean(r)                                         (App. D)
 
-Elo (separability.txt §4): R' = R + K (S − E), E = 1 / (1 + 10^((R_B − R_A)/400)),
-S ∈ {1, ½, 0}. The separability-weighted K (Eq. 6 was lost in extraction; SPEC §7 form):
+Elo (Separability paper §4): R' = R + K (S − E), E = 1 / (1 + 10^((R_B − R_A)/400)),
+S ∈ {1, ½, 0}. The separability-weighted K (Eq. 6 was lost in extraction; docs/formulas.md §7 form):
 K_δ = K (1 + α tanh(β (δ − τ))). Comparisons are processed in the order given; confidence
 intervals come from bootstrap resamples, all replicates advanced at once. When several
 comparisons share an item (several raters, several samples of one item), give ``clusters``

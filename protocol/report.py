@@ -1,6 +1,6 @@
 """How a metric compares with the human labels of a bundle: Favi-Score, sign accuracy, DAGs, SPA.
 
-``python -m protocol.report BUNDLE --metric NAME [--json]`` (DESIGN.md command-line contract)
+``python -m protocol.report BUNDLE --metric NAME [--json]`` (docs/formulas.md, "Command lines")
 prints ``{"systems", "pairs": [{"first", "second", "confusion", "favi", "human_decision",
 "metric_decision", "category"}], "sample_accuracy", "system_accuracy", "mean_abs_favi",
 "spa", "pa"}``.
@@ -10,12 +10,12 @@ Definitions used here:
   (item, system) before a preference is derived; several labels of one item and pair are
   merged into the sign of their mean, so the item is the unit (protocol.preferences).
   Metric labels come from metric_score or metric_preference rows alike.
-- Every pair is judged on its *evaluation setting* (papers/favi-score.txt Def. 3): the human
+- Every pair is judged on its *evaluation setting* (Favi-Score paper Def. 3): the human
   label of every item the metric also rated, paired with that item's metric label (one row
   of the confusion matrix per item, however many annotators judged it).
 - human_decision / metric_decision: the default sign test (asymptotic, ties discarded,
   alpha 0.05) on that pair's human outcome d (row sums) and metric outcome d_hat (column
-  sums); category: the metric decision judged against the human one (SPEC §5).
+  sums); category: the metric decision judged against the human one (docs/formulas.md §5).
 - SPA / PA: when both the humans and the metric give scalar scores, the (systems, items)
   score matrices on the items every kept system has in both (systems the metric never
   scored are left out). Otherwise per pair the per-item preference labels on the items both
@@ -208,7 +208,7 @@ def _interval(values) -> list | None:
 
 
 def report_json(report: MetricReport) -> dict:
-    """The DESIGN.md ``protocol.report`` object (plus "intervals" when bootstrapped)."""
+    """The ``protocol.report`` object of docs/formulas.md ("Command lines") (plus "intervals" when bootstrapped)."""
     result = {
         "systems": list(report.systems),
         "pairs": [

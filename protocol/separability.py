@@ -1,4 +1,4 @@
-"""Separability of a comparison (separability.txt §2, App. D; SPEC §7).
+"""Separability of a comparison (Separability paper §2, App. D; docs/formulas.md §7).
 
 For one input, system A has k sampled outputs a_1..a_k and system B has l outputs b_1..b_l.
 

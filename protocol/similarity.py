@@ -1,4 +1,4 @@
-"""Text similarities for separability (separability.txt §2.2, App. E; SPEC §7).
+"""Text similarities for separability (Separability paper §2.2, App. E; docs/formulas.md §7).
 
 Every similarity here is symmetric, s(a, b) = s(b, a), and scores many text pairs per call:
 

@@ -6,13 +6,13 @@ annotation unit is one human label (SummEval relevance: 120 pairs x 100 items = 
 metric labels of all items are known from the start, and the budget is every available
 label. Each round the policy's items are drawn uniformly at random among the pair's labels
 not yet used (seeded per pair). Every pair's final decision is then compared with the
-human-only decision on all its human labels (SPEC §5).
+human-only decision on all its human labels (docs/formulas.md §5).
 
 ``null_labels`` builds the null replay for error control: within every item the two
 systems of a pair are swapped with probability 1/2 (human and metric labels flip together),
 so the two systems are exchangeable and any ± decision is false.
 
-Command line (DESIGN.md)::
+Command line (docs/formulas.md, "Command lines")::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
         [--policy paper|adaptive] [--method fast|nuts] [--json]
@@ -100,7 +100,7 @@ class ReplayResult:
     crowd: Mapping | None = None  # replay with simulated annotators: CrowdReport.as_dict()
 
     def summary(self) -> dict:
-        """The command-line JSON object (keys exactly as in DESIGN.md, plus the crowd's counts
+        """The command-line JSON object (keys exactly as in docs/formulas.md, plus the crowd's counts
         when the replay simulated annotators); NaN becomes None (null)."""
         out = {key: getattr(self, key) for key in SUMMARY_KEYS}
         if self.crowd is not None:

@@ -1,6 +1,6 @@
 """Soft Pairwise Accuracy (SPA) and Pairwise Accuracy (PA) between human and metric scores.
 
-SPEC §6, papers/soft-pairwise-accuracy.txt §2–3. For every pair of systems (i, j) a paired
+docs/formulas.md §6, SPA paper §2–3. For every pair of systems (i, j) a paired
 permutation test gives P[i, j], the p-value of "i is better than j": the fraction of random
 sign flips s of the per-segment differences with s·(x_i - x_j) >= sum(x_i - x_j). Small
 P[i, j] means i is better, large means j is better, 0.5 means indistinguishable.
@@ -416,7 +416,7 @@ class MetricRanking:
 
 
 def significance_clusters(p_values, alpha: float = 0.05) -> tuple[int, ...]:
-    """Greedy significance clusters (papers/soft-pairwise-accuracy.txt §4.4).
+    """Greedy significance clusters (SPA paper §4.4).
 
     p_values: (M, M), metrics sorted best first; p_values[a, b] (a < b) is the p-value of
     "metric b is as good as metric a". Walking down the list, a metric opens a new rank as

@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from protocol.quality import QualityThresholds
 
+from ..errors import HitError
 from ..models import Annotator, Assignment, CheckItem, Judgement, JudgementKind, Study
 
 
@@ -151,8 +152,6 @@ def check_submit(*, assignment: Assignment, annotator: Annotator, shown_value: i
 
     Preconditions: as services.hits.judgement_submit checked them (answer, key, owner).
     """
-    from .hits import HitError
-
     with transaction.atomic():
         earlier = Judgement.objects.filter(assignment_id=assignment.pk).first()
         if earlier is not None:

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from ..errors import CrowdEntryRefused, HitError
 from ..models import Annotator, CrowdSession, Study
-from .hits import HitError, annotator_for_worker
-
-
-class CrowdEntryRefused(ValueError):
-    """A crowd worker's entry is refused; the message says why (shown to the worker)."""
+from .hits import annotator_for_worker
 
 
 def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform_session_id: str,

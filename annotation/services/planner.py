@@ -1,7 +1,7 @@
 """The planner inside the app: a researcher's plan request becomes a PlanJob run off the request.
 
 ``plan_job_create`` validates and stores the request, and after its commit schedules the run
-where round closes run (``settings.EVALAPP_ROUND_CLOSE``): a Celery task with a broker, a
+where round closes run (annotation/jobs.py, ``settings.EVALAPP_ROUND_CLOSE``): a Celery task with a broker, a
 background thread of the web process without one, inline in the test suite.
 ``plan_job_run`` reads the study's data as a bundle (its metric labels; its human labels:
 imported human ratings and judgements so far), runs ``protocol.plan.plan`` and writes the
@@ -12,21 +12,21 @@ sweep (``plan_jobs_resume``), and marked failed after ``PLAN_MAX_ATTEMPTS`` runs
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from datetime import timedelta
-from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
-from protocol.plan import Assumptions, grid_of
+from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
+from protocol.preferences import human_labels, metric_labels
 
+from .. import jobs
 from ..models import PlanJob, Study
+from ..selectors.exports import study_bundle
 
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
@@ -74,17 +74,12 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         raise ValueError("; ".join(error.messages)) from None
     with transaction.atomic():
         job.save()
-        transaction.on_commit(lambda: plan_job_schedule(job.pk))
+        transaction.on_commit(lambda: jobs.plan_job(job.pk))
     return job
 
 
 def plan_job_run(*, job_id: int) -> PlanJob:
     """Run a queued (or interrupted) job to the end; a finished one is left as it is."""
-    from protocol.plan import has_paired_labels, plan
-    from protocol.preferences import human_labels, metric_labels
-
-    from ..selectors import study_bundle
-
     job = PlanJob.objects.select_related("study", "study__metric").get(pk=job_id)
     if job.status in (PlanJob.Status.DONE, PlanJob.Status.FAILED):
         return job
@@ -119,7 +114,7 @@ def plan_job_run(*, job_id: int) -> PlanJob:
 def plan_jobs_resume(*, now=None) -> int:
     """Resume every queued or running job silent for ``PLAN_STALE_AFTER`` (its process ended),
     or mark it failed once it has been started ``PLAN_MAX_ATTEMPTS`` times. Returns the jobs
-    resumed. Part of the periodic sweep (services.rounds.protocol_sweep)."""
+    resumed. Part of the periodic sweep (services.runtime.protocol_sweep)."""
     cutoff = (now or timezone.now()) - PLAN_STALE_AFTER
     stalled = PlanJob.objects.filter(status__in=[PlanJob.Status.QUEUED, PlanJob.Status.RUNNING]).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
@@ -133,37 +128,6 @@ def plan_jobs_resume(*, now=None) -> int:
             continue
         # Claim it (compare-and-set on the heartbeat) so two sweeps do not both resume it.
         if PlanJob.objects.filter(pk=job.pk, heartbeat_at=job.heartbeat_at).update(heartbeat_at=timezone.now()):
-            plan_job_schedule(job.pk)
+            jobs.plan_job(job.pk)
             resumed += 1
     return resumed
-
-
-_executor: ThreadPoolExecutor | None = None
-_guard = threading.Lock()
-
-
-def plan_job_schedule(job_id: int) -> None:
-    """Run the job where round closes run (module docstring); call after its commit."""
-    mode = settings.EVALAPP_ROUND_CLOSE
-    if mode == "inline":
-        plan_job_run(job_id=job_id)
-    elif mode == "celery":
-        from ..tasks import plan_job_task
-
-        plan_job_task.delay(job_id)
-    else:
-        global _executor
-        with _guard:
-            if _executor is None:
-                # one plan at a time: a plan is CPU-bound, more threads would only share the cores
-                _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalapp-plans")
-        _executor.submit(_run_in_thread, job_id)
-
-
-def _run_in_thread(job_id: int) -> None:
-    try:
-        plan_job_run(job_id=job_id)
-    except Exception:  # nobody to raise to in a background thread
-        log.exception("plan job %s failed", job_id)
-    finally:
-        connection.close()

@@ -7,7 +7,7 @@ import itertools
 import os
 from collections import Counter, defaultdict
 from dataclasses import replace
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import BinaryIO
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from protocol import adaptive
 from protocol.separability import compute_alignments
 
-from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, read_bundle, write_bundle_rows
+from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, read_bundle
 from protocol.preferences import canonical_pair
 
 from ..models import (
@@ -39,32 +39,16 @@ from ..models import (
     StudyMembership,
     System,
 )
-from ..selectors import counted_judgements
-from . import protocol_state, rounds
+from .. import jobs
+from ..selectors.exports import SETTING_FIELDS
+from ..selectors.studies import comparison_sample_texts
+from ..serving import protocol_state
+from . import runtime
 from .members import study_membership_set
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
 
-# Study settings a bundle may carry (protocol.bundle.STUDY_SETTINGS) -> Study fields.
-SETTING_FIELDS = {
-    "gamma": "gamma",
-    "batch_size": "batch_size",
-    "budget": "budget",
-    "ratings_per_item": "ratings_per_item",
-    "allocation_policy": "allocation_policy",
-    "lease_timeout_seconds": "lease_timeout_seconds",
-    "completion_code": "completion_code",
-    "prolific_study_id": "prolific_study_id",
-    "shown_sample": "shown_sample",
-    "session_hits_min": "session_hits_min",
-    "session_hits_max": "session_hits_max",
-    "session_minutes": "session_minutes",
-    "min_seconds_per_hit": "min_seconds_per_hit",
-    "check_every": "check_every",
-    "onboarding_checks": "onboarding_checks",
-    "repeat_every": "repeat_every",
-}
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -148,7 +132,7 @@ def study_import(
             study.save(update_fields=["metric"])
         if start:
             # The protocol starts with the study, so no page or API read ever has to start it.
-            rounds.protocol_start(study=study)
+            runtime.protocol_start(study=study)
             progress("protocol", 1, 1)
         else:
             study.status = Study.Status.DRAFT
@@ -160,9 +144,7 @@ def study_import(
             study.separability_status = "pending"
             study.save(update_fields=["separability_status"])
             if separability == "background":
-                from ..tasks import study_separability_task
-
-                transaction.on_commit(lambda: study_separability_task.delay(study.id))
+                transaction.on_commit(lambda: jobs.study_separability(study.id))
     if has_samples and separability == "inline":
         study_separability_compute(study_id=study.id, progress=progress)
         study.refresh_from_db()
@@ -302,8 +284,6 @@ def study_separability_compute(*, study_id: int, progress: Progress = _no_progre
     the end, so a crash leaves the old values and status "failed". Returns the number of
     comparisons updated.
     """
-    from ..selectors import comparison_sample_texts
-
     study = Study.objects.get(pk=study_id)
     ids, first_texts, second_texts = comparison_sample_texts(study=study)
     Study.objects.filter(pk=study_id).update(separability_status="running", separability_done=0,
@@ -419,7 +399,7 @@ def study_launch(*, study: Study) -> Study:
         if study.status != Study.Status.DRAFT or study.protocol_started:
             raise ValueError("the study is not a draft: it has been launched already")
         study.full_clean()
-        rounds.protocol_start(study=study)
+        runtime.protocol_start(study=study)
         study.status = Study.Status.RUNNING
         study.save(update_fields=["status"])
         return study
@@ -474,77 +454,6 @@ def api_token_revoke(*, user) -> bool:
     return bool(deleted)
 
 
-def study_export_rows(*, study: Study) -> Iterator[dict]:
-    """The study as bundle rows; judgements (imported and live) become human_preference rows."""
-    head = {"kind": "study", "name": study.name}
-    if study.criterion:
-        head["criterion"] = study.criterion
-    if study.instructions:
-        head["instructions"] = study.instructions
-    for key, field in SETTING_FIELDS.items():
-        value = getattr(study, field)
-        if value not in ("", None):
-            head[key] = value
-    if study.metric_id:
-        head["metric"] = study.metric.name
-    yield head
-    for item in study.items.order_by("position").iterator():
-        row = {"kind": "item", "id": item.external_id, "input": item.input}
-        if item.reference:
-            row["reference"] = item.reference
-        yield row
-    outputs = Output.objects.filter(item__study=study).select_related("item", "system").order_by(
-        "item__position", "system__name", "sample")
-    for o in outputs.iterator():
-        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name, "text": o.text,
-               "sample": o.sample}
-    scores = MetricScore.objects.filter(metric__study=study).select_related(
-        "metric", "output__item", "output__system").order_by("metric__name", "output__item__position",
-                                                             "output__system__name")
-    for s in scores.iterator():
-        yield {"kind": "metric_score", "item": s.output.item.external_id, "system": s.output.system.name,
-               "metric": s.metric.name, "score": s.value}
-    prefs = MetricPreference.objects.filter(metric__study=study).select_related(
-        "metric", "item", "first", "second").order_by("metric__name", "item__position", "first__name", "second__name")
-    for p in prefs.iterator():
-        yield {"kind": "metric_preference", "item": p.item.external_id, "first": p.first.name,
-               "second": p.second.name, "metric": p.metric.name, "preference": p.value}
-    humans = HumanScore.objects.filter(output__item__study=study).select_related(
-        "output__item", "output__system").order_by("output__item__position", "output__system__name", "id")
-    for h in humans.iterator():
-        row = {"kind": "human_score", "item": h.output.item.external_id, "system": h.output.system.name,
-               "score": h.value}
-        if h.annotator_label:
-            row["annotator"] = h.annotator_label
-        yield row
-    # Counted judgements only: checks, repeats and the judgements of excluded workers are not
-    # preferences of the study (the judgements CSV lists them, marked).
-    judgements = counted_judgements(study=study).select_related(
-        "comparison__item", "comparison__first", "comparison__second", "annotator").order_by("id")
-    for j in judgements.iterator():
-        a = j.annotator
-        # A crowd worker is one platform session of a worker id: both name them (models.Annotator).
-        label = a.external_id if a.platform == Annotator.Platform.IMPORT else ":".join(
-            filter(None, (a.platform, a.external_id, a.session_id)))
-        yield {"kind": "human_preference", "item": j.comparison.item.external_id,
-               "first": j.comparison.first.name, "second": j.comparison.second.name,
-               "preference": j.value, "annotator": label}
-    yield from _check_rows(study)
-
-
-def _check_rows(study: Study) -> Iterator[dict]:
-    for c in CheckItem.objects.filter(study=study).order_by("position"):
-        row = {"kind": "check", "id": c.external_id, "input": c.input, "first": c.first, "second": c.second,
-               "expected": c.expected}
-        if c.reference:
-            row["reference"] = c.reference
-        yield row
-
-
-def study_export(*, study: Study, path: str | os.PathLike) -> int:
-    """Write the study as a bundle (gzipped when the name ends in .gz); returns lines written."""
-    return write_bundle_rows(study_export_rows(study=study), path)
-
 
 def demo_user_ensure(*, username: str, password: str, is_staff: bool = False):
     """Create or reset a demo account (used by the README's demo command)."""
@@ -565,8 +474,6 @@ __all__ = [
     "item_withdraw",
     "study_crowd_settings_update",
     "demo_user_ensure",
-    "study_export",
-    "study_export_rows",
     "study_import",
     "api_token_create",
     "api_token_revoke",

@@ -162,7 +162,7 @@ def _run(args) -> int:
     from django.core.wsgi import get_wsgi_application
     from django.db import connection
 
-    from annotation.services import rounds, study_import
+    from annotation.services import runtime, study_import
 
     call_command("migrate", verbosity=0)
     study = study_import(source=BUNDLE, slug="summeval-relevance", metric="bert_score_f")
@@ -171,7 +171,7 @@ def _run(args) -> int:
     close_cpu: list[float] = []
     close_backend_ms: list[float] = []
     backend = {"pid": None}
-    close_inline = rounds.rounds_close
+    close_inline = runtime.rounds_close
 
     counting: list[cProfile.Profile] = []  # the call counter, paused during a close
 
@@ -187,7 +187,7 @@ def _run(args) -> int:
             for counter in counting:
                 counter.enable()
 
-    rounds.rounds_close = timed_close  # so that the close's CPU is counted apart from the request's
+    runtime.rounds_close = timed_close  # so that the close's CPU is counted apart from the request's
     queries = [0]
     shown: list[str] = []
 

@@ -4,7 +4,7 @@ Used by the ``scripts/convert_*.py`` converters. The writer sorts every row, wri
 JSON with ``kind`` first, and gzips with ``mtime=0`` and no file name in the header, so
 regenerating a bundle from the same source gives a byte-identical file.
 
-``check_rows`` applies the bundle rules of DESIGN.md ("Study bundle") without Django or
+``check_rows`` applies the bundle rules of docs/bundle-format.md without Django or
 ``protocol.bundle`` so a converter can refuse to write a bad bundle. When
 ``protocol.bundle.read_bundle`` exists, ``validate_with_protocol`` also runs it on the file.
 """

@@ -14,7 +14,7 @@ Layout of the bundle (documented in data/bundles/PROVENANCE-separability.md):
 - human_preference  one row per judgement, in canonical order (first < second by name):
           +1 = first system preferred. ``Answer.pref`` is positional: +1 = the model2_summary
           slot won, -1 = the model1_summary slot won, and ``Input.id`` = 1 puts the file's first
-          model in slot 1 (SPEC §7). The bundle format allows one preference per (item, pair,
+          model in slot 1 (docs/formulas.md §7). The bundle format allows one preference per (item, pair,
           annotator), so the annotator is "<rater>@s<sample>": the rater's 5 judgements of an
           item are its rating set, and the suffix says which sample pair was shown.
 """

@@ -192,7 +192,7 @@ Every pair's protocol decision is compared with the human-only decision on all i
   Items are still drawn uniformly: a non-random choice would bias the human counts the
   decision function treats as a random sample.
 - *KLD skipped*: pairs whose human labels never use one of the three classes have an
-  infinite KLD(p_prot ‖ p_hum) and are left out of the mean KLD (SPEC §5).
+  infinite KLD(p_prot ‖ p_hum) and are left out of the mean KLD (docs/formulas.md §5).
 - The paper's numbers come from 11-system / different-metric setups in places (its Table 1)
   and a single run; they are a reference, not a like-for-like replication.
 """

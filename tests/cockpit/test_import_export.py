@@ -10,7 +10,8 @@ from django.db import IntegrityError, transaction
 
 from annotation import models
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_export_rows, study_import, study_membership_set
+from annotation.selectors.exports import study_export_rows
+from annotation.services import study_import, study_membership_set
 from protocol.bundle import BundleError, read_bundle
 from tests.factories import BUNDLES, bundle_bytes
 

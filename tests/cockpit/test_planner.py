@@ -160,7 +160,7 @@ def test_the_sweep_resumes_a_plan_whose_process_ended_and_gives_up_after_three_r
 
     from django.utils import timezone
 
-    from annotation.services import rounds
+    from annotation.services import runtime
     from annotation.services.planner import PLAN_MAX_ATTEMPTS
 
     client, study, _ = researcher
@@ -174,7 +174,7 @@ def test_the_sweep_resumes_a_plan_whose_process_ended_and_gives_up_after_three_r
                                     attempts=1, heartbeat_at=timezone.now())
     dying = PlanJob.objects.create(study=study, params=params, status=PlanJob.Status.RUNNING, done=2, total=7,
                                    attempts=PLAN_MAX_ATTEMPTS, heartbeat_at=long_ago)
-    assert rounds.protocol_sweep()["plans_resumed"] == 1
+    assert runtime.protocol_sweep()["plans_resumed"] == 1
     lost.refresh_from_db(), recent.refresh_from_db(), dying.refresh_from_db()
     assert lost.status == PlanJob.Status.DONE and lost.result == finished.result and lost.attempts == 2
     assert recent.status == PlanJob.Status.RUNNING  # still alive: left alone

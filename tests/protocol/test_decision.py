@@ -1,4 +1,4 @@
-"""Tests of protocol.decision against SPEC §4 oracles, an independent Gibbs sampler and NUTS."""
+"""Tests of protocol.decision against docs/formulas.md §4 oracles, an independent Gibbs sampler and NUTS."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -8,12 +8,12 @@ from protocol.decision import (
     decide_many, decision_from_theta, posterior_draws,
 )
 
-# SPEC §4 count-set oracles: N (metric rows, human columns), m, theta, E[p] (S1 only)
+# docs/formulas.md §4 count-set oracles: N (metric rows, human columns), m, theta, E[p] (S1 only)
 S1 = PairCounts([[15, 4, 5], [1, 2, 1], [6, 4, 12]], metric_only=[520, 30, 400])
 S2 = PairCounts([[10, 1, 0], [1, 5, 1], [1, 0, 6]], metric_only=[300, 120, 180])
 S3 = PairCounts([[20, 8, 10], [3, 6, 3], [9, 8, 18]], metric_only=[400, 160, 390])
 SPEC_SETS = [(S1, 0.826), (S2, 0.969), (S3, 0.528)]
-ORACLE_ROUNDING = 0.0005    # the SPEC gives these thetas to three decimals
+ORACLE_ROUNDING = 0.0005    # docs/formulas.md §4 gives these thetas to three decimals
 Z = 4.0                     # Monte-Carlo tolerance in standard errors
 
 count = st.integers(0, 40)
@@ -48,7 +48,7 @@ def test_closed_form_is_a_plain_monte_carlo_probability():
     assert closed_form_theta(np.array([12, 6, 7])) == pytest.approx(estimate, abs=0.003)
 
 
-# ---------------------------------------------------------------------------- SPEC count sets
+# ---------------------------------------------------------------------------- reference count sets (docs/formulas.md §4)
 @pytest.mark.parametrize("counts, theta", SPEC_SETS)
 def test_fast_matches_spec_count_set_oracles(counts, theta):
     result = decide(counts, seed=3)
@@ -111,7 +111,7 @@ def test_s2_near_the_edge_keeps_sampling_until_resolved_or_reports_it():
 
 # ---------------------------------------------------------------------------- independent oracle
 def gibbs_theta(counts: PairCounts, chains=256, steps=1200, burn_in=200, seed=0):
-    """SPEC §4 data-augmentation Gibbs sampler, Rao-Blackwellised theta; chain-spread SE."""
+    """docs/formulas.md §4 data-augmentation Gibbs sampler, Rao-Blackwellised theta; chain-spread SE."""
     rng = np.random.default_rng(seed)
     paired = counts.paired.astype(float)
     n = counts.n.astype(float)

@@ -1,4 +1,4 @@
-"""Tests for protocol.favi against SPEC §2 oracles and the paper's Lemma 1."""
+"""Tests for protocol.favi against docs/formulas.md §2 oracles and the paper's Lemma 1."""
 from __future__ import annotations
 
 from types import SimpleNamespace

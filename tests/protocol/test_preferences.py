@@ -1,4 +1,4 @@
-"""protocol.preferences: SPEC §1 and the per-pair label tables."""
+"""protocol.preferences: docs/formulas.md §1 and the per-pair label tables."""
 import json
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tests for protocol.ranking: sign tests, DAGs, decision comparison (SPEC §3, §5)."""
+"""Tests for protocol.ranking: sign tests, DAGs, decision comparison (docs/formulas.md §3, §5)."""
 from __future__ import annotations
 
 import itertools
@@ -67,7 +67,7 @@ def test_compare_decisions_rejects_unknown_candidate_pair():
         compare_decisions({("A", "B"): 1}, {("A", "C"): 1})
 
 
-# ---------------------------------------------------------------- sign tests (SPEC §3)
+# ---------------------------------------------------------------- sign tests (docs/formulas.md §3)
 def test_sign_test_oracle_317_245():
     result = sign_test(317, 245)
     assert float(result.statistic) == pytest.approx(3.0371, abs=5e-5)

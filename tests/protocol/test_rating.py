@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from protocol.rating import consistency, elo, preference_strength, separability_elo, separability_k
 
-SPEC_ORACLES = [  # SPEC §7: ratings -> (consistency, preference strength)
+SPEC_ORACLES = [  # docs/formulas.md §7: ratings -> (consistency, preference strength)
     ([1, 1, 0, 1, 0], 0.6, 0.6),
     ([1, -1, 1, 1, 1], 0.0, 0.6),
     ([-1, 0, -1, -1, -1], 0.8, -0.8),
@@ -124,7 +124,7 @@ def test_bad_input_raises():
 
 
 BUNDLE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "separability_prefs.jsonl.gz"
-SPEC_MEAN_CONSISTENCY = {  # SPEC §7 real-data oracle, given to 3 decimals
+SPEC_MEAN_CONSISTENCY = {  # docs/formulas.md §7 real-data oracle, given to 3 decimals
     "cnndm-flan-gpt": 0.800, "samsum-mistral-vicuna": 0.468, "cnndm-vicuna-gpt": 0.384, "samsum-vicuna-gpt": 0.407,
 }
 
@@ -152,7 +152,7 @@ def test_real_data_mean_consistency_per_file_matches_spec():
     assert {f: len(v) for f, v in by_file.items()} == dict.fromkeys(SPEC_MEAN_CONSISTENCY, 150)
     for name, expected in SPEC_MEAN_CONSISTENCY.items():
         assert consistency(np.array(by_file[name])).mean() == pytest.approx(expected, abs=5e-4), name
-    # orientation (SPEC §7): humans prefer GPT-3.5 (second) over FLAN-T5 (first) in ~95% of decided judgements
+    # orientation (docs/formulas.md §7): humans prefer GPT-3.5 (second) over FLAN-T5 (first) in ~95% of decided judgements
     flan = np.concatenate(by_file["cnndm-flan-gpt"])
     assert 0.93 < (flan == -1).sum() / (flan != 0).sum() < 0.97
 

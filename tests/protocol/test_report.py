@@ -1,4 +1,4 @@
-"""Tests for protocol.report: the metric-vs-human report and its command line (DESIGN.md)."""
+"""Tests for protocol.report: the metric-vs-human report and its command line (docs/formulas.md)."""
 from __future__ import annotations
 
 import json

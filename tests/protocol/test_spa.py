@@ -1,4 +1,4 @@
-"""Tests for protocol.spa: paired permutation p-values, SPA, PA, metric clusters (SPEC §6)."""
+"""Tests for protocol.spa: paired permutation p-values, SPA, PA, metric clusters (docs/formulas.md §6)."""
 from __future__ import annotations
 
 import numpy as np

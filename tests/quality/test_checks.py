@@ -5,7 +5,9 @@ import pytest
 
 from annotation import selectors
 from annotation.models import Assignment, CheckItem, Judgement, PairState
-from annotation.services import protocol_state, study_import, study_export_rows
+from annotation.selectors.exports import study_export_rows
+from annotation.serving import protocol_state
+from annotation.services import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
 from tests.factories import GOOD, bundle_bytes, checked_rows, current_hit, start_worker
 
@@ -204,7 +206,7 @@ def test_an_api_client_cannot_tell_a_check_from_a_comparison():
 def test_checks_and_repeats_keep_the_minimum_seconds_per_hit(client):
     """An attention check answered at once was accepted although the study asks for 30
     seconds per HIT (issue 21, finding 6)."""
-    study = study_import(source=bundle_bytes(rows(onboarding_checks=1, min_seconds_per_hit=30)))
+    study = study_import(source=bundle_bytes(checked_rows(onboarding_checks=1, min_seconds_per_hit=30)))
     start_worker(client, study.slug, "hasty")
     assignment, context = current_hit(client, study.slug)
     assert assignment.kind == "check"

@@ -8,7 +8,8 @@ from django.db import connection
 
 from annotation.models import Annotator, Judgement, PairState
 from annotation.selectors import counted_judgements, study_serving_audit
-from annotation.services import protocol_state, quality, rounds, study_import
+from annotation.serving import protocol_state
+from annotation.services import quality, runtime, study_import
 from tests.factories import annotate_concurrently, bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,14 +43,14 @@ def test_excluding_and_reincluding_during_submits_keeps_every_invariant(settings
     # Closes and re-decisions left pending by a lost pass finish in the sweep.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        rounds.protocol_sweep()
+        runtime.protocol_sweep()
         study.refresh_from_db()
-        if not quality.redecide_pending(study) and not PairState.objects.filter(study=study,
+        if not runtime.redecide_pending(study) and not PairState.objects.filter(study=study,
                                                                                  status="filled").exists():
             break
         time.sleep(0.2)
     study.refresh_from_db()
-    assert not quality.redecide_pending(study)
+    assert not runtime.redecide_pending(study)
     audit = study_serving_audit(study=study, acknowledged_keys=outcome["acknowledged"])
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
     assert audit["lost"] == 0 and audit["duplicates"] == 0

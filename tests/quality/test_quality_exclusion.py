@@ -7,7 +7,9 @@ import pytest
 from annotation import selectors
 from annotation.models import ExclusionEvent, PairState, Study
 from annotation.services import hits as serving
-from annotation.services import quality, rounds, study_import
+from annotation import jobs
+from annotation.serving import protocol_state
+from annotation.services import quality, runtime, study_import
 from tests.factories import (
     HONEST,
     annotate_with_spammer,
@@ -52,10 +54,10 @@ def test_spammer_is_flagged_excluded_and_the_redecided_run_equals_the_run_withou
     # The study rule excludes the flagged worker; the sweep runs it off the request path and the
     # re-decision follows.
     Study.objects.filter(pk=study.pk).update(exclude_too_fast=True)
-    swept = rounds.protocol_sweep()
+    swept = runtime.protocol_sweep()
     assert swept["workers_excluded"] == 1
     study.refresh_from_db()
-    assert study.exclusions_active == 1 and not quality.redecide_pending(study)
+    assert study.exclusions_active == 1 and not runtime.redecide_pending(study)
     assert study.protocol_lost_judgements == spam_count
     assert selectors.counted_judgements(study=study).filter(annotator=spammer).count() == 0
     assert selectors.study_progress(study=study)["lost_judgements"] == spam_count
@@ -86,7 +88,7 @@ def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_mod
     study.refresh_from_db()
     assert study.protocol_lost_judgements == spam_count
     assert selectors.counted_judgements(study=study).count() == counted_before - spam_count
-    pairs = {p.key: p for p in quality.protocol_state.study_state_load(
+    pairs = {p.key: p for p in protocol_state.study_state_load(
         study, PairState.objects.filter(study=study)).pairs}
     assert sum(p.judgements for p in pairs.values()) == counted_before - spam_count
 
@@ -94,7 +96,7 @@ def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_mod
     study.refresh_from_db()
     assert (study.protocol_lost_judgements, study.exclusions_active) == (0, 0)
     assert selectors.counted_judgements(study=study).count() == counted_before
-    state = quality.protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     assert state.spent == counted_before
     log = list(ExclusionEvent.objects.filter(study=study).order_by("id").values_list("action", "user__username",
                                                                                       "reason"))
@@ -119,14 +121,14 @@ def test_the_sweep_finishes_a_lost_redecision_of_a_finished_study(django_user_mo
     study.refresh_from_db()
     researcher = django_user_model.objects.create_user("res-finished", password="x")
     settings.EVALAPP_ROUND_CLOSE = "celery"
-    cache.set(rounds.QUEUED_KEY.format(study.pk), 1, timeout=60)  # a close "already queued": nothing is sent
+    cache.set(jobs.QUEUED_KEY.format(study.pk), 1, timeout=60)  # a close "already queued": nothing is sent
     assert quality.annotator_exclude(study=study, annotator=workers["spammer"], user=researcher, reason="spam")
     study.refresh_from_db()
-    assert quality.redecide_pending(study)
+    assert runtime.redecide_pending(study)
     settings.EVALAPP_ROUND_CLOSE = "inline"
-    rounds.protocol_sweep()
+    runtime.protocol_sweep()
     study.refresh_from_db()
-    assert not quality.redecide_pending(study)
-    state = quality.protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert not runtime.redecide_pending(study)
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     assert sum(p.judgements for p in state.pairs) == selectors.counted_judgements(study=study).count()
-    cache.delete(rounds.QUEUED_KEY.format(study.pk))
+    cache.delete(jobs.QUEUED_KEY.format(study.pk))

@@ -3,7 +3,8 @@ import pytest
 from django.template import Context, Template
 
 from annotation import models
-from annotation.services import study_export, study_import
+from annotation.selectors.exports import study_export
+from annotation.services import study_import
 from protocol.bundle import read_bundle
 from tests.factories import BUNDLES, bundle_bytes
 

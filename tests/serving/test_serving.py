@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.services import hits as serving
-from annotation.services import protocol_state
+from annotation.serving import protocol_state
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
 from annotation.services import study_import, study_membership_set
 from tests.factories import (

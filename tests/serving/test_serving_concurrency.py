@@ -80,12 +80,12 @@ def test_the_sweeper_thread_stops_when_closes_no_longer_run_in_threads(settings)
     """A test in thread mode starts this process's sweeper; once the mode is switched back it
     must stop, or it sweeps (closes rounds) behind the back of later tests — the PostgreSQL
     fault test once saw its filled rounds closed by it."""
-    from annotation.services import rounds
+    from annotation import jobs
 
     settings.EVALAPP_ROUND_CLOSE = "thread"
     settings.EVALAPP_SWEEP_SECONDS = 0.2
-    rounds.sweeper_ensure()
-    sweeper = rounds._sweeper
+    jobs.sweeper_ensure()
+    sweeper = jobs._sweeper
     assert sweeper is not None and sweeper.is_alive()
     settings.EVALAPP_ROUND_CLOSE = "inline"
     sweeper.join(timeout=10)

@@ -18,7 +18,9 @@ from django.test import Client
 
 from annotation.models import Annotator, Judgement, PairState, Study
 from annotation.selectors import study_serving_audit
-from annotation.services import hits, protocol_state, rounds, study_import
+from annotation import jobs
+from annotation.serving import protocol_state
+from annotation.services import hits, runtime, study_import
 from protocol import adaptive
 from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, redis_answers
 
@@ -137,7 +139,7 @@ def test_a_filled_round_whose_close_never_ran_is_closed_by_the_sweep(settings):
                         settings.CELERY_TASK_DEFAULT_QUEUE], cwd=REPO, capture_output=True, timeout=60,
                        env={**os.environ, "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15"})
     assert PairState.objects.filter(study=study, status=adaptive.FILLED).count() == 1
-    assert rounds.protocol_sweep()["pairs_closed"] == 1
+    assert runtime.protocol_sweep()["pairs_closed"] == 1
     assert not PairState.objects.filter(study=study, status=adaptive.FILLED).exists()
     assert Study.objects.get(pk=study.pk).protocol_closes == 1
 
@@ -153,7 +155,7 @@ def test_a_worker_killed_mid_close_and_restarted_converges_to_the_same_decisions
     # Fill every pair's first round with the round close switched off (left to the worker).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(settings, "EVALAPP_ROUND_CLOSE", "celery")
-        patch.setattr(rounds, "schedule_close", lambda study_id: None)  # the task is sent below
+        patch.setattr(jobs, "rounds_close", lambda study_id: None)  # the task is sent below
         for _ in range(12):
             for annotator in annotators:
                 hit = hits.hit_next_for_annotator(study=study, annotator=annotator)

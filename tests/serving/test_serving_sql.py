@@ -1,4 +1,4 @@
-"""The serving loop's plain SQL (annotation/sql.py) writes what the ORM would, and reads it back.
+"""The serving loop's plain SQL (annotation/serving/store.py) writes what the ORM would, and reads it back.
 
 The loop's statements are hand-written for speed; these tests read what they wrote through
 the ORM (datetimes, JSON, booleans on SQLite and PostgreSQL alike) and check that PostgreSQL
@@ -11,8 +11,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState
-from annotation.services import hits, protocol_state, study_import
-from annotation.services.protocol_state import pair_row_locked
+from annotation.serving import protocol_state
+from annotation.services import hits, study_import
+from annotation.serving.store import pair_row_locked
 from tests.factories import bundle_bytes, crowd_rows, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)

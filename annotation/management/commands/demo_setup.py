@@ -11,9 +11,10 @@ from django.core.management.base import BaseCommand
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
+from annotation.reports import study_metrics_table, study_metrics_table_refresh
 from annotation.services import (demo_user_ensure, study_crowd_settings_update, study_import,
                                  study_membership_set)
-from annotation.services.rounds import protocol_ensure_started
+from annotation.services.runtime import protocol_ensure_started
 
 BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
 # (bundle, slug, metric the protocol uses)
@@ -65,8 +66,6 @@ class Command(BaseCommand):
                 study_membership_set(study=study, user=user, role=role)
             self.stdout.write(f"  {username:<11} password: {password}")
         # The metrics table is a background job; computing it now spares the first visitor the wait.
-        from annotation.reports import study_metrics_table, study_metrics_table_refresh
-
         for study in studies:
             if study.metrics.exists() and study_metrics_table(study=study) is None:
                 self.stdout.write(f"computing the metrics table of {study.slug} ...")

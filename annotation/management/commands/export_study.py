@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
-from annotation.services import study_export
+from annotation.selectors.exports import study_export
 
 
 class Command(BaseCommand):

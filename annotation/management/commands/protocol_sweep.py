@@ -8,7 +8,7 @@ import json
 from django.core.management.base import BaseCommand
 
 from annotation.models import Study
-from annotation.services.rounds import protocol_ensure_started, protocol_sweep
+from annotation.services.runtime import protocol_ensure_started, protocol_sweep
 
 
 class Command(BaseCommand):

@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from protocol import adaptive
 
-from .. import sql
+from . import store
 from ..models import PairState, PairStateHistory, Study
 
 MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
+MIRRORED_COLUMNS = tuple(MIRRORED)
 
 
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
@@ -45,24 +46,11 @@ def pair_state_of(row: PairState) -> adaptive.PairState:
     return adaptive.PairState.from_dict(row.state)
 
 
-# A pair row as the serving loop reads it (plain SQL, annotation/sql.py): every column.
-PAIR_COLUMNS = ("id", "study_id", "first_id", "second_id", "status", "decision", "theta", "theta_se", "round",
-                "quota_left", "leased", "version", "state", "updated_at")
-_PAIR_SELECT = ", ".join(f'"{column}"' for column in PAIR_COLUMNS)
-
-
-def pair_row_locked(pk: int) -> PairState:
-    """The pair row ``pk``, locked for the caller's transaction (on SQLite the write
-    transaction holds the database). Call inside ``transaction.atomic``."""
-    return sql.instance(PairState, PAIR_COLUMNS,
-                        sql.one(f'SELECT {_PAIR_SELECT} FROM {sql.PAIR} WHERE "id" = %s' + sql.for_update(), [pk]))
-
-
-def pair_row_save(row: PairState, *, also: tuple[str, ...] = ()) -> None:
-    """Write back a row that ``pair_write`` filled (its JSON, mirror columns and version), and the
-    columns ``also`` (serving counters). Call holding the row's lock."""
+def pair_row_save(row: PairState, *, leases_change: int = 0) -> None:
+    """Write back a row (locked by ``store.pair_row_locked``) that ``pair_write`` filled: its
+    JSON, mirror columns and version, and its live-lease counter moved by ``leases_change``."""
     row.updated_at = timezone.now()
-    sql.update(row, (*MIRRORED, *also))
+    store.pair_save(row, MIRRORED_COLUMNS, leases_change=leases_change)
 
 
 def study_state_load(study: Study, rows: Iterable[PairState]) -> adaptive.ProtocolState:
@@ -89,7 +77,7 @@ PARSED_MAX = 50_000
 def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], adaptive.ProtocolState] | None:
     """The whole protocol state (validated) and each pair's (row id, version) it was read at, or
     None when no pair's round is filled (nothing to close). No lock: for a caller that writes
-    back compare-and-set on the versions (rounds.rounds_close).
+    back compare-and-set on the versions (services/runtime.rounds_close).
 
     Reads every row's version and status, then the JSON of the rows this process has not parsed
     at that version yet.

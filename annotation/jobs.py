@@ -1,0 +1,139 @@
+"""Background work: the one way services hand work to run off the request path.
+
+Where it runs is one setting, ``EVALAPP_ROUND_CLOSE``: ``celery`` (a task on the broker),
+``thread`` (the embedded default: a background thread of this process, and a sweep thread
+every ``EVALAPP_SWEEP_SECONDS``) or ``inline`` (at once, in the caller; the tests). Every mode
+runs the same Celery task (annotation/tasks.py), found by name in Celery's registry: services
+import this module, tasks import services, and nothing here imports tasks (the app's
+``ready`` imports them so that they are registered).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from celery import current_app
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections, connection
+
+log = logging.getLogger(__name__)
+
+ROUNDS_CLOSE = "annotation.tasks.rounds_close_task"
+PROTOCOL_SWEEP = "annotation.tasks.protocol_sweep_task"
+PLAN_JOB = "annotation.tasks.plan_job_task"
+STUDY_SEPARABILITY = "annotation.tasks.study_separability_task"
+STUDY_METRICS_TABLE = "annotation.tasks.study_metrics_table_task"
+# A close already queued for the study (celery mode): a burst of filled rounds sends one task.
+QUEUED_KEY = "evalapp:rounds-close-queued:{}"
+
+
+def _task(name: str):
+    return current_app.tasks[name]
+
+
+def rounds_close(study_id: int) -> None:
+    """Have the study's filled rounds closed soon, off this request; call after commit."""
+    mode = settings.EVALAPP_ROUND_CLOSE
+    if mode == "inline":
+        _task(ROUNDS_CLOSE)(study_id)
+    elif mode == "celery":
+        # Coalesce a burst of filled rounds into one task (the task closes all of them).
+        if cache.add(QUEUED_KEY.format(study_id), 1, timeout=1):
+            _task(ROUNDS_CLOSE).delay(study_id)
+    else:
+        with _guard:
+            if study_id in _pending:
+                return
+            _pending.add(study_id)
+        _executor("rounds").submit(_close_in_thread, study_id)
+        sweeper_ensure()
+
+
+def plan_job(job_id: int) -> None:
+    """Run a planner job where round closes run; call after its commit."""
+    mode = settings.EVALAPP_ROUND_CLOSE
+    if mode == "inline":
+        _task(PLAN_JOB)(job_id)
+    elif mode == "celery":
+        _task(PLAN_JOB).delay(job_id)
+    else:
+        # One plan at a time: a plan is CPU-bound, more threads would only share the cores.
+        _executor("plans").submit(_in_thread, PLAN_JOB, job_id)
+
+
+def study_separability(study_id: int) -> None:
+    """Compute a study's separability in a worker (eagerly, in this process, without a broker)."""
+    _task(STUDY_SEPARABILITY).delay(study_id)
+
+
+def study_metrics_table(study_id: int) -> None:
+    """Compute a study's metrics table in a worker (eagerly without a broker)."""
+    _task(STUDY_METRICS_TABLE).delay(study_id)
+
+
+# --- This process's threads (mode "thread") ------------------------------------------------
+
+_executors: dict[str, ThreadPoolExecutor] = {}
+_pending: set[int] = set()
+_guard = threading.Lock()
+_sweeper: threading.Thread | None = None
+
+
+def _executor(lane: str) -> ThreadPoolExecutor:
+    with _guard:
+        if lane not in _executors:
+            _executors[lane] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"evalapp-{lane}")
+        return _executors[lane]
+
+
+def _close_in_thread(study_id: int) -> None:
+    with _guard:
+        # Cleared before the close runs: a round that fills meanwhile schedules another close.
+        _pending.discard(study_id)
+    _in_thread(ROUNDS_CLOSE, study_id)
+
+
+def _in_thread(name: str, *args) -> None:
+    try:
+        _task(name)(*args)
+    except Exception:  # a background thread has nobody to raise to; the sweep retries
+        log.exception("background job %s%r failed", name, args)
+    finally:
+        connection.close()
+
+
+def sweeper_ensure() -> None:
+    """Start this process's sweep thread (embedded mode, no broker) unless it runs already."""
+    global _sweeper
+    if settings.EVALAPP_ROUND_CLOSE != "thread" or (_sweeper is not None and _sweeper.is_alive()):
+        return
+    with _guard:
+        if _sweeper is None or not _sweeper.is_alive():
+            _sweeper = threading.Thread(target=_sweep_forever, name="evalapp-sweep", daemon=True)
+            _sweeper.start()
+
+
+def _sweep_forever() -> None:
+    """Sweep every EVALAPP_SWEEP_SECONDS while round closes run in threads; a process whose
+    mode changes (the test suite switches it per test) stops its sweeper rather than sweep
+    behind the back of a test that runs closes another way."""
+    while True:
+        waited = 0.0
+        while waited < settings.EVALAPP_SWEEP_SECONDS:
+            if settings.EVALAPP_ROUND_CLOSE != "thread":
+                return
+            step = min(1.0, settings.EVALAPP_SWEEP_SECONDS - waited)
+            time.sleep(step)
+            waited += step
+        if settings.EVALAPP_ROUND_CLOSE != "thread":
+            return
+        try:
+            close_old_connections()
+            _task(PROTOCOL_SWEEP)()
+        except Exception:
+            log.exception("protocol sweep failed")
+        finally:
+            connection.close()

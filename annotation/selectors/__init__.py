@@ -1,0 +1,19 @@
+"""Reads, one module per screen (HackSoft: reads in selectors, writes in services):
+
+serving     the annotator's screens and the serving loop: the HIT shown, the worker's session,
+            whether there is work, the audit of serving's invariants
+dashboard   the researcher dashboard and the pair page (leaderboard, pair matrix, budget, the
+            metric against the humans, the charts)
+quality     which judgements count; the annotator quality table and the exclusion log
+studies     a study as a whole: home list, progress, labels and pairs for the protocol,
+            judgements, members, planner jobs
+exports     the stored study as bundle rows (export, the planner's and the report's bundle)
+
+Every public name is re-exported here (``selectors.study_progress``); a module of the app imports
+from the screen's module. The modules import one another in the order above from the bottom.
+"""
+from .quality import *  # noqa: F401,F403
+from .studies import *  # noqa: F401,F403
+from .exports import *  # noqa: F401,F403
+from .serving import *  # noqa: F401,F403
+from .dashboard import *  # noqa: F401,F403

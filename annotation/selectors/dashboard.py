@@ -1,0 +1,467 @@
+"""Reads of the researcher dashboard and the pair page: leaderboard, pair matrix, budget,
+the metric against the humans, and the charts' data."""
+from __future__ import annotations
+
+
+import numpy as np
+from django.core.cache import cache
+from django.db.models import Count, Max, Q, Sum
+from scipy.stats import beta
+
+from protocol import adaptive, ranking, spa
+from protocol import favi as favi_lib
+from protocol.allocation import design_weights
+from protocol.leaderboard import bradley_terry, natural_sorted
+from protocol.preferences import PairLabels
+from protocol.projection import judgements_to_finish
+from protocol.report import compare_metric, report_json
+
+from .. import figures
+from ..models import AnnotatorExclusion, Comparison, Judgement, PairState, PairStateHistory, Study
+from .quality import counted_judgements, judgement_agreement
+from .serving import protocol_pair_of
+from .exports import study_bundle
+from .studies import study_judgement_labels, study_metric_labels
+
+
+def pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
+
+    return {
+        pair: PairLabels(pair[0], pair[1], np.array([i for i, _ in rows], dtype=object),
+                         np.array([v for _, v in rows], dtype=np.int8), np.array([""] * len(rows), dtype=object))
+        for pair, rows in labels.items() if rows
+    }
+
+
+# SPA from fewer judged items per pair, or fewer pairs, is mostly noise (its interval spans
+# most of [0, 1] on PandaLM with 5 items a pair): the dashboard says what is missing instead.
+SPA_MIN_ITEMS_PER_PAIR = 10
+
+
+SPA_MIN_PAIRS = 3
+
+
+SPA_REPLICATES = 40
+
+
+SPA_PERMUTATIONS = 300
+
+
+LEADERBOARD_REPLICATES = 200
+
+
+PROJECTION_DRAWS = 300
+
+
+def _dashboard_version(study: Study) -> tuple:
+    """A cheap fingerprint of everything the dashboard shows; it changes with every write."""
+
+    judgements = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
+    exclusions = AnnotatorExclusion.objects.filter(study=study).aggregate(
+        n=Count("id", filter=Q(excluded=True)), last=Max("updated_at"))
+    pairs = PairState.objects.filter(study=study).aggregate(
+        rounds=Sum("round"), quota=Sum("quota_left"), decided=Count("id", filter=~Q(decision=0)),
+        updated=Max("updated_at"))
+    history = PairStateHistory.objects.filter(pair_state__study=study).aggregate(n=Count("id"), last=Max("id"))
+    separability = Comparison.objects.filter(study=study).exclude(separability=None).count()
+    return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size, study.status,
+            judgements["n"], judgements["last"], pairs["rounds"], pairs["quota"], pairs["decided"],
+            str(pairs["updated"]), history["n"], history["last"], separability,
+            exclusions["n"], str(exclusions["last"]), study.protocol_lost_judgements)
+
+
+def study_dashboard_data(*, study: Study) -> dict:
+    """Everything the researcher dashboard shows, as plain data (figures are built from it).
+
+    Cached per study until anything it depends on changes (``_dashboard_version``), so the
+    dashboard's polling costs a few aggregate queries while nothing happens.
+    """
+
+    key = f"evalapp:dashboard:{study.pk}"
+    version = _dashboard_version(study)
+    cached = cache.get(key)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    data = _study_dashboard_data(study=study)
+    cache.set(key, (version, data), timeout=3600)
+    return data
+
+
+def _leaderboard(systems, judgements, decisions, seed: int) -> list[dict]:
+    """Leaderboard rows best first: Bradley–Terry from every human judgement, ordered by the
+    protocol's partial order first (tier = layer of the decision DAG), then by score."""
+
+    index = {s: k for k, s in enumerate(systems)}
+    rows = [(index[a], index[b], v) for (a, b), labels in judgements.items() for _, v in labels]
+    first, second, values = (np.array(c) for c in zip(*rows)) if rows else ([], [], [])
+    board = bradley_terry(systems, first, second, values, replicates=LEADERBOARD_REPLICATES, seed=seed)
+    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions))
+    tier = {n["system"]: n["layer"] + 1 for n in layout["nodes"]}
+    better, worse = {s: [] for s in systems}, {s: [] for s in systems}
+    for (a, b), d in decisions.items():
+        if d:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            better[winner].append(loser)
+            worse[loser].append(winner)
+
+    def finite(x):
+        return None if np.isnan(x) else float(x)
+
+    out = []
+    for k in board.order:
+        s = systems[k]
+        out.append({
+            "system": s, "tier": tier[s], "score": finite(board.score[k]), "low": finite(board.score_low[k]),
+            "high": finite(board.score_high[k]), "rank": int(board.rank[k]), "rank_low": int(board.rank_low[k]),
+            "rank_high": int(board.rank_high[k]), "wins": int(board.wins[k]), "ties": int(board.ties[k]),
+            "losses": int(board.losses[k]),
+            "judgements": int(board.wins[k] + board.ties[k] + board.losses[k]),
+            "better_than": _natural(better[s]), "worse_than": _natural(worse[s]),
+        })
+    out.sort(key=lambda r: (r["tier"], r["score"] is None, -(r["score"] or 0.0)))
+    for position, row in enumerate(out, start=1):
+        row["position"] = position
+    return out
+
+
+def _natural(names) -> list[str]:
+
+    return list(natural_sorted(names))
+
+
+def _pair_matrix(order: list[str], pairs: list[dict]) -> list[dict]:
+    """Rows of the pair matrix in leaderboard order: cell (row, column) = θ that the row system
+    is better than the column system, and the protocol's decision seen from the row."""
+    by_key = {(p["first"], p["second"]): p for p in pairs}
+    rows = []
+    for a in order:
+        cells = []
+        for b in order:
+            if a == b:
+                cells.append({"self": True})
+                continue
+            p, flip = (by_key.get((a, b)), False) if (a, b) in by_key else (by_key.get((b, a)), True)
+            if p is None:
+                cells.append({"missing": True, "other": b})
+                continue
+            theta = p["theta"] if p["theta"] is None or not flip else 1 - p["theta"]
+            decision = -p["decision"] if flip else p["decision"]
+            cells.append({"other": b, "first": p["first"], "second": p["second"], "theta": theta,
+                          "decision": decision, "status": p["status"], "judgements": p["judgements"],
+                          "tone": "better" if decision > 0 else "worse" if decision < 0 else
+                          "stopped" if p["status"] in ("exhausted", "futile") else "open"})
+        rows.append({"system": a, "cells": cells})
+    return rows
+
+
+def spa_summary(human, metric, seed: int) -> dict:
+    """SPA/PA between humans and the metric on the judged items, with a bootstrap interval,
+    or why there is not enough data for it yet."""
+
+    used, human_rows, metric_rows = [], [], []
+    for p in sorted(set(human) & set(metric)):
+        metric_of = dict(zip(metric[p].items, metric[p].values))
+        per_item: dict[str, list[int]] = {}
+        for item, value in zip(human[p].items, human[p].values):
+            if item in metric_of:
+                per_item.setdefault(item, []).append(int(value))
+        if len(per_item) >= SPA_MIN_ITEMS_PER_PAIR:
+            items = sorted(per_item)
+            used.append(p)
+            human_rows.append([float(np.mean(per_item[i])) for i in items])
+            metric_rows.append([float(metric_of[i]) for i in items])
+    if len(used) < SPA_MIN_PAIRS:
+        return {"enough": False, "pairs": len(used), "min_pairs": SPA_MIN_PAIRS,
+                "min_items": SPA_MIN_ITEMS_PER_PAIR}
+    result = spa.compare_differences(used, human_rows, metric_rows, permutations=SPA_PERMUTATIONS, seed=seed)
+    interval = spa.bootstrap_interval(used, human_rows, metric_rows, replicates=SPA_REPLICATES,
+                                      permutations=SPA_PERMUTATIONS, seed=seed)
+    return {"enough": True, "spa": result.spa, "pa": result.pa, "pairs": len(used),
+            "spa_low": interval.spa[0], "spa_high": interval.spa[1],
+            "pa_low": interval.pa[0], "pa_high": interval.pa[1], "level": interval.level}
+
+
+def _study_dashboard_data(*, study: Study) -> dict:
+
+    systems = tuple(_natural(study.systems.values_list("name", flat=True)))
+    states = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    judgements = counted_judgements(study=study)
+    live = judgements.filter(source=Judgement.Source.LIVE).count()
+    imported = judgements.filter(source=Judgement.Source.IMPORT).count()
+    reserved = sum(s.quota_left for s in states)
+    judgement_labels = study_judgement_labels(study=study)
+    human = pair_labels_table(judgement_labels)
+    metric_raw = study_metric_labels(study=study)
+    metric = pair_labels_table({pair: sorted(labels.items()) for pair, labels in metric_raw.items()})
+    favi = favi_lib.favi_by_pair(human, metric) if human and metric else {}
+    human_decisions = ranking.decisions_from_labels(human) if human else {}
+    metric_decisions = ranking.decisions_from_labels(metric) if metric else {}
+    pairs, running = [], []
+    for s in states:
+        key = (s.first.name, s.second.name)
+        protocol_pair = protocol_pair_of(s)
+        f = favi.get(key)
+        status = protocol_pair.status if protocol_pair else "—"
+        pairs.append({
+            "first": key[0], "second": key[1], "status": status,
+            "decision": s.decision, "theta": s.theta, "round": s.round, "quota": s.quota_left,
+            "judgements": protocol_pair.judgements if protocol_pair else 0,
+            "capacity": protocol_pair.capacity if protocol_pair else 0,
+            "favi": None if f is None or np.isnan(f.favi) else f.favi,
+            "agreement": None if f is None else f.sample_accuracy,
+            "category": (ranking.decision_category(human_decisions.get(key, 0), metric_decisions[key])
+                         if key in metric_decisions else None),
+        })
+        if protocol_pair and status not in ("decided", "exhausted", "futile") and protocol_pair.remaining > 0:
+            running.append((protocol_pair.human_counts, protocol_pair.remaining))
+    order_index = {name: k for k, name in enumerate(systems)}
+    pairs.sort(key=lambda p: (order_index.get(p["first"], 0), order_index.get(p["second"], 0)))
+    protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
+    dags = {}
+    if systems:
+        for name, decisions in (("protocol", protocol_decisions), ("human", human_decisions),
+                                ("metric", metric_decisions)):
+            dags[name] = ranking.dag_layout(ranking.significance_graph(systems, decisions))
+    leaderboard = _leaderboard(systems, judgement_labels, protocol_decisions, study.protocol_seed) if systems else []
+    order = [r["system"] for r in leaderboard]
+    summary = favi_lib.summarize(favi) if favi else None
+    timeline = [
+        {"pair": f"{h.pair_state.first.name} vs {h.pair_state.second.name}", "round": h.round, "theta": h.theta,
+         "decision": h.decision, "judgements": h.judgements, "at": h.created_at.isoformat()}
+        for h in PairStateHistory.objects.filter(pair_state__study=study).select_related(
+            "pair_state__first", "pair_state__second").order_by("created_at", "id")
+    ]
+    separability = [v for v in Comparison.objects.filter(study=study).exclude(separability=None)
+                    .values_list("separability", flat=True)]
+    statuses: dict[str, int] = {}
+    for p in pairs:
+        statuses[p["status"]] = statuses.get(p["status"], 0) + 1
+    projection = None
+    if running:
+        result = judgements_to_finish([c for c, _ in running], [r for _, r in running], batch=study.batch_size,
+                                      gamma=study.gamma, draws=PROJECTION_DRAWS, seed=study.protocol_seed)
+        projection = {"pairs": len(running), "total": result.total, "low": result.low, "high": result.high,
+                      "level": result.level}
+    total = study.budget
+    lost = study.protocol_lost_judgements
+    left = max(total - live - lost - reserved, 0)
+
+    def percent(x: float) -> float:
+        return round(100 * min(max(x, 0), total) / total, 2) if total else 0.0
+
+    categories = {c: 0 for c in ranking.CATEGORIES}
+    for p in pairs:
+        if p["category"]:
+            categories[p["category"]] += 1
+    per_system = favi_lib.per_system_favi(favi) if favi else {}
+    return {
+        "systems": systems,
+        "order": order,
+        "budget": {"total": total, "spent": live + lost, "counted": live, "lost": lost, "imported": imported,
+                   "reserved": reserved, "left": left,
+                   "spent_percent": percent(live + lost), "reserved_percent": percent(reserved),
+                   "projection": projection,
+                   "projected_percent": None if projection is None else percent(live + lost + projection["total"])},
+        "pairs": pairs,
+        "statuses": dict(sorted(statuses.items())),
+        "dags": dags,
+        "leaderboard": leaderboard,
+        "matrix": _pair_matrix(order, pairs),
+        "per_system_favi": {k: per_system[k].tolist() for k in order if k in per_system},
+        "favi_summary": None if summary is None else {
+            "mean_abs_favi": summary.mean_abs_favi, "sample_accuracy": summary.sample_accuracy,
+            "system_accuracy": summary.system_accuracy, "pairs": summary.pairs},
+        "categories": categories if any(categories.values()) else None,
+        "spa": spa_summary(human, metric, study.protocol_seed) if human and metric else None,
+        "timeline": timeline,
+        "separability": separability,
+        "metric": study.metric.name if study.metric_id else None,
+        "decided": sum(1 for p in pairs if p["decision"]),
+        "judgements": live + imported,
+    }
+
+
+def _pair_design(study: Study, protocol_pair) -> dict | None:
+    """How the pair's items were chosen and whether its decision is design-weighted; None for
+    uniform choice. ``weighted``: every judged item has a recorded draw, so the decision counts
+    each with its design weight (``ess``: their Kish effective sample size) and holds for all
+    the pair's items; otherwise the counts are unweighted and hold for the over-sampled items."""
+    if study.item_choice == Study.ItemChoice.UNIFORM or protocol_pair is None or not protocol_pair.judged_items:
+        return None
+
+    weighted = adaptive.design_weighted(protocol_pair)
+    ess = None
+    if weighted:
+        weights = design_weights([chance for _, chance in protocol_pair.draws])
+        ess = float(weights.sum() ** 2 / (weights ** 2).sum())
+    return {"choice": study.get_item_choice_display(), "weighted": weighted,
+            "items": len(protocol_pair.judged_items), "ess": ess}
+
+
+def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
+    """One system pair (canonical order) as plain data: its protocol state, θ by round with
+    the credible interval of the share of judgements preferring ``first``, every item with
+    its judgements, metric label and separability, and how the metric's sign test compares
+    with the humans'. None when the study has no such pair."""
+
+    row = PairState.objects.filter(study=study, first__name=first, second__name=second).first()
+    if row is None:
+        return None
+    protocol_pair = protocol_pair_of(row)
+    judgements = list(counted_judgements(study=study).filter(
+        comparison__first__name=first, comparison__second__name=second).order_by("id")
+        .values_list("comparison__item__external_id", "value", "annotator__external_id", "source"))
+    values = np.array([v for _, v, _, _ in judgements], dtype=np.int64)
+    rounds = []
+    for h in PairStateHistory.objects.filter(pair_state=row).order_by("created_at", "id"):
+        if h.theta is None:
+            continue
+        prefix = values[: h.judgements]
+        wins, losses = int((prefix > 0).sum()), int((prefix < 0).sum())
+        low, high = beta.ppf([0.025, 0.975], wins + 1, losses + 1)
+        rounds.append({"round": h.round, "judgements": h.judgements, "theta": h.theta, "decision": h.decision,
+                       "wins": wins, "ties": int((prefix == 0).sum()), "losses": losses,
+                       "share": (wins + 1) / (wins + losses + 2), "share_low": float(low), "share_high": float(high)})
+    metric_labels = study_metric_labels(study=study).get((first, second), {})
+    separability = dict(Comparison.objects.filter(study=study, first__name=first, second__name=second)
+                        .values_list("item__external_id", "separability"))
+    by_item: dict[str, list[int]] = {}
+    for item, value, _, _ in judgements:
+        by_item.setdefault(item, []).append(value)
+    items = []
+    for item in _natural(set(separability) | set(by_item)):
+        human = by_item.get(item, [])
+        majority = int(np.sign(sum(human))) if human else None
+        label = metric_labels.get(item)
+        items.append({"item": item, "judgements": human, "metric": label, "separability": separability.get(item),
+                      "agrees": None if majority is None or label is None else majority == label})
+    human_table = pair_labels_table({(first, second): [(i, v) for i, v, _, _ in judgements]})
+    metric_table = pair_labels_table({(first, second): sorted(metric_labels.items())})
+    human_decision = ranking.decisions_from_labels(human_table).get((first, second), 0) if human_table else 0
+    metric_decision = ranking.decisions_from_labels(metric_table).get((first, second)) if metric_table else None
+    favi = favi_lib.favi_by_pair(human_table, metric_table).get((first, second)) if human_table and metric_table else None
+    counts = {"wins": int((values > 0).sum()), "ties": int((values == 0).sum()), "losses": int((values < 0).sum())}
+    scored = [i["separability"] for i in items if i["separability"] is not None]
+    return {
+        "first": first, "second": second,
+        "status": protocol_pair.status if protocol_pair else "—",
+        "decision": row.decision, "theta": row.theta, "round": row.round, "quota": row.quota_left,
+        "judgement_count": len(judgements),
+        "capacity": protocol_pair.capacity if protocol_pair else None,
+        # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
+        "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
+        "design": _pair_design(study, protocol_pair),
+        "annotator_agreement": judgement_agreement(study=study, pair=row),
+        "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
+        "human_decision": human_decision, "metric_decision": metric_decision,
+        "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),
+        "favi": None if favi is None or np.isnan(favi.favi) else favi.favi,
+        "agreement": None if favi is None else favi.sample_accuracy,
+        "separability": scored,
+        "metric": study.metric.name if study.metric_id else None,
+    }
+
+
+def study_metric_report(*, study: Study, metric: str | None = None) -> dict:
+    """protocol.report's comparison of ``metric`` (default: the study's) with the study's human labels.
+
+    ValueError (naming what is missing) when the study has no such metric or no human labels.
+    """
+
+    name = metric or (study.metric.name if study.metric_id else None)
+    if name is None:
+        raise ValueError("the study has no metric; name one with ?metric=")
+    tie_margin = study.metrics.filter(name=name).values_list("tie_margin", flat=True).first() or 0.0
+    report = compare_metric(study_bundle(study=study), name, eps=tie_margin, seed=study.protocol_seed)
+    return {"metric": name, **report_json(report)}
+
+
+def study_leaderboard(*, study: Study) -> list[dict]:
+    """Systems ranked by the protocol's decisions (layers of the significance DAG, docs/formulas.md §5).
+
+    ``rank`` 1 = beaten by no system; systems that share a rank are not separated by the
+    decisions so far. Within a rank: more wins first, then by name. ``wins``/``losses`` count
+    decided pairs, ``undecided`` the pairs still open.
+    """
+
+    systems = tuple(study.systems.order_by("name").values_list("name", flat=True))
+    decisions = {(a, b): d for a, b, d in PairState.objects.filter(study=study).values_list(
+        "first__name", "second__name", "decision")}
+    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions)) if systems else {"nodes": []}
+    record = {s: {"wins": 0, "losses": 0, "undecided": 0} for s in systems}
+    for (a, b), d in decisions.items():
+        if d == 0:
+            record[a]["undecided"] += 1
+            record[b]["undecided"] += 1
+        else:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            record[winner]["wins"] += 1
+            record[loser]["losses"] += 1
+    return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
+            for node in layout["nodes"]]
+
+
+# --- The dashboard's charts and leaderboard bars (plain data for the template) ---------------
+
+def histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
+    counts, edges = np.histogram(values, bins=bins)
+    return [(f"{edges[k]:.2f} to {edges[k + 1]:.2f}", int(n)) for k, n in enumerate(counts)]
+
+
+def dashboard_charts(study: Study, data: dict) -> list[dict]:
+    """The dashboard's plotly charts, each with a title, a help anchor and the table shown
+    instead of it without JavaScript (``fallback``: head, rows, and the text when empty)."""
+    charts = []
+    for name, title, layout in (
+        ("protocol", "Protocol decisions", data["dags"].get("protocol")),
+        ("human", "Humans only (sign test)", data["dags"].get("human")),
+        ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
+    ):
+        if layout and (name != "metric" or data["metric"]):
+            edges = [(e["source"], e["target"]) for e in layout["edges"]]
+            charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": figures.dag_figure(layout),
+                           "note": "" if edges else "No decisions yet: no system is significantly better than another.",
+                           "fallback": {"head": ("better", "worse"), "rows": edges, "empty": "No decisions yet."}})
+    if data["per_system_favi"]:
+        charts.append({"name": "favi", "title": "Favi-Score per system (> 0: the metric favours it)", "help": "favi",
+                       "figure": figures.favi_box_figure(data["per_system_favi"]), "note": "",
+                       "fallback": {"head": ("system", "pairs with errors", "median Φ", "min Φ", "max Φ"),
+                                    "rows": [(s, len(v), *(f"{f(v):.2f}" for f in (np.median, np.min, np.max)))
+                                             if v else (s, 0, "—", "—", "—")
+                                             for s, v in data["per_system_favi"].items()],
+                                    "empty": "No metric errors yet."}})
+    if data["timeline"]:
+        last = {}
+        for row in data["timeline"]:
+            last[row["pair"]] = row
+        charts.append({"name": "timeline", "title": "θ = P(first better) after each round", "help": "theta",
+                       "figure": figures.timeline_figure(data["timeline"], study.gamma), "note": "",
+                       "fallback": {"head": ("pair", "rounds", "judgements", "last θ"),
+                                    "rows": [(r["pair"], r["round"], r["judgements"], f"{r['theta']:.3f}")
+                                             for r in last.values() if r["theta"] is not None],
+                                    "empty": "No round closed yet."}})
+    if data["separability"]:
+        charts.append({"name": "separability", "title": "Separability of the comparisons", "help": "separability",
+                       "figure": figures.separability_figure(data["separability"]), "note": "",
+                       "fallback": {"head": ("separability δ", "comparisons"),
+                                    "rows": histogram_rows(data["separability"]), "empty": ""}})
+    for chart in charts:
+        chart["figure_id"] = f"figure-{chart['name']}"
+    return charts
+
+
+def leaderboard_bars(rows: list[dict]) -> None:
+    """Adds to each leaderboard row the position of its score interval on a common scale
+    (percent of the cell width), so the table shows the intervals without JavaScript."""
+    values = [v for r in rows for v in (r["low"], r["high"]) if v is not None]
+    if not values:
+        return
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    span = (hi - lo) or 1.0
+    for r in rows:
+        r["bar_zero"] = round(100 * (0.0 - lo) / span, 1)
+        if r["score"] is None:
+            continue
+        r["bar_left"] = round(100 * (r["low"] - lo) / span, 1)
+        r["bar_width"] = max(round(100 * (r["high"] - r["low"]) / span, 1), 0.5)
+        r["bar_point"] = round(100 * (r["score"] - lo) / span, 1)

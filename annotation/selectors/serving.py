@@ -1,0 +1,281 @@
+"""Reads of the serving loop and the annotator's screens: the HIT shown, the worker's session,
+whether there is work, and the audit of serving's invariants."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, F, Min, OuterRef, Q
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from ..models import Annotator, Assignment, CheckItem, Comparison, Judgement, PairState, Study
+from ..models import CrowdSession as CrowdEntry  # the name CrowdSession is the session dataclass below
+from ..serving import protocol_state, store
+from ..serving.protocol_state import pair_state_of
+from .quality import counted_judgements
+from .studies import ACTIVE_PAIR_STATUSES
+
+
+
+
+def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
+    """What the annotator sees for a HIT: input, and the two outputs in screen order.
+
+    ``done``: the annotator's judgements in the study, when the caller has counted them already.
+    """
+
+    if assignment.check_item_id is not None:
+        # A check looks like any HIT (services/checks.py): its input and its two texts.
+        check = CheckItem.objects.select_related("study").get(pk=assignment.check_item_id)
+        left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
+        if done is None:
+            done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
+        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
+    # The comparison, its item and the outputs of its two systems in one statement (the serving
+    # store: this read is on every HIT's path).
+    shown = store.hit_texts(assignment.comparison_id)
+    item, first_id, second_id = shown.item, shown.first_id, shown.second_id
+    study = study or Study.objects.get(pk=item.study_id)
+    texts: dict[int, str] = {}
+    # The study's shown sample of each output, else its lowest sample.
+    for system_id, sample, text in shown.outputs:
+        if system_id not in texts or sample == study.shown_sample:
+            texts[system_id] = text
+    first, second = texts[first_id], texts[second_id]
+    left, right = (second, first) if assignment.shown_swapped else (first, second)
+    if done is None:
+        done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
+    return {"assignment": assignment, "item": item, "left": left, "right": right, "done": done}
+
+
+def annotator_judgement_count(*, study: Study, annotator) -> int:
+    """Real judgements of ``annotator`` (an Annotator or its id) in ``study`` (their session's
+    work: checks and repeats are not comparisons of the study)."""
+    return store.annotator_judgement_count(study.pk, getattr(annotator, "pk", annotator))
+
+
+def study_of_slug(*, slug: str) -> Study | None:
+    """The study at ``slug``: the first read of every annotator request (the serving store)."""
+    return store.study_of_slug(slug)
+
+
+def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = None) -> dict:
+    """Check serving's invariants from the database (for the load harness and the tests).
+
+    duplicates          comparisons judged beyond ``ratings_per_item`` plus (comparison,
+                        annotator) pairs judged twice
+    lost                ``acknowledged_keys`` (submits the server answered as stored) with no
+                        judgement
+    counters_consistent every serving counter equals what it counts
+    protocol_consistent the protocol state loads and validates, each pair's recorded
+                        judgements equal its stored ones, no pair has live leases beyond its
+                        open quota, live judgements stay within the budget
+    """
+
+    judgements = counted_judgements(study=study)
+    # Imported judgements, and a re-included worker's (their comparisons were served again
+    # while they were excluded), may exceed ratings_per_item by design.
+    beyond_by_design = Judgement.objects.filter(comparison__study=study).filter(
+        Q(source=Judgement.Source.IMPORT) | Q(annotator__exclusions__study=study)).values("comparison_id")
+    over = (judgements.exclude(comparison_id__in=beyond_by_design).values("comparison_id")
+            .annotate(n=Count("id")).filter(n__gt=study.ratings_per_item).count())
+    twice = judgements.values("comparison_id", "annotator_id").annotate(n=Count("id")).filter(n__gt=1).count()
+    lost = 0
+    if acknowledged_keys:
+        stored = set()
+        for start in range(0, len(acknowledged_keys), 500):
+            chunk = acknowledged_keys[start:start + 500]
+            stored.update(Judgement.objects.filter(comparison__study=study, idempotency_key__in=chunk).values_list("idempotency_key", flat=True))
+        lost = len(set(acknowledged_keys) - stored)
+    problems = []
+    counted = dict(judgements.values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
+    leased_rows = dict(Assignment.objects.filter(comparison__study=study, state=Assignment.State.LEASED, kind="real")
+                       .values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
+    for pk, count, lease in Comparison.objects.filter(study=study).values_list(
+            "id", "judgement_count", "lease_expires_at"):
+        if count != counted.get(pk, 0):
+            problems.append(f"comparison {pk}: judgement_count {count}, judgements {counted.get(pk, 0)}")
+        if (lease is not None) != (leased_rows.get(pk, 0) == 1) or leased_rows.get(pk, 0) > 1:
+            problems.append(f"comparison {pk}: lease column {lease}, {leased_rows.get(pk, 0)} live leases")
+    rows = list(PairState.objects.filter(study=study))
+    live_by_pair = dict(Comparison.objects.filter(study=study, lease_expires_at__isnull=False)
+                        .values_list("pair_id").annotate(n=Count("id")).values_list("pair_id", "n"))
+    stored_by_pair = dict(judgements.values_list("comparison__pair_id").annotate(n=Count("id"))
+                          .values_list("comparison__pair_id", "n"))
+    for row in rows:
+        row.live, row.stored = live_by_pair.get(row.pk, 0), stored_by_pair.get(row.pk, 0)
+    consistent = True
+    try:
+        state = protocol_state.study_state_load(study, rows)
+    except ValueError as error:
+        problems.append(f"protocol state does not load: {error}")
+        state, consistent = None, False
+    for row in rows:
+        if row.leased != row.live:
+            problems.append(f"pair {row.pk}: leased {row.leased}, live leases {row.live}")
+        if row.leased > row.quota_left:
+            problems.append(f"pair {row.pk}: {row.leased} live leases beyond its open quota {row.quota_left}")
+            consistent = False
+        recorded = protocol_pair_of(row).judgements if row.state else 0
+        if recorded != row.stored:
+            problems.append(f"pair {row.pk}: protocol recorded {recorded}, stored {row.stored}")
+            consistent = False
+    live = judgements.filter(source=Judgement.Source.LIVE).count()
+    if live + study.protocol_lost_judgements > study.budget:
+        problems.append(f"{live} live judgements and {study.protocol_lost_judgements} lost to exclusions "
+                        f"beyond the budget {study.budget}")
+        consistent = False
+    return {
+        "judgements": judgements.count(),
+        "live_judgements": live,
+        "duplicates": over + twice,
+        "lost": lost,
+        "counters_consistent": not any("comparison" in p or "leased" in p for p in problems),
+        "protocol_consistent": consistent and state is not None,
+        "pairs_filled_waiting_for_close": sum(r.status == "filled" for r in rows),
+        "problems": problems[:20],
+    }
+
+
+@dataclass(frozen=True)
+class CrowdSession:
+    """One worker's session in a study: their judgements and leases there.
+
+    An Annotator is one platform worker id, so their work in a study is their session.
+    """
+
+    done: int                      # judgements given in the study
+    hits_min: int                  # needed for the completion code (at least 1)
+    hits_max: int                  # most judgements served; 0 = no limit
+    started_at: datetime | None    # their first HIT in the study
+    ends_at: datetime | None       # when the session time limit is up (None = no limit)
+    time_up: bool
+
+    @property
+    def target(self) -> int:
+        """M in "comparison N of M": the maximum, else the minimum when it is above 1 (0 = none)."""
+        return self.hits_max or (self.hits_min if self.hits_min > 1 else 0)
+
+    @property
+    def share_done(self) -> bool:
+        return bool(self.hits_max) and self.done >= self.hits_max
+
+    @property
+    def may_lease(self) -> bool:
+        return not (self.share_done or self.time_up)
+
+    @property
+    def minimum_met(self) -> bool:
+        return self.done >= self.hits_min
+
+    def code_due(self, *, no_more_work: bool) -> bool:
+        """The completion code rule: the minimum is met, or the worker judged at least one
+        comparison and the study can serve them nothing more (paused, finished, out of work
+        for them, or their time is up). A worker who judged nothing never gets the code."""
+        return self.minimum_met or (self.done >= 1 and (no_more_work or self.time_up))
+
+
+def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:
+    """The worker's session in ``study`` (two small queries)."""
+    now = now or timezone.now()
+    done = annotator_judgement_count(study=study, annotator=annotator)
+    started_at = ends_at = None
+    time_up = False
+    if study.session_minutes:
+        in_study = Comparison.objects.filter(pk=OuterRef("comparison_id"), study=study)
+        started_at = Assignment.objects.filter(Exists(in_study), annotator=annotator).aggregate(
+            first=Min("issued_at"))["first"]
+        if started_at is not None:
+            ends_at = started_at + timedelta(minutes=study.session_minutes)
+            time_up = now >= ends_at
+    return CrowdSession(done=done, hits_min=max(study.session_hits_min, 1), hits_max=study.session_hits_max,
+                        started_at=started_at, ends_at=ends_at, time_up=time_up)
+
+
+def study_work_left(*, study: Study) -> bool:
+    """Whether any pair of the study has a round open or about to close (more HITs may come)."""
+    return PairState.objects.filter(study=study, status__in=ACTIVE_PAIR_STATUSES).exists()
+
+
+def crowd_entry_known(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> bool:
+    """Whether this worker id entered ``study`` from this platform session before (a new one
+    counts against the client's limit on new crowd workers)."""
+    return CrowdEntry.objects.filter(study=study, annotator__platform=platform,
+                                     annotator__external_id=(worker_id or "").strip(),
+                                     platform_session_id=(platform_session_id or "").strip()).exists()
+
+
+def worker_completion_code(*, study: Study, platform: str, worker_id: str, session_id: str) -> str:
+    """A crowd worker's own completion code: the study's code and a MAC (the server's secret
+    key) of study, platform, worker id and platform session, so a code passed on to another
+    worker does not match their submission; "" when the study has no code. Researchers verify
+    submissions against study_crowd_sessions (crowd.csv)."""
+    if not study.completion_code:
+        return ""
+    mac = salted_hmac("evalapp.completion-code", f"{study.pk}:{platform}:{worker_id}:{session_id}").hexdigest()
+    return f"{study.completion_code}-{mac[:10].upper()}"
+
+
+def crowd_completion_code(*, study: Study, annotator) -> str:
+    """``annotator``'s completion code in ``study`` (worker_completion_code); the study's
+    code for a logged-in member (the platforms pay crowd workers only)."""
+    if annotator.platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
+        return study.completion_code
+    session_id = annotator.session_id or (CrowdEntry.objects.filter(study=study, annotator=annotator)
+                                          .values_list("platform_session_id", flat=True).first() or "")
+    return worker_completion_code(study=study, platform=annotator.platform, worker_id=annotator.external_id,
+                                  session_id=session_id)
+
+
+# Columns of crowd.csv: what a researcher matches with the platform's submission list.
+CROWD_SESSION_COLUMNS = ("platform", "worker_id", "session_id", "entered_at", "judgements", "minimum_met",
+                         "completion_code")
+
+
+def study_crowd_sessions(*, study: Study) -> list[dict]:
+    """Every crowd worker's entry into ``study`` with their judgements and their own
+    completion code, oldest first: a platform submission is genuine when its worker id,
+    session id and code appear here together (docs/crowd.md)."""
+    counts = dict(Judgement.objects.filter(comparison__study=study, kind="real").values("annotator_id")
+                  .annotate(n=Count("id")).values_list("annotator_id", "n"))
+    hits_min = max(study.session_hits_min, 1)
+    rows = []
+    for entry in CrowdEntry.objects.filter(study=study).select_related("annotator").order_by("created_at", "pk"):
+        annotator = entry.annotator
+        done = counts.get(annotator.pk, 0)
+        rows.append({"platform": annotator.platform, "worker_id": annotator.external_id,
+                     "session_id": entry.platform_session_id, "entered_at": entry.created_at.isoformat(),
+                     "judgements": done, "minimum_met": done >= hits_min,
+                     "completion_code": worker_completion_code(study=study, platform=annotator.platform,
+                                                               worker_id=annotator.external_id,
+                                                               session_id=entry.platform_session_id)})
+    return rows
+
+
+def annotator_has_work(*, study: Study, annotator, skipped_too: bool = False) -> bool:
+    """Could ``annotator`` be leased a comparison now? (A read; the lease itself decides.)
+
+    An open round with quota beyond its live leases holds a comparison with fewer than
+    ``ratings_per_item`` judgements, no live lease, an item not withdrawn, and no judgement or
+    skip by this annotator. ``skipped_too``: their skipped comparisons count as work (whether
+    it was their skips that emptied their queue: the completion code does not pay for those).
+    """
+    open_pairs = PairState.objects.filter(study=study, status="open", quota_left__gt=F("leased")).values("id")
+    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
+    comparisons = (Comparison.objects.filter(free, pair_id__in=open_pairs,
+                                             judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
+                   .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id")))
+    if not skipped_too:
+        comparisons = comparisons.exclude(pk__in=Assignment.objects.filter(
+            annotator=annotator, state=Assignment.State.SKIPPED).values("comparison_id"))
+    return comparisons.exists()
+
+
+def protocol_pair_of(row: PairState):
+    """The protocol's state of one pair row (protocol.adaptive.PairState), None before the start.
+
+    Decoded by the one codec (serving/protocol_state.py), validated.
+    """
+
+    return pair_state_of(row) if row.state else None

@@ -1,0 +1,278 @@
+"""The protocol's runtime inside the app: start, round close, re-decision and sweep.
+
+A submit that fills a pair's round only schedules a close (``jobs.rounds_close``, after its
+commit); the close runs elsewhere — a Celery task with a broker, a background thread of the
+web process without one (``settings.EVALAPP_ROUND_CLOSE``, annotation/jobs.py) — so no
+annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held, runs the
+batched decision, then takes the study lock for the few milliseconds it needs to apply the
+results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
+pass) and to open the next rounds within the budget. Many rounds filling at once coalesce
+into one close. ``protocol_sweep`` (periodic) closes any filled round a lost task left behind,
+gives expired leases back to the pool, applies the studies' exclusion rules and finishes any
+re-decision a lost task left behind; a close runs a pending re-decision first.
+
+A re-decision (``protocol_redecide``) follows an exclusion or re-inclusion (services/quality.py):
+like a close it reads a snapshot with no lock held, re-decides every pair whose protocol state
+no longer matches the counted judgements with ``protocol.adaptive.rebuild_pairs``, opens rounds
+within the budget for pairs that are no longer decided, and applies the result compare-and-set
+under the study's lock.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, F
+
+from protocol import adaptive
+
+from ..models import Comparison, Judgement, JudgementKind, PairState, Study
+from ..selectors.quality import counted_judgements, excluded_annotators
+from ..selectors.studies import study_draw_chances, study_judgement_labels, study_metric_labels, study_pair_capacities
+from ..serving import protocol_state
+from .hits import leases_reclaim
+from .planner import plan_jobs_resume
+from .quality import exclusion_rules_apply
+from .transactions import retry_transient
+
+log = logging.getLogger(__name__)
+CLOSE_PASSES = 5
+REDECIDE_PASSES = 10
+
+
+def protocol_start(*, study: Study) -> adaptive.ProtocolState:
+    """Build the protocol state of a freshly imported study and open its first rounds.
+
+    Call inside the import's transaction, after comparisons, pair rows and imported
+    judgements are stored. Judgements imported with the bundle are recorded as each pair's
+    round 0 and decided, so a pair they settle is never served; the protocol's budget counts
+    them on top of the study's budget of live judgements.
+    """
+    rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    capacities = study_pair_capacities(study=study)
+    metric = study_metric_labels(study=study)
+    existing = study_judgement_labels(study=study)
+    for key, labels in existing.items():
+        # Imported labels beyond ratings_per_item still count: the pair has them all.
+        capacities[key] = max(capacities.get(key, 0), len(labels))
+    study.protocol_imported_judgements = sum(len(v) for v in existing.values())
+    study.save(update_fields=["protocol_imported_judgements"])
+    state = adaptive.start(protocol_state.protocol_settings(study), capacities, metric)
+    closed = _seed_judgements(state, existing) if existing else None
+    opened = adaptive.open_rounds(closed or state)
+    protocol_state.study_state_first_save(study, rows, opened, closed=closed)
+    return opened
+
+
+def protocol_ensure_started(*, study: Study) -> bool:
+    """Start the protocol of a study imported before it started at import (older databases).
+
+    A write for commands (demo_setup, protocol_sweep); True when it started one. A draft is
+    left alone: it starts when a researcher launches it (services.study_launch).
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.DRAFT:
+            return False
+        if not PairState.objects.filter(study=study, state={}).exists():
+            return False
+        protocol_start(study=study)
+        return True
+
+
+def _seed_judgements(state: adaptive.ProtocolState, existing: dict) -> adaptive.ProtocolState:
+    """Record judgements collected before the protocol started as one closed round per pair."""
+    pairs = list(state.pairs)
+    for index, pair in enumerate(pairs):
+        labels = existing.get(pair.key)
+        if labels:
+            quota = min(len(labels), pair.remaining)
+            pairs[index] = replace(pair, round=1, quota=quota, status=adaptive.OPEN)
+    state = replace(state, pairs=tuple(pairs))
+    for (first, second), labels in existing.items():
+        quota = state.pair(first, second).quota
+        items, values = zip(*labels[:quota])
+        state = adaptive.record_judgements(state, first, second, list(items), list(values))
+    return adaptive.close_rounds(state)
+
+
+def rounds_close(*, study_id: int) -> int:
+    """Close every filled round of the study and open the next rounds; returns pairs closed.
+
+    Call outside any transaction: the state is read and decided with no lock held, and
+    only the rows written are checked and written under the study's lock (compare-and-set
+    on their versions; a pass that finds one moved starts again from a fresh snapshot).
+    Safe to run concurrently with serving, with itself and again after a crash.
+    Why the rows of open pairs need no check: opening rounds shares out the budget left,
+    budget - (spent + reserved), and a submit moves one judgement from reserved to spent.
+    """
+    for _ in range(CLOSE_PASSES):
+        study = Study.objects.get(pk=study_id)
+        if redecide_pending(study):
+            # An exclusion or re-inclusion asked for a re-decision (services/quality.py).
+            protocol_redecide(study_id=study_id)
+            study = Study.objects.get(pk=study_id)
+        snapshot = protocol_state.study_state_snapshot(study)
+        if snapshot is None:
+            return 0
+        read_at, before = snapshot
+        after_close = adaptive.close_rounds(before)  # the expensive part: no transaction, no lock
+        opened = adaptive.open_rounds(after_close)
+        if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
+            time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
+        applied = _rounds_apply(study, read_at, before, after_close, opened)
+        if applied is not None:
+            return applied
+    log.warning("study %s: rounds moved under %d close passes; the sweep will close them", study_id, CLOSE_PASSES)
+    return 0
+
+
+@retry_transient
+def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]], before: adaptive.ProtocolState,
+                  after_close: adaptive.ProtocolState, opened: adaptive.ProtocolState) -> int | None:
+    """Write a close computed from a snapshot, unless what it read has moved (then None).
+
+    ``read_at``: each pair's (row id, version) in the snapshot ``before``.
+    """
+    earlier = {p.key: p for p in before.pairs}
+    writes = [read_at[p.key] for p in opened.pairs if p != earlier[p.key]]
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if (locked.budget, locked.protocol_closes, locked.protocol_lost_judgements) != \
+                (study.budget, study.protocol_closes, study.protocol_lost_judgements):
+            return None  # another close, a budget change or a re-decision came first
+        targets = list(PairState.objects.select_for_update().filter(pk__in=[pk for pk, _ in writes]))
+        versions = dict(writes)
+        if len(targets) != len(writes) or any(versions[row.pk] != row.version for row in targets):
+            return None
+        protocol_state.study_state_save(locked, targets, opened, before=before, closed=after_close)
+    return sum(p.status != a.status for p, a in zip(before.pairs, after_close.pairs))
+
+
+def protocol_sweep() -> dict:
+    """Periodic repair: close filled rounds left behind, return expired leases to the pool, apply
+    the studies' exclusion rules, finish re-decisions left behind (finished studies too) and
+    resume planner jobs whose process ended."""
+    closed = reclaimed = excluded = 0
+    # A finished study serves nothing, but a researcher may still exclude a worker there: finish
+    # a re-decision whose task was lost.
+    for study in Study.objects.filter(status=Study.Status.FINISHED).exclude(
+            protocol_redecide_requested=F("protocol_redecide_done")):
+        closed += rounds_close(study_id=study.pk)
+    for study in Study.objects.filter(status__in=[Study.Status.RUNNING, Study.Status.PAUSED]):
+        reclaimed += leases_reclaim(study=study)
+        excluded += len(exclusion_rules_apply(study=study))
+        study.refresh_from_db()
+        if redecide_pending(study) or PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            closed += rounds_close(study_id=study.pk)
+    return {"pairs_closed": closed, "leases_reclaimed": reclaimed, "workers_excluded": excluded,
+            "plans_resumed": plan_jobs_resume()}
+
+
+# --- Re-decision after exclusions (moved from services/quality.py) -----------------------
+
+def redecide_pending(study: Study) -> bool:
+    return study.protocol_redecide_requested != study.protocol_redecide_done
+
+
+def protocol_redecide(*, study_id: int) -> int:
+    """Bring the protocol in line with the counted judgements after exclusions; returns the
+    number of pairs re-decided.
+
+    Call outside any transaction. Reads the study row, then the pair rows, then the counted
+    judgements (in that order: a submit that lands in between changes a pair row's version, and
+    the apply then refuses the stale snapshot and the next pass starts again). Every pair whose
+    recorded judgements (count and per-item votes) differ from its counted ones is rebuilt from
+    them; rounds are opened within the budget left; comparisons' serving counters follow.
+    """
+    for attempt in range(REDECIDE_PASSES):
+        if attempt:
+            time.sleep(0.02 * attempt)  # a pair row was busy or moved: let the submit finish
+        study = Study.objects.get(pk=study_id)
+        if not redecide_pending(study):
+            return 0
+        rows = list(PairState.objects.filter(study=study))
+        labels = study_judgement_labels(study=study)
+        lost = Judgement.objects.filter(comparison__study=study, kind=JudgementKind.REAL,
+                                        annotator_id__in=excluded_annotators(study=study)).count()
+        before = protocol_state.study_state_load(study, rows)
+        changed = {}
+        for pair in before.pairs:
+            mine = labels.get(pair.key, [])
+            votes: dict[str, int] = {}
+            for item, value in mine:
+                votes[item] = votes.get(item, 0) + value
+            if pair.judgements != len(mine) or dict(pair.votes) != votes:
+                changed[pair.key] = ([i for i, _ in mine], [v for _, v in mine])
+        settings = protocol_state.protocol_settings(study)
+        budget = study.budget + study.protocol_imported_judgements - lost
+        rebuilt = adaptive.rebuild_pairs(adaptive.replace(before, settings=adaptive.replace(settings, budget=budget)),
+                                         changed, study_draw_chances(study=study))
+        opened = adaptive.open_rounds(rebuilt)
+        applied = _redecide_apply(study, rows, before, rebuilt, opened, lost=lost)
+        if applied is not None:
+            return applied
+    log.warning("study %s: pairs moved under %d re-decision passes; the sweep will retry", study_id, REDECIDE_PASSES)
+    return 0
+
+
+@retry_transient
+def _redecide_apply(study: Study, rows: list[PairState], before: adaptive.ProtocolState,
+                    rebuilt: adaptive.ProtocolState, opened: adaptive.ProtocolState, *, lost: int) -> int | None:
+    """Write a re-decision computed from a snapshot, unless what it read has moved (then None)."""
+    earlier = {p.key: p for p in before.pairs}
+    writes = {p.key for p in opened.pairs if p != earlier[p.key]}
+    targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
+    recounted = {p.key for p, b in zip(rebuilt.pairs, before.pairs) if p.judgements != b.judgements
+                 or dict(p.votes) != dict(b.votes)}
+    try:
+        with transaction.atomic():
+            return _redecide_write(study, rows, targets, before, rebuilt, opened, recounted, lost=lost)
+    except OperationalError:
+        if connection.features.has_select_for_update_nowait:
+            return None  # a pair row is locked by a lease or submit: a new pass
+        raise
+
+
+def _redecide_write(study: Study, rows, targets, before, rebuilt, opened, recounted, *, lost: int) -> int | None:
+    """The apply's transaction (see _redecide_apply); None when the snapshot is stale."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if (locked.budget, locked.protocol_closes, locked.protocol_redecide_requested) != \
+            (study.budget, study.protocol_closes, study.protocol_redecide_requested):
+        return None  # a close, a budget change or another exclusion came first
+    # Every pair row is locked (never waiting: NOWAIT, so no deadlock with a lease that holds
+    # one pair and waits for another) and must still have the version of the snapshot. Unlike
+    # a round close, untouched pairs matter too: a submit of a worker who was not excluded yet
+    # when it read the exclusion (under its pair's lock) may land in any pair; it either
+    # committed before (the version moved: a new pass sees it) or waits for this lock and
+    # then sees the exclusion.
+    nowait = connection.features.has_select_for_update_nowait
+    versions = dict(PairState.objects.select_for_update(nowait=nowait).filter(study=locked).order_by("pk")
+                    .values_list("pk", "version"))
+    if any(versions.get(row.pk) != row.version for row in rows):
+        return None
+    # The protocol's budget (settings) moves with the lost judgements, in the same write.
+    locked.protocol_lost_judgements = lost
+    locked.protocol_redecide_done = study.protocol_redecide_requested
+    locked.save(update_fields=["protocol_lost_judgements", "protocol_redecide_done"])
+    protocol_state.study_state_save(locked, targets, opened, before=before, closed=rebuilt)
+    _recount_comparisons(locked, [row.pk for row in rows if (row.state["first"], row.state["second"]) in recounted])
+    return len(recounted)
+
+
+def _recount_comparisons(study: Study, pair_ids: list[int]) -> None:
+    """Serving's per-comparison counter counts the counted judgements (an excluded worker's
+    comparisons can be served again). Call holding the pairs' locks."""
+    if not pair_ids:
+        return
+    counted = dict(counted_judgements(study=study).filter(comparison__pair_id__in=pair_ids)
+                   .values_list("comparison_id").annotate(n=Count("id")).values_list("comparison_id", "n"))
+    stale = []
+    for comparison in Comparison.objects.filter(pair_id__in=pair_ids).only("id", "judgement_count"):
+        if comparison.judgement_count != counted.get(comparison.pk, 0):
+            comparison.judgement_count = counted.get(comparison.pk, 0)
+            stale.append(comparison)
+    Comparison.objects.bulk_update(stale, ["judgement_count"])

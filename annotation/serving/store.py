@@ -1,0 +1,496 @@
+"""The serving store: every statement of the serving loop (lease, submit, next HIT, release,
+reclaim), one named function each.
+
+The ORM builds and compiles a statement anew on every call; on the serving loop that was more
+than half of the web tier's CPU (docs/serving.md: 17 ms per submit + next HIT, 21 statements).
+The loop's statements are therefore written once, here, as plain SQL that runs unchanged on
+SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions).
+Everything else keeps the ORM. Nothing outside this module writes SQL for the serving tables.
+
+Invariants kept here (docs/architecture.md, "Serving invariants"):
+
+- ``PairState.leased`` changes only through ``_LEASED_PLUS`` (``pair_leases_add`` and
+  ``pair_save``): a pair is served while ``quota_left > leased``.
+- A pair row is locked only by ``_pair_lock_sql`` (``pair_lock_open`` for a lease,
+  ``pair_row_locked`` for everything else), inside the caller's transaction.
+
+Values cross the boundary as the ORM's own: a read converts every column with Django's own
+converters for its field (the backend's ``get_db_converters`` and the field's
+``from_db_value``, as the ORM's compiler does), a write prepares every column with the field's
+``get_db_prep_save``. Table names come from the models. Reads return small frozen dataclasses,
+or model instances where the caller needs one (an Assignment for the screens, a PairState for
+the protocol codec), built with ``Model.from_db`` (other fields deferred).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+from django.db import connection
+from django.db.models import Model
+
+from ..models import (
+    Annotator,
+    AnnotatorExclusion,
+    Assignment,
+    CheckItem,
+    Comparison,
+    CrowdSession,
+    Item,
+    Judgement,
+    JudgementKind,
+    Output,
+    PairState,
+    Study,
+)
+
+
+def _table(model: type[Model]) -> str:
+    return f'"{model._meta.db_table}"'
+
+
+def _select(columns: tuple[str, ...], prefix: str = "") -> str:
+    return ", ".join(f'{prefix}"{column}"' for column in columns)
+
+
+STUDY, ANNOTATOR, CROWD_SESSION = _table(Study), _table(Annotator), _table(CrowdSession)
+ITEM, OUTPUT, COMPARISON, PAIR = _table(Item), _table(Output), _table(Comparison), _table(PairState)
+ASSIGNMENT, JUDGEMENT, EXCLUSION, CHECK_ITEM = (_table(Assignment), _table(Judgement), _table(AnnotatorExclusion),
+                                                _table(CheckItem))
+
+# The columns of an Assignment and of a pair row as the loop reads them, in model order.
+ASSIGNMENT_COLUMNS = ("id", "annotator_id", "comparison_id", "check_item_id", "shown_swapped", "round", "issued_at",
+                      "expires_at", "state", "kind", "draw_probability")
+PAIR_COLUMNS = ("id", "study_id", "first_id", "second_id", "status", "decision", "theta", "theta_se", "round",
+                "quota_left", "leased", "version", "state", "updated_at")
+# The columns a submit writes of a new Judgement (its primary key comes back).
+JUDGEMENT_COLUMNS = ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", "seconds_on_task",
+                     "server_seconds", "kind", "idempotency_key", "source", "created_at")
+_ASSIGNMENT_SELECT = _select(ASSIGNMENT_COLUMNS, "a.")
+_PAIR_SELECT = _select(PAIR_COLUMNS)
+# The one expression that moves the live-lease counter.
+_LEASED_PLUS = '"leased" = "leased" + %s'
+
+
+# --- Results ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OpenPair:
+    """A pair row with a round open and quota beyond its live leases."""
+    id: int
+    round: int
+    quota_left: int
+    leased: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A comparison a lease may take: free, needed, not judged or skipped by the annotator."""
+    id: int
+    lease_expires_at: datetime | None   # an expired lease it would take over, else None
+    separability: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PairComparison:
+    """One of a pair's comparisons as a stratified draw sees it."""
+    id: int
+    judgement_count: int
+    lease_expires_at: datetime | None
+    separability: float | None
+    mine: bool        # judged or skipped by the annotator
+    withdrawn: bool   # its item is withdrawn
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierJudgement:
+    """A judgement already stored for a comparison (read under its pair's lock)."""
+    assignment_id: int
+    idempotency_key: str
+    annotator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonServing:
+    """A comparison's serving counters."""
+    judgement_count: int
+    lease_expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveLease:
+    """A LEASED assignment of a comparison, with the comparison's pair."""
+    comparison_id: int
+    pair_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class HitTexts:
+    """What a comparison's HIT shows: its item (an Item, other fields deferred), its two systems
+    and every sample of their outputs, ``(system_id, sample, text)`` ordered by system, sample."""
+    item: Item
+    first_id: int
+    second_id: int
+    outputs: tuple[tuple[int, int, str], ...]
+
+
+# --- Conversion (Django's own, per field) --------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _fields(model: type[Model], columns: tuple[str, ...]) -> tuple:
+    by_attname = {field.attname: field for field in model._meta.concrete_fields}
+    return tuple(by_attname[column] for column in columns)
+
+
+@lru_cache(maxsize=None)
+def _converters(model: type[Model], columns: tuple[str, ...]) -> tuple:
+    """Per column, the converters the ORM's compiler applies to a value read from the database:
+    the backend's for the field's type, then the field's own (``from_db_value``)."""
+    result = []
+    for field in _fields(model, columns):
+        column = field.get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        result.append((tuple(found), column))
+    return tuple(result)
+
+
+def _read(model: type[Model], columns: tuple[str, ...], values) -> list:
+    out = []
+    for (converters, column), value in zip(_converters(model, columns), values):
+        for convert in converters:
+            value = convert(value, column, connection)
+        out.append(value)
+    return out
+
+
+def _instance(model: type[Model], columns: tuple[str, ...], values) -> Model:
+    """A ``model`` instance from ``columns`` (attnames) as a cursor read them, converted as the
+    ORM converts them; the model's other fields are deferred (read on first access)."""
+    return model.from_db(connection.alias, columns, _read(model, columns, values))
+
+
+def _prepared(obj: Model, columns: tuple[str, ...]) -> list:
+    """``obj``'s values of ``columns``, each prepared by its field as the ORM saves it."""
+    return [field.get_db_prep_save(getattr(obj, field.attname), connection)
+            for field in _fields(type(obj), columns)]
+
+
+def _datetime(model: type[Model], attname: str, value: datetime | None):
+    """A datetime parameter of a WHERE or SET, prepared by its field (SQLite: naive UTC text)."""
+    return _fields(model, (attname,))[0].get_db_prep_save(value, connection)
+
+
+def _rows(sql: str, params: tuple | list = ()) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _one(sql: str, params: tuple | list = ()) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _execute(sql: str, params: tuple | list = ()) -> int:
+    """Run a write; returns the number of rows it changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def _insert(obj: Model, columns: tuple[str, ...]) -> None:
+    """INSERT the ``columns`` of the unsaved ``obj``; sets its primary key (a saved instance)."""
+    obj.pk = _one(_insert_sql(type(obj), columns), _prepared(obj, columns))[0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+@lru_cache(maxsize=None)
+def _insert_sql(model: type[Model], columns: tuple[str, ...]) -> str:
+    return (f"INSERT INTO {_table(model)} (" + ", ".join(f'"{c}"' for c in columns) + ") VALUES ("
+            + ", ".join(["%s"] * len(columns)) + f') RETURNING "{model._meta.pk.attname}"')
+
+
+def _for_update(*, skip_locked: bool = False) -> str:
+    """The row-lock clause of this database ('' on SQLite, whose write transaction locks all)."""
+    if not connection.features.has_select_for_update:
+        return ""
+    return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+
+
+# --- Studies, workers ----------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _study_columns() -> tuple[str, ...]:
+    return tuple(field.attname for field in Study._meta.concrete_fields)
+
+
+def study_of_slug(slug: str) -> Study | None:
+    """The study at ``slug`` (every column): the first read of every annotator request."""
+    columns = _study_columns()
+    row = _one(f'SELECT {_select(columns)} FROM {STUDY} WHERE "slug" = %s', [slug])
+    return _instance(Study, columns, row) if row is not None else None
+
+
+@lru_cache(maxsize=None)
+def _annotator_columns() -> tuple[str, ...]:
+    return tuple(field.attname for field in Annotator._meta.concrete_fields)
+
+
+def crowd_annotator(annotator_id: int, study_id: int) -> Annotator | None:
+    """The annotator ``annotator_id`` if they entered ``study_id`` as a crowd worker."""
+    columns = _annotator_columns()
+    row = _one(f'SELECT {_select(columns, "a.")} FROM {ANNOTATOR} a '
+               f'JOIN {CROWD_SESSION} s ON s."annotator_id" = a."id" WHERE a."id" = %s AND s."study_id" = %s',
+               [annotator_id, study_id])
+    return _instance(Annotator, columns, row) if row is not None else None
+
+
+def annotator_excluded(study_id: int, annotator_id: int) -> bool:
+    """Whether the worker is excluded from the study; a statement of its own (a submit reads it
+    under the pair's lock, docs/serving.md)."""
+    return _one(f'SELECT 1 FROM {EXCLUSION} WHERE "study_id" = %s AND "annotator_id" = %s AND "excluded" LIMIT 1',
+                [study_id, annotator_id]) is not None
+
+
+def annotator_judgement_count(study_id: int, annotator_id: int) -> int:
+    """Real judgements of the annotator in the study. Read from the annotator's judgements, each
+    checked for its study (an EXISTS): as a join, SQLite walked every comparison of the study
+    instead (12,000 for SummEval, per request)."""
+    return _one(
+        f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
+        f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)',
+        [annotator_id, JudgementKind.REAL, study_id])[0]
+
+
+# --- Assignments (HITs) --------------------------------------------------------------------
+
+def _assignment(values) -> Assignment:
+    return _instance(Assignment, ASSIGNMENT_COLUMNS, values)
+
+
+def lease_current(study_id: int, annotator_id: int, now: datetime, *, with_checks: bool) -> Assignment | None:
+    """The annotator's live lease in the study (a check's too ``with_checks``), the oldest."""
+    row = _one(
+        f"SELECT {_ASSIGNMENT_SELECT} FROM {ASSIGNMENT} a "
+        f'LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
+        + (f'LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
+        + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
+        + (' OR k."study_id" = %s)' if with_checks else ")")
+        + ' ORDER BY a."issued_at" LIMIT 1',
+        [annotator_id, Assignment.State.LEASED, _datetime(Assignment, "expires_at", now), study_id]
+        + ([study_id] if with_checks else []))
+    return _assignment(row) if row is not None else None
+
+
+def hit_of_study(study: Study, assignment_id: int) -> Assignment | None:
+    """The HIT ``assignment_id`` of ``study`` (a comparison's or a check's), or None; a
+    comparison's comes with its comparison (``study`` attached) and its item's external id, as
+    a submit needs them: one statement."""
+    row = _one(
+        f'SELECT {_ASSIGNMENT_SELECT}, c."pair_id", c."item_id", c."first_id", c."second_id", i."external_id" '
+        f'FROM {ASSIGNMENT} a LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
+        f'LEFT JOIN {ITEM} i ON i."id" = c."item_id" LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" '
+        'WHERE a."id" = %s AND (c."study_id" = %s OR k."study_id" = %s)', [assignment_id, study.pk, study.pk])
+    if row is None:
+        return None
+    assignment = _assignment(row[:len(ASSIGNMENT_COLUMNS)])
+    if assignment.comparison_id is not None:
+        pair_id, item_id, first_id, second_id, external_id = row[len(ASSIGNMENT_COLUMNS):]
+        comparison = _instance(Comparison, ("id", "study_id", "item_id", "first_id", "second_id", "pair_id"),
+                               [assignment.comparison_id, study.pk, item_id, first_id, second_id, pair_id])
+        comparison.study = study
+        comparison.item = _instance(Item, ("id", "study_id", "external_id"), [item_id, study.pk, external_id])
+        assignment.comparison = comparison
+    return assignment
+
+
+def assignment_insert(assignment: Assignment) -> None:
+    """Store a new lease (sets its primary key)."""
+    _insert(assignment, ASSIGNMENT_COLUMNS[1:])
+
+
+def assignment_submitted(assignment_id: int, *, only_if_leased: bool) -> bool:
+    """Mark the assignment SUBMITTED; ``only_if_leased``: only while it is LEASED (the one write
+    that both checks and ends a live lease). True when a row changed."""
+    if only_if_leased:
+        return _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "id" = %s AND "state" = %s',
+                        [Assignment.State.SUBMITTED, assignment_id, Assignment.State.LEASED]) == 1
+    return _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "id" = %s',
+                    [Assignment.State.SUBMITTED, assignment_id]) == 1
+
+
+def leases_of_comparison_expire(comparison_id: int) -> None:
+    """End the LEASED assignments of a comparison (an expired lease taken over)."""
+    _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "comparison_id" = %s AND "state" = %s',
+             [Assignment.State.EXPIRED, comparison_id, Assignment.State.LEASED])
+
+
+def lease_live(assignment_id: int) -> LiveLease | None:
+    """The assignment's comparison and pair if it is a LEASED comparison's HIT, else None."""
+    row = _one(f'SELECT a."comparison_id", c."pair_id" FROM {ASSIGNMENT} a '
+               f'JOIN {COMPARISON} c ON c."id" = a."comparison_id" WHERE a."id" = %s AND a."state" = %s',
+               [assignment_id, Assignment.State.LEASED])
+    return LiveLease(*row) if row is not None else None
+
+
+def lease_end(assignment_id: int, state: str) -> None:
+    """Set a LEASED assignment's final state (expired or skipped)."""
+    _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "id" = %s', [state, assignment_id])
+
+
+def pair_of_assignment(assignment_id: int) -> int | None:
+    """The pair of the assignment's comparison (None for a check)."""
+    row = _one(f'SELECT c."pair_id" FROM {ASSIGNMENT} a JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
+               'WHERE a."id" = %s', [assignment_id])
+    return row[0] if row is not None else None
+
+
+def leases_expired_of_pair(pair_id: int, now: datetime) -> list[int]:
+    """The real comparisons' LEASED assignments of the pair past their expiry (repeats hold no
+    counter: they simply lapse)."""
+    return [pk for pk, in _rows(
+        f'SELECT a."id" FROM {ASSIGNMENT} a JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
+        'WHERE c."pair_id" = %s AND a."state" = %s AND a."kind" = %s AND a."expires_at" < %s',
+        [pair_id, Assignment.State.LEASED, JudgementKind.REAL, _datetime(Assignment, "expires_at", now)])]
+
+
+def pairs_with_expired_leases(study_id: int, now: datetime) -> set[int]:
+    """The study's pairs with a comparison whose lease has expired."""
+    return {pk for pk, in _rows(f'SELECT DISTINCT "pair_id" FROM {COMPARISON} '
+                                'WHERE "study_id" = %s AND "lease_expires_at" < %s',
+                                [study_id, _datetime(Comparison, "lease_expires_at", now)])}
+
+
+# --- Comparisons ---------------------------------------------------------------------------
+
+def _available_sql() -> str:
+    return (f'SELECT c."id", c."lease_expires_at", c."separability" FROM {COMPARISON} c '
+            f'JOIN {ITEM} i ON i."id" = c."item_id" '
+            'WHERE c."pair_id" = %s AND c."judgement_count" < %s AND NOT i."withdrawn" '
+            'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) '
+            f'AND NOT EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."comparison_id" = c."id") '
+            f'AND NOT EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."annotator_id" = %s '
+            'AND s."comparison_id" = c."id" AND s."state" = %s)')
+
+
+_CANDIDATE_COLUMNS = ("id", "lease_expires_at", "separability")
+
+
+def comparisons_available(pair_id: int, ratings_per_item: int, now: datetime, annotator_id: int, *,
+                          one_at_random: bool = False) -> list[Candidate]:
+    """The pair's comparisons a lease to the annotator may take (``one_at_random``: one of them
+    drawn by the database, or none)."""
+    params = [pair_id, ratings_per_item, _datetime(Comparison, "lease_expires_at", now), annotator_id,
+              annotator_id, Assignment.State.SKIPPED]
+    sql = _available_sql() + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else "")
+    return [Candidate(*_read(Comparison, _CANDIDATE_COLUMNS, row)) for row in _rows(sql, params)]
+
+
+def comparisons_of_pair(pair_id: int, annotator_id: int) -> list[PairComparison]:
+    """Every comparison of the pair (a stratified draw bins all of them), with whether the
+    annotator judged or skipped it and whether its item is withdrawn."""
+    rows = _rows(
+        f'SELECT c."id", c."judgement_count", c."lease_expires_at", c."separability", i."withdrawn", '
+        f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s) '
+        f'OR EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
+        f'AND s."state" = %s) FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" WHERE c."pair_id" = %s',
+        [annotator_id, annotator_id, Assignment.State.SKIPPED, pair_id])
+    return [PairComparison(*_read(Comparison, _PAIR_COMPARISON_COLUMNS, row[:4]), mine=bool(row[5]),
+                           withdrawn=_read(Item, ("withdrawn",), row[4:5])[0]) for row in rows]
+
+
+_PAIR_COMPARISON_COLUMNS = ("id", "judgement_count", "lease_expires_at", "separability")
+
+
+def comparison_lease_set(comparison_id: int, expires: datetime | None) -> None:
+    """Set (or, None, clear) the comparison's live-lease expiry."""
+    _execute(f'UPDATE {COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s',
+             [_datetime(Comparison, "lease_expires_at", expires), comparison_id])
+
+
+def comparison_serving(comparison_id: int) -> ComparisonServing:
+    """The comparison's judgement count and lease expiry."""
+    row = _one(f'SELECT "judgement_count", "lease_expires_at" FROM {COMPARISON} WHERE "id" = %s', [comparison_id])
+    return ComparisonServing(*_read(Comparison, ("judgement_count", "lease_expires_at"), row))
+
+
+def comparison_judged(comparison_id: int, *, lease_ended: bool) -> None:
+    """Count a judgement of the comparison (``lease_ended``: and free it of its live lease)."""
+    _execute(f'UPDATE {COMPARISON} SET "judgement_count" = "judgement_count" + 1'
+             + (', "lease_expires_at" = NULL' if lease_ended else "") + ' WHERE "id" = %s', [comparison_id])
+
+
+def hit_texts(comparison_id: int) -> HitTexts:
+    """The comparison's item and the outputs of its two systems, in one statement."""
+    found = _rows(
+        'SELECT i."id", i."study_id", i."external_id", i."input", i."reference", c."first_id", c."second_id", '
+        f'o."system_id", o."sample", o."text" FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
+        f'JOIN {OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
+        'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [comparison_id])
+    item = _instance(Item, ("id", "study_id", "external_id", "input", "reference"), found[0][:5])
+    return HitTexts(item=item, first_id=found[0][5], second_id=found[0][6],
+                    outputs=tuple((system_id, sample, text) for *_, system_id, sample, text in found))
+
+
+# --- Judgements ----------------------------------------------------------------------------
+
+def judgements_of_comparison(comparison_id: int) -> list[EarlierJudgement]:
+    """The judgements stored for the comparison."""
+    return [EarlierJudgement(*row) for row in _rows(
+        f'SELECT "assignment_id", "idempotency_key", "annotator_id" FROM {JUDGEMENT} WHERE "comparison_id" = %s',
+        [comparison_id])]
+
+
+def judgement_insert(judgement: Judgement) -> None:
+    """Store a new judgement (sets its primary key); uniqueness is the database's."""
+    _insert(judgement, JUDGEMENT_COLUMNS)
+
+
+# --- Pair rows -----------------------------------------------------------------------------
+
+def open_pairs(study_id: int, open_status: str) -> list[OpenPair]:
+    """The study's pairs with status ``open_status`` and quota beyond their live leases."""
+    return [OpenPair(*row) for row in _rows(
+        f'SELECT "id", "round", "quota_left", "leased" FROM {PAIR} '
+        'WHERE "study_id" = %s AND "status" = %s AND "quota_left" > "leased"', [study_id, open_status])]
+
+
+def _pair_lock_sql(select: str, *, open_status: str | None, skip_locked: bool) -> str:
+    """The one statement that locks a pair row (FOR UPDATE on PostgreSQL; on SQLite the write
+    transaction holds the database)."""
+    return (f'SELECT {select} FROM {PAIR} WHERE "id" = %s'
+            + (' AND "status" = %s AND "quota_left" > "leased"' if open_status is not None else "")
+            + _for_update(skip_locked=skip_locked))
+
+
+def pair_lock_open(pair_id: int, open_status: str, *, skip_locked: bool) -> bool:
+    """Lock the pair row if it still has unmet quota (False when skipped or no longer open)."""
+    return _one(_pair_lock_sql('"id"', open_status=open_status, skip_locked=skip_locked),
+                [pair_id, open_status]) is not None
+
+
+def pair_row_locked(pair_id: int) -> PairState:
+    """The pair row (every column), locked for the caller's transaction. Call inside
+    ``transaction.atomic``."""
+    return _instance(PairState, PAIR_COLUMNS,
+                     _one(_pair_lock_sql(_PAIR_SELECT, open_status=None, skip_locked=False), [pair_id]))
+
+
+def pair_leases_add(pair_id: int, change: int) -> None:
+    """Move the pair's live-lease counter by ``change``. Call holding the pair's lock."""
+    _execute(f'UPDATE {PAIR} SET {_LEASED_PLUS} WHERE "id" = %s', [change, pair_id])
+
+
+def pair_save(row: PairState, columns: tuple[str, ...], *, leases_change: int = 0) -> None:
+    """Write ``columns`` of the locked pair row from ``row`` and move its live-lease counter by
+    ``leases_change``, in one statement. Call holding the pair's lock."""
+    _execute(_pair_save_sql(columns), [*_prepared(row, columns), leases_change, row.pk])
+
+
+@lru_cache(maxsize=None)
+def _pair_save_sql(columns: tuple[str, ...]) -> str:
+    return (f'UPDATE {PAIR} SET ' + ", ".join(f'"{c}" = %s' for c in columns) + f", {_LEASED_PLUS}"
+            + ' WHERE "id" = %s')
