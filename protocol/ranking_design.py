@@ -30,23 +30,31 @@ that need deciding now (a resumable plan; the outcomes are the only state).
 
 Error control
 -------------
-``error="fwer"`` (default): every pair is decided at level gamma / m with m = planned_decisions(k),
-fixed before any data. The e-process of a pair wrongly reaches 1 / level with probability at
-most level (Ville), so by the union bound, with probability at least 1 - gamma EVERY pair the
-sort decides is decided correctly; and when all direct decisions are correct, so is every pair
-they imply by transitivity (the truth is an order). Hence:
+``error="fwer"`` (default): every pair run decides at level gamma / m, m = ``settings.planned(k)``
+fixed before any data (C(k); plus 2 (k - 1) refinement runs in the two-stage variant). A pair's
+e-process wrongly reaches 1 / level with probability at most level (Ville, at any looks), and
+whether the sort runs a pair depends only on other pairs' outcomes, so the expected number of
+wrong decisions is at most level x runs <= gamma, and when all direct decisions are right so
+is every pair they imply (the truth is an order):
 
     P(any pair of the reported partial order, direct or implied, is wrong) <= gamma.
 
-``error="per_pair"``: each pair at level gamma, as the all-pairs protocol decides each pair;
-then at most gamma of the pairs without a difference are decided per pair, but one false
-direct decision can carry into implied pairs.
+This assumes a pair's labels say nothing about other pairs' labels beyond the truth (separate
+judgements); the two-stage refinement of a pair depends on its own sort run, which the bound
+does not cover exactly (measured, docs/ranking.md). ``error="per_pair"``: each run at level
+gamma, as the all-pairs protocol decides each pair; no family-wise bound, and one false direct
+decision can carry into implied pairs.
 
 The result is a partial order: the decided pairs and their transitive closure; systems whose
-pairs stay undecided are tied at the study's resolution. The resolution is what a pair's
-labels can separate at the level: at most ``max_labels`` human labels per pair (0 = all of its
-items). ``tiers`` groups the consecutive systems of the order whose neighbour pair is
-undecided (neighbours were compared directly, so no implication can separate them either).
+pairs stay undecided are tied at the study's resolution (``max_labels``: most labels a pair
+may take; 0 = all of its items). ``tiers`` groups the consecutive systems of the order whose
+neighbour pair is undecided (neighbours were compared directly, so no implication can
+separate them either).
+
+Two-stage variant (``sort_labels`` > 0): the sort's runs are capped at ``sort_labels``
+labels; then every pair of neighbours in the order that no decision orders gets one full run
+(the pairs adjacent or uncertain in the current order), reversals found move the systems, and
+the new neighbours are looked at (``ranking_plan``).
 """
 from __future__ import annotations
 
