@@ -11,6 +11,7 @@ Grid (every arena from protocol.arena, seeds 0..S-1; all designs on the same lab
     human only and with the metric
   * dense: gap 0.15, k = 50, 2,000 prompts (neighbours harder to separate), human only
   * separated: gap 1.0, k = 50, 2,000 prompts (every neighbour easy to separate), human only
+  * k100: gap 0.3, k = 100, 2,000 prompts, human only, 2 seeds: how the ratios move with k
   * variants at k = 50, gap 0.3, human only: the ranking at per-pair level gamma, and the
     two-stage ranking (sort comparisons capped at 200 labels, then refinement of neighbours)
   * null: gap 0 (all systems equal: every decision is false), k = 16, 500 prompts,
@@ -47,7 +48,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-BLOCKS = ("main", "dense", "separated", "variants", "null")
+BLOCKS = ("main", "dense", "separated", "variants", "null", "k100")
 
 
 def run(seeds: int, null_seeds: int, blocks=BLOCKS) -> list[dict]:
@@ -69,6 +70,10 @@ def run(seeds: int, null_seeds: int, blocks=BLOCKS) -> list[dict]:
             add(block, replay(ArenaSpec(systems=50, prompts=2000, seed=seed, gap=gap), settings,
                               metric_variants=(False,)))
             log(f"{block} seed={seed}: {time.perf_counter() - began:.0f} s")
+    for seed in range(min(seeds, 2)) if "k100" in blocks else ():
+        began = time.perf_counter()
+        add("k100", replay(ArenaSpec(systems=100, prompts=2000, seed=seed), settings, metric_variants=(False,)))
+        log(f"k100 seed={seed}: {time.perf_counter() - began:.0f} s")
     for seed in range(seeds) if "variants" in blocks else ():
         arena = make_arena(ArenaSpec(systems=50, prompts=2000, seed=seed))
         per_pair = replay_ranking(arena, replace(settings, seed=seed, error="per_pair"))
@@ -103,7 +108,7 @@ NAMES = {
 def table(rows: list[dict], block: str) -> list[str]:
     chosen = [r for r in rows if r["block"] == block]
     # all-pairs runs of the same arenas: the dense block has its own, the others the main grid's
-    source = block if block in ("dense", "separated") else "main"
+    source = block if block in ("dense", "separated", "k100") else "main"
     base = {(r["systems"], r["seed"], r["metric"]): r["labels"] for r in rows
             if r["block"] == source and r["design"] == "all_pairs"}
     fwer = {(r["systems"], r["seed"], r["metric"]): r["labels"] for r in rows
@@ -215,6 +220,12 @@ def render(rows: list[dict], seeds: int, null_seeds: int) -> tuple[str, str]:
         *table(rows, "separated"),
         "",
         findings(rows, "separated"),
+        "",
+        "100 systems (gap 0.3, 2,000 prompts, human only, 2 seeds):",
+        "",
+        *table(rows, "k100"),
+        "",
+        findings(rows, "k100", systems=100),
         "",
         "Variants of the ranking design (k = 50, gap 0.3, human only; ratios to the main grid's all-pairs runs):",
         "",
