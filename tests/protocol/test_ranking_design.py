@@ -208,3 +208,33 @@ def test_replay_scores_designs_against_the_truth():
     assert ranking.tau > 0.8 and all_pairs.tau > 0.8
     uniform = replay_uniform(arena, ranking.labels, seed=2)
     assert uniform.labels == ranking.labels and uniform.ordered_pairs == 0
+
+
+def test_replay_command_line_prints_every_design(capsys):
+    import json
+
+    from protocol.arena_replay import main
+
+    assert main(["--systems", "4", "--prompts", "80", "--seeds", "0", "--human-only", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["design"] for r in rows] == ["all_pairs", "all_pairs_fwer", "ranking", "uniform"]
+    assert rows[0]["pairs_asked"] == 6 and rows[1]["level"] == pytest.approx(0.05 / 6)
+    assert rows[3]["labels"] == rows[2]["labels"] and rows[3]["level"] is None
+    assert main(["--systems", "1"]) == 2
+
+
+def test_report_states_the_done_when_from_the_rows():
+    """scripts/report_ranking.findings compares the ranking with the family-wise all-pairs run
+    of the same seed: met only at <= 0.25x with at least as many neighbours decided."""
+    from scripts.report_ranking import findings
+
+    def row(design, labels, adjacent, resolved):
+        return dict(block="b", design=design, systems=5, seed=0, metric=False, labels=labels,
+                    adjacent_labels=adjacent, resolved_adjacent=resolved)
+
+    cheap = [row("all_pairs", 500, 100, 3), row("all_pairs_fwer", 1000, 200, 2), row("ranking", 240, 150, 2)]
+    assert "**met**" in findings(cheap, "b", systems=5) and "**0.24×**" in findings(cheap, "b", systems=5)
+    fewer = [*cheap[:2], row("ranking", 240, 150, 1)]
+    assert "**not met**" in findings(fewer, "b", systems=5)
+    dearer = [*cheap[:2], row("ranking", 260, 150, 2)]
+    assert "**not met**" in findings(dearer, "b", systems=5)
