@@ -1,0 +1,258 @@
+"""Known-truth replays of the ranking designs on a synthetic arena (issue 22).
+
+Every design sees the same arena (protocol.arena) and the same human labels, and is scored
+against the true order:
+
+    labels            human labels spent
+    tau               Kendall tau between the design's order and the true order
+    adjacent_labels   of those, labels spent on pairs of neighbours in the true order: such a
+                      pair is implied by no other, so every design that decides it pays them
+    wrong_adjacent    pairs of neighbours in the true order that the design's order reverses
+                      (of k - 1)
+    resolved_adjacent neighbours in the true order that the design DECIDED correctly
+                      (directly or by transitivity): what the error statement covers
+    ordered_pairs     pairs the design reports as decided (its partial order)
+    false_pairs       of those, pairs contradicting the truth
+
+Designs
+-------
+``all_pairs``   every pair decided by the per-pair protocol (adaptive + e-process) at level
+                gamma, the protocol's default statement; order: Copeland (decided wins minus
+                losses), then the share of won labels
+``ranking``     the merge-sort design of protocol.ranking_design at its settings (error
+                "fwer" by default: P(any wrong pair of the partial order) <= gamma)
+``uniform``     the Arena's baseline: labels on uniformly random (pair, item) draws, ordered
+                by a Bradley–Terry fit (protocol.leaderboard.fit_scores, choix); it decides no
+                pair. Run at the ranking design's label count of the same seed.
+
+With ``metric=True`` the pair decisions bet on the metric's labels (the e-process uses them,
+the decision stays the human margin's) and the ranking starts from the metric's order (mean
+metric score); the human-only variants use neither.
+
+    python -m protocol.arena_replay --systems 16 --prompts 500 --seeds 0 1 2 [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from .arena import Arena, ArenaSpec, make_arena
+from .leaderboard import fit_scores, win_matrix
+from .ranking_design import REFINE, PairOutcome, RankingSettings, decide_pair, item_order, rank
+
+DESIGNS = ("all_pairs", "all_pairs_fwer", "ranking", "uniform")
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    """One design on one arena (fields as in the module doc)."""
+
+    design: str
+    systems: int
+    prompts: int
+    seed: int
+    metric: bool
+    labels: int
+    adjacent_labels: int
+    tau: float
+    wrong_adjacent: int
+    resolved_adjacent: int
+    ordered_pairs: int
+    false_pairs: int
+    pairs_asked: int
+    level: float
+    seconds: float
+
+
+def score(arena: Arena, order, above: np.ndarray | None) -> dict:
+    """Quality of an order (system indices, best first) and of a partial order ``above``
+    ((S, S) bool over system indices, [i, j] = i decided above j; None = no decision)."""
+    size = len(arena.names)
+    truth = arena.true_order
+    place = np.empty(size, dtype=np.int64)
+    place[list(order)] = np.arange(size)
+    tau = float(kendalltau(place[list(truth)], np.arange(size)).statistic)
+    wrong = sum(int(place[a] > place[b]) for a, b in zip(truth, truth[1:]))
+    if above is None:
+        return dict(tau=tau, wrong_adjacent=wrong, resolved_adjacent=0, ordered_pairs=0, false_pairs=0)
+    resolved = sum(int(above[a, b]) for a, b in zip(truth, truth[1:]))
+    stronger = arena.strengths[:, None] > arena.strengths[None, :]
+    return dict(tau=tau, wrong_adjacent=wrong, resolved_adjacent=resolved, ordered_pairs=int(above.sum()),
+                false_pairs=int((above & ~stronger).sum()))
+
+
+def _adjacent(arena: Arena) -> set[tuple[int, int]]:
+    """Pairs of neighbours in the true order, as (smaller index, larger index)."""
+    truth = arena.true_order
+    return {(min(a, b), max(a, b)) for a, b in zip(truth, truth[1:])}
+
+
+def _compare(arena: Arena, settings: RankingSettings, metric: bool, level_systems: int):
+    prompts = len(arena.items)
+
+    def compare(i: int, j: int, stage: str) -> PairOutcome:
+        """Systems i and j (indices, oriented as given: +1 = i better) in ``stage``."""
+        cap = settings.capacity(stage, prompts)
+        return decide_pair(arena.human(i, j), settings=settings.protocol(level_systems, cap),
+                           order=item_order(settings.seed, i, j, prompts, cap),
+                           metric=arena.metric_labels(i, j) if metric else None)
+
+    return compare
+
+
+def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = False,
+                     family: bool = False) -> DesignResult:
+    """Every pair run to its end (``settings.max_labels`` caps it) at level gamma, or with
+    ``family`` at gamma / (k (k - 1) / 2): Bonferroni over all pairs, the all-pairs protocol
+    with the ranking's family-wise statement."""
+    began = time.perf_counter()
+    size = len(arena.names)
+    pairs = size * (size - 1) // 2
+    level = settings.gamma / pairs if family else settings.gamma
+    prompts = len(arena.items)
+    cap = settings.capacity(REFINE, prompts)
+    protocol = replace(settings.protocol(size, cap), gamma=level)
+
+    def compare(i: int, j: int, stage: str) -> PairOutcome:
+        return decide_pair(arena.human(i, j), settings=protocol, order=item_order(settings.seed, i, j, prompts, cap),
+                           metric=arena.metric_labels(i, j) if metric else None)
+
+    above = np.zeros((size, size), dtype=bool)
+    adjacent = _adjacent(arena)
+    adjacent_labels = 0
+    copeland = np.zeros(size)
+    won = np.zeros(size)
+    judged = np.zeros(size)
+    labels = 0
+    for i in range(size):
+        for j in range(i + 1, size):
+            outcome = compare(i, j, REFINE)
+            labels += outcome.labels
+            adjacent_labels += outcome.labels if (i, j) in adjacent else 0
+            if outcome.decision:
+                winner, loser = (i, j) if outcome.decision > 0 else (j, i)
+                above[winner, loser] = True
+                copeland[winner] += 1
+                copeland[loser] -= 1
+            won[i] += outcome.margin
+            won[j] -= outcome.margin
+            judged[[i, j]] += outcome.labels
+    share = won / np.maximum(judged, 1)
+    order = np.lexsort((np.arange(size), -share, -copeland))
+    return DesignResult(design="all_pairs_fwer" if family else "all_pairs", systems=size, prompts=prompts,
+                        seed=arena.spec.seed, metric=metric, labels=labels, adjacent_labels=adjacent_labels,
+                        **score(arena, order, above),
+                        pairs_asked=pairs, level=level,
+                        seconds=time.perf_counter() - began)
+
+
+def initial_order(arena: Arena, *, metric: bool, seed: int) -> np.ndarray:
+    """The sort's starting order: by mean metric score (best first) with the metric, else a
+    seeded shuffle (system indices)."""
+    size = len(arena.names)
+    if metric:
+        return np.lexsort((np.arange(size), -arena.metric.mean(axis=1)))
+    return np.random.default_rng([seed, 13]).permutation(size)
+
+
+def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = False) -> DesignResult:
+    began = time.perf_counter()
+    size = len(arena.names)
+    start = initial_order(arena, metric=metric, seed=settings.seed)
+    by_system = _compare(arena, settings, metric, size)
+    result = rank([arena.names[s] for s in start], lambda i, j, stage: by_system(int(start[i]), int(start[j]), stage), settings)
+    index = {name: s for s, name in enumerate(arena.names)}
+    order = [index[name] for name in result.order]
+    above = np.zeros((size, size), dtype=bool)
+    above[np.ix_(start, start)] = result.above
+    adjacent = _adjacent(arena)
+    adjacent_labels = sum(n for (i, j), n in result.spent.items()
+                          if tuple(sorted((int(start[i]), int(start[j])))) in adjacent)
+    return DesignResult(design="ranking", systems=size, prompts=len(arena.items), seed=arena.spec.seed,
+                        metric=metric, labels=result.labels, adjacent_labels=adjacent_labels,
+                        **score(arena, order, above),
+                        pairs_asked=result.runs, level=result.level,
+                        seconds=time.perf_counter() - began)
+
+
+def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:
+    """``labels`` labels on uniformly random pairs and items, ordered by Bradley–Terry."""
+    began = time.perf_counter()
+    size, prompts = len(arena.names), len(arena.items)
+    rng = np.random.default_rng([seed, 17])
+    first, second = np.triu_indices(size, k=1)
+    chosen = rng.integers(0, len(first), labels)
+    items = rng.integers(0, prompts, labels)
+    values = np.empty(labels, dtype=np.int64)
+    for p in np.unique(chosen):
+        where = chosen == p
+        values[where] = arena.human(int(first[p]), int(second[p]))[items[where]]
+    scores = fit_scores(win_matrix(size, first[chosen], second[chosen], values))
+    order = np.lexsort((np.arange(size), -scores))
+    return DesignResult(design="uniform", systems=size, prompts=prompts, seed=arena.spec.seed, metric=False,
+                        labels=int(labels), adjacent_labels=0, **score(arena, order, None), pairs_asked=len(np.unique(chosen)),
+                        level=float("nan"), seconds=time.perf_counter() - began)
+
+
+def replay(spec: ArenaSpec, settings: RankingSettings, *, metric_variants=(False, True),
+           family: bool = True) -> list[DesignResult]:
+    """All designs on the arena of ``spec``: all-pairs (per-pair gamma, as the protocol decides
+    each pair), the ranking design (at ``settings``), uniform random pairs at the human-only
+    ranking's label count; each with and without the metric as asked."""
+    arena = make_arena(spec)
+    settings = replace(settings, seed=spec.seed)
+    out = []
+    for metric in metric_variants:
+        # all pairs: each pair run to its end at level gamma (the protocol's per-pair statement)
+        # and at gamma / pairs (the ranking's family-wise statement)
+        out.append(replay_all_pairs(arena, settings, metric=metric))
+        if family:
+            out.append(replay_all_pairs(arena, settings, metric=metric, family=True))
+        out.append(replay_ranking(arena, settings, metric=metric))
+    ranked = next(r for r in out if r.design == "ranking")
+    out.append(replay_uniform(arena, ranked.labels, seed=spec.seed))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m protocol.arena_replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--systems", type=int, default=16)
+    parser.add_argument("--prompts", type=int, default=500)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--gap", type=float, default=ArenaSpec.gap)
+    parser.add_argument("--gamma", type=float, default=0.05)
+    parser.add_argument("--error", choices=("fwer", "per_pair"), default="fwer")
+    parser.add_argument("--sort-labels", type=int, default=RankingSettings.sort_labels,
+                        help="most labels per comparison of the sort stage (0 = uncapped, no refinement)")
+    parser.add_argument("--max-labels", type=int, default=0, help="most labels per pair (0 = all prompts)")
+    parser.add_argument("--human-only", action="store_true", help="skip the metric variants")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    args = parser.parse_args(argv)
+    try:
+        settings = RankingSettings(gamma=args.gamma, error=args.error, sort_labels=args.sort_labels,
+                                   max_labels=args.max_labels)
+        specs = [ArenaSpec(systems=args.systems, prompts=args.prompts, seed=seed, gap=args.gap) for seed in args.seeds]
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for spec in specs:
+        for row in replay(spec, settings, metric_variants=(False,) if args.human_only else (False, True)):
+            if args.json:
+                print(json.dumps({k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                                  for k, v in asdict(row).items()}), flush=True)
+            else:
+                print(f"{row.design:10s} metric={int(row.metric)} seed={row.seed} labels={row.labels:7d} "
+                      f"adj_labels={row.adjacent_labels:6d} tau={row.tau:.3f} wrong_adj={row.wrong_adjacent:2d} resolved_adj={row.resolved_adjacent:2d} "
+                      f"ordered={row.ordered_pairs:4d} false={row.false_pairs} asked={row.pairs_asked} "
+                      f"{row.seconds:.1f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

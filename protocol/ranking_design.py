@@ -1,0 +1,501 @@
+"""A ranking, not every pair: the sort design for studies of many systems (issue 22).
+
+The all-pairs protocol decides all k (k - 1) / 2 pairs, so its human budget grows with k^2.
+A ranking needs far fewer decisions: this design runs a merge sort over the systems in which
+every comparison is one pair decided by the protocol's own per-pair sequential rule (the
+anytime-valid betting e-process, ``ProtocolSettings(policy="adaptive", rule="eprocess")``,
+protocol.adaptive), and lets the decided pairs imply the others by transitivity.
+
+The sort
+--------
+Top-down merge sort over the systems in a given initial order (the caller's: a seeded
+shuffle for a human-only study, the metric's order when there is a metric; a good initial
+order saves comparisons but never changes the error statement). A comparison asks the
+protocol to decide the pair: +1 / -1 when its e-process reaches 1 / level, or undecided (0)
+when the pair stops without a decision (futility stop, or its items or its per-pair budget
+run out). An undecided comparison is ordered by the sign of its human margin (the earlier
+system of the initial order on a zero margin), so the sort always finishes, but it is no
+decision. The merge sort
+  * never asks for a pair whose order is implied by earlier comparisons (its two systems come
+    from different halves, never compared before, directly or transitively);
+  * decides at most ``planned_decisions(k)`` = C(k) pairs, C(1) = 0,
+    C(k) = C(ceil(k/2)) + C(floor(k/2)) + k - 1 (= 237 at k = 50 against 1,225 pairs), in the
+    worst case; a well-ordered initial order needs about half;
+  * outputs an order that respects every comparison it made, and every two neighbours of the
+    output were compared directly (the winner of a merge step is always compared with the
+    next system it passes).
+The comparisons of one level of the recursion are independent, so many pairs are in flight
+at once: ``sort_plan`` replays the sort from the outcomes known so far and returns the pairs
+that need deciding now (a resumable plan; the outcomes are the only state).
+
+Error control
+-------------
+``error="fwer"`` (default): every pair run decides at level gamma / m, m = ``settings.planned(k)``
+fixed before any data (C(k); plus 2 (k - 1) refinement runs in the two-stage variant). A pair's
+e-process wrongly reaches 1 / level with probability at most level (Ville, at any looks), and
+whether the sort runs a pair depends only on other pairs' outcomes, so the expected number of
+wrong decisions is at most level x runs <= gamma, and when all direct decisions are right so
+is every pair they imply (the truth is an order):
+
+    P(any pair of the reported partial order, direct or implied, is wrong) <= gamma.
+
+This assumes a pair's labels say nothing about other pairs' labels beyond the truth (separate
+judgements); the two-stage refinement of a pair depends on its own sort run, which the bound
+does not cover exactly (measured, docs/ranking.md). ``error="per_pair"``: each run at level
+gamma, as the all-pairs protocol decides each pair; no family-wise bound, and one false direct
+decision can carry into implied pairs.
+
+The result is a partial order: the decided pairs and their transitive closure; systems whose
+pairs stay undecided are tied at the study's resolution (``max_labels``: most labels a pair
+may take; 0 = all of its items). ``tiers`` groups the consecutive systems of the order whose
+neighbour pair is undecided (neighbours were compared directly, so no implication can
+separate them either).
+
+Two-stage variant (``sort_labels`` > 0): the sort's runs are capped at ``sort_labels``
+labels; then every pair of neighbours in the order that no decision orders gets one full run
+(the pairs adjacent or uncertain in the current order), reversals found move the systems, and
+the new neighbours are looked at (``ranking_plan``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType, SimpleNamespace
+
+import numpy as np
+
+from .adaptive import (
+    ProtocolSettings,
+    close_rounds,
+    needed,
+    open_rounds,
+    record_judgements,
+    start,
+    theta_closed_form,
+)
+
+ERRORS = ("fwer", "per_pair")
+SORT, REFINE, DONE = "sort", "refine", "done"
+STAGES = (SORT, REFINE)
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class RankingSettings:
+    """How a ranking study spends its human labels.
+
+    gamma        error level of the whole ranking ("fwer") or of each pair ("per_pair")
+    error        "fwer" (every pair at level gamma / planned_decisions) or "per_pair" (gamma)
+    sort_labels  most human labels a comparison of the sort stage may take (0 = no cap and
+                 no refinement stage: one stage, every comparison run to its end)
+    max_labels   most human labels a pair may take in the refinement stage (0 = all of its
+                 items): the study's resolution
+    batch        largest round of a pair (the protocol's ``batch``)
+    seed         seed of the protocol (rounds, and the item order the replays draw)
+    """
+
+    gamma: float = 0.05
+    error: str = "fwer"
+    sort_labels: int = 0
+    max_labels: int = 0
+    batch: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.gamma, (int, float)) and 0 < self.gamma < 1):
+            raise ValueError(f"gamma must lie strictly between 0 and 1, got {self.gamma!r}")
+        if self.error not in ERRORS:
+            raise ValueError(f"error must be one of {ERRORS}, got {self.error!r}")
+        for name, low in (("sort_labels", 0), ("max_labels", 0), ("batch", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+    @property
+    def refines(self) -> bool:
+        return self.sort_labels > 0
+
+    def planned(self, systems: int) -> int:
+        """Most pair runs of a study of ``systems`` systems: the sort's worst case, plus
+        2 (k - 1) refinement runs when the sort stage is capped."""
+        return planned_decisions(systems) + (refine_limit(systems) if self.refines else 0)
+
+    def level(self, systems: int) -> float:
+        """The level every pair run is decided at, for a study of ``systems`` systems."""
+        if self.error == "per_pair":
+            return float(self.gamma)
+        return float(self.gamma) / max(1, self.planned(systems))
+
+    def capacity(self, stage: str, items: int) -> int:
+        """Labels a pair run of ``stage`` ("sort" or "refine") may take, of its ``items``."""
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+        cap = self.sort_labels if stage == SORT else self.max_labels
+        return min(items, cap) if cap else items
+
+    def protocol(self, systems: int, capacity: int) -> ProtocolSettings:
+        """The per-pair protocol settings: the adaptive policy with the e-process rule."""
+        return ProtocolSettings(budget=int(capacity), batch=self.batch, gamma=self.level(systems),
+                                policy="adaptive", rule="eprocess", seed=self.seed)
+
+
+def planned_decisions(systems: int) -> int:
+    """Most pairs the merge sort of ``systems`` systems compares (its worst case), C(k)."""
+    if systems < 0:
+        raise ValueError(f"systems must not be negative, got {systems}")
+    if systems <= 1:
+        return 0
+    half = systems // 2
+    return planned_decisions(systems - half) + planned_decisions(half) + systems - 1
+
+
+def refine_limit(systems: int) -> int:
+    """Most refinement runs: twice the neighbours of the order (a reversal found by one
+    refinement gives the moved systems new neighbours)."""
+    return 2 * max(0, systems - 1)
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """A pair's result from the protocol, oriented as asked (+1 = the first system better).
+
+    decision  +1 / -1 when the e-process decided, 0 when the pair stopped undecided
+    margin    human wins minus losses of the first system over the pair's judged items
+    labels    human judgements the pair took
+    status    the protocol's final status (decided, futile, exhausted)
+    """
+
+    decision: int
+    margin: int
+    labels: int
+    status: str
+
+    def __post_init__(self) -> None:
+        if self.decision not in (-1, 0, 1):
+            raise ValueError(f"decision must be -1, 0 or 1, got {self.decision!r}")
+        if self.labels < 0:
+            raise ValueError(f"labels must not be negative, got {self.labels!r}")
+
+    def flipped(self) -> PairOutcome:
+        return PairOutcome(-self.decision, -self.margin, self.labels, self.status)
+
+    @property
+    def prefers_first(self) -> bool:
+        """The sort's direction: the decision, else the margin, else the first system."""
+        if self.decision:
+            return self.decision > 0
+        return self.margin >= 0
+
+
+def _human_theta(counts, *, gamma, method, seed):
+    """theta from the human counts alone (conjugate, instant). Under the e-process rule theta
+    only sizes the next round, so the sort does not pay the metric model's sampler per round."""
+    human = np.array([np.asarray(c.paired).sum(axis=0) + np.asarray(c.human_only) for c in counts],
+                     dtype=float).reshape(-1, 3)
+    return SimpleNamespace(theta=theta_closed_form(human),
+                           p_mean=(human + 1) / (human.sum(axis=1, keepdims=True) + 3))
+
+
+def decide_pair(labels, *, settings: ProtocolSettings, order=None, metric=None) -> PairOutcome:
+    """Run the protocol on one pair until it stops, drawing its items in ``order``.
+
+    labels    (T,) human label of every item in {-1, 0, 1} (+1 = first system better)
+    order     item indices in the order they are judged (default: 0..T-1); its length is the
+              pair's capacity (``settings.budget`` caps it too)
+    metric    (T,) metric labels in {-1, 0, 1}, or None (human only): the e-process bets on
+              them (protocol.adaptive.bet), which can sharpen but never invalidate the test
+    """
+    labels = np.asarray(labels).reshape(-1)
+    order = np.arange(len(labels)) if order is None else np.asarray(order, dtype=np.int64).reshape(-1)
+    if len(order) and (order.min() < 0 or order.max() >= len(labels)):
+        raise ValueError(f"item order must index the {len(labels)} labels")
+    if len(np.unique(order)) != len(order):
+        raise ValueError("item order must not repeat an item")
+    order = order[: settings.budget]
+    key = ("a", "b")
+    metric_map = None
+    if metric is not None:
+        metric = np.asarray(metric).reshape(-1)
+        if metric.shape != labels.shape:
+            raise ValueError(f"{len(metric)} metric labels for {len(labels)} items")
+        metric_map = {key: {str(t): int(metric[t]) for t in range(len(metric))}}
+    state = start(settings, {key: len(order)}, metric_map)
+    drawn = 0
+    while not state.finished:
+        state = open_rounds(state)
+        want = needed(state).get(key, 0)
+        if want == 0:
+            break
+        chosen = order[drawn: drawn + want]
+        drawn += want
+        state = record_judgements(state, *key, [str(t) for t in chosen], labels[chosen])
+        state = close_rounds(state, force=True, decide=_human_theta)
+    pair = state.pairs[0]
+    counts = pair.human_counts
+    return PairOutcome(decision=int(pair.decision), margin=int(counts[0] - counts[2]),
+                       labels=int(pair.judgements), status=pair.status)
+
+
+@dataclass(frozen=True)
+class SortPlan:
+    """Where the merge sort stands given the outcomes known so far.
+
+    pending  pairs (i, j), i < j positions in the initial order, the sort needs decided now
+    order    positions best first when the sort is complete, else None
+    """
+
+    pending: tuple[Pair, ...]
+    order: tuple[int, ...] | None
+
+    @property
+    def complete(self) -> bool:
+        return self.order is not None
+
+
+def sort_plan(systems: int, outcomes: Mapping[Pair, PairOutcome]) -> SortPlan:
+    """Replay the merge sort of positions 0..systems-1 from ``outcomes`` ((i, j) with i < j,
+    oriented +1 = position i better) and return the pairs it waits for, or the order."""
+    pending: list[Pair] = []
+
+    def sort(lo: int, hi: int) -> list[int] | None:
+        if hi - lo <= 1:
+            return list(range(lo, hi))
+        mid = lo + (hi - lo + 1) // 2   # the left half takes ceil: planned_decisions' split
+        left, right = sort(lo, mid), sort(mid, hi)
+        if left is None or right is None:
+            return None
+        merged, a, b = [], 0, 0
+        while a < len(left) and b < len(right):
+            x, y = left[a], right[b]
+            outcome = outcomes.get((x, y) if x < y else (y, x))
+            if outcome is None:
+                pending.append((x, y) if x < y else (y, x))
+                return None
+            if outcome.prefers_first == (x < y):
+                merged.append(x)
+                a += 1
+            else:
+                merged.append(y)
+                b += 1
+        return merged + left[a:] + right[b:]
+
+    order = sort(0, systems)
+    return SortPlan(pending=tuple(sorted(pending)), order=None if order is None else tuple(order))
+
+
+def closure(systems: int, wins: Sequence[Pair]) -> np.ndarray:
+    """(S, S) bool: [i, j] when i is above j through a chain of the given (winner, loser)
+    pairs, taken in the given order; a pair contradicting the chains already there (it would
+    close a cycle: some decision is false) is left out."""
+    reach = np.zeros((systems, systems), dtype=bool)
+    for winner, loser in wins:
+        if winner == loser or reach[loser, winner] or reach[winner, loser]:
+            continue
+        above = reach[:, winner].copy()
+        above[winner] = True
+        below = reach[loser, :].copy()
+        below[loser] = True
+        reach |= above[:, None] & below[None, :]
+    return reach
+
+
+def _wins(outcomes: Mapping[Pair, PairOutcome]) -> list[Pair]:
+    return [(i, j) if o.decision > 0 else (j, i) for (i, j), o in sorted(outcomes.items()) if o.decision]
+
+
+def _merged(sorted_: Mapping[Pair, PairOutcome], refined: Mapping[Pair, PairOutcome]) -> dict[Pair, PairOutcome]:
+    """Every pair's latest outcome: its refinement run when it has one."""
+    return {**sorted_, **refined}
+
+
+def _extension(order: Sequence[int], above: np.ndarray) -> list[int]:
+    """The linear extension of ``above`` closest to ``order``: repeatedly the earliest system
+    of ``order`` that no remaining system is above (Kahn's algorithm by position)."""
+    remaining = list(order)
+    out = []
+    while remaining:
+        for n, candidate in enumerate(remaining):
+            if not any(above[other, candidate] for other in remaining if other != candidate):
+                out.append(remaining.pop(n))
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class RankingPlan:
+    """Where a ranking study stands given the outcomes known so far.
+
+    stage    "sort" (the capped merge sort runs), "refine" (neighbours of the order not yet
+             ordered by a decision get a full run) or "done"
+    pending  pairs (i, j), i < j positions in the initial order, to run now in ``stage``
+    order    positions, best first, once the sort stage is complete (else None)
+    """
+
+    stage: str
+    pending: tuple[Pair, ...]
+    order: tuple[int, ...] | None
+
+    @property
+    def complete(self) -> bool:
+        return self.stage == DONE
+
+
+def ranking_plan(systems: int, sorted_: Mapping[Pair, PairOutcome], refined: Mapping[Pair, PairOutcome],
+                 settings: RankingSettings) -> RankingPlan:
+    """Replay the ranking design from the outcomes known so far (the outcomes are its only
+    state): ``sorted_`` of the sort stage's runs, ``refined`` of the refinement runs, keys
+    (i, j) positions with i < j, +1 = position i better.
+
+    Sort stage: the merge sort of ``sort_plan`` over the sort runs. Refinement stage (when
+    ``settings.sort_labels`` caps the sort's runs): every pair of neighbours in the current
+    order that no decision orders, direct or implied, and that had no refinement run yet, is
+    run again with the refinement cap; the order then becomes the linear extension of all
+    decisions closest to it (a reversal found moves the two systems), and the new neighbours
+    are looked at, until no such pair is left or ``refine_limit`` runs were made.
+    """
+    plan = sort_plan(systems, sorted_)
+    if not plan.complete:
+        return RankingPlan(SORT, plan.pending, None)
+    order = list(plan.order)
+    if not settings.refines:
+        return RankingPlan(DONE, (), tuple(order))
+    limit = refine_limit(systems)
+    used: set[Pair] = set()
+    while True:
+        above = closure(systems, _wins(_merged(sorted_, {k: v for k, v in refined.items() if k in used})))
+        order = _extension(order, above)
+        wanted = []
+        for upper, lower in zip(order, order[1:]):
+            key = (upper, lower) if upper < lower else (lower, upper)
+            if not above[upper, lower] and key not in used:
+                wanted.append(key)
+        wanted = wanted[: limit - len(used)]
+        if not wanted:
+            return RankingPlan(DONE, (), tuple(order))
+        missing = tuple(sorted(key for key in wanted if key not in refined))
+        if missing:
+            return RankingPlan(REFINE, missing, tuple(order))
+        used.update(wanted)
+
+
+@dataclass(frozen=True)
+class RankingResult:
+    """The ranking of one study.
+
+    systems   (S,) names in the initial order (positions index them)
+    order     names, best first (a linear extension of every decision, and of the sort's
+              undecided comparisons where no decision says otherwise)
+    above     (S, S) bool over positions: [i, j] when i is decided above j, directly or by
+              transitivity: the reported partial order
+    tiers     names grouped into consecutive runs of the order whose neighbour pairs are not
+              ordered by a decision (tied at the study's resolution), best tier first
+    outcomes  (i, j) positions, i < j -> the pair's latest PairOutcome (refinement over sort)
+    spent     (i, j) -> human labels the pair took (a refined pair reuses its sort-stage
+              labels: its runs draw its items in one order, so it costs the longer run)
+    labels    human labels spent in total
+    runs      pair runs made (sort and refinement): what the error statement counts
+    level     the level every run was decided at
+    """
+
+    systems: tuple[str, ...]
+    order: tuple[str, ...]
+    above: np.ndarray
+    tiers: tuple[tuple[str, ...], ...]
+    outcomes: Mapping[Pair, PairOutcome]
+    spent: Mapping[Pair, int]
+    labels: int
+    runs: int
+    level: float
+
+    @property
+    def decided(self) -> int:
+        """Pairs decided directly."""
+        return sum(1 for o in self.outcomes.values() if o.decision)
+
+    @property
+    def implied(self) -> int:
+        """Pairs ordered by the partial order (direct and implied)."""
+        return int(self.above.sum())
+
+    def decisions(self) -> dict[tuple[str, str], int]:
+        """Every pair of names (canonical: first < second) -> +1 / -1 / 0 from the partial
+        order (0 = tied at the resolution)."""
+        out = {}
+        for i, a in enumerate(self.systems):
+            for j, b in enumerate(self.systems):
+                if a < b:
+                    out[(a, b)] = 1 if self.above[i, j] else -1 if self.above[j, i] else 0
+        return out
+
+
+def ranking_result(systems: Sequence[str], plan: RankingPlan, sorted_: Mapping[Pair, PairOutcome],
+                   refined: Mapping[Pair, PairOutcome], level: float) -> RankingResult:
+    """Assemble the result of a complete plan."""
+    if not plan.complete:
+        raise ValueError(f"the ranking is not complete: {len(plan.pending)} pairs wait in its {plan.stage} stage")
+    systems = tuple(systems)
+    outcomes = _merged(sorted_, refined)
+    above = closure(len(systems), _wins(outcomes))
+    order = plan.order
+    tiers, current = [], [order[0]] if len(order) else []
+    for upper, lower in zip(order, order[1:]):
+        if above[upper, lower]:
+            tiers.append(current)
+            current = [lower]
+        else:
+            current.append(lower)
+    if current:
+        tiers.append(current)
+    spent = {key: max(sorted_[key].labels if key in sorted_ else 0, refined[key].labels if key in refined else 0)
+             for key in outcomes}
+    return RankingResult(
+        systems=systems,
+        order=tuple(systems[i] for i in order),
+        above=above,
+        tiers=tuple(tuple(systems[i] for i in tier) for tier in tiers),
+        outcomes=MappingProxyType(outcomes),
+        spent=MappingProxyType(spent),
+        labels=int(sum(spent.values())),
+        runs=len(sorted_) + len(refined),
+        level=float(level),
+    )
+
+
+def rank(systems: Sequence[str], compare: Callable[[int, int, str], PairOutcome], settings: RankingSettings,
+         ) -> RankingResult:
+    """Run the design to the end, asking ``compare(i, j, stage)`` (positions, i < j; +1 = i
+    better; stage "sort" or "refine", whose cap is ``settings.capacity(stage, items)``) for
+    each pair the plan waits for: a synchronous driver for replays and scripts (the app opens
+    protocol rounds for ``ranking_plan(...).pending`` instead)."""
+    systems = tuple(systems)
+    if len(set(systems)) != len(systems):
+        raise ValueError("system names must be unique")
+    runs: dict[str, dict[Pair, PairOutcome]] = {SORT: {}, REFINE: {}}
+    while True:
+        plan = ranking_plan(len(systems), runs[SORT], runs[REFINE], settings)
+        if plan.complete:
+            break
+        for pair in plan.pending:
+            outcome = compare(*pair, plan.stage)
+            if not isinstance(outcome, PairOutcome):
+                raise ValueError(f"compare{pair} must return a PairOutcome, got {type(outcome).__name__}")
+            runs[plan.stage][pair] = outcome
+    return ranking_result(systems, plan, runs[SORT], runs[REFINE], settings.level(len(systems)))
+
+
+def item_order(seed: int, first: int, second: int, items: int, cap: int = 0) -> np.ndarray:
+    """The seeded order in which a replay judges a pair's items: uniform without replacement,
+    like the app's allocation; ``cap`` > 0 keeps its first ``cap`` items. The order depends on
+    the unordered pair only, so a pair's refinement run continues on its sort run's items."""
+    lo, hi = min(first, second), max(first, second)
+    order = np.random.default_rng([seed, 11, lo, hi]).permutation(items)
+    return order[:cap] if cap else order
+
+
+def describe(settings: RankingSettings, systems: int) -> str:
+    """One sentence of the error statement, for reports."""
+    level = settings.level(systems)
+    if settings.error == "fwer":
+        return (f"each pair run at level {settings.gamma} / {settings.planned(systems)} = {level:.2g}: "
+                f"P(any wrong pair in the partial order) <= {settings.gamma}")
+    return f"each pair run at level {settings.gamma}: per-pair error <= {settings.gamma} (no family-wise bound)"
