@@ -29,7 +29,7 @@ order of the protocol), prompts ``p0001``..; the true order is a seeded permutat
 names, so it cannot be read off them.
 
 ``write_bundle`` streams the study in the repository's bundle format (docs/bundle-format.md),
-rows in the order and with the conventions of ``scripts/_bundle_io.py`` (kind first, compact
+rows in the order and with the conventions of ``scripts/convert/bundle_io.py`` (kind first, compact
 JSON, sorted rows, gzip with mtime 0 and no file name: byte-identical for the same seed);
 ``python -m protocol.arena make --systems 50 --prompts 2000 --seed 0 --out FILE``.
 """

@@ -47,7 +47,7 @@ def test_bundle_shape_and_labels_match_the_oracle(tmp_path):
 
 
 def test_rows_follow_the_bundle_io_order():
-    from scripts._bundle_io import _row_key, check_rows
+    from scripts.convert.bundle_io import _row_key, check_rows
 
     arena = make_arena(ArenaSpec(systems=11, prompts=4, seed=0))   # S01..S11: natural = string order
     rows = [json.loads(line) for chunk in bundle_lines(arena) for line in chunk.splitlines()]

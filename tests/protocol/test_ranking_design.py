@@ -224,9 +224,9 @@ def test_replay_command_line_prints_every_design(capsys):
 
 
 def test_report_states_the_done_when_from_the_rows():
-    """scripts/report_ranking.findings compares the ranking with the family-wise all-pairs run
+    """scripts/report/ranking.findings compares the ranking with the family-wise all-pairs run
     of the same seed: met only at <= 0.25x with at least as many neighbours decided."""
-    from scripts.report_ranking import findings
+    from scripts.report.ranking import findings
 
     def row(design, labels, adjacent, resolved):
         return dict(block="b", design=design, systems=5, seed=0, metric=False, labels=labels,
