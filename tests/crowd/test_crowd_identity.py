@@ -9,7 +9,8 @@ from django.test import Client
 
 from annotation.access import session_annotator_key
 from annotation.models import Annotator, Assignment, CrowdSession
-from annotation.services import study_export_rows, study_import
+from annotation.selectors import study_export_rows
+from annotation.services import study_import
 from protocol.bundle import parse_bundle_lines
 from tests.factories import bundle_bytes, crowd_rows
 
