@@ -20,7 +20,7 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from protocol.bundle import BundleError
+from protocol.bundle import BundleError, BundleProblem
 
 from . import selectors, serializers, services
 from .access import (
@@ -103,7 +103,12 @@ class StudyListApi(APIView):
     def post(self, request):
         access_study_creation(request.user)
         form = serializers.StudyImportSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
+        if not form.is_valid():
+            if set(form.errors) == {"bundle"}:
+                # No file, or an empty one (clients differ in which of the two an empty part
+                # arrives as): a bundle the app cannot read, like any other invalid bundle.
+                raise BundleInvalid(BundleError([BundleProblem(0, "no bundle: the file is missing or empty")]))
+            raise ValidationError(form.errors)
         try:
             study = services.study_import(source=form.validated_data["bundle"].file,
                                           slug=form.validated_data.get("slug") or None,
@@ -187,7 +192,8 @@ class StudyLeaderboardApi(APIView):
 
 class JudgementPagination(PageNumberPagination):
     """DRF's page-number pagination, but a page_size that is not an integer in [1, max_page_size]
-    is a 400 (DRF silently served the default), and the schema says so."""
+    or a page that is not a positive integer is a 400 (DRF silently served the default page
+    size, and the first page for an empty page), and the schema says so."""
 
     page_size = 100
     page_size_query_param = "page_size"
@@ -200,6 +206,16 @@ class JudgementPagination(PageNumberPagination):
         if not raw.isdecimal() or not 1 <= int(raw) <= self.max_page_size:
             raise ValidationError({self.page_size_query_param: [f"an integer from 1 to {self.max_page_size}"]})
         return int(raw)
+
+    def get_page_number(self, request, paginator):
+        raw = request.query_params.get(self.page_query_param)
+        if raw is None:
+            return 1
+        if raw in self.last_page_strings:
+            return raw
+        if not raw.isdecimal() or int(raw) < 1:
+            raise ValidationError({self.page_query_param: ["a positive integer (or \"last\")"]})
+        return raw
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         parameters = super().get_schema_operation_parameters(view)

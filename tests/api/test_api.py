@@ -61,6 +61,29 @@ def test_import_through_the_api_reports_problems_with_lines():
     assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
 
 
+
+def test_an_empty_or_missing_bundle_is_an_invalid_bundle_not_a_malformed_request():
+    """Schemathesis sends a schema-valid multipart whose bundle part is empty (some clients'
+    parts then reach Django as no file at all): either is a bundle the app cannot read, 422."""
+    client, _ = api_for("r", researcher=True)
+    empty = io.BytesIO(b"")
+    empty.name = "bundle"
+    response = client.post("/api/studies/", {"bundle": empty, "human_only": "false"}, format="multipart")
+    assert_error(response, 422, "invalid_bundle")
+    assert response.json()["problems"] == [{"line": 0, "message": "no bundle: the file is missing or empty"}]
+    response = client.post("/api/studies/", {"human_only": "false"}, format="multipart")
+    assert_error(response, 422, "invalid_bundle")
+    assert Study.objects.count() == 0
+
+
+def test_a_page_that_is_not_a_positive_integer_is_a_400(study_with_annotator):
+    researcher, _ = study_with_annotator
+    for page in ("", "0", "x", "-1"):
+        response = researcher.get(f"/api/studies/s2/judgements/?page={page}")
+        assert_error(response, 400, "invalid")
+        assert "page" in response.json()["errors"], page
+    assert researcher.get("/api/studies/s2/judgements/?page=1").status_code == 200
+
 def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
     client, user = api_for("a")
     assert_error(upload(client, crowd_rows()), 403, "permission_denied")
