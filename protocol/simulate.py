@@ -55,6 +55,7 @@ import numpy as np
 
 from . import adaptive
 from .adaptive import ProtocolSettings, ProtocolState
+from .decision import closed_form_theta, decision_from_theta
 
 Pair = tuple[str, str]
 SUMMARY_KEYS = (
@@ -176,8 +177,8 @@ def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gam
     """Human-only decision on all human labels per pair, and the counts n (P, 3)."""
     keys = sorted(human)
     counts = np.array([[np.sum(human[k][1] == v) for v in (1, 0, -1)] for k in keys], dtype=float).reshape(-1, 3)
-    theta = adaptive.theta_closed_form(counts)
-    return {k: adaptive.decision_at(t, gamma) for k, t in zip(keys, theta)}, dict(zip(keys, counts))
+    theta = closed_form_theta(counts)
+    return {k: decision_from_theta(t, gamma) for k, t in zip(keys, theta)}, dict(zip(keys, counts))
 
 
 def kld(p_prot: np.ndarray, p_hum: np.ndarray) -> float:

@@ -1,0 +1,406 @@
+"""The budgeted protocol's state machine: start, open rounds, record judgements, close
+rounds, rebuild pairs after exclusions, run to the end (overview: ``protocol.adaptive``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+import numpy as np
+
+from .decision import decision_from_theta
+from .rules import (
+    bet,
+    eprocess_can_decide,
+    eprocess_decision,
+    final_decision_probabilities,
+    look_level,
+    pair_counts,
+    round_size,
+)
+from .rules import _default_decide
+from .state import (
+    _LABEL_INDEX,
+    ADAPTIVE,
+    DECIDED,
+    EXHAUSTED,
+    FILLED,
+    FUTILE,
+    OPEN,
+    WAITING,
+    PairState,
+    ProtocolSettings,
+    ProtocolState,
+    _check_state,
+    _diagnostics,
+    _index,
+    _sign,
+)
+
+def start(
+    settings: ProtocolSettings,
+    capacities: Mapping[tuple[str, str], int],
+    metric: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+) -> ProtocolState:
+    """A fresh protocol: every pair waiting, no judgement.
+
+    capacities  (first, second) -> human judgements the pair can receive; first < second
+    metric      (first, second) -> {item: metric label in -1/0/1}; None or a missing pair
+                means no metric (the human-only protocol)
+    """
+    metric = metric or {}
+    extra = set(metric) - set(capacities)
+    if extra:
+        raise ValueError(f"metric labels for pairs without a capacity: {sorted(extra)[:3]}")
+    pairs = []
+    for (first, second), capacity in sorted(capacities.items()):
+        if not first < second:
+            raise ValueError(f"pair ({first!r}, {second!r}) is not in canonical order first < second")
+        if not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise ValueError(f"capacity of ({first}, {second}) must be a non-negative integer, got {capacity!r}")
+        labels = {str(item): int(value) for item, value in metric.get((first, second), {}).items()}
+        bad = [item for item, value in labels.items() if value not in _LABEL_INDEX]
+        if bad:
+            raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
+        metric_only = [0, 0, 0]
+        for value in labels.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        pairs.append(
+            PairState(
+                first=first,
+                second=second,
+                capacity=int(capacity),
+                metric=MappingProxyType(labels),
+                metric_only=tuple(metric_only),
+                status=WAITING if capacity > 0 else EXHAUSTED,
+            )
+        )
+    return ProtocolState(settings, tuple(pairs))
+
+
+def needed(state: ProtocolState) -> dict[tuple[str, str], int]:
+    """Pairs that need annotations now -> how many more judgements their open round needs."""
+    return {p.key: p.quota for p in state.pairs if p.status == OPEN}
+
+
+def open_rounds(state: ProtocolState) -> ProtocolState:
+    """Open a round for every waiting pair, within the budget left.
+
+    A round asks for min(round_size, judgements the pair can still receive). When the budget
+    cannot fund all of them, the paper policy funds pairs in a seeded random order, the
+    adaptive policy the pairs closest to a decision first; the last funded pair may get a
+    smaller round so that the budget is never exceeded.
+    """
+    waiting = [i for i, p in enumerate(state.pairs) if p.status == WAITING]
+    if not waiting:
+        return state
+    budget = state.budget_left
+    asks = {i: min(round_size(state.settings, state.pairs[i]), state.pairs[i].remaining) for i in waiting}
+    if sum(asks.values()) > budget:
+        if state.settings.policy == ADAPTIVE:
+            closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
+            waiting.sort(key=lambda i: (-closeness[i], i))
+        else:
+            order = np.random.default_rng([state.settings.seed, 1, state.closes]).permutation(len(waiting))
+            waiting = [waiting[j] for j in order]
+    pairs = list(state.pairs)
+    for i in waiting:
+        quota = min(asks[i], budget)
+        if quota <= 0:
+            break
+        budget -= quota
+        p = pairs[i]
+        basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only)
+        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
+    return replace(state, pairs=tuple(pairs))
+
+
+
+def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int,
+                     probability: float | None = None) -> ProtocolState:
+    """Record one human judgement (value in canonical order: +1 = first better); probability:
+    the chance with which the item was drawn, when items are chosen unequally (see PairState)."""
+    return record_judgements(state, first, second, [item], [value],
+                             None if probability is None else [probability])
+
+
+def record_judgements(
+    state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int],
+    probabilities: Sequence[float | None] | None = None,
+) -> ProtocolState:
+    """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1};
+    probabilities (k,) or None: each item's selection probability at its draw (None when not
+    known), kept for an item's first judgement (PairState.draws).
+
+    The pair must have an open round with at least k judgements missing: a decided or
+    stopped pair, or one whose round is full, never receives more. Every judgement spends
+    budget, but an item counts once in the decision's counts: with the label the sign of the
+    mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
+    annotators of one item are not taken for independent observations.
+    """
+    index = _index(state).get((first, second))
+    if index is None:
+        raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
+    pair = state.pairs[index]
+    items = [str(i) for i in items]
+    values = [int(v) for v in np.asarray(values).ravel()] if len(values) else []
+    if len(items) != len(values):
+        raise ValueError(f"{len(items)} items but {len(values)} values")
+    if pair.status != OPEN:
+        raise ValueError(f"pair ({first}, {second}) takes no judgements now: it is {pair.status}")
+    if len(items) > pair.quota:
+        raise ValueError(f"pair ({first}, {second}) needs {pair.quota} more judgements in this round, got {len(items)}")
+    chances = [None] * len(items) if probabilities is None else list(probabilities)
+    if len(chances) != len(items):
+        raise ValueError(f"{len(items)} items but {len(chances)} probabilities")
+    draws = list(pair.draws)
+    paired = [list(row) for row in pair.paired]
+    human_only = list(pair.human_only)
+    metric_only = list(pair.metric_only)
+    judged = set(pair.judged_items)
+    votes = dict(pair.votes)
+    log_evidence = pair.log_evidence
+    for item, value, chance in zip(items, values, chances):
+        if value not in _LABEL_INDEX:
+            raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
+        if chance is not None and item not in judged:
+            if not 0 < float(chance) <= 1:
+                raise ValueError(f"item {item!r}: selection probability must lie in (0, 1], got {chance!r}")
+            draws.append((item, float(chance)))
+        metric_value = pair.metric.get(item)
+        if item not in judged and value != 0:
+            basis = pair.round_basis or (*(x for row in pair.paired for x in row),
+                                         *pair.human_only, *pair.metric_only)
+            others = list(basis[12:])
+            if metric_value is not None:
+                others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
+            wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others)
+            log_evidence += math.log1p(value * wager)
+        counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
+        if item in votes:
+            # a further judgement of a judged item replaces the item's label, never adds one
+            counts[_LABEL_INDEX[_sign(votes[item])]] -= 1
+        elif item in judged:
+            pass   # judged before votes were stored (old state): counted per judgement
+        elif metric_value is not None:
+            # An item's metric label counts as metric-only until its first human label.
+            metric_only[_LABEL_INDEX[metric_value]] -= 1
+        if item in judged and item not in votes:
+            counts[_LABEL_INDEX[value]] += 1
+        else:
+            votes[item] = votes.get(item, 0) + value
+            counts[_LABEL_INDEX[_sign(votes[item])]] += 1
+        judged.add(item)
+    quota = pair.quota - len(items)
+    pairs = list(state.pairs)
+    pairs[index] = replace(
+        pair,
+        paired=tuple(tuple(row) for row in paired),
+        human_only=tuple(human_only),
+        metric_only=tuple(metric_only),
+        judged_items=frozenset(judged),
+        votes=MappingProxyType(votes),
+        log_evidence=log_evidence,
+        draws=tuple(draws),
+        judgements=pair.judgements + len(items),
+        quota=quota,
+        status=OPEN if quota else FILLED,
+    )
+    return replace(state, pairs=tuple(pairs))
+
+
+def rebuild_pairs(
+    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]],
+    chances: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+) -> ProtocolState:
+    """Re-decide the given pairs from scratch from exactly the judgements given (e.g. after the
+    judgements of an excluded annotator left, or came back).
+
+    labels  (first, second) -> (items (k,), values (k,) in {-1, 0, 1}); pairs not named are
+            unchanged
+    Each named pair forgets its counts and records its k judgements as one look (a round of
+    size k, closed at once with the others in one batched decision), so it ends decided,
+    exhausted, futile or waiting for another round (``open_rounds`` funds it within the budget
+    left); with k = 0 it waits undecided. Its round counter and θ history continue (the look
+    is a round; θ gains one entry when k > 0). Capacity grows to k when the pair holds more
+    judgements than it could receive (a re-included annotator's comparisons were served again).
+    chances (first, second) -> {item: selection probability of its draw} for the named pairs,
+            when known (the app reads them from the judgements' leases); otherwise the items
+            that stay keep their recorded draw (PairState.draws). A design-weighted pair thus
+            stays weighted (Des Raj's weights over the remaining draws: approximate once draws
+            are removed).
+    Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
+    may not exceed it).
+    """
+    index = _index(state)
+    rebuilt = []
+    for key, (items, values) in sorted(labels.items()):
+        if key not in index:
+            raise ValueError(f"unknown pair {key!r}; pairs are in canonical order first < second")
+        old = state.pairs[index[key]]
+        if len(items) != len(values):
+            raise ValueError(f"pair {key}: {len(items)} items but {len(values)} values")
+        metric_only = [0, 0, 0]
+        for value in old.metric.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        capacity = max(old.capacity, len(items))
+        fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
+                          metric_only=tuple(metric_only), round=old.round, theta=old.theta,
+                          status=WAITING if capacity > 0 else EXHAUSTED)
+        if items:
+            fresh = replace(fresh, round=old.round + 1, quota=len(items), status=OPEN,
+                            round_basis=(0,) * 12 + tuple(metric_only))
+        rebuilt.append(fresh)
+    if not rebuilt:
+        return state
+    looked = ProtocolState(state.settings, tuple(rebuilt), state.closes)
+    for pair in rebuilt:
+        items, values = labels[pair.key]
+        if items:
+            # the items that stay keep the chance of their draw (design weights, PairState.draws)
+            chance = dict(state.pairs[index[pair.key]].draws)
+            if chances is not None and pair.key in chances:
+                chance = {str(item): value for item, value in chances[pair.key].items()}
+            looked = record_judgements(looked, pair.first, pair.second, list(items), list(values),
+                                       [chance.get(str(item)) for item in items])
+    if any(p.status == FILLED for p in looked.pairs):
+        looked = close_rounds(looked)
+    pairs = list(state.pairs)
+    for pair in looked.pairs:
+        pairs[index[pair.key]] = pair
+    result = replace(state, pairs=tuple(pairs), closes=looked.closes)
+    _check_state(result)
+    return result
+
+
+
+DecideMany = Callable[..., object]
+
+
+def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMany | None = None) -> ProtocolState:
+    """Decide every filled pair in one batched call and move it on.
+
+    force   also close open rounds that are not full (their missing judgements go back to
+            the budget), e.g. when annotators have left
+    decide  the batched decision function, ``decide_many(counts, *, gamma, method, seed)``
+            returning ``.theta`` (P,) and ``.p_mean`` (P, 3); default protocol.decision
+    """
+    closing = [i for i, p in enumerate(state.pairs) if p.status == FILLED or (force and p.status == OPEN)]
+    if not closing:
+        return state
+    settings = state.settings
+    decide = decide or _default_decide
+    batch = decide(
+        [pair_counts(state.pairs[i]) for i in closing],
+        gamma=settings.gamma,
+        method=settings.method,
+        # decide_many seeds every pair by (seed, its counts): the same counts give the same
+        # theta whatever else is in the batch, which keeps replays resumable and cacheable.
+        seed=settings.seed,
+    )
+    theta = np.asarray(batch.theta, dtype=float).reshape(-1)
+    p_mean = np.asarray(batch.p_mean, dtype=float).reshape(-1, 3)
+    if len(theta) != len(closing) or len(p_mean) != len(closing):
+        raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
+    levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
+    if settings.rule == "eprocess":
+        decisions = [eprocess_decision(state.pairs[i], settings.gamma) for i in closing]
+    else:
+        decisions = [decision_from_theta(t, g) for t, g in zip(theta, levels)]
+    futile = np.zeros(len(closing), dtype=bool)
+    if settings.policy == ADAPTIVE and settings.rule == "eprocess":
+        for j, i in enumerate(closing):
+            pair = state.pairs[i]
+            if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
+                    and pair.judgements >= settings.futility_min_judgements:
+                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility)
+    elif settings.policy == ADAPTIVE:
+        candidates = [
+            j for j, i in enumerate(closing)
+            if decisions[j] == 0 and settings.futility > 0 and state.pairs[i].remaining > 0
+            and state.pairs[i].judgements >= settings.futility_min_judgements
+        ]
+        if candidates:
+            chosen = [state.pairs[closing[j]] for j in candidates]
+            final = final_decision_probabilities(
+                [p.paired for p in chosen],
+                [p.human_only for p in chosen],
+                [p.metric_only for p in chosen],
+                [p.remaining for p in chosen],
+                levels[candidates],
+                draws=settings.futility_draws,
+                sweeps=settings.futility_sweeps,
+                rng=np.random.default_rng([settings.seed, 3, state.closes]),
+            )
+            threshold = np.full(len(candidates), settings.futility)
+            if settings.futility_labels_per_error > 0:
+                # Stopping saves at most the remaining labels and risks an omission: late in a
+                # pair the saving is small, so the risk accepted shrinks with it.
+                saved = np.array([p.remaining for p in chosen], dtype=float)
+                threshold = np.minimum(threshold, saved / settings.futility_labels_per_error)
+            futile[candidates] = 1 - final[:, 1] < threshold
+    pairs = list(state.pairs)
+    for j, i in enumerate(closing):
+        pair = pairs[i]
+        decision = decisions[j]
+        if decision != 0:
+            status = DECIDED
+        elif pair.remaining == 0:
+            status = EXHAUSTED
+        elif futile[j]:
+            status = FUTILE
+        else:
+            status = WAITING
+        pairs[i] = replace(
+            pair,
+            quota=0,
+            status=status,
+            decision=decision,
+            theta=pair.theta + (float(theta[j]),),
+            p_mean=tuple(float(x) for x in p_mean[j]),
+            diagnostics=_batch_diagnostics(batch, j),
+        )
+    return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
+
+
+
+def _batch_diagnostics(batch, j: int) -> MappingProxyType:
+    """The diagnostics of result j of a decide batch (defaults for a closed-form batch)."""
+    method = getattr(batch, "method", None)
+    ess = getattr(batch, "ess", None)
+    draws = getattr(batch, "draws", None)
+    se = getattr(batch, "theta_se", None)
+    return _diagnostics({
+        "method": "closed_form" if method is None else method[j],
+        "ess": None if ess is None else ess[j],
+        "draws": 0 if draws is None else draws[j],
+        "theta_se": 0.0 if se is None else se[j],
+    })
+
+
+
+def run_rounds(
+    state: ProtocolState,
+    collect: Callable[[ProtocolState, Mapping[tuple[str, str], int]], Iterable[tuple[str, str, Sequence[str], Sequence[int]]]],
+    *,
+    decide: DecideMany | None = None,
+    on_round: Callable[[ProtocolState], None] | None = None,
+) -> ProtocolState:
+    """Drive Algorithm 2 to the end: open rounds, collect, close, until finished.
+
+    collect(state, needed) yields (first, second, items, values) for the open rounds.
+    """
+    while not state.finished:
+        state = open_rounds(state)
+        want = needed(state)
+        spent = state.spent
+        for first, second, items, values in collect(state, want):
+            state = record_judgements(state, first, second, items, values)
+        if state.spent == spent:
+            raise ValueError("collect returned no judgement for the open rounds; the protocol cannot advance")
+        state = close_rounds(state, force=True, decide=decide)
+        if on_round is not None:
+            on_round(state)
+    return state

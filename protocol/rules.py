@@ -1,0 +1,239 @@
+"""The decision rules of the budgeted protocol (overview: ``protocol.adaptive``).
+
+Bayesian theta thresholds (``protocol.decision``), the look levels of ``strict`` (Bonferroni,
+Pocock), the betting e-process (bet, decision, futility), the posterior-predictive futility
+of the Bayesian rule, and the adaptive round sizing. Pure functions of the data in
+``protocol.state``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import ndtri
+from scipy.stats import beta as beta_distribution
+from scipy.stats import norm
+
+from .allocation import design_weights
+from .decision import PairCounts, closed_form_theta, counts_from_labels, decide_many
+from .state import ADAPTIVE, MAX_BET, PairState, ProtocolSettings, _sign
+
+def round_size(settings: ProtocolSettings, pair: PairState) -> int:
+    """Judgements to ask for in the pair's next round (before capping by what remains).
+
+    paper: always ``batch``. adaptive with ``min_round < batch``: a pair whose theta is
+    heading for a threshold gets just the labels it is expected to need, never fewer than
+    ``min_round``: on the straight line of the current evidence, z = Phi^-1(theta) grows like
+    sqrt(judgements), so reaching z* = Phi^-1(1 - level/2) takes about
+    judgements * ((z* / z)^2 - 1) more labels.
+    """
+    if settings.policy != ADAPTIVE:
+        return settings.batch
+    if not pair.theta:
+        return min(settings.first_round, settings.batch)
+    if settings.min_round >= settings.batch or settings.strict:
+        # strict spends its level over a fixed number of looks, so rounds keep their size
+        return settings.batch
+    z = abs(float(ndtri(min(max(pair.theta[-1], 1e-12), 1 - 1e-12))))
+    target = float(ndtri(1 - look_level(settings, pair.capacity) / 2))
+    if z < 1e-6:
+        return settings.batch
+    expected = pair.judgements * ((target / z) ** 2 - 1)
+    return int(min(settings.batch, max(settings.min_round, math.ceil(expected))))
+
+
+
+def bet(paired, human_only, metric_only) -> float:
+    """The e-process bet on the next item's human label (module doc), in [-MAX_BET, MAX_BET].
+
+    paired (3, 3) metric rows x human columns, human_only (3,), metric_only (3,) metric labels
+    of the unjudged items other than the one bet on. The human labels of the metric-only items
+    are imputed with the +1-smoothed confusion P(human | metric), then
+    r = (n+ + 1/2) / (n+ + n- + 1) and b = 2 r - 1, clipped.
+    """
+    paired = np.asarray(paired, dtype=float)
+    human = paired.sum(axis=0) + np.asarray(human_only, dtype=float)
+    given_metric = (paired + 1.0) / (paired.sum(axis=1, keepdims=True) + 3.0)   # rows: metric
+    imputed = np.asarray(metric_only, dtype=float) @ given_metric
+    wins, losses = human[0] + imputed[0], human[2] + imputed[2]
+    r = (wins + 0.5) / (wins + losses + 1.0)
+    return float(np.clip(2.0 * r - 1.0, -MAX_BET, MAX_BET))
+
+
+
+def eprocess_can_decide(pair: PairState, gamma: float, futility: float) -> bool:
+    """Whether the pair's e-process can still reach 1/gamma on its remaining labels.
+
+    Optimistic: the share r of first-system wins among non-ties is put at the end of its
+    (1 - futility) credible interval (Beta(n+ + 1, n- + 1)) farther from 1/2, and the wealth
+    grows at the Kelly rate KL(r || 1/2) per non-tie label (tie share as observed, +1
+    smoothed). A futility stop never decides ±, so it cannot break the error control.
+    """
+    wins, ties, losses = (float(x) for x in pair.human_counts)
+    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
+            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    r = min(r, 1 - 1e-9)
+    rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
+    non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
+    reachable = pair.log_evidence + pair.remaining * non_tie_share * rate
+    return reachable >= math.log(1.0 / gamma)
+
+
+def eprocess_decision(pair: PairState, gamma: float) -> int:
+    """±1 (the sign of the human margin) once log K >= log(1 / gamma), else 0."""
+    if pair.log_evidence < math.log(1.0 / gamma):
+        return 0
+    margin = pair.human_counts[0] - pair.human_counts[2]
+    return int(np.sign(margin))
+
+
+
+def look_level(settings: ProtocolSettings, capacity: int) -> float:
+    """Decision level used at each look of a pair: gamma, or Pocock's level under strict."""
+    if not settings.strict:
+        return settings.gamma
+    if settings.policy == ADAPTIVE:
+        first = min(settings.first_round, settings.batch)
+        looks = max(1, 1 + math.ceil(max(capacity - first, 0) / settings.batch))
+    else:
+        looks = max(1, math.ceil(capacity / settings.batch))
+    if settings.spending == "pocock":
+        return pocock_level(looks, settings.gamma)
+    return settings.gamma / looks
+
+
+@lru_cache(maxsize=256)
+def pocock_level(looks: int, gamma: float, paths: int = 100_000) -> float:
+    """Nominal two-sided level per look so that K equally spaced looks reject with prob. gamma.
+
+    Under no difference the standardised sign statistic after k of K equal increments is
+    S_k / sqrt(k) for a Gaussian random walk S; Pocock's constant c solves
+    P(max_k |S_k| / sqrt(k) > c) = gamma (found by simulation with a fixed seed, so the
+    level is reproducible), and the nominal level is 2 (1 - Phi(c)).
+    """
+    if looks < 1:
+        raise ValueError(f"looks must be at least 1, got {looks}")
+    if looks == 1:
+        return gamma
+    rng = np.random.default_rng(20230710)
+    maxima = []
+    chunk = max(1, 4_000_000 // looks)
+    for start in range(0, paths, chunk):
+        steps = rng.standard_normal((min(chunk, paths - start), looks))
+        standardised = np.abs(np.cumsum(steps, axis=1)) / np.sqrt(np.arange(1, looks + 1))
+        maxima.append(standardised.max(axis=1))
+    critical = float(np.quantile(np.concatenate(maxima), 1 - gamma))
+    return float(2 * norm.sf(critical))
+
+
+def final_decision_probabilities(
+    paired: np.ndarray,
+    human_only: np.ndarray,
+    metric_only: np.ndarray,
+    remaining: np.ndarray,
+    gamma: float | np.ndarray,
+    *,
+    draws: int = 2000,
+    sweeps: int = 10,
+    rng: np.random.Generator | int | None = None,
+) -> np.ndarray:
+    """P(the human-only decision on all of a pair's labels will be +1, 0, -1), predictive.
+
+    paired (P, 3, 3) metric rows x human columns; human_only (P, 3); metric_only (P, 3);
+    remaining (P,) human labels still to come; gamma scalar or (P,). Returns (P, 3).
+
+    p is drawn from the decision function's posterior, approximately: ``draws`` chains of
+    the data-augmentation Gibbs sampler (SPEC §4) start from the human-only posterior
+    Dir(n + 1) and run ``sweeps`` sweeps, so the metric labels of the not yet judged items
+    pull p towards what they predict (a chain that has not mixed fully is still wider than
+    the posterior: the estimate errs towards "not futile"). The remaining labels are then
+    ~ Multinomial(remaining, p) and the final theta is the closed form on all of them.
+    """
+    paired = np.asarray(paired, dtype=np.int64).reshape(-1, 3, 3)
+    size = len(paired)
+    human_only = np.asarray(human_only, dtype=np.int64).reshape(size, 3)
+    metric_only = np.asarray(metric_only, dtype=np.int64).reshape(size, 3)
+    remaining = np.asarray(remaining, dtype=np.int64).reshape(size)
+    if np.any(remaining < 0):
+        raise ValueError("remaining labels must not be negative")
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=float), (size,))
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if size == 0:
+        return np.zeros((0, 3))
+    human = paired.sum(axis=1) + human_only  # (P, 3)
+
+    def dirichlet(alpha):  # over the last axis, any batch shape
+        g = rng.standard_gamma(alpha)
+        return g / g.sum(axis=-1, keepdims=True)
+
+    p = dirichlet(np.broadcast_to(human[:, None, :] + 1.0, (size, draws, 3)))
+    if metric_only.any() and sweeps > 0:
+        # mu[..., c, c'] = P(metric c | oracle c'); each column c' is Dirichlet(N[:, c'] + 1 + K[:, c'])
+        column_alpha = np.swapaxes(paired, 1, 2)[:, None, :, :] + 1.0  # (P, 1, c', c)
+        mu = np.swapaxes(dirichlet(np.broadcast_to(column_alpha, (size, draws, 3, 3))), -1, -2)
+        counts = np.broadcast_to(metric_only[:, None, :], (size, draws, 3))
+        for _ in range(sweeps):
+            weights = mu * p[:, :, None, :]
+            weights /= weights.sum(axis=-1, keepdims=True)
+            latent = rng.multinomial(counts, weights)  # (P, D, c, c')
+            p = dirichlet(human[:, None, :] + 1.0 + latent.sum(axis=2))
+            mu = np.swapaxes(dirichlet(column_alpha + np.swapaxes(latent, -1, -2)), -1, -2)
+    future = rng.multinomial(np.broadcast_to(remaining[:, None], (size, draws)), p)
+    theta = closed_form_theta(human[:, None, :] + future)
+    half = gamma[:, None] / 2
+    plus = np.mean(theta > 1 - half, axis=1)
+    minus = np.mean(theta < half, axis=1)
+    return np.stack([plus, 1 - plus - minus, minus], axis=1)
+
+
+
+def pair_counts(pair: PairState):
+    """The pair's counts as protocol.decision.PairCounts (paired, human_only, metric_only).
+
+    When every judged item has a recorded draw (PairState.draws), the human counts are
+    design-weighted (protocol.decision.counts_from_labels(human_weights=...)).
+    """
+    paired = np.asarray(pair.paired, dtype=np.int64)
+    human_only = np.asarray(pair.human_only, dtype=np.int64)
+    metric_only = np.asarray(pair.metric_only, dtype=np.int64)
+    if design_weighted(pair):
+        weights = dict(zip((item for item, _ in pair.draws),
+                           design_weights([chance for _, chance in pair.draws]).tolist()))
+        items = sorted(pair.votes)
+        metric_items = sorted(pair.metric)
+        return counts_from_labels(items, [_sign(pair.votes[i]) for i in items], metric_items,
+                                  [pair.metric[i] for i in metric_items], human_weights=weights)
+    return PairCounts(paired=paired, human_only=human_only, metric_only=metric_only)
+
+
+def design_weighted(pair: PairState) -> bool:
+    """Whether the pair's decision weights its items by their draws (every judged item has one)."""
+    return bool(pair.draws) and {item for item, _ in pair.draws} == set(pair.judged_items) == set(pair.votes)
+
+
+
+@dataclass(frozen=True)
+class _ClosedFormBatch:
+    theta: np.ndarray
+    p_mean: np.ndarray
+
+
+def decide_closed_form(counts: Sequence, *, gamma: float = 0.05, method: str = "fast", seed: int = 0) -> _ClosedFormBatch:
+    """Exact decision function for counts without metric-only items (conjugate posterior;
+    weighted counts too)."""
+    human = np.array([np.asarray(c.paired).sum(axis=0) + np.asarray(c.human_only) for c in counts], dtype=float)
+    if any(np.asarray(c.metric_only).sum() for c in counts):
+        raise ValueError("the closed form only applies to counts without metric-only items")
+    human = human.reshape(-1, 3)
+    return _ClosedFormBatch(theta=closed_form_theta(human), p_mean=(human + 1) / (human.sum(axis=1, keepdims=True) + 3))
+
+
+def _default_decide(counts: Sequence, *, gamma: float, method: str, seed: int):
+    if all(not np.asarray(c.metric_only).any() for c in counts):
+        # Without metric-only items the posterior is conjugate: exact and instant.
+        return decide_closed_form(counts, gamma=gamma)
+    return decide_many(counts, gamma=gamma, method=method, seed=seed)
+
