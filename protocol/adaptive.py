@@ -115,6 +115,8 @@ from .rules import (
     bet,
     decide_closed_form,
     design_weighted,
+    draw_rho,
+    family_thresholds,
     eprocess_can_decide,
     eprocess_decision,
     final_decision_probabilities,
@@ -122,9 +124,16 @@ from .rules import (
     pair_counts,
     pocock_level,
     round_size,
+    steps_log_evidence,
+    weighted_bet,
 )
 from .state import (
     ADAPTIVE,
+    BAYES,
+    BONFERRONI,
+    EBH,
+    EPROCESS,
+    FAMILIES,
     DECIDED,
     EXHAUSTED,
     FILLED,
@@ -145,6 +154,8 @@ from .state import (
 )
 
 __all__ = [
+    "BAYES", "BONFERRONI", "EBH", "EPROCESS", "FAMILIES", "draw_rho", "family_thresholds",
+    "steps_log_evidence", "weighted_bet",
     "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",
     "POLICIES", "RULES", "SPENDING", "STATUSES", "STOPPED", "WAITING", "DecideMany", "PairState",
     "ProtocolSettings", "ProtocolState", "bet", "close_rounds", "decide_closed_form", "decision_at",

@@ -10,20 +10,26 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .decision import decision_from_theta
+from .decision import PairCounts, decision_from_theta
 from .rules import (
     bet,
+    decide_closed_form,
+    draw_rho,
     eprocess_can_decide,
     eprocess_decision,
     final_decision_probabilities,
     look_level,
     pair_counts,
     round_size,
+    steps_log_evidence,
+    weighted_bet,
+    family_thresholds,
 )
 from .rules import _default_decide
 from .state import (
     _LABEL_INDEX,
     ADAPTIVE,
+    EPROCESS,
     DECIDED,
     EXHAUSTED,
     FILLED,
@@ -119,20 +125,27 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
 
 
 def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int,
-                     probability: float | None = None) -> ProtocolState:
+                     probability: float | None = None, smallest: float | None = None) -> ProtocolState:
     """Record one human judgement (value in canonical order: +1 = first better); probability:
-    the chance with which the item was drawn, when items are chosen unequally (see PairState)."""
+    the chance with which the item was drawn, when items are chosen unequally (see PairState);
+    smallest: the smallest chance among the candidates open at that draw."""
     return record_judgements(state, first, second, [item], [value],
-                             None if probability is None else [probability])
+                             None if probability is None else [probability],
+                             None if smallest is None else [smallest])
 
 
 def record_judgements(
     state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int],
     probabilities: Sequence[float | None] | None = None,
+    smallest: Sequence[float | None] | None = None,
 ) -> ProtocolState:
     """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1};
     probabilities (k,) or None: each item's selection probability at its draw (None when not
-    known), kept for an item's first judgement (PairState.draws).
+    known: a uniform draw), kept for an item's first judgement (PairState.draws);
+    smallest (k,) or None: the smallest selection probability among the candidates open at
+    each draw (protocol.allocation.smallest_selection_probability). An unequal draw moves the
+    e-process by rho = smallest / probability of a full step (module doc); without its
+    smallest chance it does not move it at all (valid, but no evidence).
 
     The pair must have an open round with at least k judgements missing: a decided or
     stopped pair, or one whose round is full, never receives more. Every judgement spends
@@ -155,6 +168,10 @@ def record_judgements(
     chances = [None] * len(items) if probabilities is None else list(probabilities)
     if len(chances) != len(items):
         raise ValueError(f"{len(items)} items but {len(chances)} probabilities")
+    floors = [None] * len(items) if smallest is None else list(smallest)
+    if len(floors) != len(items):
+        raise ValueError(f"{len(items)} items but {len(floors)} smallest probabilities")
+    steps = list(pair.steps)
     draws = list(pair.draws)
     paired = [list(row) for row in pair.paired]
     human_only = list(pair.human_only)
@@ -162,7 +179,7 @@ def record_judgements(
     judged = set(pair.judged_items)
     votes = dict(pair.votes)
     log_evidence = pair.log_evidence
-    for item, value, chance in zip(items, values, chances):
+    for item, value, chance, floor in zip(items, values, chances, floors):
         if value not in _LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
         if chance is not None and item not in judged:
@@ -170,14 +187,24 @@ def record_judgements(
                 raise ValueError(f"item {item!r}: selection probability must lie in (0, 1], got {chance!r}")
             draws.append((item, float(chance)))
         metric_value = pair.metric.get(item)
-        if item not in judged and value != 0:
-            basis = pair.round_basis or (*(x for row in pair.paired for x in row),
-                                         *pair.human_only, *pair.metric_only)
-            others = list(basis[12:])
-            if metric_value is not None:
-                others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
-            wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others)
-            log_evidence += math.log1p(value * wager)
+        if item not in judged:
+            if chance is None:
+                basis = pair.round_basis or (*(x for row in pair.paired for x in row),
+                                             *pair.human_only, *pair.metric_only)
+                others = list(basis[12:])
+                if metric_value is not None:
+                    others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
+                wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others,
+                            max_bet=state.settings.max_bet)
+            else:
+                # unequal chances: a bet that is the same for every candidate of the draw
+                wager = weighted_bet([v for i, v, _, _ in steps if i in judged])
+            rho = draw_rho(chance, floor)
+            # an item judged again after all its judgements were excluded takes a new step
+            steps = [step for step in steps if step[0] != item]
+            steps.append((item, value, wager, rho))
+            if value != 0:
+                log_evidence += math.log1p(value * wager * rho)
         counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
         if item in votes:
             # a further judgement of a judged item replaces the item's label, never adds one
@@ -204,6 +231,9 @@ def record_judgements(
         votes=MappingProxyType(votes),
         log_evidence=log_evidence,
         draws=tuple(draws),
+        # the wealth is a product, so the steps' order is immaterial once their bets are made:
+        # sorted, the state does not depend on the order a round's judgements arrived in
+        steps=tuple(sorted(steps)),
         judgements=pair.judgements + len(items),
         quota=quota,
         status=OPEN if quota else FILLED,
@@ -213,29 +243,39 @@ def record_judgements(
 
 def rebuild_pairs(
     state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]],
-    chances: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+    chances: Mapping[tuple[str, str], Mapping[str, float | tuple[float, float]]] | None = None,
 ) -> ProtocolState:
-    """Re-decide the given pairs from scratch from exactly the judgements given (e.g. after the
-    judgements of an excluded annotator left, or came back).
+    """Re-decide the given pairs from exactly the judgements given (e.g. after the judgements of
+    an excluded annotator left, or came back).
 
-    labels  (first, second) -> (items (k,), values (k,) in {-1, 0, 1}); pairs not named are
-            unchanged
+    labels  (first, second) -> (items (k,), values (k,) in {-1, 0, 1}), in the order the
+            judgements arrived; pairs not named are unchanged
     Each named pair forgets its counts and records its k judgements as one look (a round of
-    size k, closed at once with the others in one batched decision), so it ends decided,
-    exhausted, futile or waiting for another round (``open_rounds`` funds it within the budget
-    left); with k = 0 it waits undecided. Its round counter and θ history continue (the look
-    is a round; θ gains one entry when k > 0). Capacity grows to k when the pair holds more
-    judgements than it could receive (a re-included annotator's comparisons were served again).
-    chances (first, second) -> {item: selection probability of its draw} for the named pairs,
-            when known (the app reads them from the judgements' leases); otherwise the items
-            that stay keep their recorded draw (PairState.draws). A design-weighted pair thus
-            stays weighted (Des Raj's weights over the remaining draws: approximate once draws
-            are removed).
+    size k, closed at once with the others in one batched decision, the study's other pairs
+    in the family rule's view), so it ends decided, exhausted, futile or waiting for another
+    round (``open_rounds`` funds it within the budget left); with k = 0 it waits undecided.
+    Its round counter and θ history continue (the look is a round; θ gains one entry when
+    k > 0). Capacity grows to k when the pair holds more judgements than it could receive (a
+    re-included annotator's comparisons were served again).
+    The e-process keeps its steps (PairState.steps): every item's step keeps the bet it was
+    made with and takes the value of the item's first kept judgement; a step whose item has no
+    kept judgement counts nothing (and counts again if a judgement of it comes back), and an
+    item without a step (never recorded) takes a step at the end with a bet from the metric
+    labels alone. So a rebuild with the same judgements leaves the evidence unchanged, and
+    after exclusions the evidence is the product over the remaining judgements in their
+    original order with the bets made at the time (valid when the exclusion does not depend
+    on the pair's labels). A state stored before steps existed keeps its log_evidence.
+    chances (first, second) -> {item: chance, or (chance, smallest chance among the open
+            candidates)} of the items' draws, when known (the app reads them from the
+            judgements' leases); otherwise the items that stay keep their recorded draw
+            (PairState.draws). A design-weighted pair thus stays weighted (Des Raj's weights
+            over the remaining draws: approximate once draws are removed).
     Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
     may not exceed it).
     """
     index = _index(state)
-    rebuilt = []
+    pairs = list(state.pairs)
+    named = []
     for key, (items, values) in sorted(labels.items()):
         if key not in index:
             raise ValueError(f"unknown pair {key!r}; pairs are in canonical order first < second")
@@ -252,28 +292,47 @@ def rebuild_pairs(
         if items:
             fresh = replace(fresh, round=old.round + 1, quota=len(items), status=OPEN,
                             round_basis=(0,) * 12 + tuple(metric_only))
-        rebuilt.append(fresh)
-    if not rebuilt:
+        pairs[index[key]] = fresh
+        named.append(key)
+    if not named:
         return state
-    looked = ProtocolState(state.settings, tuple(rebuilt), state.closes)
-    for pair in rebuilt:
-        items, values = labels[pair.key]
+    looked = replace(state, pairs=tuple(pairs))
+    for key in named:
+        old = state.pairs[index[key]]
+        items, values = labels[key]
         if items:
             # the items that stay keep the chance of their draw (design weights, PairState.draws)
-            chance = dict(state.pairs[index[pair.key]].draws)
-            if chances is not None and pair.key in chances:
-                chance = {str(item): value for item, value in chances[pair.key].items()}
-            looked = record_judgements(looked, pair.first, pair.second, list(items), list(values),
-                                       [chance.get(str(item)) for item in items])
-    if any(p.status == FILLED for p in looked.pairs):
-        looked = close_rounds(looked)
-    pairs = list(state.pairs)
-    for pair in looked.pairs:
-        pairs[index[pair.key]] = pair
-    result = replace(state, pairs=tuple(pairs), closes=looked.closes)
+            chance: dict = dict(old.draws)
+            if chances is not None and key in chances:
+                chance = {str(item): value for item, value in chances[key].items()}
+            drawn = [chance.get(str(item)) for item in items]
+            looked = record_judgements(
+                looked, *key, list(items), list(values),
+                [c[0] if isinstance(c, (tuple, list)) else c for c in drawn],
+                [c[1] if isinstance(c, (tuple, list)) else None for c in drawn])
+        pair = looked.pairs[index[key]]
+        steps, log_evidence = _kept_steps(old, pair, [str(i) for i in items], [int(v) for v in values])
+        pairs = list(looked.pairs)
+        pairs[index[key]] = replace(pair, steps=steps, log_evidence=log_evidence)
+        looked = replace(looked, pairs=tuple(pairs))
+    filled = [index[key] for key in named if looked.pairs[index[key]].status == FILLED]
+    result = _close(looked, filled, decide=None) if filled else looked
     _check_state(result)
     return result
 
+
+def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list[int]):
+    """(steps, log evidence) of a rebuilt pair (rebuild_pairs): the old steps with the values of
+    the items' first kept judgements, then fresh steps for items the old pair never stepped."""
+    if not old.steps and old.judgements:
+        return (), old.log_evidence          # stored before steps existed: keep its wealth
+    first_kept: dict[str, int] = {}
+    for item, value in zip(items, values):
+        first_kept.setdefault(item, value)
+    stepped = {step[0] for step in old.steps}
+    steps = [(item, first_kept.get(item, value), wager, rho) for item, value, wager, rho in old.steps]
+    steps += [step for step in fresh.steps if step[0] not in stepped]
+    return tuple(sorted(steps)), steps_log_evidence(steps, first_kept)
 
 
 DecideMany = Callable[..., object]
@@ -290,10 +349,23 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
     closing = [i for i, p in enumerate(state.pairs) if p.status == FILLED or (force and p.status == OPEN)]
     if not closing:
         return state
+    return _close(state, closing, decide=decide)
+
+
+def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | None) -> ProtocolState:
+    """close_rounds for the pairs at ``closing`` (indices into state.pairs); under the
+    e-process the family rule sees every pair of the state."""
     settings = state.settings
+    counts = [pair_counts(state.pairs[i]) for i in closing]
+    if settings.rule == EPROCESS:
+        # theta does not decide under the e-process (it sizes rounds and is shown): the
+        # human-only posterior, exact and instant, instead of the metric model's sampler
+        counts = [PairCounts(paired=np.zeros((3, 3)), human_only=np.asarray(c.paired).sum(axis=0) + c.human_only)
+                  for c in counts]
+        decide = decide_closed_form
     decide = decide or _default_decide
     batch = decide(
-        [pair_counts(state.pairs[i]) for i in closing],
+        counts,
         gamma=settings.gamma,
         method=settings.method,
         # decide_many seeds every pair by (seed, its counts): the same counts give the same
@@ -305,17 +377,21 @@ def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMan
     if len(theta) != len(closing) or len(p_mean) != len(closing):
         raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
     levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
-    if settings.rule == "eprocess":
-        decisions = [eprocess_decision(state.pairs[i], settings.gamma) for i in closing]
+    if settings.rule == EPROCESS:
+        # control across the study's pairs: every pair's e-value (stopped pairs keep theirs)
+        in_family, bar = family_thresholds([p.log_evidence for p in state.pairs], settings.gamma,
+                                           settings.family)
+        decisions = [eprocess_decision(state.pairs[i], settings.gamma, threshold=-math.inf)
+                     if in_family[i] else 0 for i in closing]
     else:
         decisions = [decision_from_theta(t, g) for t, g in zip(theta, levels)]
     futile = np.zeros(len(closing), dtype=bool)
-    if settings.policy == ADAPTIVE and settings.rule == "eprocess":
+    if settings.policy == ADAPTIVE and settings.rule == EPROCESS:
         for j, i in enumerate(closing):
             pair = state.pairs[i]
             if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
                     and pair.judgements >= settings.futility_min_judgements:
-                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility)
+                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility, threshold=bar)
     elif settings.policy == ADAPTIVE:
         candidates = [
             j for j, i in enumerate(closing)

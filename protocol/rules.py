@@ -46,7 +46,7 @@ def round_size(settings: ProtocolSettings, pair: PairState) -> int:
 
 
 
-def bet(paired, human_only, metric_only) -> float:
+def bet(paired, human_only, metric_only, *, max_bet: float = MAX_BET) -> float:
     """The e-process bet on the next item's human label (module doc), in [-MAX_BET, MAX_BET].
 
     paired (3, 3) metric rows x human columns, human_only (3,), metric_only (3,) metric labels
@@ -64,13 +64,15 @@ def bet(paired, human_only, metric_only) -> float:
 
 
 
-def eprocess_can_decide(pair: PairState, gamma: float, futility: float) -> bool:
+def eprocess_can_decide(pair: PairState, gamma: float, futility: float, threshold: float | None = None) -> bool:
     """Whether the pair's e-process can still reach 1/gamma on its remaining labels.
 
     Optimistic: the share r of first-system wins among non-ties is put at the end of its
     (1 - futility) credible interval (Beta(n+ + 1, n- + 1)) farther from 1/2, and the wealth
     grows at the Kelly rate KL(r || 1/2) per non-tie label (tie share as observed, +1
     smoothed). A futility stop never decides ±, so it cannot break the error control.
+    threshold: the log wealth the pair must reach (default log(1 / gamma); under control
+    across pairs the family rule's current bar, ``family_thresholds``).
     """
     wins, ties, losses = (float(x) for x in pair.human_counts)
     r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
@@ -79,12 +81,13 @@ def eprocess_can_decide(pair: PairState, gamma: float, futility: float) -> bool:
     rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
     non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
     reachable = pair.log_evidence + pair.remaining * non_tie_share * rate
-    return reachable >= math.log(1.0 / gamma)
+    return reachable >= (math.log(1.0 / gamma) if threshold is None else threshold)
 
 
-def eprocess_decision(pair: PairState, gamma: float) -> int:
-    """±1 (the sign of the human margin) once log K >= log(1 / gamma), else 0."""
-    if pair.log_evidence < math.log(1.0 / gamma):
+def eprocess_decision(pair: PairState, gamma: float, threshold: float | None = None) -> int:
+    """±1 (the sign of the human margin) once log K >= threshold (default log(1 / gamma); the
+    family rule passes its own, ``family_thresholds``), else 0."""
+    if pair.log_evidence < (math.log(1.0 / gamma) if threshold is None else threshold):
         return 0
     margin = pair.human_counts[0] - pair.human_counts[2]
     return int(np.sign(margin))
@@ -237,3 +240,74 @@ def _default_decide(counts: Sequence, *, gamma: float, method: str, seed: int):
         return decide_closed_form(counts, gamma=gamma)
     return decide_many(counts, gamma=gamma, method=method, seed=seed)
 
+
+
+# --------------------------------------------------------------------------------------------
+# e-process steps: unequal draws, rebuilds, control across the pairs of a study
+# --------------------------------------------------------------------------------------------
+def weighted_bet(values: Sequence[int]) -> float:
+    """The bet of a step drawn with unequal chances: Kelly from the first-judgement values so
+    far (values (k,) in {-1, 0, 1}, arrival order), r = (n+ + 1/2) / (n+ + n- + 1), b = 2 r - 1,
+    clipped to MAX_BET. It uses no item's features, so it is the same for every candidate of the
+    draw, and its sign is the sign of the running sum S of the values: under a finite null (the
+    pair's items sum to 0, however the labels lie along separability) the remaining items sum
+    to -S, so the inverse-probability step has expectation 1 - b rho_min S / ... <= 1 (module
+    doc of protocol.adaptive)."""
+    values = np.asarray(values, dtype=int)
+    wins, losses = float(np.sum(values == 1)), float(np.sum(values == -1))
+    r = (wins + 0.5) / (wins + losses + 1.0)
+    return float(np.clip(2.0 * r - 1.0, -MAX_BET, MAX_BET))
+
+
+def draw_rho(chance: float | None, smallest: float | None) -> float:
+    """rho of a step: 1 for a uniform draw (no chance recorded), smallest / chance for an
+    unequal one (in (0, 1]), 0 when the smallest chance of the draw is not known: the step
+    then bets nothing, which keeps the e-process valid whatever the design."""
+    if chance is None:
+        return 1.0
+    if smallest is None:
+        return 0.0
+    chance, smallest = float(chance), float(smallest)
+    if not 0 < smallest <= chance <= 1:
+        raise ValueError(f"the smallest chance of a draw must lie in (0, chance], got {smallest!r} for chance {chance!r}")
+    return smallest / chance
+
+
+def steps_log_evidence(steps: Sequence[tuple[str, int, float, float]], active) -> float:
+    """log wealth of the steps whose item is in ``active``: sum of log(1 + bet value rho)."""
+    return float(sum(math.log1p(value * wager * rho) for item, value, wager, rho in steps
+                     if item in active and value != 0))
+
+
+def family_thresholds(log_evidence: Sequence[float], gamma: float, family: str) -> tuple[np.ndarray, float]:
+    """Which pairs of a study the family rule decides, and the log threshold of the next one.
+
+    log_evidence (m,) every pair's log e-value (stopped pairs keep theirs). ``ebh``: e-BH
+    (Wang & Ramdas 2022): with e sorted decreasingly, k* = max{k : e_(k) >= m / (gamma k)} and
+    the k* largest are decided; the false discovery rate over the m pairs is <= gamma for
+    e-values under any dependence (each pair's e-process stopped at its own stopping time is
+    an e-value; exact when the pairs' labels are independent). A pair decided earlier keeps
+    its e-value, so it stays in the set: k* never falls below the decided count.
+    ``bonferroni``: e >= m / gamma (family-wise error <= gamma by the union bound and Ville's
+    inequality). ``none``: e >= 1 / gamma per pair.
+    Returns (decided (m,) bool, log threshold a pair not yet decided must reach now).
+    """
+    log_e = np.asarray(log_evidence, dtype=float).reshape(-1)
+    m = len(log_e)
+    if m == 0:
+        return np.zeros(0, dtype=bool), math.log(1.0 / gamma)
+    if family == "none":
+        bar = math.log(1.0 / gamma)
+        return log_e >= bar, bar
+    if family == "bonferroni":
+        bar = math.log(m / gamma)
+        return log_e >= bar, bar
+    if family != "ebh":
+        raise ValueError(f"unknown family rule {family!r}")
+    order = np.argsort(-log_e, kind="stable")
+    ranks = np.arange(1, m + 1)
+    passes = log_e[order] >= np.log(m / (gamma * ranks))
+    k = int(ranks[passes].max()) if passes.any() else 0
+    decided = np.zeros(m, dtype=bool)
+    decided[order[:k]] = True
+    return decided, math.log(m / (gamma * (k + 1))) if k < m else math.log(1.0 / gamma)

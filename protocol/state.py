@@ -28,9 +28,17 @@ STATUSES = (WAITING, OPEN, FILLED, DECIDED, EXHAUSTED, FUTILE)
 STOPPED = (DECIDED, EXHAUSTED, FUTILE)
 
 METHODS = ("fast", "nuts")
-RULES = ("bayes", "eprocess")
+BAYES = "bayes"
+EPROCESS = "eprocess"
+RULES = (BAYES, EPROCESS)
 #: largest |bet| of the e-process: a wrong bet then keeps 1 - 0.6 of the wealth
 MAX_BET = 0.6
+#: control across the pairs of a study (rule "eprocess"): e-BH (false discovery rate <= gamma
+#: over the study's pairs), Bonferroni over the pairs' e-values (family-wise error <= gamma),
+#: or none (each pair on its own at gamma)
+EBH = "ebh"
+BONFERRONI = "bonferroni"
+FAMILIES = (EBH, BONFERRONI, "none")
 SPENDING = ("bonferroni", "pocock")
 _LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
 
@@ -42,10 +50,16 @@ class ProtocolSettings:
     budget                  human judgements the protocol may spend in total
     batch                   judgements per pair and round (the paper's N)
     gamma                   decision level: ±1 when theta > 1 - gamma/2 or < gamma/2
-    policy                  "paper" or "adaptive" (see module docstring)
+    policy                  "paper" or "adaptive" (see module docstring); default adaptive
     strict                  split gamma over the looks (false ± rate <= gamma, see module doc)
-    rule                    "bayes" (theta thresholds, SPEC §4) or "eprocess" (anytime-valid
-                            betting e-process; false ± rate <= gamma at any looks, module doc)
+    rule                    "eprocess" (default: anytime-valid betting e-process; false ± rate
+                            <= gamma at any looks, module doc) or "bayes" (theta thresholds,
+                            SPEC §4; the paper's rule, which has no error control)
+    family                  rule "eprocess": control across the study's pairs, "ebh" (default:
+                            false discovery rate <= gamma), "bonferroni" (family-wise error
+                            <= gamma) or "none" (each pair at gamma on its own)
+    max_bet                 rule "eprocess": largest |bet| on one item (a wrong bet keeps
+                            1 - max_bet of the wealth)
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
@@ -60,10 +74,12 @@ class ProtocolSettings:
     budget: int
     batch: int = 10
     gamma: float = 0.05
-    policy: str = PAPER
+    policy: str = ADAPTIVE
     strict: bool = False
     spending: str = "bonferroni"
-    rule: str = "bayes"
+    rule: str = EPROCESS
+    family: str = EBH
+    max_bet: float = MAX_BET
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -99,6 +115,15 @@ class ProtocolSettings:
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
+        if not (isinstance(self.max_bet, (int, float)) and 0 < self.max_bet < 1):
+            raise ValueError(f"max_bet must lie strictly between 0 and 1, got {self.max_bet!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+
+    @classmethod
+    def paper(cls, budget: int, **options) -> ProtocolSettings:
+        """The paper's Algorithm 2: policy "paper", Bayesian theta thresholds at every look."""
+        return cls(budget=budget, **{"policy": PAPER, "rule": BAYES, **options})
 
 
 @dataclass(frozen=True)
@@ -128,6 +153,12 @@ class PairState:
     diagnostics   how the last close computed theta, or None: {"method": one of
                   protocol.decision.METHODS, "ess": effective sample size (None when exact),
                   "draws": posterior draws, "theta_se": Monte-Carlo standard error}
+    steps         the e-process's steps, one per item's first judgement, sorted by item (the
+                  wealth is their product): (item, value in {-1, 0, 1}, bet, rho); the step multiplies the wealth by
+                  1 + bet x value x rho (rho = 1 for uniform draws, the smallest chance among
+                  the open candidates over the item's chance for unequal draws; module doc).
+                  Kept through rebuilds (``rebuild_pairs``): a step whose item has no kept
+                  judgement is inactive (counts nothing) until a judgement of it comes back.
     draws         (item, selection probability) of every judged item's first judgement, in
                   the order they arrived, when items are chosen with unequal probabilities
                   (separability-weighted or stratified choice; protocol.allocation). When
@@ -156,6 +187,7 @@ class PairState:
     log_evidence: float = 0.0
     round_basis: tuple[int, ...] = ()
     draws: tuple[tuple[str, float], ...] = ()
+    steps: tuple[tuple[str, int, float, float], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -194,6 +226,7 @@ class PairState:
             "log_evidence": float(self.log_evidence),
             "round_basis": list(self.round_basis),
             "draws": [[item, float(chance)] for item, chance in self.draws],
+            "steps": [[item, int(value), float(wager), float(rho)] for item, value, wager, rho in self.steps],
         }
 
     @classmethod
@@ -223,6 +256,9 @@ class PairState:
                 round_basis=tuple(int(x) for x in data.get("round_basis", ())),
                 # states stored before draws were recorded have none (unweighted counts)
                 draws=tuple((str(item), float(chance)) for item, chance in data.get("draws", ())),
+                # states stored before steps were recorded have none (log_evidence as stored)
+                steps=tuple((str(item), int(value), float(wager), float(rho))
+                            for item, value, wager, rho in data.get("steps", ())),
             )
         except KeyError as missing:
             raise ValueError(f"pair state is missing the field {missing}") from None
@@ -258,6 +294,11 @@ def _check_pair_state(state: PairState) -> None:
     if len(set(drawn)) != len(drawn) or not set(drawn) <= set(state.judged_items) \
             or not all(0 < chance <= 1 for _, chance in state.draws):
         raise ValueError(f"{name}: draws must name judged items once each, with probabilities in (0, 1]")
+    stepped = [item for item, *_ in state.steps]
+    if len(set(stepped)) != len(stepped) or not all(
+            value in _LABEL_INDEX and abs(wager) < 1 and 0 <= rho <= 1 for _, value, wager, rho in state.steps):
+        raise ValueError(f"{name}: steps must name items once each, with values in -1/0/1, |bet| < 1 "
+                         "and rho in [0, 1]")
 
 
 @dataclass(frozen=True)
