@@ -30,6 +30,7 @@ from .state import (
     _LABEL_INDEX,
     ADAPTIVE,
     EPROCESS,
+    POOLED,
     DECIDED,
     EXHAUSTED,
     FILLED,
@@ -112,13 +113,18 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
             order = np.random.default_rng([state.settings.seed, 1, state.closes]).permutation(len(waiting))
             waiting = [waiting[j] for j in order]
     pairs = list(state.pairs)
+    pooled = ()
+    if state.settings.rule == EPROCESS and state.settings.confusion == POOLED:
+        # the metric's confusion over every judged item of the study: far better estimated
+        # than one pair's, and other pairs' labels are independent of this pair's under the null
+        pooled = tuple(int(x) for x in np.sum([p.paired for p in state.pairs], axis=0).ravel())
     for i in waiting:
         quota = min(asks[i], budget)
         if quota <= 0:
             break
         budget -= quota
         p = pairs[i]
-        basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only)
+        basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only, *pooled)
         pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
     return replace(state, pairs=tuple(pairs))
 
@@ -194,8 +200,10 @@ def record_judgements(
                 others = list(basis[12:])
                 if metric_value is not None:
                     others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
-                wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others,
-                            max_bet=state.settings.max_bet)
+                wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others[:3],
+                            max_bet=state.settings.max_bet,
+                            confusion=np.reshape(basis[15:24], (3, 3)) if len(basis) >= 24 else None,
+                            metric_weight=state.settings.metric_weight)
             else:
                 # unequal chances: a bet that is the same for every candidate of the draw
                 wager = weighted_bet([v for i, v, _, _ in steps if i in judged])
@@ -203,7 +211,7 @@ def record_judgements(
             # an item judged again after all its judgements were excluded takes a new step
             steps = [step for step in steps if step[0] != item]
             steps.append((item, value, wager, rho))
-            if value != 0:
+            if value != 0 and state.settings.mixture is None:
                 log_evidence += math.log1p(value * wager * rho)
         counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
         if item in votes:
@@ -220,6 +228,9 @@ def record_judgements(
             votes[item] = votes.get(item, 0) + value
             counts[_LABEL_INDEX[_sign(votes[item])]] += 1
         judged.add(item)
+    if state.settings.mixture is not None and (steps or not pair.judgements):
+        log_evidence = steps_log_evidence(steps, judged, mixture=state.settings.mixture,
+                                          weighted={item for item, _ in draws})
     quota = pair.quota - len(items)
     pairs = list(state.pairs)
     pairs[index] = replace(
@@ -311,7 +322,8 @@ def rebuild_pairs(
                 [c[0] if isinstance(c, (tuple, list)) else c for c in drawn],
                 [c[1] if isinstance(c, (tuple, list)) else None for c in drawn])
         pair = looked.pairs[index[key]]
-        steps, log_evidence = _kept_steps(old, pair, [str(i) for i in items], [int(v) for v in values])
+        steps, log_evidence = _kept_steps(old, pair, [str(i) for i in items], [int(v) for v in values],
+                                          state.settings.mixture)
         pairs = list(looked.pairs)
         pairs[index[key]] = replace(pair, steps=steps, log_evidence=log_evidence)
         looked = replace(looked, pairs=tuple(pairs))
@@ -321,7 +333,7 @@ def rebuild_pairs(
     return result
 
 
-def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list[int]):
+def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list[int], mixture: float | None):
     """(steps, log evidence) of a rebuilt pair (rebuild_pairs): the old steps with the values of
     the items' first kept judgements, then fresh steps for items the old pair never stepped."""
     if not old.steps and old.judgements:
@@ -332,7 +344,8 @@ def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list
     stepped = {step[0] for step in old.steps}
     steps = [(item, first_kept.get(item, value), wager, rho) for item, value, wager, rho in old.steps]
     steps += [step for step in fresh.steps if step[0] not in stepped]
-    return tuple(sorted(steps)), steps_log_evidence(steps, first_kept)
+    return tuple(sorted(steps)), steps_log_evidence(steps, first_kept, mixture=mixture,
+                                                    weighted={item for item, _ in fresh.draws})
 
 
 DecideMany = Callable[..., object]
@@ -391,7 +404,8 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
             pair = state.pairs[i]
             if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
                     and pair.judgements >= settings.futility_min_judgements:
-                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility, threshold=bar)
+                # the family's bar can only fall to 1 / gamma (every pair decided): optimistic
+                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility)
     elif settings.policy == ADAPTIVE:
         candidates = [
             j for j, i in enumerate(closing)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import betaln, ndtri
 from scipy.stats import beta as beta_distribution
 from scipy.stats import norm
 
@@ -46,21 +46,28 @@ def round_size(settings: ProtocolSettings, pair: PairState) -> int:
 
 
 
-def bet(paired, human_only, metric_only, *, max_bet: float = MAX_BET) -> float:
-    """The e-process bet on the next item's human label (module doc), in [-MAX_BET, MAX_BET].
+def bet(paired, human_only, metric_only, *, max_bet: float = MAX_BET, confusion=None,
+        metric_weight: float | None = None) -> float:
+    """The e-process bet on the next item's human label (module doc), in [-max_bet, max_bet].
 
     paired (3, 3) metric rows x human columns, human_only (3,), metric_only (3,) metric labels
     of the unjudged items other than the one bet on. The human labels of the metric-only items
-    are imputed with the +1-smoothed confusion P(human | metric), then
-    r = (n+ + 1/2) / (n+ + n- + 1) and b = 2 r - 1, clipped.
+    are imputed with the +1-smoothed confusion P(human | metric) of ``confusion`` ((3, 3)
+    counts, e.g. pooled over the study's pairs, ProtocolSettings.confusion) or of the pair's
+    own paired counts, then r = (n+ + 1/2) / (n+ + n- + 1) and b = 2 r - 1, clipped.
     """
     paired = np.asarray(paired, dtype=float)
     human = paired.sum(axis=0) + np.asarray(human_only, dtype=float)
-    given_metric = (paired + 1.0) / (paired.sum(axis=1, keepdims=True) + 3.0)   # rows: metric
+    table = paired if confusion is None else np.asarray(confusion, dtype=float)
+    given_metric = (table + 1.0) / (table.sum(axis=1, keepdims=True) + 3.0)   # rows: metric
     imputed = np.asarray(metric_only, dtype=float) @ given_metric
+    if metric_weight is not None and imputed.sum() > metric_weight:
+        # the metric as a prior worth ``metric_weight`` labels: its imputed counts would
+        # otherwise outweigh the pair's human labels and pull every bet towards its shares
+        imputed = imputed * (metric_weight / imputed.sum())
     wins, losses = human[0] + imputed[0], human[2] + imputed[2]
     r = (wins + 0.5) / (wins + losses + 1.0)
-    return float(np.clip(2.0 * r - 1.0, -MAX_BET, MAX_BET))
+    return float(np.clip(2.0 * r - 1.0, -max_bet, max_bet))
 
 
 
@@ -273,10 +280,37 @@ def draw_rho(chance: float | None, smallest: float | None) -> float:
     return smallest / chance
 
 
-def steps_log_evidence(steps: Sequence[tuple[str, int, float, float]], active) -> float:
-    """log wealth of the steps whose item is in ``active``: sum of log(1 + bet value rho)."""
-    return float(sum(math.log1p(value * wager * rho) for item, value, wager, rho in steps
-                     if item in active and value != 0))
+def steps_log_evidence(steps: Sequence[tuple[str, int, float, float]], active, *,
+                       mixture: float | None = None, weighted=frozenset()) -> float:
+    """log wealth of the steps whose item is in ``active``.
+
+    mixture None: sum of log(1 + bet value rho) (the bets made at the time). mixture a > 0:
+    the uniform draws' steps (items not in ``weighted``) enter as one Beta(a, a) mixture of
+    constant bets, the Bayes factor B(n+ + a, n- + a) / B(a, a) x 2^(n+ + n-) of their
+    first-judgement values against fair coins (a test martingale under the item-flip null
+    whatever the order and the rounds; a = 1/2 is the Krichevsky-Trofimov mixture), times the
+    unequal draws' steps with their bets.
+    """
+    if mixture is None:
+        return float(sum(math.log1p(value * wager * rho) for item, value, wager, rho in steps
+                         if item in active and value != 0))
+    wins = losses = 0
+    total = 0.0
+    for item, value, wager, rho in steps:
+        if item not in active or value == 0:
+            continue
+        if item in weighted:
+            total += math.log1p(value * wager * rho)
+        elif value > 0:
+            wins += 1
+        else:
+            losses += 1
+    return total + mixture_log_evidence(wins, losses, mixture)
+
+
+def mixture_log_evidence(wins: int, losses: int, a: float) -> float:
+    """log of the Beta(a, a) mixture e-value of wins and losses against fair coins."""
+    return float(betaln(wins + a, losses + a) - betaln(a, a) + (wins + losses) * math.log(2.0))
 
 
 def family_thresholds(log_evidence: Sequence[float], gamma: float, family: str) -> tuple[np.ndarray, float]:

@@ -39,6 +39,11 @@ MAX_BET = 0.6
 EBH = "ebh"
 BONFERRONI = "bonferroni"
 FAMILIES = (EBH, BONFERRONI, "none")
+#: the metric's confusion P(human | metric) behind the e-process bets: pooled over the
+#: study's pairs, or each pair's own paired counts
+POOLED = "pooled"
+PAIR = "pair"
+CONFUSIONS = (PAIR, POOLED)
 SPENDING = ("bonferroni", "pocock")
 _LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
 
@@ -60,6 +65,13 @@ class ProtocolSettings:
                             <= gamma) or "none" (each pair at gamma on its own)
     max_bet                 rule "eprocess": largest |bet| on one item (a wrong bet keeps
                             1 - max_bet of the wealth)
+    confusion               rule "eprocess": the metric's confusion behind the bets, "pooled"
+                            over the study's pairs or each "pair"'s own (default)
+    metric_weight           rule "eprocess": the metric's imputed labels count as this many
+                            labels in a bet (None: as many as the pair's unjudged items)
+    mixture                 rule "eprocess": None (bets made at the time, plug-in Kelly) or
+                            a > 0: the uniform draws' evidence is the Beta(a, a) mixture of
+                            constant bets (protocol.rules.steps_log_evidence)
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
@@ -80,6 +92,9 @@ class ProtocolSettings:
     rule: str = EPROCESS
     family: str = EBH
     max_bet: float = MAX_BET
+    confusion: str = PAIR
+    metric_weight: float | None = None
+    mixture: float | None = None
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -117,6 +132,13 @@ class ProtocolSettings:
             raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
         if not (isinstance(self.max_bet, (int, float)) and 0 < self.max_bet < 1):
             raise ValueError(f"max_bet must lie strictly between 0 and 1, got {self.max_bet!r}")
+        if self.metric_weight is not None and not (
+                isinstance(self.metric_weight, (int, float)) and self.metric_weight >= 0):
+            raise ValueError(f"metric_weight must be None or >= 0, got {self.metric_weight!r}")
+        if self.mixture is not None and not (isinstance(self.mixture, (int, float)) and self.mixture > 0):
+            raise ValueError(f"mixture must be None or > 0, got {self.mixture!r}")
+        if self.confusion not in CONFUSIONS:
+            raise ValueError(f"confusion must be one of {CONFUSIONS}, got {self.confusion!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
 
@@ -147,7 +169,8 @@ class PairState:
     theta         theta after every closed round, oldest first
     p_mean        (3,) posterior mean of (p+, p=, p-) at the last close, or None
     log_evidence  log wealth of the pair's betting e-process (module doc), 0 at the start
-    round_basis   the 15 counts (paired, human_only, metric_only) when the open round opened:
+    round_basis   the 15 counts (paired, human_only, metric_only) when the open round opened,
+                  then the study's pooled paired counts (9) under confusion "pooled":
                   every bet of a round is made from them, so the order of a round's
                   judgements does not matter
     diagnostics   how the last close computed theta, or None: {"method": one of
