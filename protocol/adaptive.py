@@ -59,24 +59,56 @@ Policies
               correct 0.012 lower on average (at worst 0.042), no inversion in any run
               (docs/results.md, scripts/results_protocol.py).
 
-Error control at the stated level (``rule="eprocess"``)
--------------------------------------------------------
-Every pair carries a betting e-process over its items in the order they were judged:
-wealth K starts at 1 and every newly judged item with a non-tie human label s in {+1, -1}
-multiplies it by (1 + b s). The bet b in [-MAX_BET, MAX_BET] is predictable: it is the Kelly
-bet 2 r - 1 for r = P(+ | not a tie) estimated from the counts when the item's round opened
-(so the order within a round does not matter) and the metric labels of the pair's OTHER
-items (paired confusion, +1 smoothed, imputes the human labels of
-the metric-only items; the judged item's own metric label is left out, because under a null
-its human and metric labels flip together). When the two systems are exchangeable within
-items (the item-flipping null of ``protocol.simulate``), the sign of the next item's human
-label is a fair coin independent of b, so K is a nonnegative martingale and by Ville's
-inequality P(K ever reaches 1/gamma) <= gamma: with ``rule="eprocess"`` a pair is decided
-± (the sign of its human margin) when log K >= log(1 / gamma), at any number of looks and
-any round sizes, futility stops included. The metric makes the bets sharp early (few
-labels to a decision when it agrees with the humans) and cannot make the test invalid, only
-weaker when it misleads. Only an item's first judgement moves K (later ones are fair coins
-too, but not independent of the first).
+Error control at the stated level (``rule="eprocess"``, the default)
+--------------------------------------------------------------------
+The defaults of ``ProtocolSettings`` (and so of ``protocol.simulate``, ``protocol.plan`` and
+the app) are policy ``adaptive``, rule ``eprocess``, family ``ebh``; the paper's Algorithm 2
+is ``ProtocolSettings.paper(budget)`` (policy ``paper``, rule ``bayes``: no error control, its
+null false ± rate is 0.2-0.4, docs/results.md).
+
+Every pair carries a betting e-process over its items: wealth K starts at 1 and every item's
+first judgement is a step (PairState.steps: item, value s in {-1, 0, +1}, bet b, rho) that
+multiplies K by (1 + b s rho). For uniform draws rho = 1 and the bet b in [-max_bet,
+max_bet] is predictable: the Kelly bet 2 r - 1 for r = P(+ | not a tie) estimated from the
+counts when the item's round opened (so the order within a round does not matter) and the
+metric labels of the pair's OTHER items (paired confusion, +1 smoothed, imputes the human
+labels of the metric-only items; the judged item's own metric label is left out, because
+under a null its human and metric labels flip together). When the two systems are
+exchangeable within items (the item-flipping null of ``protocol.simulate``), the sign of the
+next item's human label is a fair coin independent of b, so K is a nonnegative martingale
+and by Ville's inequality P(K ever reaches 1/gamma) <= gamma. The metric makes the bets sharp
+early when it agrees with the humans and cannot make the test invalid, only weaker when it
+misleads (measured: it saves no labels on SummEval relevance with bert_score_f; options
+``confusion="pooled"``, ``metric_weight``, ``mixture`` are measured in docs/results.md).
+
+Unequal draws (items chosen by separability, protocol.allocation): a null can then put the
+"+" labels on the items the choice favours, so the signs drawn are no fair coins. The step
+of an item drawn with chance q, when the smallest chance among the draw's open candidates
+was q_min, has rho = q_min / q in (0, 1] and a bet that is the same for every candidate
+(``weighted_bet``: Kelly from the first-judgement values so far, so its sign is that of their
+running sum S). Then E[step | past] = 1 + b q_min sum_open s_i: under a finite null (the
+pair's items sum to 0 however they lie along separability) the open items sum to -S and
+b S >= 0, so K is a supermartingale; under the item-flip null every step is fair. The app
+passes q (``probabilities``) and q_min (``smallest``, protocol.allocation.
+smallest_selection_probability) to ``record_judgements``; an unequal draw without q_min moves
+nothing. Low temperatures make rho tiny for the favoured items (little evidence), so
+``protocol.allocation.MIN_TEMPERATURE`` (0.1) refuses lower ones with the reason.
+
+Rebuilds (``rebuild_pairs``) keep the steps: a rebuild with the same judgements leaves K
+unchanged; after exclusions K is the product of the remaining steps with the bets made at the
+time (inactive steps come back with their judgements), never a restart at 1.
+
+Control across the pairs of a study (``family``): every pair's e-value (stopped pairs keep
+theirs) enters ``family_thresholds`` at each close. ``ebh`` (default): e-BH, the k* pairs with
+the largest e-values where k* = max{k : e_(k) >= m / (gamma k)}, m the study's pairs: the
+false discovery rate over the study is <= gamma, so on a null study the chance of any false ±
+is <= gamma. ``bonferroni``: e >= m / gamma (family-wise error <= gamma). ``none``: 1 / gamma
+per pair. A decided pair keeps its e-value, so it stays in the e-BH set. Decided pairs get
+the sign of their human margin; type S errors (a near-null pair decided against its margin on
+all labels) are reported by the replay (``wrong_direction_near_null``).
+
+Under the e-process theta (shown, and sizing the adaptive rounds) is the human-only closed
+form: the metric model's sampler would cost seconds per close and decides nothing.
 
 Error control (``strict``)
 --------------------------

@@ -15,12 +15,19 @@ so the two systems are exchangeable and any ± decision is false.
 Command line (DESIGN.md)::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
-        [--policy paper|adaptive] [--method fast|nuts] [--json]
-        [--strict [--spending bonferroni|pocock]] [--rule bayes|eprocess] [--null] [--quiet]
+        [--policy adaptive|paper] [--method fast|nuts] [--json]
+        [--strict [--spending bonferroni|pocock]] [--rule eprocess|bayes]
+        [--family ebh|bonferroni|none] [--max-bet B] [--null] [--quiet]
         [--spammers P [--quality-control] [--check-every 10] [--annotators 50]]
 
+Without flags the replay runs ``ProtocolSettings``' defaults, the error-controlled rule
+(adaptive policy, betting e-process per pair, e-BH across the pairs: ``protocol.adaptive``);
+the paper's Algorithm 2 is ``--policy paper --rule bayes``.
+
 ``--null`` replays null pairs and adds ``null_false_decision_rate`` (the share of pairs
-decided ±, all of them false) to the output. ``--baselines`` adds the human-only sign test
+decided ±, all of them false) to the output. ``wrong_direction_near_null`` is the share of
+pairs the full human evaluation leaves undecided that the replay decides against the sign of
+their human margin on all labels (type S errors). ``--baselines`` adds the human-only sign test
 and PPI++ (metric as predictor) at the replay's annotation fraction (``baselines``).
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.

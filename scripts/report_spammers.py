@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    options = dict(policy="adaptive", rule="eprocess") if args.error_controlled else {}
+    # the paper's Algorithm 2 (no longer the replay's default) or the default error-controlled rule
+    options = dict(policy="adaptive", rule="eprocess") if args.error_controlled else dict(policy="paper", rule="bayes")
     rows = run(args.seeds, options)
     text = markdown(rows, args.seeds, time.perf_counter() - began, args.error_controlled)
     if not args.no_write:
