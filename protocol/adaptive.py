@@ -154,6 +154,7 @@ from .rules import (
     final_decision_probabilities,
     look_level,
     pair_counts,
+    pair_log_e_value,
     pocock_level,
     round_size,
     steps_log_evidence,
@@ -193,6 +194,6 @@ __all__ = [
     "ProtocolSettings", "ProtocolState", "bet", "close_rounds", "decide_closed_form", "decision_at",
     "design_weighted", "eprocess_can_decide", "eprocess_decision", "final_decision_probabilities",
     "look_level", "needed", "open_rounds", "pair_counts", "pocock_level", "rebuild_pairs",
-    "record_judgement", "record_judgements", "replace", "round_size", "run_rounds", "start",
+    "record_judgement", "record_judgements", "replace", "round_size", "run_rounds", "start", "pair_log_e_value",
     "theta_closed_form",
 ]

@@ -17,6 +17,8 @@ from .rules import (
     draw_rho,
     eprocess_can_decide,
     eprocess_decision,
+    final_can_reject,
+    pair_log_e_value,
     final_decision_probabilities,
     look_level,
     pair_counts,
@@ -392,7 +394,7 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
     levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
     if settings.rule == EPROCESS:
         # control across the study's pairs: every pair's e-value (stopped pairs keep theirs)
-        in_family, bar = family_thresholds([p.log_evidence for p in state.pairs], settings.gamma,
+        in_family, bar = family_thresholds([pair_log_e_value(p, settings) for p in state.pairs], settings.gamma,
                                            settings.family)
         decisions = [eprocess_decision(state.pairs[i], settings.gamma, threshold=-math.inf)
                      if in_family[i] else 0 for i in closing]
@@ -405,7 +407,9 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
             if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
                     and pair.judgements >= settings.futility_min_judgements:
                 # the family's bar can only fall to 1 / gamma (every pair decided): optimistic
-                futile[j] = not eprocess_can_decide(pair, settings.gamma, settings.futility)
+                futile[j] = not (eprocess_can_decide(pair, settings.gamma, settings.futility,
+                                                     threshold=math.log(1.0 / (settings.gamma * (1 - settings.final_share))))
+                                 or final_can_reject(pair, settings))
     elif settings.policy == ADAPTIVE:
         candidates = [
             j for j, i in enumerate(closing)

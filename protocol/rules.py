@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import betaln, ndtri
 from scipy.stats import beta as beta_distribution
+from scipy.stats import binom
 from scipy.stats import norm
 
 from .allocation import design_weights
@@ -345,3 +346,55 @@ def family_thresholds(log_evidence: Sequence[float], gamma: float, family: str) 
     decided = np.zeros(m, dtype=bool)
     decided[order[:k]] = True
     return decided, math.log(m / (gamma * (k + 1))) if k < m else math.log(1.0 / gamma)
+
+
+# --------------------------------------------------------------------------------------------
+# spending part of the error where a pair's labels end (ProtocolSettings.final_share)
+# --------------------------------------------------------------------------------------------
+def final_level(settings: ProtocolSettings) -> float:
+    """Level of the exact sign test on all of a pair's labels: final_share x gamma / 2, so that
+    a rejection alone is worth final_share / level = 2 / gamma in the pair's e-value."""
+    return settings.final_share * settings.gamma / 2
+
+
+def sign_test_p(wins: float, losses: float) -> float:
+    """Exact two-sided sign test p-value of wins against losses (ties left out)."""
+    n = int(round(wins + losses))
+    if n == 0:
+        return 1.0
+    k = int(round(max(wins, losses)))
+    return float(min(1.0, 2 * binom.sf(k - 1, n, 0.5)))
+
+
+def pair_log_e_value(pair: PairState, settings: ProtocolSettings) -> float:
+    """log of the pair's e-value: the e-process wealth K, or with final_share w > 0
+    (1 - w) K + w 1[all its labels are in and the exact sign test on them rejects at
+    ``final_level``] / final_level. Both parts have expectation <= 1 under the null (the sign
+    test is taken once, at a time fixed in advance: when the labels run out), so their mix is
+    an e-value; the error left after the e-process's share is spent where the budget ends."""
+    w = settings.final_share
+    if w == 0:
+        return pair.log_evidence
+    wealth = (1 - w) * math.exp(min(pair.log_evidence, 700.0))
+    if pair.remaining == 0 and pair.judgements > 0:
+        wins, _, losses = (float(x) for x in pair.human_counts)
+        level = final_level(settings)
+        if sign_test_p(wins, losses) <= level:
+            wealth += w / level
+    return math.log(wealth) if wealth > 0 else -math.inf
+
+
+def final_can_reject(pair: PairState, settings: ProtocolSettings) -> bool:
+    """Whether the sign test on all the pair's labels can still reject (optimistic, as
+    ``eprocess_can_decide``: the non-tie share r at the end of its (1 - futility) credible
+    interval farther from 1/2, the remaining labels split at r)."""
+    if settings.final_share == 0 or pair.remaining == 0:
+        return False
+    wins, ties, losses = (float(x) for x in pair.human_counts)
+    futility = settings.futility
+    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
+            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    non_tie = pair.remaining * (wins + losses + 1) / (wins + ties + losses + 2)
+    lead = 1.0 if wins >= losses else -1.0
+    return sign_test_p(wins + non_tie * (r if lead > 0 else 1 - r),
+                       losses + non_tie * (1 - r if lead > 0 else r)) <= final_level(settings)

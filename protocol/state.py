@@ -72,6 +72,9 @@ class ProtocolSettings:
     mixture                 rule "eprocess": None (bets made at the time, plug-in Kelly) or
                             a > 0: the uniform draws' evidence is the Beta(a, a) mixture of
                             constant bets (protocol.rules.steps_log_evidence)
+    final_share             rule "eprocess": share w of the pair's e-value given to an exact
+                            sign test on all its labels when they run out (0: none;
+                            protocol.rules.pair_log_e_value)
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
@@ -95,6 +98,7 @@ class ProtocolSettings:
     confusion: str = PAIR
     metric_weight: float | None = None
     mixture: float | None = None
+    final_share: float = 0.0
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -137,6 +141,8 @@ class ProtocolSettings:
             raise ValueError(f"metric_weight must be None or >= 0, got {self.metric_weight!r}")
         if self.mixture is not None and not (isinstance(self.mixture, (int, float)) and self.mixture > 0):
             raise ValueError(f"mixture must be None or > 0, got {self.mixture!r}")
+        if not (isinstance(self.final_share, (int, float)) and 0 <= self.final_share < 1):
+            raise ValueError(f"final_share must lie in [0, 1), got {self.final_share!r}")
         if self.confusion not in CONFUSIONS:
             raise ValueError(f"confusion must be one of {CONFUSIONS}, got {self.confusion!r}")
         if self.family not in FAMILIES:

@@ -184,3 +184,24 @@ def test_ebh_decides_the_largest_e_values_down_to_its_bar():
     decided, bar = adaptive.family_thresholds(log_e, 0.05, "bonferroni")
     assert decided.tolist() == [False, True, False, False, False] and bar == pytest.approx(np.log(100))
     assert adaptive.family_thresholds(log_e, 0.05, "none")[0].tolist() == [True, True, False, True, False]
+
+
+def test_the_final_sign_test_adds_its_share_only_when_a_pairs_labels_have_run_out():
+    settings = adaptive.ProtocolSettings(budget=40, batch=20, first_round=20, family="none", final_share=0.5,
+                                         futility=0.0)
+    items = [f"i{k}" for k in range(20)]
+    values = [1] * 15 + [-1] * 5                  # exact two-sided p = 0.041 > level 0.0125
+    strong = [1] * 17 + [-1] * 3                  # p = 0.0026 <= 0.0125
+    for labels, rejects in ((values, False), (strong, True)):
+        state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20}))
+        state = adaptive.record_judgements(state, "A", "B", items, labels)
+        pair = state.pair("A", "B")
+        assert pair.remaining == 0
+        expected = 0.5 * np.exp(pair.log_evidence) + (0.5 / 0.0125 if rejects else 0.0)
+        assert np.exp(adaptive.pair_log_e_value(pair, settings)) == pytest.approx(expected)
+        closed = adaptive.close_rounds(state).pair("A", "B")
+        assert closed.decision == (1 if expected >= 1 / GAMMA else 0)
+    # labels still to come: the sign test has not been taken
+    state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 40}))
+    pair = adaptive.record_judgements(state, "A", "B", items, strong).pair("A", "B")
+    assert np.exp(adaptive.pair_log_e_value(pair, settings)) == pytest.approx(0.5 * np.exp(pair.log_evidence))
