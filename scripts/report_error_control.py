@@ -60,6 +60,7 @@ CANDIDATES = [
      dict(policy="paper", rule="bayes", strict=True, spending="pocock")),
 ]
 FRACTIONS = (0.3, 0.45, 0.6, 0.8, 1.0)
+READING = ("Reading the candidates: no betting variant moves the e-process much (max bet, mixture, metric weight within ±0.02 of the default; the confusion pooled over the study makes the metric's imputed labels weigh more and costs labels). The one-look trade-off bounds what any per-pair test reaches with a given share of the labels: at 0.45 of them the sign test is 0.82 correct and PPI++ 0.84 on SummEval relevance, so the issue's target (0.90 correct at <= 0.45 of the labels with the null <= γ) is out of reach of a valid test on this data, sequential or not; 0.90 needs about 0.6-0.8 of the labels. The sequential rule pays twice more: for looking at every round (anytime validity: log(1/γ) of evidence instead of z²/2) and for the study (e-BH: the bar is m / (γ k) for the k-th pair). Spending half the error on an exact sign test when a pair's labels run out (`final_share 0.5`) is the best trade-off measured for the e-process (more correct for a few more labels); the Bayesian rule with γ spent over the planned looks is more correct still but per pair only (every null study has false ± across its pairs). On PandaLM (gpt35, sample accuracy 0.729) the metric saves no labels against the human-only run of the same rule (target 0.70x: missed): its imputed labels predict a margin shrunk towards the pooled one, so they sharpen the bets no more than the pair's own human labels.")
 
 
 def log(message: str) -> None:
@@ -242,6 +243,7 @@ def candidates(seeds, dry_run: bool, began: float, bayes_seeds: int) -> int:
                   "One look at a fixed budget (every pair the same fraction of its labels; no sequential "
                   "looks, no control across pairs): what a test can reach with that many labels.", "",
                   *tradeoff(human, metric_table, seeds), ""]
+    lines += [READING, ""]
     lines.append(f"({time.perf_counter() - began:.0f} s on this machine.)")
     write(SECTION + "_candidates", "\n".join(lines), dry_run)
     return 0
