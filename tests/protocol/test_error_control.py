@@ -205,3 +205,20 @@ def test_the_final_sign_test_adds_its_share_only_when_a_pairs_labels_have_run_ou
     state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 40}))
     pair = adaptive.record_judgements(state, "A", "B", items, strong).pair("A", "B")
     assert np.exp(adaptive.pair_log_e_value(pair, settings)) == pytest.approx(0.5 * np.exp(pair.log_evidence))
+
+
+def test_a_rebuild_takes_each_draws_chance_and_smallest_chance_and_keeps_the_weighted_steps():
+    items = [f"i{k}" for k in range(10)]
+    values = [1, 1, -1, 1, 1, 1, 0, 1, -1, 1]
+    chances = [0.30, 0.25, 0.05, 0.20, 0.25, 0.30, 0.10, 0.20, 0.08, 0.25]
+    smallest = [0.02, 0.02, 0.02, 0.03, 0.03, 0.03, 0.04, 0.05, 0.06, 0.08]
+    settings = adaptive.ProtocolSettings(budget=40, batch=10, first_round=10, family="none", futility=0.0)
+    state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 40}))
+    state = adaptive.close_rounds(adaptive.record_judgements(state, "A", "B", items, values, chances, smallest))
+    pair = state.pair("A", "B")
+    # steps are sorted by item (i0..i9 here in draw order); rho = smallest chance / chance
+    assert [rho for *_, rho in pair.steps] == pytest.approx([s / c for s, c in zip(smallest, chances)])
+    draws = {("A", "B"): {i: (c, s) for i, c, s in zip(items, chances, smallest)}}
+    same = adaptive.rebuild_pairs(state, {("A", "B"): (items, values)}, draws)
+    assert same.pair("A", "B").steps == pair.steps and same.pair("A", "B").draws == pair.draws
+    assert same.pair("A", "B").log_evidence == pytest.approx(pair.log_evidence, abs=1e-12)
