@@ -110,6 +110,15 @@ all labels) are reported by the replay (``wrong_direction_near_null``).
 Under the e-process theta (shown, and sizing the adaptive rounds) is the human-only closed
 form: the metric model's sampler would cost seconds per close and decides nothing.
 
+Options measured against the default (docs/results.md, "Candidates for power"): ``max_bet``;
+``confusion="pooled"`` (the metric's confusion over every judged item of the study, stored in
+round_basis after the 15 counts); ``metric_weight`` (the metric's imputed labels worth that
+many labels); ``mixture=a`` (the uniform draws' evidence as a Beta(a, a) mixture of constant
+bets); ``final_share=w`` (the pair's e-value (1 - w) K + w 1[exact sign test on all its labels
+rejects at w gamma / 2] / (w gamma / 2), taken when its labels run out: more correct for a few
+more labels on SummEval and PandaLM, worse on WMT21's 527-item pairs). None beats the default
+on every bundle, so the defaults stay.
+
 Error control (``strict``)
 --------------------------
 Checking after every round is a group-sequential test: with K looks the chance of a false ±
