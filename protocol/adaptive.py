@@ -154,6 +154,7 @@ from .machine import (
 )
 from .rules import (
     bet,
+    boundary_critical,
     decide_closed_form,
     design_weighted,
     draw_rho,
@@ -172,6 +173,7 @@ from .rules import (
 from .state import (
     ADAPTIVE,
     BAYES,
+    BOUNDARY,
     BONFERRONI,
     EBH,
     EPROCESS,
@@ -196,6 +198,7 @@ from .state import (
 )
 
 __all__ = [
+    "BOUNDARY", "boundary_critical",
     "BAYES", "BONFERRONI", "EBH", "EPROCESS", "FAMILIES", "draw_rho", "family_thresholds",
     "steps_log_evidence", "weighted_bet",
     "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",

@@ -13,6 +13,9 @@ import numpy as np
 from .decision import PairCounts, decision_from_theta
 from .rules import (
     bet,
+    boundary_can_decide,
+    boundary_decision,
+    boundary_level,
     decide_closed_form,
     draw_rho,
     eprocess_can_decide,
@@ -31,6 +34,8 @@ from .rules import _default_decide
 from .state import (
     _LABEL_INDEX,
     ADAPTIVE,
+    BAYES,
+    BOUNDARY,
     EPROCESS,
     POOLED,
     DECIDED,
@@ -190,6 +195,9 @@ def record_judgements(
     for item, value, chance, floor in zip(items, values, chances, floors):
         if value not in _LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
+        if chance is not None and state.settings.rule == BOUNDARY:
+            raise ValueError("rule 'boundary' refuses unequal draws: its sign statistic counts every item alike, "
+                             "so items chosen by separability would bias it; choose items uniformly")
         if chance is not None and item not in judged:
             if not 0 < float(chance) <= 1:
                 raise ValueError(f"item {item!r}: selection probability must lie in (0, 1], got {chance!r}")
@@ -372,7 +380,7 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
     e-process the family rule sees every pair of the state."""
     settings = state.settings
     counts = [pair_counts(state.pairs[i]) for i in closing]
-    if settings.rule == EPROCESS:
+    if settings.rule != BAYES:
         # theta does not decide under the e-process (it sizes rounds and is shown): the
         # human-only posterior, exact and instant, instead of the metric model's sampler
         counts = [PairCounts(paired=np.zeros((3, 3)), human_only=np.asarray(c.paired).sum(axis=0) + c.human_only)
@@ -398,9 +406,24 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
                                            settings.family)
         decisions = [eprocess_decision(state.pairs[i], settings.gamma, threshold=-math.inf)
                      if in_family[i] else 0 for i in closing]
+    elif settings.rule == BOUNDARY:
+        level = boundary_level(settings, len(state.pairs))
+        decisions = [boundary_decision(state.pairs[i], level) for i in closing]
+        if settings.family == "ebh":
+            # every pair's crossing as the e-value 1 / level (stopped pairs keep theirs)
+            crossed = [boundary_decision(p, level) != 0 for p in state.pairs]
+            in_family, _ = family_thresholds([-math.log(level) if c else -math.inf for c in crossed],
+                                             settings.gamma, "ebh")
+            decisions = [d if in_family[i] else 0 for d, i in zip(decisions, closing)]
     else:
         decisions = [decision_from_theta(t, g) for t, g in zip(theta, levels)]
     futile = np.zeros(len(closing), dtype=bool)
+    if settings.policy == ADAPTIVE and settings.rule == BOUNDARY:
+        for j, i in enumerate(closing):
+            pair = state.pairs[i]
+            if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
+                    and pair.judgements >= settings.futility_min_judgements:
+                futile[j] = not boundary_can_decide(pair, level, settings.futility)
     if settings.policy == ADAPTIVE and settings.rule == EPROCESS:
         for j, i in enumerate(closing):
             pair = state.pairs[i]
@@ -410,7 +433,7 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
                 futile[j] = not (eprocess_can_decide(pair, settings.gamma, settings.futility,
                                                      threshold=math.log(1.0 / (settings.gamma * (1 - settings.final_share))))
                                  or final_can_reject(pair, settings))
-    elif settings.policy == ADAPTIVE:
+    elif settings.policy == ADAPTIVE and settings.rule == BAYES:
         candidates = [
             j for j, i in enumerate(closing)
             if decisions[j] == 0 and settings.futility > 0 and state.pairs[i].remaining > 0

@@ -398,3 +398,61 @@ def final_can_reject(pair: PairState, settings: ProtocolSettings) -> bool:
     lead = 1.0 if wins >= losses else -1.0
     return sign_test_p(wins + non_tie * (r if lead > 0 else 1 - r),
                        losses + non_tie * (1 - r if lead > 0 else r)) <= final_level(settings)
+
+
+# --------------------------------------------------------------------------------------------
+# rule "boundary": an exact binomial boundary per pair (a candidate, docs/results.md)
+# --------------------------------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def boundary_critical(steps: int, alpha: float) -> int:
+    """Smallest c with P(max_{t <= steps} |S_t| >= c) <= alpha for a simple symmetric random walk
+    S (exact, by dynamic programming over the walk absorbed at +-c). Under the item-flip null a
+    pair's non-tie item labels are fair coins, so deciding when |n+ - n-| >= c at any looks
+    (ties only delay the walk) has false ± chance <= alpha: a constant boundary on the sum
+    scale is O'Brien-Fleming's shape, here exact for the binomial and valid for any number and
+    spacing of looks up to ``steps`` non-ties."""
+    if steps < 0 or not 0 < alpha < 1:
+        raise ValueError(f"steps must be >= 0 and alpha in (0, 1), got {steps}, {alpha}")
+    for c in range(1, steps + 2):
+        alive = np.zeros(2 * c + 1)
+        alive[c] = 1.0                      # index c is S = 0; indices 0 and 2c are absorbing
+        crossed = 0.0
+        for _ in range(steps):
+            moved = np.zeros_like(alive)
+            moved[1:] += 0.5 * alive[:-1]
+            moved[:-1] += 0.5 * alive[1:]
+            crossed += moved[0] + moved[-1]
+            moved[0] = moved[-1] = 0.0
+            alive = moved
+        if crossed <= alpha:
+            return c
+    return steps + 1
+
+
+def boundary_level(settings: ProtocolSettings, pairs: int) -> float:
+    """Per-pair level of rule "boundary": gamma (family "none"), gamma / pairs ("bonferroni"),
+    or gamma x boundary_share ("ebh": a crossing is then the e-value 1 / (gamma x share), which
+    e-BH decides when at least share x pairs have crossed)."""
+    if settings.family == "bonferroni":
+        return settings.gamma / pairs
+    if settings.family == "ebh":
+        return settings.gamma * settings.boundary_share
+    return settings.gamma
+
+
+def boundary_decision(pair: PairState, level: float) -> int:
+    """±1 once |n+ - n-| of the pair's item labels reaches boundary_critical(capacity, level)."""
+    wins, _, losses = (float(x) for x in pair.human_counts)
+    if abs(wins - losses) >= boundary_critical(int(pair.capacity), float(level)):
+        return int(np.sign(wins - losses))
+    return 0
+
+
+def boundary_can_decide(pair: PairState, level: float, futility: float) -> bool:
+    """Whether the pair can still reach its boundary (optimistic, as eprocess_can_decide)."""
+    wins, ties, losses = (float(x) for x in pair.human_counts)
+    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
+            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    non_tie = pair.remaining * (wins + losses + 1) / (wins + ties + losses + 2)
+    reach = abs(wins - losses) + non_tie * (2 * r - 1)
+    return reach >= boundary_critical(int(pair.capacity), float(level))

@@ -30,7 +30,10 @@ STOPPED = (DECIDED, EXHAUSTED, FUTILE)
 METHODS = ("fast", "nuts")
 BAYES = "bayes"
 EPROCESS = "eprocess"
-RULES = (BAYES, EPROCESS)
+#: an exact binomial boundary per pair: constant on the sign statistic's scale (O'Brien-Fleming
+#: shape), valid at any looks up to the pair's capacity (protocol.rules.boundary_critical)
+BOUNDARY = "boundary"
+RULES = (BAYES, EPROCESS, BOUNDARY)
 #: largest |bet| of the e-process: a wrong bet then keeps 1 - 0.6 of the wealth
 MAX_BET = 0.6
 #: control across the pairs of a study (rule "eprocess"): e-BH (false discovery rate <= gamma
@@ -59,7 +62,9 @@ class ProtocolSettings:
     strict                  split gamma over the looks (false ± rate <= gamma, see module doc)
     rule                    "eprocess" (default: anytime-valid betting e-process; false ± rate
                             <= gamma at any looks, module doc) or "bayes" (theta thresholds,
-                            SPEC §4; the paper's rule, which has no error control)
+                            SPEC §4; the paper's rule, which has no error control) or
+                            "boundary" (exact binomial constant boundary per pair, a candidate;
+                            uniform draws only)
     family                  rule "eprocess": control across the study's pairs, "ebh" (default:
                             false discovery rate <= gamma), "bonferroni" (family-wise error
                             <= gamma) or "none" (each pair at gamma on its own)
@@ -75,6 +80,8 @@ class ProtocolSettings:
     final_share             rule "eprocess": share w of the pair's e-value given to an exact
                             sign test on all its labels when they run out (0: none;
                             protocol.rules.pair_log_e_value)
+    boundary_share          rule "boundary" under e-BH: each pair's boundary is at level
+                            gamma x this, its e-value 1 / (gamma x this) once crossed
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
@@ -99,6 +106,7 @@ class ProtocolSettings:
     metric_weight: float | None = None
     mixture: float | None = None
     final_share: float = 0.0
+    boundary_share: float = 0.5
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
     futility_min_judgements: int = 20
@@ -147,6 +155,8 @@ class ProtocolSettings:
             raise ValueError(f"confusion must be one of {CONFUSIONS}, got {self.confusion!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if not (isinstance(self.boundary_share, (int, float)) and 0 < self.boundary_share <= 1):
+            raise ValueError(f"boundary_share must lie in (0, 1], got {self.boundary_share!r}")
 
     @classmethod
     def paper(cls, budget: int, **options) -> ProtocolSettings:

@@ -54,13 +54,19 @@ CANDIDATES = [
     ("no futility stop [futility 0]", "metric", dict(futility=0.0)),
     ("half the error spent on a sign test when a pair's labels run out [final_share 0.5]", "metric",
      dict(final_share=0.5)),
+    ("exact binomial boundary, e-BH over crossings at γ/2 [rule boundary]", "metric", dict(rule="boundary")),
+    ("exact binomial boundary per pair, no control across pairs [rule boundary, family none]", "metric",
+     dict(rule="boundary", family="none")),
     ("human only", "none", DEFAULT),
     ("Bayesian θ, Bonferroni over the looks (--strict)", "metric", dict(policy="paper", rule="bayes", strict=True)),
     ("Bayesian θ, Pocock over the looks", "metric",
      dict(policy="paper", rule="bayes", strict=True, spending="pocock")),
 ]
 FRACTIONS = (0.3, 0.45, 0.6, 0.8, 1.0)
-READING = ("Reading the candidates: no betting variant moves the e-process much (max bet, mixture, metric weight within ±0.02 of the default; the confusion pooled over the study makes the metric's imputed labels weigh more and costs labels). The one-look trade-off bounds what any per-pair test reaches with a given share of the labels: at 0.45 of them the sign test is 0.82 correct and PPI++ 0.84 on SummEval relevance, so the issue's target (0.90 correct at <= 0.45 of the labels with the null <= γ) is out of reach of a valid test on this data, sequential or not; 0.90 needs about 0.6-0.8 of the labels. The sequential rule pays twice more: for looking at every round (anytime validity: log(1/γ) of evidence instead of z²/2) and for the study (e-BH: the bar is m / (γ k) for the k-th pair). Spending half the error on an exact sign test when a pair's labels run out (`final_share 0.5`) is the best trade-off measured for the e-process (more correct for a few more labels); the Bayesian rule with γ spent over the planned looks is more correct still but per pair only (every null study has false ± across its pairs). On PandaLM (gpt35, sample accuracy 0.729) the metric saves no labels against the human-only run of the same rule (target 0.70x: missed): its imputed labels predict a margin shrunk towards the pooled one, so they sharpen the bets no more than the pair's own human labels.")
+READING = ("Reading the candidates: no betting variant moves the e-process much (max bet, mixture, metric weight within ±0.02 of the default; the confusion pooled over the study makes the metric's imputed labels weigh more and costs labels). The one-look trade-off bounds what any per-pair test reaches with a given share of the labels: at 0.45 of them the sign test is 0.82 correct and PPI++ 0.84 on SummEval relevance, so the issue's target (0.90 correct at <= 0.45 of the labels with the null <= γ) is out of reach of a valid test on this data, sequential or not; 0.90 needs about 0.6-0.8 of the labels. The sequential rule pays twice more: for looking at every round (anytime validity: log(1/γ) of evidence instead of z²/2) and for the study (e-BH: the bar is m / (γ k) for the k-th pair). Spending half the error on an exact sign test when a pair's labels run out (`final_share 0.5`) is the best trade-off measured for the e-process (more correct for a few more labels); the Bayesian rule with γ spent over the planned looks is more correct still but per pair only (every null study has false ± across its pairs). On PandaLM (gpt35, sample accuracy 0.729) the metric saves no labels against the human-only run of the same rule (target 0.70x: missed): its imputed labels predict a margin shrunk towards the pooled one, so they sharpen the bets no more than the pair's own human labels. "
+           "The exact binomial boundary (constant on the sum scale, O'Brien-Fleming's shape, valid at any looks "
+           "up to a pair's capacity) is the most correct per pair, but under e-BH its crossing is a weak e-value "
+           "(at γ/2 it is worth 2/γ, decided only once half the study's pairs have crossed).")
 
 
 def log(message: str) -> None:

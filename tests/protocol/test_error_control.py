@@ -222,3 +222,28 @@ def test_a_rebuild_takes_each_draws_chance_and_smallest_chance_and_keeps_the_wei
     same = adaptive.rebuild_pairs(state, {("A", "B"): (items, values)}, draws)
     assert same.pair("A", "B").steps == pair.steps and same.pair("A", "B").draws == pair.draws
     assert same.pair("A", "B").log_evidence == pytest.approx(pair.log_evidence, abs=1e-12)
+
+
+@pytest.mark.parametrize("steps, alpha", [(12, 0.05), (13, 0.2), (9, 0.01)])
+def test_the_binomial_boundary_matches_the_enumeration_of_every_walk(steps, alpha):
+    import itertools
+
+    maxima = np.array([np.max(np.abs(np.cumsum(path))) for path in itertools.product((-1, 1), repeat=steps)])
+    expected = next(c for c in range(1, steps + 2) if np.mean(maxima >= c) <= alpha)
+    assert adaptive.boundary_critical(steps, alpha) == expected
+
+
+def test_the_boundary_rule_controls_false_decisions_and_refuses_unequal_draws():
+    false = total = 0
+    for seed in range(3):
+        human, _ = null_labels(null_study(10, 100, 200 + seed), None, seed=seed)
+        result = replay(human, None, seed=seed, batch=10, rule="boundary", family="none")
+        false += sum(d != 0 for d in result.decisions.values())
+        total += len(result.decisions)
+    assert false / total <= monte_carlo_bound(GAMMA, total)
+    with pytest.raises(ValueError, match="boundary_share"):
+        adaptive.ProtocolSettings(budget=1, rule="boundary", boundary_share=0)
+    settings = adaptive.ProtocolSettings(budget=10, rule="boundary", family="none")
+    state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 10}))
+    with pytest.raises(ValueError, match="refuses unequal draws"):
+        adaptive.record_judgement(state, "A", "B", "i0", 1, probability=0.3, smallest=0.1)
