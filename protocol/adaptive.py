@@ -116,8 +116,12 @@ round_basis after the 15 counts); ``metric_weight`` (the metric's imputed labels
 many labels); ``mixture=a`` (the uniform draws' evidence as a Beta(a, a) mixture of constant
 bets); ``final_share=w`` (the pair's e-value (1 - w) K + w 1[exact sign test on all its labels
 rejects at w gamma / 2] / (w gamma / 2), taken when its labels run out: more correct for a few
-more labels on SummEval and PandaLM, worse on WMT21's 527-item pairs). None beats the default
-on every bundle, so the defaults stay.
+more labels on SummEval and PandaLM, worse on WMT21's 527-item pairs); ``rule="boundary"``
+(an exact binomial constant boundary on the sign statistic, O'Brien-Fleming's shape, valid at
+any looks up to the pair's capacity: ``boundary_critical``; per pair with family "none", at
+gamma / m with "bonferroni", under "ebh" a crossing at gamma x ``boundary_share`` is the
+e-value 1 / level; it refuses unequal draws). None beats the default on every bundle, so the
+defaults stay.
 
 Error control (``strict``)
 --------------------------
