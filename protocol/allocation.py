@@ -37,6 +37,28 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 POLICIES = ("uniform", "weighted", "stratified")
+#: Lowest temperature of ``weighted`` choice. Separability is normalised to [-1, 1], so at
+#: temperature T the least separable candidate's chance can fall to exp(-2 / T) of the most
+#: separable one's: e^-20 at 0.1. The error-controlled rule stays valid at any temperature
+#: (its steps are weighted by rho = smallest chance / chance, protocol.adaptive), but below
+#: 0.1 its steps on the over-sampled items shrink to nothing and the design weights of the
+#: Bayesian rule rest on a handful of draws (measured: docs/results.md, "Item choice").
+MIN_TEMPERATURE = 0.1
+TEMPERATURE_REASON = (
+    "temperatures below {minimum} make separability-weighted choice invalid for the decision: the least "
+    "separable items' chance falls below e^-{exponent:.0f} of the most separable's, so the error-controlled "
+    "rule's inverse-probability steps vanish and the design weights rest on a handful of draws"
+)
+
+
+def check_temperature(temperature: float) -> float:
+    """``temperature`` if weighted choice may use it, else ValueError naming the reason."""
+    if not (isinstance(temperature, (int, float, np.floating)) and np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    if temperature < MIN_TEMPERATURE:
+        raise ValueError(f"temperature {temperature!r} is below {MIN_TEMPERATURE}: " + TEMPERATURE_REASON.format(
+            minimum=MIN_TEMPERATURE, exponent=2 / MIN_TEMPERATURE))
+    return float(temperature)
 
 
 def _generator(seed: int | np.random.Generator | None) -> np.random.Generator:
@@ -71,8 +93,7 @@ def selection_weights(
         return np.full(len(separability), 1.0 / max(len(separability), 1))
     if policy != "weighted":
         raise ValueError(f"selection_weights supports 'uniform' and 'weighted', not {policy!r}")
-    if not (temperature > 0 and np.isfinite(temperature)):
-        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    check_temperature(temperature)
     logits = separability / temperature
     weights = np.exp(logits - logits.max()) if len(logits) else logits
     return weights / weights.sum() if len(weights) else weights
@@ -115,8 +136,8 @@ def choose_items(
         raise ValueError("separability contains NaN or infinite values")
     if int(count) != count or count < 0:
         raise ValueError(f"count must be a non-negative integer, got {count!r}")
-    if policy == "weighted" and not (temperature > 0 and np.isfinite(temperature)):
-        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    if policy == "weighted":
+        check_temperature(temperature)
     rng = _generator(seed)
     if not ids:
         return []
@@ -183,6 +204,38 @@ def selection_probability(
     strata = _bin_index(delta, bins)
     open_strata = strata[open_]
     return 1.0 / (len(set(open_strata.tolist())) * int((open_strata == strata[at]).sum()))
+
+
+def smallest_selection_probability(
+    candidates: Sequence[str],
+    separability: np.ndarray | Sequence[float],
+    judged: Collection[str],
+    *,
+    policy: str = "uniform",
+    temperature: float = 0.1,
+    bins: int | Sequence[float] = 4,
+) -> float:
+    """The smallest chance any open candidate has in ``choose_items(..., count=1)`` with these
+    arguments (same arguments as :func:`selection_probability`, without ``chosen``). The
+    error-controlled rule takes rho = this / the drawn item's chance for the draw's step
+    (``protocol.adaptive.record_judgements(smallest=...)``)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    ids = [str(c) for c in candidates]
+    delta = np.asarray(separability, dtype=float)
+    if delta.shape != (len(ids),):
+        raise ValueError(f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}")
+    judged_set = set(map(str, judged))
+    open_ = np.array([i not in judged_set for i in ids], dtype=bool)
+    if not open_.any():
+        raise ValueError("no open candidate: nothing can be drawn")
+    if policy == "uniform":
+        return 1.0 / int(open_.sum())
+    if policy == "weighted":
+        return float(selection_weights(delta[open_], policy="weighted", temperature=temperature).min())
+    open_strata = _bin_index(delta, bins)[open_]
+    _, sizes = np.unique(open_strata, return_counts=True)
+    return 1.0 / (len(sizes) * int(sizes.max()))
 
 
 def design_weights(draw_probabilities: Sequence[float]) -> np.ndarray:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .adaptive import theta_closed_form
+from .decision import closed_form_theta as theta_closed_form
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,19 @@ so the two systems are exchangeable and any ± decision is false.
 Command line (docs/formulas.md, "Command lines")::
 
     python -m protocol.simulate BUNDLE --metric NAME [--batch N] [--gamma G] [--seed S]
-        [--policy paper|adaptive] [--method fast|nuts] [--json]
-        [--strict [--spending bonferroni|pocock]] [--rule bayes|eprocess] [--null] [--quiet]
+        [--policy adaptive|paper] [--method fast|nuts] [--json]
+        [--strict [--spending bonferroni|pocock]] [--rule eprocess|bayes]
+        [--family ebh|bonferroni|none] [--max-bet B] [--null] [--quiet]
         [--spammers P [--quality-control] [--check-every 10] [--annotators 50]]
 
+Without flags the replay runs ``ProtocolSettings``' defaults, the error-controlled rule
+(adaptive policy, betting e-process per pair, e-BH across the pairs: ``protocol.adaptive``);
+the paper's Algorithm 2 is ``--policy paper --rule bayes``.
+
 ``--null`` replays null pairs and adds ``null_false_decision_rate`` (the share of pairs
-decided ±, all of them false) to the output. ``--baselines`` adds the human-only sign test
+decided ±, all of them false) to the output. ``wrong_direction_near_null`` is the share of
+pairs the full human evaluation leaves undecided that the replay decides against the sign of
+their human margin on all labels (type S errors). ``--baselines`` adds the human-only sign test
 and PPI++ (metric as predictor) at the replay's annotation fraction (``baselines``).
 
 ``--metric none`` replays the human-only protocol. Progress goes to stderr.
@@ -55,6 +62,7 @@ import numpy as np
 
 from . import adaptive
 from .adaptive import ProtocolSettings, ProtocolState
+from .decision import closed_form_theta, decision_from_theta
 
 Pair = tuple[str, str]
 SUMMARY_KEYS = (
@@ -66,6 +74,7 @@ SUMMARY_KEYS = (
     "inversion",
     "omission",
     "insertion",
+    "wrong_direction_near_null",
     "kld",
     "seconds",
 )
@@ -79,6 +88,9 @@ class ReplayResult:
     protocol state.
     kld: mean KLD(p_prot || p_hum) over pairs with a finite value; kld_skipped: pairs whose
     KLD is infinite (a class the human labels never use), left out of the mean.
+    wrong_direction_near_null: share of pairs that the full human evaluation leaves undecided
+    (near-null pairs) and the protocol decides against the sign of their human margin on all
+    labels (type S errors; an inversion is the same error on a pair the full evaluation decides).
     """
 
     pairs: int
@@ -98,6 +110,7 @@ class ReplayResult:
     used: Mapping[Pair, int]
     state: ProtocolState | None = None
     crowd: Mapping | None = None  # replay with simulated annotators: CrowdReport.as_dict()
+    wrong_direction_near_null: float = 0.0
 
     def summary(self) -> dict:
         """The command-line JSON object (keys exactly as in docs/formulas.md, plus the crowd's counts
@@ -176,8 +189,8 @@ def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gam
     """Human-only decision on all human labels per pair, and the counts n (P, 3)."""
     keys = sorted(human)
     counts = np.array([[np.sum(human[k][1] == v) for v in (1, 0, -1)] for k in keys], dtype=float).reshape(-1, 3)
-    theta = adaptive.theta_closed_form(counts)
-    return {k: adaptive.decision_at(t, gamma) for k, t in zip(keys, theta)}, dict(zip(keys, counts))
+    theta = closed_form_theta(counts)
+    return {k: decision_from_theta(t, gamma) for k, t in zip(keys, theta)}, dict(zip(keys, counts))
 
 
 def kld(p_prot: np.ndarray, p_hum: np.ndarray) -> float:
@@ -501,7 +514,7 @@ def replay(
     batch: int = 10,
     gamma: float = 0.05,
     seed: int = 0,
-    policy: str = "paper",
+    policy: str | None = None,
     method: str = "fast",
     strict: bool = False,
     budget: int | None = None,
@@ -516,6 +529,8 @@ def replay(
             or an (items, values) tuple; several labels per item are allowed
     metric  same shape, one label per item, or None / {} for the human-only protocol
     budget  human labels the protocol may use; default all of them
+    policy  ProtocolSettings.policy (None: the settings' default, the error-controlled rule;
+            the paper's Algorithm 2 is ``policy="paper", rule="bayes"``)
     crowd   simulated annotators (spammers, quality control; see Crowd), or None: every
             label is given as the bundle has it
     policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
@@ -535,11 +550,12 @@ def replay(
             raise ValueError(f"metric labels of {key} repeat an item; a metric gives one label per item and pair")
         metric_maps[key] = dict(zip(items.tolist(), values.tolist()))
     available = sum(len(v[1]) for v in human.values())
+    if policy is not None:
+        policy_options["policy"] = policy
     settings = ProtocolSettings(
         budget=available if budget is None else budget,
         batch=batch,
         gamma=gamma,
-        policy=policy,
         strict=strict,
         method=method,
         seed=seed,
@@ -609,6 +625,8 @@ def _score(state: ProtocolState, human, available: int, gamma: float, began: flo
         p_prot = np.asarray(pair.p_mean if pair.p_mean is not None else (n + 1) / (n.sum() + 3))
         divergences.append(kld(p_prot, n / n.sum()))
     finite = [d for d in divergences if math.isfinite(d)]
+    wrong = [reference[k] == 0 and decisions[k] != 0 and decisions[k] == -np.sign(counts[k][0] - counts[k][2])
+             for k in reference]
     used = state.spent
     return ReplayResult(
         pairs=len(state.pairs),
@@ -627,6 +645,7 @@ def _score(state: ProtocolState, human, available: int, gamma: float, began: flo
         categories=categories,
         used={p.key: p.judgements for p in state.pairs},
         state=state,
+        wrong_direction_near_null=float(np.mean(wrong)) if wrong else 0.0,
     )
 
 
@@ -662,19 +681,27 @@ def simulate(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m protocol.simulate", description=__doc__.split("\n\n")[0])
+    defaults = ProtocolSettings(budget=0)
     parser.add_argument("bundle")
     parser.add_argument("--metric", required=True, help="metric name in the bundle, or 'none' for human only")
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--gamma", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--policy", choices=adaptive.POLICIES, default="paper")
+    parser.add_argument("--policy", choices=adaptive.POLICIES, default=defaults.policy,
+                        help=f"default {defaults.policy} (the paper's Algorithm 2: --policy paper --rule bayes)")
     parser.add_argument("--method", choices=adaptive.METHODS, default="fast")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--strict", action="store_true", help="split gamma over the looks: false ± rate <= gamma")
     parser.add_argument("--spending", choices=adaptive.SPENDING, default="bonferroni",
                         help="how --strict splits gamma (default bonferroni: gamma / looks)")
-    parser.add_argument("--rule", choices=adaptive.RULES, default="bayes",
-                        help="decision rule: bayes (theta thresholds) or eprocess (anytime-valid: false ± <= gamma)")
+    parser.add_argument("--rule", choices=adaptive.RULES, default=defaults.rule,
+                        help=f"decision rule (default {defaults.rule}): eprocess (anytime-valid: false ± <= gamma) "
+                             "or bayes (the paper's theta thresholds, no error control)")
+    parser.add_argument("--family", choices=adaptive.FAMILIES, default=defaults.family,
+                        help=f"rule eprocess: control across the pairs (default {defaults.family}: e-BH, false "
+                             "discovery rate <= gamma; bonferroni: family-wise error <= gamma; none: per pair)")
+    parser.add_argument("--max-bet", type=float, default=defaults.max_bet,
+                        help=f"rule eprocess: largest bet on one item (default {defaults.max_bet})")
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
     parser.add_argument("--baselines", action="store_true",
                         help="also run the human-only sign test and PPI++ at the replay's annotation fraction")
@@ -710,6 +737,8 @@ def main(argv: list[str] | None = None) -> int:
             strict=args.strict,
             spending=args.spending,
             rule=args.rule,
+            family=args.family,
+            max_bet=args.max_bet,
             crowd=crowd,
         )
     except (ValueError, OSError) as error:

@@ -1,8 +1,8 @@
 """Planner accuracy: plan without human labels, then replay on the real ones (docs/results.md).
 
 For each (bundle, metric) the planner (``protocol.plan``) sees only the metric labels and
-the default assumptions; ``protocol.simulate`` then replays the same protocol (paper policy,
-batch 10, gamma 0.05) on the bundle's real human labels. Prints a markdown section, or JSON.
+the default assumptions; ``protocol.simulate`` then replays the same protocol (the default
+error-controlled rule, batch 10, gamma 0.05) on the bundle's real human labels. Prints a markdown section, or JSON.
 
     python scripts/report/planner_accuracy.py [--reps 2] [--seeds 2] [--json] [BUNDLE:METRIC ...]
 """

@@ -8,7 +8,7 @@ numbers beside the paper's Tables 3 and 5 (correction-of-errors, Deriu et al. 20
     .venv/bin/python scripts/report/protocol_results.py [--seeds 5] [--dry-run]
 
 Every number is the mean over seeds 0..S-1 of what
-``python -m protocol.simulate BUNDLE --metric M --policy P --seed S --json`` prints (batch 10,
+``python -m protocol.simulate BUNDLE --metric M --policy P --rule bayes --seed S --json`` prints (batch 10,
 gamma .05, method fast); "±" is the standard deviation over the seeds.
 """
 from __future__ import annotations
@@ -63,7 +63,8 @@ def run_cases(bundle: str, metrics, seeds, **options) -> dict:
         human, metric_table = load(str(BUNDLES / f"{bundle}.jsonl.gz"), metric)
         for policy in POLICIES:
             began = time.perf_counter()
-            out[(metric, policy)] = [replay(human, metric_table, seed=s, policy=policy, **options) for s in seeds]
+            out[(metric, policy)] = [replay(human, metric_table, seed=s, policy=policy, rule="bayes", **options)
+                                     for s in seeds]
             log(f"{bundle} {metric} {policy}: {time.perf_counter() - began:.0f} s")
     return out
 
@@ -136,8 +137,8 @@ def null_section(seeds) -> list[str]:
                 null_runs = []
                 for s in seeds:
                     null_human, null_metric = null_labels(human, metric_table, seed=s)
-                    null_runs.append(replay(null_human, null_metric, seed=s, policy=policy, **options))
-                real = [replay(human, metric_table, seed=s, policy=policy, **options) for s in seeds]
+                    null_runs.append(replay(null_human, null_metric, seed=s, policy=policy, rule="bayes", **options))
+                real = [replay(human, metric_table, seed=s, policy=policy, rule="bayes", **options) for s in seeds]
                 full_evaluation += [np.mean([d != 0 for d in r.reference.values()]) for r in null_runs]
                 lines.append(
                     f"| {metric} | {policy} | {spending} | "
@@ -155,7 +156,7 @@ def null_section(seeds) -> list[str]:
 def per_seed_lines(results: dict, bundle: str, metric: str) -> list[str]:
     lines = [
         f"Per seed, exactly what `python -m protocol.simulate data/bundles/{bundle}.jsonl.gz "
-        f"--metric {metric} --policy P --seed S --json` prints (seconds left out):",
+        f"--metric {metric} --policy P --rule bayes --seed S --json` prints (seconds left out):",
         "",
         "| policy | seed | annotations_used | annotation_fraction | correct | inversion | omission | insertion | kld |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -66,7 +66,7 @@ def test_hand_computed_three_system_run():
     # (6,0,0) -> .9921875 > .975 decides A > B after three rounds of two. A-C stays at .5 and
     # B-C reaches 1/2^5 = .03125 > .025 when its four labels are used up: both undecided.
     labels = three_system_labels()
-    state = start(ProtocolSettings(budget=100, batch=2), {AB: 8, AC: 4, BC: 4})
+    state = start(ProtocolSettings.paper(budget=100, batch=2), {AB: 8, AC: 4, BC: 4})
     state = drive(state, labels)
     ab, ac, bc = state.pair(*AB), state.pair(*AC), state.pair(*BC)
     np.testing.assert_allclose(ab.theta, [0.875, 0.96875, 0.9921875])
@@ -81,7 +81,7 @@ def test_hand_computed_three_system_run():
 
 
 def test_tight_budget_is_never_overspent_and_stops_the_protocol():
-    state = drive(start(ProtocolSettings(budget=9, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels())
+    state = drive(start(ProtocolSettings.paper(budget=9, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels())
     assert state.spent == 9 and state.finished
     # the first round funds all three pairs (2 each), the second only 3 more: 2 + 1 + 0
     assert sorted(p.judgements for p in state.pairs) == [2, 3, 4]
@@ -90,7 +90,7 @@ def test_tight_budget_is_never_overspent_and_stops_the_protocol():
 
 def test_metric_labels_move_from_metric_only_to_paired_on_the_first_human_label():
     metric = {AB: {"i0": 1, "i1": 0, "i2": -1}}
-    state = open_rounds(start(ProtocolSettings(budget=10, batch=3), {AB: 4}, metric))
+    state = open_rounds(start(ProtocolSettings.paper(budget=10, batch=3), {AB: 4}, metric))
     assert state.pair(*AB).metric_only == (1, 1, 1)
     state = record_judgement(state, "A", "B", "i0", -1)
     state = record_judgement(state, "A", "B", "i0", 1)  # a second rating of the same item
@@ -105,7 +105,7 @@ def test_metric_labels_move_from_metric_only_to_paired_on_the_first_human_label(
 
 
 def test_a_full_round_or_a_stopped_pair_takes_no_more_judgements():
-    state = open_rounds(start(ProtocolSettings(budget=100, batch=2), {AB: 8}))
+    state = open_rounds(start(ProtocolSettings.paper(budget=100, batch=2), {AB: 8}))
     state = record_judgements(state, "A", "B", ["i0", "i1"], [1, 1])
     with pytest.raises(ValueError, match="takes no judgements now: it is filled"):
         record_judgement(state, "A", "B", "i2", 1)
@@ -114,7 +114,7 @@ def test_a_full_round_or_a_stopped_pair_takes_no_more_judgements():
     with pytest.raises(ValueError, match="it is decided"):
         record_judgement(state, "A", "B", "i7", 1)
     with pytest.raises(ValueError, match="needs 2 more"):
-        record_judgements(open_rounds(start(ProtocolSettings(budget=9, batch=2), {AB: 8})), "A", "B",
+        record_judgements(open_rounds(start(ProtocolSettings.paper(budget=9, batch=2), {AB: 8})), "A", "B",
                           ["i0", "i1", "i2"], [1, 1, 1])
 
 
@@ -135,7 +135,7 @@ def test_budget_is_never_overspent_and_stopped_pairs_get_nothing(budget, batch, 
     keys = [AB, AC, BC]
     caps = dict(zip(keys, capacities))
     labels = _random_labels(np.random.default_rng(seed), caps, [0.5, 0.2, 0.3])
-    state = open_rounds(start(ProtocolSettings(budget=budget, batch=batch, policy=policy, seed=seed,
+    state = open_rounds(start(ProtocolSettings.paper(budget=budget, batch=batch, policy=policy, seed=seed,
                                                futility_min_judgements=4, futility_draws=200), caps))
     stopped_at = {}
     while True:
@@ -166,7 +166,7 @@ def test_resuming_a_serialised_state_mid_round_equals_the_uninterrupted_run():
     labels[AB] = [(item, 1 if k % 3 else 0) for k, (item, _) in enumerate(labels[AB])]
     metric = {key: {item: int(v) for item, v in zip((i for i, _ in labels[key]), rng.choice([1, 0, -1], 30))}
               for key in caps}
-    fresh = start(ProtocolSettings(budget=80, batch=4, policy="adaptive", futility_min_judgements=8), caps)
+    fresh = start(ProtocolSettings.paper(budget=80, batch=4, policy="adaptive", futility_min_judgements=8), caps)
     whole = drive(fresh, labels)
     for cut in (5, 17, 33):
         halfway = drive(fresh, labels, stop_after=cut)
@@ -175,14 +175,14 @@ def test_resuming_a_serialised_state_mid_round_equals_the_uninterrupted_run():
         assert restored == halfway
         assert drive(restored, labels).to_dict() == whole.to_dict()
     # the metric travels through the dict too
-    with_metric = start(ProtocolSettings(budget=80, batch=4), caps, metric)
+    with_metric = start(ProtocolSettings.paper(budget=80, batch=4), caps, metric)
     assert ProtocolState.from_dict(json.loads(json.dumps(with_metric.to_dict()))) == with_metric
 
 
 def test_order_of_judgements_within_a_round_does_not_matter():
     caps = {AB: 10, AC: 10, BC: 10}
     labels = _random_labels(np.random.default_rng(1), caps, [0.6, 0.1, 0.3])
-    state = open_rounds(start(ProtocolSettings(budget=30, batch=6, seed=4), caps))
+    state = open_rounds(start(ProtocolSettings.paper(budget=30, batch=6, seed=4), caps))
     jobs = [(key, item, value) for key in caps for item, value in labels[key][:6]]
     results = []
     for permutation in (range(len(jobs)), np.random.default_rng(2).permutation(len(jobs))):
@@ -197,8 +197,8 @@ def test_order_of_judgements_within_a_round_does_not_matter():
 def test_paper_policy_never_stops_for_futility_but_adaptive_does():
     caps = {AB: 200}
     ties = {AB: [(f"i{k}", 1 if k % 2 else -1) for k in range(200)]}
-    paper = drive(start(ProtocolSettings(budget=200, batch=10), caps), ties)
-    adaptive_run = drive(start(ProtocolSettings(budget=200, batch=10, policy="adaptive", futility=0.1), caps), ties)
+    paper = drive(start(ProtocolSettings.paper(budget=200, batch=10), caps), ties)
+    adaptive_run = drive(start(ProtocolSettings.paper(budget=200, batch=10, policy="adaptive", futility=0.1), caps), ties)
     assert paper.pair(*AB).status == EXHAUSTED and paper.spent == 200
     assert adaptive_run.pair(*AB).status == FUTILE
     assert adaptive_run.spent < 200 and adaptive_run.pair(*AB).decision == 0
@@ -254,14 +254,14 @@ def test_pocock_level_matches_pococks_table(looks, nominal):
 
 
 def test_strict_splits_gamma_over_the_pairs_number_of_looks():
-    bonferroni = ProtocolSettings(budget=10, batch=10, strict=True)
+    bonferroni = ProtocolSettings.paper(budget=10, batch=10, strict=True)
     assert adaptive.look_level(bonferroni, 100) == pytest.approx(0.005)  # 10 looks
     assert adaptive.look_level(bonferroni, 95) == pytest.approx(0.005)  # the 10th look is partial
     # adaptive under strict: a first look at 5 labels, then rounds of 10 -> 1 + 10 looks
     assert adaptive.look_level(replace(bonferroni, policy="adaptive"), 100) == pytest.approx(0.05 / 11)
     pocock = replace(bonferroni, spending="pocock")
     assert adaptive.look_level(pocock, 100) == pocock_level(10, 0.05)
-    assert adaptive.look_level(ProtocolSettings(budget=10, batch=10), 100) == 0.05
+    assert adaptive.look_level(ProtocolSettings.paper(budget=10, batch=10), 100) == 0.05
     # theta = .99 decides at gamma .05 but not at Pocock's 10-look level (.0106 -> .9947)
     assert adaptive.decision_at(0.99, 0.05) == 1
     assert adaptive.decision_at(0.99, pocock_level(10, 0.05)) == 0
@@ -269,7 +269,7 @@ def test_strict_splits_gamma_over_the_pairs_number_of_looks():
 
 
 def test_closing_with_force_returns_the_missing_quota_to_the_budget():
-    state = open_rounds(start(ProtocolSettings(budget=10, batch=4), {AB: 8}))
+    state = open_rounds(start(ProtocolSettings.paper(budget=10, batch=4), {AB: 8}))
     state = record_judgement(state, "A", "B", "i0", 1)
     assert state.budget_left == 6 and needed(state) == {AB: 3}
     assert close_rounds(state) == state  # nothing filled yet
@@ -296,12 +296,12 @@ def test_bad_settings_name_the_problem(kwargs, message):
 
 def test_bad_input_names_the_problem():
     with pytest.raises(ValueError, match="canonical order"):
-        start(ProtocolSettings(budget=5), {("B", "A"): 3})
+        start(ProtocolSettings.paper(budget=5), {("B", "A"): 3})
     with pytest.raises(ValueError, match="must be -1, 0 or 1"):
-        start(ProtocolSettings(budget=5), {AB: 3}, {AB: {"i0": 2}})
+        start(ProtocolSettings.paper(budget=5), {AB: 3}, {AB: {"i0": 2}})
     with pytest.raises(ValueError, match="without a capacity"):
-        start(ProtocolSettings(budget=5), {AB: 3}, {AC: {"i0": 1}})
-    state = open_rounds(start(ProtocolSettings(budget=5), {AB: 3}))
+        start(ProtocolSettings.paper(budget=5), {AB: 3}, {AC: {"i0": 1}})
+    state = open_rounds(start(ProtocolSettings.paper(budget=5), {AB: 3}))
     with pytest.raises(ValueError, match="unknown pair"):
         record_judgement(state, "B", "A", "i0", 1)
     with pytest.raises(ValueError, match="must be -1, 0 or 1"):
@@ -316,10 +316,10 @@ def test_bad_input_names_the_problem():
 
 
 def test_round_size_by_hand():
-    adaptive_settings = ProtocolSettings(budget=100, policy="adaptive")
+    adaptive_settings = ProtocolSettings.paper(budget=100, policy="adaptive")
     fresh = adaptive.PairState("A", "B", capacity=100, metric={})
     assert adaptive.round_size(adaptive_settings, fresh) == 5  # first_round
-    assert adaptive.round_size(ProtocolSettings(budget=100), fresh) == 10  # paper: always batch
+    assert adaptive.round_size(ProtocolSettings.paper(budget=100), fresh) == 10  # paper: always batch
     # theta .96 after 30 labels: z = 1.7507, z* = 1.9600 -> 30 ((1.96 / 1.7507)^2 - 1) = 7.6 -> 8
     near = replace(fresh, theta=(0.96,), judgements=30, human_only=(20, 2, 8))
     assert adaptive.round_size(adaptive_settings, near) == 8
@@ -332,7 +332,7 @@ def test_round_size_by_hand():
 def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json():
     caps = {AB: 40}
     metric = {AB: {f"i{k}": 1 for k in range(40)}}
-    state = open_rounds(start(ProtocolSettings(budget=40, batch=10), caps, metric))
+    state = open_rounds(start(ProtocolSettings.paper(budget=40, batch=10), caps, metric))
     state = record_judgements(state, "A", "B", [f"i{k}" for k in range(10)], [1] * 6 + [-1] * 4)
     closed = close_rounds(state)
     diagnostics = closed.pair(*AB).diagnostics
@@ -341,7 +341,7 @@ def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json()
     text = json.dumps(closed.to_dict(), allow_nan=False)   # PostgreSQL jsonb rejects Infinity
     assert ProtocolState.from_dict(json.loads(text)) == closed
     # without metric labels theta is the closed form; a state stored before diagnostics loads
-    plain = close_rounds(record_judgements(open_rounds(start(ProtocolSettings(budget=40), caps)),
+    plain = close_rounds(record_judgements(open_rounds(start(ProtocolSettings.paper(budget=40), caps)),
                                            "A", "B", [f"i{k}" for k in range(10)], [1] * 10))
     assert dict(plain.pair(*AB).diagnostics) == {"method": "closed_form", "ess": None,
                                                  "draws": 0, "theta_se": 0.0}
@@ -354,7 +354,7 @@ def test_every_close_stores_how_theta_was_computed_and_it_survives_strict_json()
 def test_several_judgements_of_one_item_count_once_as_the_sign_of_their_mean():
     caps = {AB: 12}
     metric = {AB: {"x": 1, "y": -1, "z": 0}}
-    state = open_rounds(start(ProtocolSettings(budget=12, batch=6), caps, metric))
+    state = open_rounds(start(ProtocolSettings.paper(budget=12, batch=6), caps, metric))
     state = record_judgements(state, "A", "B", ["x", "x", "y", "w", "w", "x"], [1, -1, -1, 1, 1, 1])
     pair = state.pair(*AB)
     # x: +1 -1 +1 -> +; y: -; w (no metric label): +1 +1 -> +; z untouched (metric-only)
@@ -370,7 +370,7 @@ def test_several_judgements_of_one_item_count_once_as_the_sign_of_their_mean():
 
 def test_eprocess_bets_never_use_the_judged_items_own_metric_label():
     metric = {AB: {"a": 1, "b": 1, "c": -1, "d": 0}}
-    state = open_rounds(start(ProtocolSettings(budget=4, batch=4, rule="eprocess"), {AB: 4}, metric))
+    state = open_rounds(start(ProtocolSettings.paper(budget=4, batch=4, rule="eprocess"), {AB: 4}, metric))
     state = record_judgements(state, "A", "B", ["a"], [1])
     # before item a: nothing paired, metric-only (2, 1, 1) minus a's own + -> (1, 1, 1)
     first_bet = adaptive.bet(np.zeros((3, 3)), (0, 0, 0), (1, 1, 1))
@@ -392,7 +392,7 @@ def test_eprocess_decides_at_wealth_one_over_gamma_in_the_direction_of_the_margi
     assert adaptive.eprocess_decision(pair, 0.05) == 1
     assert adaptive.eprocess_decision(replace(pair, log_evidence=np.log(19.9)), 0.05) == 0
     with pytest.raises(ValueError, match="rule must be one of"):
-        ProtocolSettings(budget=1, rule="bayesian")
+        ProtocolSettings.paper(budget=1, rule="bayesian")
 
 
 @pytest.mark.slow
@@ -419,7 +419,7 @@ def test_eprocess_controls_false_decisions_on_null_pairs_under_many_looks():
 
 
 def test_a_state_from_its_pairs_equals_the_state_from_its_dict_and_is_validated():
-    state = drive(start(ProtocolSettings(budget=20, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels(),
+    state = drive(start(ProtocolSettings.paper(budget=20, batch=2), {AB: 8, AC: 4, BC: 4}), three_system_labels(),
                   stop_after=5)
     shuffled = [state.pairs[i] for i in (2, 0, 1)]
     assert ProtocolState.from_pairs(state.settings, shuffled, state.closes) == state

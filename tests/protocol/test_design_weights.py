@@ -154,7 +154,7 @@ def test_selection_probability_matches_the_draw_frequencies():
 def test_the_protocol_state_records_draws_and_decides_on_the_weighted_counts():
     from protocol import adaptive
 
-    settings = adaptive.ProtocolSettings(budget=100, batch=6, gamma=0.05)
+    settings = adaptive.ProtocolSettings.paper(budget=100, batch=6, gamma=0.05)
     state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20}))
     items = [f"i{k}" for k in range(6)]
     values = [1, 1, 1, 1, -1, 0]
@@ -182,7 +182,7 @@ def test_the_protocol_state_records_draws_and_decides_on_the_weighted_counts():
 def test_rebuilding_a_pair_after_an_exclusion_keeps_the_draws_of_the_items_that_stay():
     from protocol import adaptive
 
-    settings = adaptive.ProtocolSettings(budget=100, batch=6, gamma=0.05)
+    settings = adaptive.ProtocolSettings.paper(budget=100, batch=6, gamma=0.05)
     state = adaptive.open_rounds(adaptive.start(settings, {("A", "B"): 20}))
     items = [f"i{k}" for k in range(6)]
     values = [1, 1, 1, 1, -1, 0]

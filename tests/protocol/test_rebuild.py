@@ -4,7 +4,7 @@ import pytest
 
 from protocol import adaptive
 
-SETTINGS = adaptive.ProtocolSettings(budget=200, batch=10, seed=3)
+SETTINGS = adaptive.ProtocolSettings.paper(budget=200, batch=10, seed=3)
 
 
 def _run(labels_by_pair, capacities, metric=None, settings=SETTINGS):

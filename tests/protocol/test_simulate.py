@@ -17,6 +17,10 @@ def labels(values, prefix="i"):
     return np.array([f"{prefix}{k}" for k in range(len(values))]), values
 
 
+# the paper's Algorithm 2 (no longer the default: ProtocolSettings.paper)
+PAPER = dict(policy="paper", rule="bayes")
+
+
 def three_system_human():
     # A beats B on all 8 items; A and C split 2-2; C beats B on all 4 items.
     return {AB: labels([1] * 8), AC: labels([1, -1, -1, 1]), BC: labels([-1] * 4)}
@@ -27,7 +31,7 @@ def test_hand_computed_three_system_replay():
     # item order does not matter for the counts. Batch 2: A-B decides after 6 labels
     # (theta 1 - 1/2^7 > .975), A-C and B-C use all 4 labels and stay undecided.
     # Reference on all labels: A-B (8,0,0) +1; A-C (2,0,2) 0; B-C (0,0,4): theta 1/2^5 = .03125 -> 0.
-    result = replay(three_system_human(), batch=2, seed=5)
+    result = replay(three_system_human(), batch=2, seed=5, **PAPER)
     assert result.decisions == {AB: 1, AC: 0, BC: 0}
     assert result.reference == {AB: 1, AC: 0, BC: 0}
     assert result.used == {AB: 6, AC: 4, BC: 4}
@@ -51,12 +55,12 @@ def test_replay_with_ties_gives_a_finite_kld_by_hand():
 
 
 def test_a_budget_caps_the_replay_and_decided_pairs_get_nothing_more():
-    result = replay(three_system_human(), batch=2, budget=9, seed=1)
+    result = replay(three_system_human(), batch=2, budget=9, seed=1, **PAPER)
     assert result.annotations_used == 9
     assert result.state.budget_left == 0
     assert all(used <= 8 for used in result.used.values())
     # A-B is the only pair that can be decided; once decided it received no more labels
-    full = replay(three_system_human(), batch=2, budget=100)
+    full = replay(three_system_human(), batch=2, budget=100, **PAPER)
     assert full.state.pair(*AB).status == adaptive.DECIDED and full.used[AB] == 6
 
 
@@ -93,8 +97,8 @@ def test_strict_lowers_the_false_decision_rate_on_null_pairs():
     # 150 exchangeable pairs (p+ = p- = .4): every ± decision is false.
     rng = np.random.default_rng(11)
     human = {(f"S{k:03d}", f"T{k:03d}"): labels(rng.choice([1, 0, -1], 100, p=[0.4, 0.2, 0.4])) for k in range(150)}
-    paper = replay(human, batch=10)
-    strict = replay(human, batch=10, strict=True)
+    paper = replay(human, batch=10, **PAPER)
+    strict = replay(human, batch=10, strict=True, **PAPER)
     assert paper.false_decision_rate > 0.05  # ten looks inflate the nominal .05
     assert strict.false_decision_rate < paper.false_decision_rate
     assert strict.annotations_used > paper.annotations_used
@@ -174,8 +178,8 @@ RELEVANCE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "summeval
 def test_summeval_relevance_bert_score_meets_the_issue_targets():
     # Issue 4: the paper policy lands in the paper's range, the adaptive policy needs at most
     # 0.85x its annotations, loses at most .02 correct and adds no inversion (seed 0, batch 10).
-    paper = simulate(str(RELEVANCE), "bert_score_f", policy="paper")
-    ours = simulate(str(RELEVANCE), "bert_score_f", policy="adaptive")
+    paper = simulate(str(RELEVANCE), "bert_score_f", **PAPER)
+    ours = simulate(str(RELEVANCE), "bert_score_f", policy="adaptive", rule="bayes")
     assert paper.pairs == 120 and paper.annotations_available == 12000
     assert 0.35 <= paper.annotation_fraction <= 0.50
     assert paper.correct >= 0.88 and paper.inversion <= 0.02
@@ -248,7 +252,7 @@ def test_a_crowd_without_spammers_or_checks_is_the_plain_replay():
 def test_spammers_replace_their_share_of_judgements_by_random_answers():
     from protocol.simulate import Crowd
 
-    result = replay(unanimous_pairs(), batch=200, seed=1, crowd=Crowd(spammers=0.3, annotators=100))
+    result = replay(unanimous_pairs(), batch=200, seed=1, crowd=Crowd(spammers=0.3, annotators=100), **PAPER)
     report = result.crowd
     assert report["judgements"] == 360 and report["checks"] == 0
     # 30 of the 100 annotators are spammers, each judgement goes to one at random
@@ -262,7 +266,7 @@ def test_quality_control_blocks_spammers_and_the_protocol_decides_without_their_
     from protocol.simulate import Crowd
 
     crowd = Crowd(spammers=0.3, quality_control=True, annotators=20, honest_check_accuracy=1.0)
-    result = replay(unanimous_pairs(), batch=120, seed=2, crowd=crowd)
+    result = replay(unanimous_pairs(), batch=120, seed=2, crowd=crowd, **PAPER)
     report = result.crowd
     # spammers answer in ~0.2 s: each is flagged too_fast once it has 5 answers
     assert report["spammers_blocked"] >= 6 and report["annotators_blocked"] == report["spammers_blocked"]
@@ -274,7 +278,7 @@ def test_quality_control_blocks_spammers_and_the_protocol_decides_without_their_
     # the honest labels all say +1: decided on the judgements kept
     assert all(result.state.pair(*key).decision == 1 for key in (AB, AC, BC))
     # without quality control the same crowd leaves random answers in the counts
-    dirty = replay(unanimous_pairs(), batch=120, seed=2, crowd=Crowd(spammers=0.3, annotators=20))
+    dirty = replay(unanimous_pairs(), batch=120, seed=2, crowd=Crowd(spammers=0.3, annotators=20), **PAPER)
     dirty_counts = np.sum([dirty.state.pair(*k).human_counts for k in (AB, AC, BC)], axis=0)
     clean_counts = np.sum([result.state.pair(*k).human_counts for k in (AB, AC, BC)], axis=0)
     assert dirty_counts[2] > 0

@@ -1,0 +1,523 @@
+"""The budgeted protocol's state machine: start, open rounds, record judgements, close
+rounds, rebuild pairs after exclusions, run to the end (overview: ``protocol.adaptive``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+import numpy as np
+
+from .decision import PairCounts, decision_from_theta
+from .rules import (
+    bet,
+    boundary_can_decide,
+    boundary_decision,
+    boundary_level,
+    decide_closed_form,
+    draw_rho,
+    eprocess_can_decide,
+    eprocess_decision,
+    final_can_reject,
+    pair_log_e_value,
+    final_decision_probabilities,
+    look_level,
+    pair_counts,
+    round_size,
+    steps_log_evidence,
+    weighted_bet,
+    family_thresholds,
+)
+from .rules import _default_decide
+from .state import (
+    _LABEL_INDEX,
+    ADAPTIVE,
+    BAYES,
+    BOUNDARY,
+    EPROCESS,
+    POOLED,
+    DECIDED,
+    EXHAUSTED,
+    FILLED,
+    FUTILE,
+    OPEN,
+    WAITING,
+    PairState,
+    ProtocolSettings,
+    ProtocolState,
+    _check_state,
+    _diagnostics,
+    _index,
+    _sign,
+)
+
+def start(
+    settings: ProtocolSettings,
+    capacities: Mapping[tuple[str, str], int],
+    metric: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+) -> ProtocolState:
+    """A fresh protocol: every pair waiting, no judgement.
+
+    capacities  (first, second) -> human judgements the pair can receive; first < second
+    metric      (first, second) -> {item: metric label in -1/0/1}; None or a missing pair
+                means no metric (the human-only protocol)
+    """
+    metric = metric or {}
+    extra = set(metric) - set(capacities)
+    if extra:
+        raise ValueError(f"metric labels for pairs without a capacity: {sorted(extra)[:3]}")
+    pairs = []
+    for (first, second), capacity in sorted(capacities.items()):
+        if not first < second:
+            raise ValueError(f"pair ({first!r}, {second!r}) is not in canonical order first < second")
+        if not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise ValueError(f"capacity of ({first}, {second}) must be a non-negative integer, got {capacity!r}")
+        labels = {str(item): int(value) for item, value in metric.get((first, second), {}).items()}
+        bad = [item for item, value in labels.items() if value not in _LABEL_INDEX]
+        if bad:
+            raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
+        metric_only = [0, 0, 0]
+        for value in labels.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        pairs.append(
+            PairState(
+                first=first,
+                second=second,
+                capacity=int(capacity),
+                metric=MappingProxyType(labels),
+                metric_only=tuple(metric_only),
+                status=WAITING if capacity > 0 else EXHAUSTED,
+            )
+        )
+    return ProtocolState(settings, tuple(pairs))
+
+
+def needed(state: ProtocolState) -> dict[tuple[str, str], int]:
+    """Pairs that need annotations now -> how many more judgements their open round needs."""
+    return {p.key: p.quota for p in state.pairs if p.status == OPEN}
+
+
+def open_rounds(state: ProtocolState) -> ProtocolState:
+    """Open a round for every waiting pair, within the budget left.
+
+    A round asks for min(round_size, judgements the pair can still receive). When the budget
+    cannot fund all of them, the paper policy funds pairs in a seeded random order, the
+    adaptive policy the pairs closest to a decision first; the last funded pair may get a
+    smaller round so that the budget is never exceeded.
+    """
+    waiting = [i for i, p in enumerate(state.pairs) if p.status == WAITING]
+    if not waiting:
+        return state
+    budget = state.budget_left
+    asks = {i: min(round_size(state.settings, state.pairs[i]), state.pairs[i].remaining) for i in waiting}
+    if sum(asks.values()) > budget:
+        if state.settings.policy == ADAPTIVE:
+            closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
+            waiting.sort(key=lambda i: (-closeness[i], i))
+        else:
+            order = np.random.default_rng([state.settings.seed, 1, state.closes]).permutation(len(waiting))
+            waiting = [waiting[j] for j in order]
+    pairs = list(state.pairs)
+    pooled = ()
+    if state.settings.rule == EPROCESS and state.settings.confusion == POOLED:
+        # the metric's confusion over every judged item of the study: far better estimated
+        # than one pair's, and other pairs' labels are independent of this pair's under the null
+        pooled = tuple(int(x) for x in np.sum([p.paired for p in state.pairs], axis=0).ravel())
+    for i in waiting:
+        quota = min(asks[i], budget)
+        if quota <= 0:
+            break
+        budget -= quota
+        p = pairs[i]
+        basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only, *pooled)
+        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
+    return replace(state, pairs=tuple(pairs))
+
+
+
+def record_judgement(state: ProtocolState, first: str, second: str, item: str, value: int,
+                     probability: float | None = None, smallest: float | None = None) -> ProtocolState:
+    """Record one human judgement (value in canonical order: +1 = first better); probability:
+    the chance with which the item was drawn, when items are chosen unequally (see PairState);
+    smallest: the smallest chance among the candidates open at that draw."""
+    return record_judgements(state, first, second, [item], [value],
+                             None if probability is None else [probability],
+                             None if smallest is None else [smallest])
+
+
+def record_judgements(
+    state: ProtocolState, first: str, second: str, items: Sequence[str], values: Sequence[int],
+    probabilities: Sequence[float | None] | None = None,
+    smallest: Sequence[float | None] | None = None,
+) -> ProtocolState:
+    """Record several human judgements of one pair; items (k,) str, values (k,) in {-1, 0, 1};
+    probabilities (k,) or None: each item's selection probability at its draw (None when not
+    known: a uniform draw), kept for an item's first judgement (PairState.draws);
+    smallest (k,) or None: the smallest selection probability among the candidates open at
+    each draw (protocol.allocation.smallest_selection_probability). An unequal draw moves the
+    e-process by rho = smallest / probability of a full step (module doc); without its
+    smallest chance it does not move it at all (valid, but no evidence).
+
+    The pair must have an open round with at least k judgements missing: a decided or
+    stopped pair, or one whose round is full, never receives more. Every judgement spends
+    budget, but an item counts once in the decision's counts: with the label the sign of the
+    mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
+    annotators of one item are not taken for independent observations.
+    """
+    index = _index(state).get((first, second))
+    if index is None:
+        raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
+    pair = state.pairs[index]
+    items = [str(i) for i in items]
+    values = [int(v) for v in np.asarray(values).ravel()] if len(values) else []
+    if len(items) != len(values):
+        raise ValueError(f"{len(items)} items but {len(values)} values")
+    if pair.status != OPEN:
+        raise ValueError(f"pair ({first}, {second}) takes no judgements now: it is {pair.status}")
+    if len(items) > pair.quota:
+        raise ValueError(f"pair ({first}, {second}) needs {pair.quota} more judgements in this round, got {len(items)}")
+    chances = [None] * len(items) if probabilities is None else list(probabilities)
+    if len(chances) != len(items):
+        raise ValueError(f"{len(items)} items but {len(chances)} probabilities")
+    floors = [None] * len(items) if smallest is None else list(smallest)
+    if len(floors) != len(items):
+        raise ValueError(f"{len(items)} items but {len(floors)} smallest probabilities")
+    steps = list(pair.steps)
+    draws = list(pair.draws)
+    paired = [list(row) for row in pair.paired]
+    human_only = list(pair.human_only)
+    metric_only = list(pair.metric_only)
+    judged = set(pair.judged_items)
+    votes = dict(pair.votes)
+    log_evidence = pair.log_evidence
+    for item, value, chance, floor in zip(items, values, chances, floors):
+        if value not in _LABEL_INDEX:
+            raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
+        if chance is not None and state.settings.rule == BOUNDARY:
+            raise ValueError("rule 'boundary' refuses unequal draws: its sign statistic counts every item alike, "
+                             "so items chosen by separability would bias it; choose items uniformly")
+        if chance is not None and item not in judged:
+            if not 0 < float(chance) <= 1:
+                raise ValueError(f"item {item!r}: selection probability must lie in (0, 1], got {chance!r}")
+            draws.append((item, float(chance)))
+        metric_value = pair.metric.get(item)
+        if item not in judged:
+            if chance is None:
+                basis = pair.round_basis or (*(x for row in pair.paired for x in row),
+                                             *pair.human_only, *pair.metric_only)
+                others = list(basis[12:])
+                if metric_value is not None:
+                    others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
+                wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others[:3],
+                            max_bet=state.settings.max_bet,
+                            confusion=np.reshape(basis[15:24], (3, 3)) if len(basis) >= 24 else None,
+                            metric_weight=state.settings.metric_weight)
+            else:
+                # unequal chances: a bet that is the same for every candidate of the draw
+                wager = weighted_bet([v for i, v, _, _ in steps if i in judged])
+            rho = draw_rho(chance, floor)
+            # an item judged again after all its judgements were excluded takes a new step
+            steps = [step for step in steps if step[0] != item]
+            steps.append((item, value, wager, rho))
+            if value != 0 and state.settings.mixture is None:
+                log_evidence += math.log1p(value * wager * rho)
+        counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
+        if item in votes:
+            # a further judgement of a judged item replaces the item's label, never adds one
+            counts[_LABEL_INDEX[_sign(votes[item])]] -= 1
+        elif item in judged:
+            pass   # judged before votes were stored (old state): counted per judgement
+        elif metric_value is not None:
+            # An item's metric label counts as metric-only until its first human label.
+            metric_only[_LABEL_INDEX[metric_value]] -= 1
+        if item in judged and item not in votes:
+            counts[_LABEL_INDEX[value]] += 1
+        else:
+            votes[item] = votes.get(item, 0) + value
+            counts[_LABEL_INDEX[_sign(votes[item])]] += 1
+        judged.add(item)
+    if state.settings.mixture is not None and (steps or not pair.judgements):
+        log_evidence = steps_log_evidence(steps, judged, mixture=state.settings.mixture,
+                                          weighted={item for item, _ in draws})
+    quota = pair.quota - len(items)
+    pairs = list(state.pairs)
+    pairs[index] = replace(
+        pair,
+        paired=tuple(tuple(row) for row in paired),
+        human_only=tuple(human_only),
+        metric_only=tuple(metric_only),
+        judged_items=frozenset(judged),
+        votes=MappingProxyType(votes),
+        log_evidence=log_evidence,
+        draws=tuple(draws),
+        # the wealth is a product, so the steps' order is immaterial once their bets are made:
+        # sorted, the state does not depend on the order a round's judgements arrived in
+        steps=tuple(sorted(steps)),
+        judgements=pair.judgements + len(items),
+        quota=quota,
+        status=OPEN if quota else FILLED,
+    )
+    return replace(state, pairs=tuple(pairs))
+
+
+def rebuild_pairs(
+    state: ProtocolState, labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[int]]],
+    chances: Mapping[tuple[str, str], Mapping[str, float | tuple[float, float]]] | None = None,
+) -> ProtocolState:
+    """Re-decide the given pairs from exactly the judgements given (e.g. after the judgements of
+    an excluded annotator left, or came back).
+
+    labels  (first, second) -> (items (k,), values (k,) in {-1, 0, 1}), in the order the
+            judgements arrived; pairs not named are unchanged
+    Each named pair forgets its counts and records its k judgements as one look (a round of
+    size k, closed at once with the others in one batched decision, the study's other pairs
+    in the family rule's view), so it ends decided, exhausted, futile or waiting for another
+    round (``open_rounds`` funds it within the budget left); with k = 0 it waits undecided.
+    Its round counter and θ history continue (the look is a round; θ gains one entry when
+    k > 0). Capacity grows to k when the pair holds more judgements than it could receive (a
+    re-included annotator's comparisons were served again).
+    The e-process keeps its steps (PairState.steps): every item's step keeps the bet it was
+    made with and takes the value of the item's first kept judgement; a step whose item has no
+    kept judgement counts nothing (and counts again if a judgement of it comes back), and an
+    item without a step (never recorded) takes a step at the end with a bet from the metric
+    labels alone. So a rebuild with the same judgements leaves the evidence unchanged, and
+    after exclusions the evidence is the product over the remaining judgements in their
+    original order with the bets made at the time (valid when the exclusion does not depend
+    on the pair's labels). A state stored before steps existed keeps its log_evidence.
+    chances (first, second) -> {item: chance, or (chance, smallest chance among the open
+            candidates)} of the items' draws, when known (the app reads them from the
+            judgements' leases); otherwise the items that stay keep their recorded draw
+            (PairState.draws). A design-weighted pair thus stays weighted (Des Raj's weights
+            over the remaining draws: approximate once draws are removed).
+    Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
+    may not exceed it).
+    """
+    index = _index(state)
+    pairs = list(state.pairs)
+    named = []
+    for key, (items, values) in sorted(labels.items()):
+        if key not in index:
+            raise ValueError(f"unknown pair {key!r}; pairs are in canonical order first < second")
+        old = state.pairs[index[key]]
+        if len(items) != len(values):
+            raise ValueError(f"pair {key}: {len(items)} items but {len(values)} values")
+        metric_only = [0, 0, 0]
+        for value in old.metric.values():
+            metric_only[_LABEL_INDEX[value]] += 1
+        capacity = max(old.capacity, len(items))
+        fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
+                          metric_only=tuple(metric_only), round=old.round, theta=old.theta,
+                          status=WAITING if capacity > 0 else EXHAUSTED)
+        if items:
+            fresh = replace(fresh, round=old.round + 1, quota=len(items), status=OPEN,
+                            round_basis=(0,) * 12 + tuple(metric_only))
+        pairs[index[key]] = fresh
+        named.append(key)
+    if not named:
+        return state
+    looked = replace(state, pairs=tuple(pairs))
+    for key in named:
+        old = state.pairs[index[key]]
+        items, values = labels[key]
+        if items:
+            # the items that stay keep the chance of their draw (design weights, PairState.draws)
+            chance: dict = dict(old.draws)
+            if chances is not None and key in chances:
+                chance = {str(item): value for item, value in chances[key].items()}
+            drawn = [chance.get(str(item)) for item in items]
+            looked = record_judgements(
+                looked, *key, list(items), list(values),
+                [c[0] if isinstance(c, (tuple, list)) else c for c in drawn],
+                [c[1] if isinstance(c, (tuple, list)) else None for c in drawn])
+        pair = looked.pairs[index[key]]
+        steps, log_evidence = _kept_steps(old, pair, [str(i) for i in items], [int(v) for v in values],
+                                          state.settings.mixture)
+        pairs = list(looked.pairs)
+        pairs[index[key]] = replace(pair, steps=steps, log_evidence=log_evidence)
+        looked = replace(looked, pairs=tuple(pairs))
+    filled = [index[key] for key in named if looked.pairs[index[key]].status == FILLED]
+    result = _close(looked, filled, decide=None) if filled else looked
+    _check_state(result)
+    return result
+
+
+def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list[int], mixture: float | None):
+    """(steps, log evidence) of a rebuilt pair (rebuild_pairs): the old steps with the values of
+    the items' first kept judgements, then fresh steps for items the old pair never stepped."""
+    if not old.steps and old.judgements:
+        return (), old.log_evidence          # stored before steps existed: keep its wealth
+    first_kept: dict[str, int] = {}
+    for item, value in zip(items, values):
+        first_kept.setdefault(item, value)
+    stepped = {step[0] for step in old.steps}
+    steps = [(item, first_kept.get(item, value), wager, rho) for item, value, wager, rho in old.steps]
+    steps += [step for step in fresh.steps if step[0] not in stepped]
+    return tuple(sorted(steps)), steps_log_evidence(steps, first_kept, mixture=mixture,
+                                                    weighted={item for item, _ in fresh.draws})
+
+
+DecideMany = Callable[..., object]
+
+
+def close_rounds(state: ProtocolState, *, force: bool = False, decide: DecideMany | None = None) -> ProtocolState:
+    """Decide every filled pair in one batched call and move it on.
+
+    force   also close open rounds that are not full (their missing judgements go back to
+            the budget), e.g. when annotators have left
+    decide  the batched decision function, ``decide_many(counts, *, gamma, method, seed)``
+            returning ``.theta`` (P,) and ``.p_mean`` (P, 3); default protocol.decision
+    """
+    closing = [i for i, p in enumerate(state.pairs) if p.status == FILLED or (force and p.status == OPEN)]
+    if not closing:
+        return state
+    return _close(state, closing, decide=decide)
+
+
+def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | None) -> ProtocolState:
+    """close_rounds for the pairs at ``closing`` (indices into state.pairs); under the
+    e-process the family rule sees every pair of the state."""
+    settings = state.settings
+    counts = [pair_counts(state.pairs[i]) for i in closing]
+    if settings.rule != BAYES:
+        # theta does not decide under the e-process (it sizes rounds and is shown): the
+        # human-only posterior, exact and instant, instead of the metric model's sampler
+        counts = [PairCounts(paired=np.zeros((3, 3)), human_only=np.asarray(c.paired).sum(axis=0) + c.human_only)
+                  for c in counts]
+        decide = decide_closed_form
+    decide = decide or _default_decide
+    batch = decide(
+        counts,
+        gamma=settings.gamma,
+        method=settings.method,
+        # decide_many seeds every pair by (seed, its counts): the same counts give the same
+        # theta whatever else is in the batch, which keeps replays resumable and cacheable.
+        seed=settings.seed,
+    )
+    theta = np.asarray(batch.theta, dtype=float).reshape(-1)
+    p_mean = np.asarray(batch.p_mean, dtype=float).reshape(-1, 3)
+    if len(theta) != len(closing) or len(p_mean) != len(closing):
+        raise ValueError(f"decide returned {len(theta)} results for {len(closing)} pairs")
+    levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
+    if settings.rule == EPROCESS:
+        # control across the study's pairs: every pair's e-value (stopped pairs keep theirs)
+        in_family, bar = family_thresholds([pair_log_e_value(p, settings) for p in state.pairs], settings.gamma,
+                                           settings.family)
+        decisions = [eprocess_decision(state.pairs[i], settings.gamma, threshold=-math.inf)
+                     if in_family[i] else 0 for i in closing]
+    elif settings.rule == BOUNDARY:
+        level = boundary_level(settings, len(state.pairs))
+        decisions = [boundary_decision(state.pairs[i], level) for i in closing]
+        if settings.family == "ebh":
+            # every pair's crossing as the e-value 1 / level (stopped pairs keep theirs)
+            crossed = [boundary_decision(p, level) != 0 for p in state.pairs]
+            in_family, _ = family_thresholds([-math.log(level) if c else -math.inf for c in crossed],
+                                             settings.gamma, "ebh")
+            decisions = [d if in_family[i] else 0 for d, i in zip(decisions, closing)]
+    else:
+        decisions = [decision_from_theta(t, g) for t, g in zip(theta, levels)]
+    futile = np.zeros(len(closing), dtype=bool)
+    if settings.policy == ADAPTIVE and settings.rule == BOUNDARY:
+        for j, i in enumerate(closing):
+            pair = state.pairs[i]
+            if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
+                    and pair.judgements >= settings.futility_min_judgements:
+                futile[j] = not boundary_can_decide(pair, level, settings.futility)
+    if settings.policy == ADAPTIVE and settings.rule == EPROCESS:
+        for j, i in enumerate(closing):
+            pair = state.pairs[i]
+            if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
+                    and pair.judgements >= settings.futility_min_judgements:
+                # the family's bar can only fall to 1 / gamma (every pair decided): optimistic
+                futile[j] = not (eprocess_can_decide(pair, settings.gamma, settings.futility,
+                                                     threshold=math.log(1.0 / (settings.gamma * (1 - settings.final_share))))
+                                 or final_can_reject(pair, settings))
+    elif settings.policy == ADAPTIVE and settings.rule == BAYES:
+        candidates = [
+            j for j, i in enumerate(closing)
+            if decisions[j] == 0 and settings.futility > 0 and state.pairs[i].remaining > 0
+            and state.pairs[i].judgements >= settings.futility_min_judgements
+        ]
+        if candidates:
+            chosen = [state.pairs[closing[j]] for j in candidates]
+            final = final_decision_probabilities(
+                [p.paired for p in chosen],
+                [p.human_only for p in chosen],
+                [p.metric_only for p in chosen],
+                [p.remaining for p in chosen],
+                levels[candidates],
+                draws=settings.futility_draws,
+                sweeps=settings.futility_sweeps,
+                rng=np.random.default_rng([settings.seed, 3, state.closes]),
+            )
+            threshold = np.full(len(candidates), settings.futility)
+            if settings.futility_labels_per_error > 0:
+                # Stopping saves at most the remaining labels and risks an omission: late in a
+                # pair the saving is small, so the risk accepted shrinks with it.
+                saved = np.array([p.remaining for p in chosen], dtype=float)
+                threshold = np.minimum(threshold, saved / settings.futility_labels_per_error)
+            futile[candidates] = 1 - final[:, 1] < threshold
+    pairs = list(state.pairs)
+    for j, i in enumerate(closing):
+        pair = pairs[i]
+        decision = decisions[j]
+        if decision != 0:
+            status = DECIDED
+        elif pair.remaining == 0:
+            status = EXHAUSTED
+        elif futile[j]:
+            status = FUTILE
+        else:
+            status = WAITING
+        pairs[i] = replace(
+            pair,
+            quota=0,
+            status=status,
+            decision=decision,
+            theta=pair.theta + (float(theta[j]),),
+            p_mean=tuple(float(x) for x in p_mean[j]),
+            diagnostics=_batch_diagnostics(batch, j),
+        )
+    return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
+
+
+
+def _batch_diagnostics(batch, j: int) -> MappingProxyType:
+    """The diagnostics of result j of a decide batch (defaults for a closed-form batch)."""
+    method = getattr(batch, "method", None)
+    ess = getattr(batch, "ess", None)
+    draws = getattr(batch, "draws", None)
+    se = getattr(batch, "theta_se", None)
+    return _diagnostics({
+        "method": "closed_form" if method is None else method[j],
+        "ess": None if ess is None else ess[j],
+        "draws": 0 if draws is None else draws[j],
+        "theta_se": 0.0 if se is None else se[j],
+    })
+
+
+
+def run_rounds(
+    state: ProtocolState,
+    collect: Callable[[ProtocolState, Mapping[tuple[str, str], int]], Iterable[tuple[str, str, Sequence[str], Sequence[int]]]],
+    *,
+    decide: DecideMany | None = None,
+    on_round: Callable[[ProtocolState], None] | None = None,
+) -> ProtocolState:
+    """Drive Algorithm 2 to the end: open rounds, collect, close, until finished.
+
+    collect(state, needed) yields (first, second, items, values) for the open rounds.
+    """
+    while not state.finished:
+        state = open_rounds(state)
+        want = needed(state)
+        spent = state.spent
+        for first, second, items, values in collect(state, want):
+            state = record_judgements(state, first, second, items, values)
+        if state.spent == spent:
+            raise ValueError("collect returned no judgement for the open rounds; the protocol cannot advance")
+        state = close_rounds(state, force=True, decide=decide)
+        if on_round is not None:
+            on_round(state)
+    return state
