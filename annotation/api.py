@@ -107,7 +107,9 @@ class StudyListApi(APIView):
                                           slug=form.validated_data.get("slug") or None,
                                           metric="" if form.validated_data["human_only"] else
                                           (form.validated_data.get("metric") or None),
-                                          metric_required=True, created_by=request.user)
+                                          metric_required=True, created_by=request.user,
+                                          study_settings={key: form.validated_data.get(key) for key in (
+                                              "protocol_rule", "allocation_policy", "family_control")})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)

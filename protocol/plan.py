@@ -444,6 +444,7 @@ def plan(
     policy: str = adaptive.PAPER,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    protocol_options: Mapping | None = None,
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -453,6 +454,8 @@ def plan(
     assumptions  None: fitted from ``human`` when it has paired items, else the defaults
     reps    replays per scenario and grid point (>= 1)
     progress(done, total) is called before the first replay and after every replay.
+    protocol_options  further ProtocolSettings fields of the protocol planned (e.g. rule,
+            strict), so the plan replays the decision rule the study will use
     """
     metric = _labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
@@ -484,7 +487,7 @@ def plan(
                 rep_seed = seed * 1000 + rep
                 result = replay(human_table(metric, real, scenario, seed=rep_seed), metric,
                                 batch=point.batch, gamma=point.gamma, seed=rep_seed,
-                                policy=policy, budget=budget)
+                                policy=policy, budget=budget, **dict(protocol_options or {}))
                 runs.setdefault(name, []).append(result)
                 done += 1
                 if progress is not None:

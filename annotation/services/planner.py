@@ -27,6 +27,7 @@ from protocol import adaptive
 from protocol.plan import Assumptions, grid_of
 
 from ..models import PlanJob, Study
+from . import protocol_state
 
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
@@ -67,7 +68,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         raise ValueError("throughput must be a positive number of judgements per hour")
     job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
         "use_human": bool(use_human), "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
-        "reps": reps, "policy": policy, "throughput": float(throughput)})
+        "reps": reps, "policy": policy, "throughput": float(throughput),
+        # The study's decision rule (not the policy, which the researcher compares here).
+        "protocol": {k: v for k, v in protocol_state.decision_options(study).items() if k != "policy"}})
     try:
         job.full_clean()
     except ValidationError as error:
@@ -105,7 +108,7 @@ def plan_job_run(*, job_id: int) -> PlanJob:
         result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
-                      progress=progress)
+                      progress=progress, protocol_options=params.get("protocol", {}))
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

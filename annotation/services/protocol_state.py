@@ -18,10 +18,22 @@ from django.utils import timezone
 
 from protocol import adaptive
 
-from .. import sql
+from .. import guarantees, sql
 from ..models import PairState, PairStateHistory, Study
 
 MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
+
+
+def decision_options(study: Study) -> dict:
+    """The ProtocolSettings fields that make the study's decision rule (policy, rule, looks,
+    family control across pairs): the protocol run by the app and the planner's replays both
+    take them from here, so a plan simulates the rule the study decides with."""
+    options = {"policy": study.allocation_policy, "rule": study.protocol_rule, "strict": study.protocol_strict}
+    if guarantees.FAMILY_APPLIED:
+        # The protocol's family control (issue 19, stats branch); until it exists the study's
+        # choice is stored and shown but not applied (guarantees.family_guarantee claims nothing).
+        options["family"] = study.family_control
+    return options
 
 
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
@@ -32,9 +44,8 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
         budget=study.budget + study.protocol_imported_judgements - study.protocol_lost_judgements,
         batch=study.batch_size,
         gamma=study.gamma,
-        policy=study.allocation_policy,
-        strict=study.protocol_strict,
         seed=study.protocol_seed,
+        **decision_options(study),
     )
 
 

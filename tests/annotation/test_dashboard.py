@@ -108,7 +108,9 @@ def test_researcher_changes_budget_and_pauses_the_study(client):
 
 def judged_crowd_study(client, budget=60):
     """The crowd study of test_serving after truthful annotators spent its budget (A > B ~ C)."""
-    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=budget)))
+    rows = crowd_rows(batch=5, budget=budget)
+    rows[0].update(allocation_policy="paper", protocol_rule="bayes")  # every pair takes rounds of 5
+    study = study_import(source=bundle_bytes(rows))
     worker = client.__class__()
     start_worker(worker, study.slug, "pid-judged")
     for _ in range(budget):

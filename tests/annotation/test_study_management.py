@@ -234,8 +234,8 @@ def test_members_page_refuses_the_last_researcher_and_outsiders(study):
 
 def test_protocol_parameters_are_fixed_once_the_protocol_has_started(study):
     assert study.protocol_started
-    for field, value in (("gamma", 0.2), ("batch_size", 7), ("allocation_policy", "adaptive"),
-                         ("ratings_per_item", 3), ("metric", study.metrics.get(name="judge"))):
+    for field, value in (("gamma", 0.2), ("batch_size", 7), ("allocation_policy", "paper"),
+                         ("protocol_rule", "bayes"), ("family_control", "none"), ("ratings_per_item", 3), ("metric", study.metrics.get(name="judge"))):
         fresh = models.Study.objects.get(pk=study.pk)
         setattr(fresh, field, value)
         with pytest.raises(ValidationError) as error:
@@ -365,14 +365,16 @@ def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
     # The dashboard of a draft sends the researcher to its settings (nothing to show yet).
     assert client.get("/s/d/dashboard/")["Location"] == "/s/d/settings/"
     draft = {"action": "draft", "metric": "metric:judge", "gamma": "0.1", "batch_size": "3", "budget": "20",
-             "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform"}
+             "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform",
+             "protocol_rule": "bayes", "family_control": "none"}
     response = client.post("/s/d/settings/", {**draft, "gamma": "1.5"})
     assert response.status_code == 400 and models.Study.objects.get(pk=study.pk).gamma == 0.05
     response = client.post("/s/d/settings/", draft)
     assert response.status_code == 302 and response["Location"] == "/s/d/settings/"
     study.refresh_from_db()
     assert (study.metric.name, study.gamma, study.batch_size, study.budget, study.ratings_per_item,
-            study.allocation_policy) == ("judge", 0.1, 3, 20, 2, "adaptive")
+            study.allocation_policy, study.protocol_rule, study.family_control) == (
+        "judge", 0.1, 3, 20, 2, "adaptive", "bayes", "none")
     response = client.post("/s/d/settings/", {"action": "launch"})
     assert response.status_code == 302 and response["Location"] == "/s/d/dashboard/"
     study.refresh_from_db()
