@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import figures, selectors, services
+from . import figures, guarantees, selectors, services
 from .access import access_study_as_researcher
 from .http import bad_request, quoted
 from .forms import (
@@ -265,7 +265,9 @@ def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
 
 def help_page(request: HttpRequest) -> HttpResponse:
     """What every measure, status and chart on the researcher screens means."""
-    return render(request, "annotation/help.html")
+    return render(request, "annotation/help.html", {
+        "anytime": guarantees.ANYTIME, "per_look": guarantees.PER_LOOK, "planned": guarantees.PLANNED_LOOKS,
+        "paper_warning": guarantees.PAPER_POLICY_WARNING})
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -107,6 +107,12 @@ def test_guarantee_wording_is_one_function_of_rule_and_looks():
     assert guarantees.policy_warning(policy="paper", rule="bayes", strict=True) == ""
 
 
+def test_the_help_page_explains_each_guarantee(client):
+    page = _text(client.get("/help/"))
+    for text in (guarantees.ANYTIME, guarantees.PER_LOOK, guarantees.PLANNED_LOOKS, guarantees.PAPER_POLICY_WARNING):
+        assert text in page
+
+
 def _text(response) -> str:
     assert response.status_code == 200, response.content[:300]
     return response.content.decode()
