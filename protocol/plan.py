@@ -48,7 +48,7 @@ over the reps of the stated assumptions.
 Command line::
 
     python -m protocol.plan BUNDLE --metric M [--budget B ...] [--batch K ...] [--gamma G ...]
-        [--no-human] [--reps R] [--policy paper|adaptive] [--seed S] [--json [--details]]
+        [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S] [--json [--details]]
 
 prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
@@ -441,10 +441,10 @@ def plan(
     grid: Sequence[GridPoint],
     assumptions: Assumptions | None = None,
     reps: int = 2,
-    policy: str = adaptive.PAPER,
+    policy: str | None = None,
+    rule: str | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
-    protocol_options: Mapping | None = None,
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -453,9 +453,9 @@ def plan(
             label on every metric item are replayed on them)
     assumptions  None: fitted from ``human`` when it has paired items, else the defaults
     reps    replays per scenario and grid point (>= 1)
+    policy, rule  the protocol's (None: ProtocolSettings' defaults, the error-controlled rule
+            the replay and the app use by default, so the plan predicts what they do)
     progress(done, total) is called before the first replay and after every replay.
-    protocol_options  further ProtocolSettings fields of the protocol planned (e.g. rule,
-            strict), so the plan replays the decision rule the study will use
     """
     metric = _labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
@@ -469,6 +469,7 @@ def plan(
     if assumptions is None:
         assumptions = fit_assumptions(metric, human) if has_paired_labels(metric, human) else DEFAULT_ASSUMPTIONS
     real = complete_human_pairs(metric, human)
+    rule_options = {name: value for name, value in (("policy", policy), ("rule", rule)) if value is not None}
     comparisons = sum(len(real[k][1]) if k in real else len(metric[k][1]) for k in metric)
     for point in grid:
         if point.budget is not None and point.budget < 1:
@@ -487,7 +488,7 @@ def plan(
                 rep_seed = seed * 1000 + rep
                 result = replay(human_table(metric, real, scenario, seed=rep_seed), metric,
                                 batch=point.batch, gamma=point.gamma, seed=rep_seed,
-                                policy=policy, budget=budget, **dict(protocol_options or {}))
+                                budget=budget, **rule_options)
                 runs.setdefault(name, []).append(result)
                 done += 1
                 if progress is not None:
@@ -550,7 +551,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="annotations the study may spend (default: every comparison)")
     parser.add_argument("--batch", type=int, nargs="+", default=[10])
     parser.add_argument("--gamma", type=float, nargs="+", default=[0.05])
-    parser.add_argument("--policy", choices=adaptive.POLICIES, default=adaptive.PAPER)
+    defaults = adaptive.ProtocolSettings(budget=0)
+    parser.add_argument("--policy", choices=adaptive.POLICIES, default=defaults.policy)
+    parser.add_argument("--rule", choices=adaptive.RULES, default=defaults.rule,
+                        help=f"decision rule (default {defaults.rule}, as protocol.simulate and the app)")
     parser.add_argument("--reps", type=int, default=2, help="replays per scenario (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-human", action="store_true", help="ignore the bundle's human labels")
@@ -566,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human,
                              grid=grid_of(args.budget, args.batch, args.gamma), reps=args.reps,
-                             policy=args.policy, seed=args.seed,
+                             policy=args.policy, rule=args.rule, seed=args.seed,
                              progress=None if args.quiet else progress)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

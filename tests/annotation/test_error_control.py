@@ -238,4 +238,4 @@ def test_the_planner_replays_the_studys_rule():
     assert "Error-controlled (e-process)" in _text(client.get("/s/pl/plan/"))
     assert client.post("/s/pl/plan/", form_data()).status_code == 302
     job = PlanJob.objects.get(study=study)
-    assert job.params["protocol"] == {"rule": "eprocess", "strict": False}
+    assert job.params["rule"] == "eprocess"

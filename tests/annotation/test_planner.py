@@ -52,7 +52,7 @@ def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_st
               "tie_rate_range": [0.1, 0.3], "spread_range": [0.5, 1.2]}
     direct = plan(metric_labels(bundle, "m"), human_labels(bundle), grid=[GridPoint(None, 5, 0.05)], reps=1,
                   assumptions=Assumptions.from_dict(stated), seed=study.protocol_seed,
-                  protocol_options={"rule": study.protocol_rule, "strict": study.protocol_strict})
+                  policy="paper", rule=study.protocol_rule)
     (row,) = job.result["plans"]
     assert row["expected_annotations"] == direct.plans[0].expected_annotations
     assert row["interval"] == list(direct.plans[0].interval)
