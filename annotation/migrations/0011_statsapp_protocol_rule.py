@@ -4,6 +4,15 @@ control); new studies get the e-process rule with e-BH under the adaptive policy
 import django.core.validators
 from django.db import migrations, models
 
+MIN_TEMPERATURE = 0.1  # annotation.models.MIN_ITEM_CHOICE_TEMPERATURE when this was written
+
+
+def raise_low_temperatures(apps, schema_editor):
+    """Weighted choice below the floor is refused from now on (the model, and the protocol's
+    item choice): a study that had a lower temperature is served at the floor instead of failing."""
+    apps.get_model("annotation", "Study").objects.filter(
+        item_choice_temperature__lt=MIN_TEMPERATURE).update(item_choice_temperature=MIN_TEMPERATURE)
+
 
 class Migration(migrations.Migration):
 
@@ -63,4 +72,5 @@ class Migration(migrations.Migration):
                              "items' chance falls under e^-20 of the most separable's, and the design weights "
                              "that keep a weighted decision valid would rest on a handful of draws")]),
         ),
+        migrations.RunPython(raise_low_temperatures, migrations.RunPython.noop),
     ]

@@ -76,7 +76,8 @@ def test_existing_studies_keep_the_paper_rule_through_the_migration():
     executor.migrate(before)
     try:
         OldStudy = executor.loader.project_state(before).apps.get_model("annotation", "Study")
-        OldStudy.objects.create(slug="old", name="Old", allocation_policy="paper")
+        OldStudy.objects.create(slug="old", name="Old", allocation_policy="paper", item_choice="weighted",
+                                item_choice_temperature=0.02)
         OldStudy.objects.create(slug="old-adaptive", name="Old adaptive", allocation_policy="adaptive",
                                 protocol_strict=True)
     finally:
@@ -85,6 +86,8 @@ def test_existing_studies_keep_the_paper_rule_through_the_migration():
         executor.migrate(after)
     old, old_adaptive = Study.objects.get(slug="old"), Study.objects.get(slug="old-adaptive")
     assert (old.allocation_policy, old.protocol_rule, old.family_control) == ("paper", "bayes", "none")
+    assert old.item_choice_temperature == MIN_ITEM_CHOICE_TEMPERATURE  # raised to the floor, not left to fail
+    assert old_adaptive.item_choice_temperature == 0.25
     assert (old_adaptive.allocation_policy, old_adaptive.protocol_rule) == ("adaptive", "bayes")
     assert old.guarantee == guarantees.PER_LOOK and old.policy_warning == guarantees.PAPER_POLICY_WARNING
     assert old_adaptive.guarantee == guarantees.PLANNED_LOOKS and old_adaptive.policy_warning == ""
