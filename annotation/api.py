@@ -169,7 +169,10 @@ class StudyDecisionsApi(APIView):
     def get(self, request, slug):
         study = _researcher_study(request, slug)
         data = selectors.study_dashboard_data(study=study)
-        return Response(serializers.DecisionListSerializer(data).data)
+        # The decisions carry the rule they were made with and what it guarantees (guarantees.py).
+        return Response(serializers.DecisionListSerializer({
+            **data, "rule": study.protocol_rule, "guarantee": study.guarantee,
+            "family_guarantee": study.family_guarantee, "policy_warning": study.policy_warning}).data)
 
 
 class StudyLeaderboardApi(APIView):

@@ -131,6 +131,12 @@ class DecisionSerializer(PairSerializer):
 
 
 class DecisionListSerializer(serializers.Serializer):
+    rule = serializers.CharField(help_text="the decision rule the decisions were made with")
+    guarantee = serializers.CharField(help_text="what a ± decision guarantees under that rule")
+    family_guarantee = serializers.CharField(allow_blank=True,
+                                             help_text="what holds across the study's pairs; empty: nothing claimed")
+    policy_warning = serializers.CharField(allow_blank=True, help_text="the paper policy's measured false-decision "
+                                                                       "rate when the study uses it; else empty")
     systems = serializers.ListField(child=serializers.CharField())
     budget = BudgetSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField())

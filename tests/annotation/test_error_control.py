@@ -185,6 +185,9 @@ def test_the_api_shows_the_rule_and_guarantee_and_takes_them_at_import():
     listed = {s["slug"]: s for s in researcher.get("/api/studies/").json()}
     assert listed["s2"]["policy_warning"] == guarantees.PAPER_POLICY_WARNING
     assert protocol_state.protocol_settings(Study.objects.get(slug="s2")).rule == "bayes"
+    decisions = researcher.get("/api/studies/s2/decisions/").json()
+    assert (decisions["rule"], decisions["guarantee"], decisions["policy_warning"]) == (
+        "bayes", guarantees.PER_LOOK, guarantees.PAPER_POLICY_WARNING)
     response = upload(researcher, crowd_rows(), slug="s3", protocol_rule="often")
     assert response.status_code == 400 and "protocol_rule" in response.json()["errors"]
 
