@@ -18,7 +18,12 @@ HONEST = [f"honest{n}" for n in range(5)]
 
 
 def bundle(slug: str, items: int = 20) -> bytes:
-    rows = [{"kind": "study", "name": slug, "batch_size": 10, "budget": 200}]
+    # The paper's rule: its decision is a function of the counted judgements alone, so a run
+    # re-decided after an exclusion equals the run without the excluded worker. (An e-process's
+    # wealth depends on when each judgement came; tests/annotation/test_weighted_null.py drives
+    # exclusion and re-inclusion under it.)
+    rows = [{"kind": "study", "name": slug, "batch_size": 10, "budget": 200, "allocation_policy": "paper",
+             "protocol_rule": "bayes"}]
     rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
     rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
              for n in range(items) for s in QUALITY]
