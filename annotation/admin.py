@@ -35,8 +35,9 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(models.Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "criterion", "status", "allocation_policy", "budget", "metric"]
-    list_filter = ["status", "allocation_policy"]
+    list_display = ["name", "slug", "criterion", "status", "allocation_policy", "protocol_rule", "guarantee",
+                    "budget", "metric"]
+    list_filter = ["status", "allocation_policy", "protocol_rule"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline, SystemInline]
     # Protocol state, written only by the services.

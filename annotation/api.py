@@ -114,7 +114,9 @@ class StudyListApi(APIView):
                                           slug=form.validated_data.get("slug") or None,
                                           metric="" if form.validated_data["human_only"] else
                                           (form.validated_data.get("metric") or None),
-                                          metric_required=True, created_by=request.user)
+                                          metric_required=True, created_by=request.user,
+                                          study_settings={key: form.validated_data.get(key) for key in (
+                                              "protocol_rule", "allocation_policy", "family_control")})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)
@@ -177,7 +179,10 @@ class StudyDecisionsApi(APIView):
     def get(self, request, slug):
         study = _researcher_study(request, slug)
         data = selectors.study_dashboard_data(study=study)
-        return Response(serializers.DecisionListSerializer(data).data)
+        # The decisions carry the rule they were made with and what it guarantees (guarantees.py).
+        return Response(serializers.DecisionListSerializer({
+            **data, "rule": study.protocol_rule, "guarantee": study.guarantee,
+            "family_guarantee": study.family_guarantee, "policy_warning": study.policy_warning}).data)
 
 
 class StudyLeaderboardApi(APIView):

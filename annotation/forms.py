@@ -22,6 +22,9 @@ class MailingPasswordResetForm(PasswordResetForm):
         except Exception as exc:  # smtplib and socket errors alike: the mail did not go
             raise MailNotSent(str(exc)) from exc
 
+from .guarantees import PAPER_POLICY_WARNING
+from .models import MIN_ITEM_CHOICE_TEMPERATURE, TEMPERATURE_REASON, Study
+
 
 class StudyUploadForm(forms.Form):
     """The upload's first step: the file (validated at once) and the study's address."""
@@ -69,8 +72,11 @@ class StudySettingsForm(forms.Form):
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
-    item_choice_temperature = forms.FloatField(min_value=0.01, max_value=10.0,
-                                               help_text="weighted choice: lower = stronger preference for separable items")
+    item_choice_temperature = forms.FloatField(
+        min_value=MIN_ITEM_CHOICE_TEMPERATURE, max_value=10.0,
+        error_messages={"min_value": f"Must be at least %(limit_value)s: {TEMPERATURE_REASON}."},
+        help_text=f"weighted choice: lower = stronger preference for separable items; at least "
+                  f"{MIN_ITEM_CHOICE_TEMPERATURE}, because {TEMPERATURE_REASON}")
 
 
 class StudyDraftForm(forms.Form):
@@ -84,7 +90,13 @@ class StudyDraftForm(forms.Form):
     budget = forms.IntegerField(min_value=1, help_text="human judgements the protocol may spend")
     ratings_per_item = forms.IntegerField(min_value=1, max_value=100,
                                           help_text="judgements one comparison may receive")
-    allocation_policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
+    protocol_rule = forms.ChoiceField(label="Decision rule", choices=Study.Rule.choices,
+                                      help_text="error-controlled: false ± ≤ γ under any number of looks; "
+                                                "the paper's rule tests at γ per look only")
+    allocation_policy = forms.ChoiceField(choices=[("adaptive", "Adaptive"),
+                                                   ("paper", f"Paper (Algorithm 2) — {PAPER_POLICY_WARNING}")])
+    family_control = forms.ChoiceField(label="Family control across pairs", choices=Study.FamilyControl.choices,
+                                       help_text="with the error-controlled rule")
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
 

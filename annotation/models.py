@@ -8,12 +8,22 @@ is kept on the Assignment and undone when a judgement is saved.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
+from protocol.allocation import MIN_TEMPERATURE
+from protocol.allocation import TEMPERATURE_REASON as _TEMPERATURE_REASON
 from protocol.bundle import CHECK_EXPECTED
 
+from . import guarantees
+
 PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
+
+# Lowest temperature of separability-weighted item choice (form, API, admin and model share
+# it): the protocol's bound and its reason (protocol.allocation).
+MIN_ITEM_CHOICE_TEMPERATURE = MIN_TEMPERATURE
+TEMPERATURE_REASON = _TEMPERATURE_REASON.format(minimum=MIN_TEMPERATURE, exponent=2 / MIN_TEMPERATURE)
 
 
 class Study(models.Model):
@@ -26,6 +36,15 @@ class Study(models.Model):
     class Allocation(models.TextChoices):
         PAPER = "paper", "Paper (Algorithm 2)"
         ADAPTIVE = "adaptive", "Adaptive"
+
+    class Rule(models.TextChoices):
+        EPROCESS = "eprocess", "Error-controlled (e-process)"
+        BAYES = "bayes", "Bayesian θ thresholds (the paper's rule)"
+
+    class FamilyControl(models.TextChoices):
+        EBH = "ebh", "e-BH (false discovery rate over the study's pairs)"
+        FAMILYWISE = "bonferroni", "Family-wise (any false ± over the study's pairs)"
+        NONE = "none", "None (each pair on its own)"
 
     class ItemChoice(models.TextChoices):
         UNIFORM = "uniform", "Uniform"
@@ -41,9 +60,19 @@ class Study(models.Model):
     batch_size = models.PositiveIntegerField(default=10)
     budget = models.PositiveIntegerField(default=0, help_text="human annotations; 0 = one per comparison")
     ratings_per_item = models.PositiveIntegerField(default=1)
-    allocation_policy = models.CharField(max_length=10, choices=Allocation.choices, default=Allocation.PAPER)
+    # A new study controls its false ± decisions (issue 19): the adaptive policy with the
+    # e-process rule. Studies made before keep the paper's policy and rule (migration 0012).
+    allocation_policy = models.CharField(max_length=10, choices=Allocation.choices, default=Allocation.ADAPTIVE)
+    protocol_rule = models.CharField(
+        "decision rule", max_length=10, choices=Rule.choices, default=Rule.EPROCESS,
+        help_text="eprocess: false ± ≤ γ under any number of looks; bayes: the paper's θ thresholds, γ per look")
+    family_control = models.CharField(
+        max_length=10, choices=FamilyControl.choices, default=FamilyControl.EBH,
+        help_text="error control across the study's pairs (decision rule eprocess)")
     item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
-    item_choice_temperature = models.FloatField(default=0.25)
+    item_choice_temperature = models.FloatField(
+        default=0.25, validators=[MinValueValidator(MIN_ITEM_CHOICE_TEMPERATURE, message=(
+            f"the item choice temperature must be at least {MIN_ITEM_CHOICE_TEMPERATURE}: {TEMPERATURE_REASON}"))])
     separability_similarity = models.CharField(max_length=40, default="rouge1")
     shown_sample = models.PositiveIntegerField(default=0)
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -110,8 +139,24 @@ class Study(models.Model):
 
     # The protocol's own parameters: every round's decision was made under them, so they are
     # fixed once the protocol has started (budget and item choice stay a researcher's to change).
-    PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "ratings_per_item",
-                           "protocol_seed", "protocol_strict")
+    PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
+                           "ratings_per_item", "protocol_seed", "protocol_strict")
+
+    @property
+    def guarantee(self) -> str:
+        """What one pair's ± decision guarantees under this study's rule (annotation/guarantees.py)."""
+        return guarantees.decision_guarantee(rule=self.protocol_rule, strict=self.protocol_strict)
+
+    @property
+    def family_guarantee(self) -> str:
+        """What holds across the study's pairs; "" when nothing is claimed."""
+        return guarantees.family_guarantee(rule=self.protocol_rule, family=self.family_control)
+
+    @property
+    def policy_warning(self) -> str:
+        """The paper policy's measured false-decision rate when this study uses it; else ""."""
+        return guarantees.policy_warning(policy=self.allocation_policy, rule=self.protocol_rule,
+                                         strict=self.protocol_strict)
 
     @property
     def protocol_started(self) -> bool:

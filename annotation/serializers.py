@@ -1,7 +1,8 @@
 """DRF serializers: shapes of the API's input and output, no logic."""
 from rest_framework import serializers
 
-from .models import Study
+from .guarantees import PAPER_POLICY_WARNING
+from .models import MIN_ITEM_CHOICE_TEMPERATURE, TEMPERATURE_REASON, Study
 
 
 # JSON bodies are typed: DRF's fields would take "5", 5.0 and true for an integer, 5 for a
@@ -44,11 +45,17 @@ class StrictChoiceField(serializers.ChoiceField):
 
 class StudySerializer(serializers.ModelSerializer):
     metric = serializers.CharField(source="metric.name", default=None, read_only=True)
+    guarantee = serializers.CharField(read_only=True, help_text="what a ± decision guarantees under the study's rule")
+    family_guarantee = serializers.CharField(read_only=True,
+                                             help_text="what holds across the study's pairs; empty: nothing claimed")
+    policy_warning = serializers.CharField(read_only=True, help_text="the paper policy's measured false-decision "
+                                                                     "rate when the study uses it; else empty")
 
     class Meta:
         model = Study
         fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
-                  "allocation_policy", "item_choice", "metric", "separability_status", "created_at"]
+                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "guarantee",
+                  "family_guarantee", "policy_warning", "item_choice", "metric", "separability_status", "created_at"]
 
 
 class StudyImportSerializer(serializers.Serializer):
@@ -60,6 +67,16 @@ class StudyImportSerializer(serializers.Serializer):
         required=False, default=False,
         help_text="no metric: the protocol decides from human judgements only. A bundle that has "
                   "metrics but names none is refused unless a metric or this is given")
+    protocol_rule = serializers.ChoiceField(
+        choices=Study.Rule.choices, required=False,
+        help_text="the decision rule; default: the bundle's setting, else eprocess (false ± ≤ γ under any number "
+                  "of looks)")
+    allocation_policy = serializers.ChoiceField(
+        choices=Study.Allocation.choices, required=False,
+        help_text="default: the bundle's setting, else adaptive. " + PAPER_POLICY_WARNING)
+    family_control = serializers.ChoiceField(
+        choices=Study.FamilyControl.choices, required=False,
+        help_text="control across the study's pairs; default: the bundle's setting, else ebh")
 
 
 class PairSerializer(serializers.Serializer):
@@ -121,7 +138,10 @@ class StudySettingsSerializer(serializers.Serializer):
     completion_code = StrictCharField(max_length=64, allow_blank=True)
     instructions = StrictCharField(allow_blank=True, max_length=20000)
     item_choice = StrictChoiceField(choices=Study.ItemChoice.choices)
-    item_choice_temperature = StrictFloatField(min_value=0.01, max_value=10.0)
+    item_choice_temperature = StrictFloatField(
+        min_value=MIN_ITEM_CHOICE_TEMPERATURE, max_value=10.0,
+        error_messages={"min_value": f"Ensure this value is greater than or equal to {{min_value}}: {TEMPERATURE_REASON}."},
+        help_text=f"weighted choice: at least {MIN_ITEM_CHOICE_TEMPERATURE}, because {TEMPERATURE_REASON}")
     # A crowd worker's session (docs/crowd.md).
     session_hits_min = StrictIntegerField(min_value=1, max_value=100000,
                                                 help_text="comparisons before the completion code")
@@ -149,6 +169,12 @@ class DecisionSerializer(PairSerializer):
 
 
 class DecisionListSerializer(serializers.Serializer):
+    rule = serializers.CharField(help_text="the decision rule the decisions were made with")
+    guarantee = serializers.CharField(help_text="what a ± decision guarantees under that rule")
+    family_guarantee = serializers.CharField(allow_blank=True,
+                                             help_text="what holds across the study's pairs; empty: nothing claimed")
+    policy_warning = serializers.CharField(allow_blank=True, help_text="the paper policy's measured false-decision "
+                                                                       "rate when the study uses it; else empty")
     systems = serializers.ListField(child=serializers.CharField())
     budget = BudgetSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField())

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import figures, reports, selectors, services
+from . import figures, guarantees, reports, selectors, services
 from .errors import QualityError
 from .access import access_study_as_researcher
 from .http import bad_request, quoted
@@ -196,7 +196,9 @@ def metrics_table(request: HttpRequest, slug: str) -> HttpResponse:
 
 def help_page(request: HttpRequest) -> HttpResponse:
     """What every measure, status and chart on the researcher screens means."""
-    return render(request, "annotation/help.html")
+    return render(request, "annotation/help.html", {
+        "anytime": guarantees.ANYTIME, "per_look": guarantees.PER_LOOK, "planned": guarantees.PLANNED_LOOKS,
+        "paper_warning": guarantees.PAPER_POLICY_WARNING})
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -279,9 +281,13 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)
     fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement"]
-    writer.writerow(fields)
+    # Every row names the rule its decision was made with and what that guarantees (and the
+    # paper policy's measured false-decision rate when it is in use), so a decision read on
+    # its own in a spreadsheet still carries its meaning.
+    terms = [study.protocol_rule, study.guarantee, study.policy_warning]
+    writer.writerow(fields + ["rule", "guarantee", "warning"])
     for p in data["pairs"]:
-        writer.writerow([spreadsheet_safe("" if p[f] is None else p[f]) for f in fields])
+        writer.writerow([spreadsheet_safe("" if p[f] is None else p[f]) for f in fields] + terms)
     return response
 
 
@@ -292,7 +298,8 @@ QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_t
                   "exclude_low_agreement")
 
 
-DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "allocation_policy", "item_choice")
+DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "protocol_rule", "allocation_policy",
+                "family_control", "item_choice")
 
 
 def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:

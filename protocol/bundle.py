@@ -43,6 +43,8 @@ STUDY_SETTINGS = {
     "budget": int,
     "ratings_per_item": int,
     "allocation_policy": str,
+    "protocol_rule": str,
+    "family_control": str,
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,

@@ -20,6 +20,8 @@ SETTING_FIELDS = {
     "budget": "budget",
     "ratings_per_item": "ratings_per_item",
     "allocation_policy": "allocation_policy",
+    "protocol_rule": "protocol_rule",
+    "family_control": "family_control",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
     "prolific_study_id": "prolific_study_id",

@@ -27,6 +27,7 @@ from protocol.preferences import human_labels, metric_labels
 from .. import jobs
 from ..models import PlanJob, Study
 from ..selectors.exports import study_bundle
+from ..serving import protocol_state
 
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
@@ -67,7 +68,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         raise ValueError("throughput must be a positive number of judgements per hour")
     job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
         "use_human": bool(use_human), "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
-        "reps": reps, "policy": policy, "throughput": float(throughput)})
+        "reps": reps, "policy": policy, "throughput": float(throughput),
+        # The study's decision rule (the policy is the researcher's to compare here).
+        "rule": protocol_state.decision_options(study)["rule"]})
     try:
         job.full_clean()
     except ValidationError as error:
@@ -100,7 +103,8 @@ def plan_job_run(*, job_id: int) -> PlanJob:
         result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
-                      progress=progress)
+                      # a job stored before the study had a rule planned the paper's
+                      progress=progress, rule=params.get("rule", "bayes"))
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

@@ -89,6 +89,7 @@ def study_import(
     progress: Progress = _no_progress,
     start: bool = True,
     metric_required: bool = False,
+    study_settings: dict | None = None,
 ) -> Study:
     """Validate a study bundle and store it as a new study, all or nothing.
 
@@ -100,6 +101,8 @@ def study_import(
     is refused (BundleError naming its metrics): a human-only study is then asked for with
     ``metric=""`` (the upload page, the API and ``import_study`` never make one silently).
     ``created_by`` becomes a researcher of the study.
+    ``study_settings``: settings chosen at import (bundle keys, SETTING_FIELDS), over the
+    bundle's own; what neither sets takes the Study default (the error-controlled rule).
     ``start``: start the protocol now (the study runs), or store a draft — not served, its
     protocol parameters editable (``study_draft_update``) until ``study_launch``.
     ``separability``: when outputs have >= 2 samples, compute the comparisons' separability
@@ -110,6 +113,10 @@ def study_import(
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, limits=bundle_limits())
     progress("validated", bundle.line_count(), bundle.line_count())
+    unknown = sorted(set(study_settings or {}) - set(SETTING_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown study settings {unknown}; known: {sorted(SETTING_FIELDS)}")
+    chosen = {**bundle.study, **{k: v for k, v in (study_settings or {}).items() if v is not None}}
     chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
     if metric_required and metric is None and chosen_metric is None and bundle.metrics:
         known = ", ".join(sorted(bundle.metrics))
@@ -126,7 +133,8 @@ def study_import(
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
     with transaction.atomic():
-        study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress)
+        study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress,
+                              settings_chosen=chosen)
         if chosen_metric is not None:
             study.metric = study.metrics.get(name=chosen_metric)
             study.save(update_fields=["metric"])
@@ -151,13 +159,15 @@ def study_import(
     return study
 
 
-def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
+def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_chosen: dict | None = None) -> Study:
+    """``settings_chosen``: the study settings to store (default: the bundle's study line)."""
+    settings_chosen = bundle.study if settings_chosen is None else settings_chosen
     study = Study(
         slug=slug,
         name=bundle.study["name"],
         criterion=bundle.study.get("criterion", ""),
         instructions=bundle.study.get("instructions", ""),
-        **{field: bundle.study[key] for key, field in SETTING_FIELDS.items() if key in bundle.study},
+        **{field: settings_chosen[key] for key, field in SETTING_FIELDS.items() if key in settings_chosen},
     )
     # study_slug_for checked the slug, but another import may take it before this one writes.
     taken = BundleError([BundleProblem(0, f"a study with slug {slug!r} exists already; choose another slug")])
@@ -166,6 +176,10 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress) -> Study:
     except ValidationError as exc:
         if "slug" in exc.message_dict and Study.objects.filter(slug=slug).exists():
             raise taken from None
+        fields = {field: key for key, field in SETTING_FIELDS.items()}
+        if set(exc.message_dict) <= set(fields):  # a bad value of the study line: name it there
+            raise BundleError([BundleProblem(0, f"study setting {fields[name]!r}: {message}")
+                               for name, messages in exc.message_dict.items() for message in messages]) from None
         raise
     try:
         with transaction.atomic():
@@ -367,6 +381,8 @@ def study_draft_update(
     ratings_per_item: int,
     allocation_policy: str,
     item_choice: str,
+    protocol_rule: str,
+    family_control: str,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 
@@ -383,6 +399,8 @@ def study_draft_update(
         study.budget = budget
         study.ratings_per_item = ratings_per_item
         study.allocation_policy = allocation_policy
+        study.protocol_rule = protocol_rule
+        study.family_control = family_control
         study.item_choice = item_choice
         study.full_clean()
         study.save()

@@ -25,6 +25,14 @@ MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "vers
 MIRRORED_COLUMNS = tuple(MIRRORED)
 
 
+def decision_options(study: Study) -> dict:
+    """The ProtocolSettings fields that make the study's decision rule (policy, rule, looks,
+    family control across pairs): the protocol run by the app and the planner's replays both
+    take them from here, so a plan simulates the rule the study decides with."""
+    return {"policy": study.allocation_policy, "rule": study.protocol_rule, "strict": study.protocol_strict,
+            "family": study.family_control}
+
+
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     """The protocol's settings, derived from the study (the one place they are stated)."""
     return adaptive.ProtocolSettings(
@@ -33,9 +41,8 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
         budget=study.budget + study.protocol_imported_judgements - study.protocol_lost_judgements,
         batch=study.batch_size,
         gamma=study.gamma,
-        policy=study.allocation_policy,
-        strict=study.protocol_strict,
         seed=study.protocol_seed,
+        **decision_options(study),
     )
 
 

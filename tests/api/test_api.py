@@ -10,24 +10,9 @@ from rest_framework.test import APIClient
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services import study_membership_set
-from tests.factories import bundle_bytes, crowd_rows
+from tests.factories import api_for, api_upload, bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def api_for(username, researcher=False):
-    user = User.objects.create_user(username, password="pw-12345678")
-    if researcher:
-        user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
-    client = APIClient()
-    client.force_authenticate(user)
-    return client, user
-
-
-def upload(client, rows, **extra):
-    f = io.BytesIO(gzip.compress(bundle_bytes(rows)))
-    f.name = "bundle.jsonl.gz"
-    return client.post("/api/studies/", {"bundle": f, **extra}, format="multipart")
 
 
 def assert_error(response, status, code):
@@ -39,7 +24,7 @@ def assert_error(response, status, code):
 @pytest.fixture
 def study_with_annotator():
     researcher, _ = api_for("r", researcher=True)
-    assert upload(researcher, crowd_rows(), slug="s2").status_code == 201
+    assert api_upload(researcher, crowd_rows(), slug="s2").status_code == 201
     annotator, user = api_for("ann")
     study_membership_set(study=Study.objects.get(slug="s2"), user=user, role="annotator")
     return researcher, annotator
@@ -48,18 +33,17 @@ def study_with_annotator():
 def test_import_through_the_api_reports_problems_with_lines():
     client, _ = api_for("r", researcher=True)
     bad = crowd_rows()[:3] + [{"kind": "output", "item": "i99", "system": "A", "text": "x"}]
-    response = upload(client, bad)
+    response = api_upload(client, bad)
     assert_error(response, 422, "invalid_bundle")  # a well-formed upload whose content is refused
     assert response.json()["problems"] == [{"line": 4, "message": "output refers to unknown item 'i99'"}]
     assert Study.objects.count() == 0
-    response = upload(client, crowd_rows(), slug="api-study")
+    response = api_upload(client, crowd_rows(), slug="api-study")
     assert response.status_code == 201 and response.json()["slug"] == "api-study"
     listed = client.get("/api/studies/").json()
     assert [s["slug"] for s in listed] == ["api-study"]
     detail = client.get("/api/studies/api-study/").json()
     assert detail["budget"]["total"] == 90 and len(detail["pairs"]) == 3
     assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
-
 
 
 def test_an_empty_or_missing_bundle_is_an_invalid_bundle_not_a_malformed_request():
@@ -86,9 +70,9 @@ def test_a_page_that_is_not_a_positive_integer_is_a_400(study_with_annotator):
 
 def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
     client, user = api_for("a")
-    assert_error(upload(client, crowd_rows()), 403, "permission_denied")
+    assert_error(api_upload(client, crowd_rows()), 403, "permission_denied")
     researcher, _ = api_for("r", researcher=True)
-    upload(researcher, crowd_rows(), slug="s1")
+    api_upload(researcher, crowd_rows(), slug="s1")
     # Not a member: the study does not exist for this caller (same answer as a missing slug).
     for path in ("/api/studies/s1/", "/api/studies/s1/decisions/", "/api/studies/nope/"):
         assert_error(client.get(path), 404, "not_found")
@@ -227,7 +211,7 @@ def test_token_created_and_revoked_in_the_app(client):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/studies/").status_code == 200
-    assert upload(api, crowd_rows(), slug="by-token").status_code == 201
+    assert api_upload(api, crowd_rows(), slug="by-token").status_code == 201
     client.post("/account/api-token/", {"action": "revoke"})
     assert_error(api.get("/api/studies/"), 401, "authentication_failed")
 
@@ -275,7 +259,7 @@ def test_undefined_statistics_are_null_not_a_server_error():
     researcher, _ = api_for("r", researcher=True)
     rows = crowd_rows() + [{"kind": "human_preference", "item": "i00", "first": "A", "second": "B",
                             "preference": 1, "annotator": "expert"}]
-    upload(researcher, rows, slug="nan")
+    api_upload(researcher, rows, slug="nan")
     response = researcher.get("/api/studies/nan/")
     assert response.status_code == 200, response.content[:300]
     assert response.json()["favi_summary"]["mean_abs_favi"] is None
@@ -303,13 +287,13 @@ def test_import_without_a_metric_choice_is_refused_unless_human_only_is_asked_fo
     client, _ = api_for("r", researcher=True)
     rows = [dict(row) for row in toy_rows]
     del rows[0]["metric"]
-    response = upload(client, rows, slug="unnamed")
+    response = api_upload(client, rows, slug="unnamed")
     assert_error(response, 422, "invalid_bundle")
     assert "names no metric for the protocol" in response.json()["problems"][0]["message"]
     assert "judge, rouge" in response.json()["problems"][0]["message"]
     assert Study.objects.count() == 0
-    assert upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
-    response = upload(client, rows, slug="humans", human_only="true")
+    assert api_upload(client, rows, slug="chosen", metric="judge").json()["metric"] == "judge"
+    response = api_upload(client, rows, slug="humans", human_only="true")
     assert response.status_code == 201 and response.json()["metric"] is None
 
 

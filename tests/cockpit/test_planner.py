@@ -14,19 +14,10 @@ from annotation.services.planner import plan_job_create
 from protocol.bundle import read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, hours_to_finish, plan
 from protocol.preferences import human_labels, metric_labels
-from tests.factories import QUALITY, bundle_bytes, crowd_rows
+from tests.factories import QUALITY, bundle_bytes, crowd_rows, planner_form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
-
-
-def form_data(**changes):
-    data = {"budgets": "all", "batches": "5", "gammas": "0.05", "throughput": "30", "policy": "paper", "reps": "1",
-            "metric_error": "0.3", "metric_error_low": "0.2", "metric_error_high": "0.4",
-            "tie_rate": "0.2", "tie_rate_low": "0.1", "tie_rate_high": "0.3",
-            "spread": "0.8", "spread_low": "0.5", "spread_high": "1.2"}
-    data.update(changes)
-    return {k: v for k, v in data.items() if v is not None}
 
 
 @pytest.fixture
@@ -41,7 +32,7 @@ def researcher(client):
 
 def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_study(researcher):
     client, study, rows = researcher
-    response = client.post(f"/s/{study.slug}/plan/", form_data())
+    response = client.post(f"/s/{study.slug}/plan/", planner_form_data())
     job = PlanJob.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/s/{study.slug}/plan/{job.pk}/"
     assert job.status == PlanJob.Status.DONE and job.done == job.total == 7  # 1 + 2 x 3 scenarios, 1 rep
@@ -50,7 +41,8 @@ def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_st
     stated = {"metric_error": 0.3, "tie_rate": 0.2, "spread": 0.8, "metric_error_range": [0.2, 0.4],
               "tie_rate_range": [0.1, 0.3], "spread_range": [0.5, 1.2]}
     direct = plan(metric_labels(bundle, "m"), human_labels(bundle), grid=[GridPoint(None, 5, 0.05)], reps=1,
-                  assumptions=Assumptions.from_dict(stated), seed=study.protocol_seed)
+                  assumptions=Assumptions.from_dict(stated), seed=study.protocol_seed,
+                  policy="paper", rule=study.protocol_rule)
     (row,) = job.result["plans"]
     assert row["expected_annotations"] == direct.plans[0].expected_annotations
     assert row["interval"] == list(direct.plans[0].interval)
@@ -68,7 +60,7 @@ def test_a_plan_runs_as_a_job_and_its_page_shows_the_protocol_replayed_on_the_st
 
 def test_without_human_labels_using_them_falls_back_to_the_stated_assumptions(researcher):
     client, study, _ = researcher
-    client.post(f"/s/{study.slug}/plan/", form_data(use_human="on"))
+    client.post(f"/s/{study.slug}/plan/", planner_form_data(use_human="on"))
     job = PlanJob.objects.get()
     assert job.params["use_human"] is True
     assert job.result["assumptions"]["source"] == "edited" and job.result["assumptions"]["spread"] == 0.8
@@ -115,7 +107,7 @@ def test_a_running_job_shows_its_progress_and_polls_with_and_without_javascript(
 
 def test_reading_the_planner_pages_writes_nothing(researcher):
     client, study, _ = researcher
-    client.post(f"/s/{study.slug}/plan/", form_data())
+    client.post(f"/s/{study.slug}/plan/", planner_form_data())
     job = PlanJob.objects.get()
     for url in (f"/s/{study.slug}/plan/", f"/s/{study.slug}/plan/{job.pk}/"):
         with CaptureQueriesContext(connection) as captured:
@@ -132,7 +124,7 @@ def test_reading_the_planner_pages_writes_nothing(researcher):
 ])
 def test_a_bad_plan_request_is_refused_with_its_reason(researcher, changes, message):
     client, study, _ = researcher
-    response = client.post(f"/s/{study.slug}/plan/", form_data(**changes))
+    response = client.post(f"/s/{study.slug}/plan/", planner_form_data(**changes))
     assert response.status_code == 400
     assert message in response.content.decode()
     assert not PlanJob.objects.exists()
@@ -164,7 +156,7 @@ def test_the_sweep_resumes_a_plan_whose_process_ended_and_gives_up_after_three_r
     from annotation.services.planner import PLAN_MAX_ATTEMPTS
 
     client, study, _ = researcher
-    client.post(f"/s/{study.slug}/plan/", form_data())
+    client.post(f"/s/{study.slug}/plan/", planner_form_data())
     finished = PlanJob.objects.get()
     params = finished.params
     long_ago = timezone.now() - timedelta(minutes=6)

@@ -12,17 +12,9 @@ from django.test import Client
 from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.services import study_import, study_membership_remove, study_membership_set
-from tests.factories import bundle_bytes
+from tests.factories import admin_client, admin_form_data, bundle_bytes, group_researcher_client
 
 pytestmark = pytest.mark.django_db
-
-
-def researcher_client(username="rita"):
-    user = User.objects.create_user(username, email=f"{username}@example.org", password=f"pw-{username}-123")
-    user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
-    client = Client()
-    client.force_login(user)
-    return user, client
 
 
 def upload_file(rows, name="toy.jsonl.gz"):
@@ -41,7 +33,7 @@ def staged_token(response) -> str:
 
 
 def test_upload_lists_the_bundles_metrics_and_imports_nothing_yet(toy_rows):
-    _, client = researcher_client()
+    _, client = group_researcher_client()
     response = client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "picked"})
     assert response.status_code == 200
     body = response.content.decode()
@@ -55,7 +47,7 @@ def test_upload_lists_the_bundles_metrics_and_imports_nothing_yet(toy_rows):
 
 
 def test_choosing_a_metric_imports_and_lands_on_the_new_study(toy_rows):
-    user, client = researcher_client()
+    user, client = group_researcher_client()
     token = staged_token(client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "picked"}))
     response = client.post("/studies/upload/", {"staged": token, "metric": "metric:judge", "slug": "picked"})
     assert response.status_code == 302 and response["Location"] == "/s/picked/dashboard/"
@@ -71,7 +63,7 @@ def test_choosing_a_metric_imports_and_lands_on_the_new_study(toy_rows):
 
 
 def test_no_metric_chosen_is_refused_and_human_only_must_be_explicit(toy_rows):
-    _, client = researcher_client()
+    _, client = group_researcher_client()
     rows = [{**toy_rows[0]}] + toy_rows[1:]
     del rows[0]["metric"]  # the bundle names no metric: nothing is preselected
     first = client.post("/studies/upload/", {"bundle": upload_file(rows), "slug": "h"})
@@ -88,14 +80,14 @@ def test_no_metric_chosen_is_refused_and_human_only_must_be_explicit(toy_rows):
 
 
 def test_human_only_overrides_the_bundles_metric_setting(toy_rows):
-    _, client = researcher_client()
+    _, client = group_researcher_client()
     token = staged_token(client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "h2"}))
     assert client.post("/studies/upload/", {"staged": token, "metric": "none", "slug": "h2"}).status_code == 302
     assert models.Study.objects.get(slug="h2").metric is None
 
 
 def test_a_metric_not_in_the_bundle_and_a_taken_slug_are_named(toy_rows):
-    _, client = researcher_client()
+    _, client = group_researcher_client()
     study_import(source=bundle_bytes(toy_rows), slug="taken")
     response = client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "taken"})
     assert response.status_code == 400 and "a study with slug &#x27;taken&#x27; exists already" in \
@@ -110,9 +102,9 @@ def test_a_metric_not_in_the_bundle_and_a_taken_slug_are_named(toy_rows):
 
 
 def test_a_staged_upload_belongs_to_its_uploader(toy_rows):
-    _, client = researcher_client()
+    _, client = group_researcher_client()
     token = staged_token(client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "mine"}))
-    _, other = researcher_client("otto")
+    _, other = group_researcher_client("otto")
     response = other.post("/studies/upload/", {"staged": token, "metric": "metric:rouge", "slug": "mine"})
     assert response.status_code == 400 and models.Study.objects.count() == 0
     for bad in ("../../etc/passwd", "x", ""):
@@ -234,8 +226,8 @@ def test_members_page_refuses_the_last_researcher_and_outsiders(study):
 
 def test_protocol_parameters_are_fixed_once_the_protocol_has_started(study):
     assert study.protocol_started
-    for field, value in (("gamma", 0.2), ("batch_size", 7), ("allocation_policy", "adaptive"),
-                         ("ratings_per_item", 3), ("metric", study.metrics.get(name="judge"))):
+    for field, value in (("gamma", 0.2), ("batch_size", 7), ("allocation_policy", "paper"),
+                         ("protocol_rule", "bayes"), ("family_control", "none"), ("ratings_per_item", 3), ("metric", study.metrics.get(name="judge"))):
         fresh = models.Study.objects.get(pk=study.pk)
         setattr(fresh, field, value)
         with pytest.raises(ValidationError) as error:
@@ -253,31 +245,6 @@ def test_a_metric_of_another_study_is_refused_by_model_validation(study, toy_row
     study.metric = other.metrics.get(name="rouge")
     with pytest.raises(ValidationError, match="belongs to another study"):
         study.full_clean()
-
-
-def admin_client():
-    admin = User.objects.create_user("boss", password="pw-boss-123", is_staff=True, is_superuser=True)
-    client = Client()
-    client.force_login(admin)
-    return client
-
-
-def admin_form_data(client, study):
-    """The admin change form's current values as POST data (inlines included)."""
-    page = client.get(f"/admin/annotation/study/{study.pk}/change/")
-    forms = [page.context["adminform"].form]
-    data = {}
-    for formset in page.context["inline_admin_formsets"]:
-        management = formset.formset.management_form
-        for name in management.fields:
-            data[f"{management.prefix}-{name}"] = management[name].value()
-        forms += formset.formset.forms
-    for form in forms:
-        for name in form.fields:
-            value = form[name].value()
-            if value is not None and value is not False:
-                data[form.add_prefix(name)] = value
-    return page, data
 
 
 def test_admin_shows_protocol_parameters_read_only_after_the_start(study, toy_rows):
@@ -353,7 +320,7 @@ def test_api_refuses_demoting_the_last_researcher(study):
 
 
 def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
-    user, client = researcher_client()
+    user, client = group_researcher_client()
     token = staged_token(client.post("/studies/upload/", {"bundle": upload_file(toy_rows), "slug": "d"}))
     response = client.post("/studies/upload/", {"staged": token, "metric": "metric:rouge", "slug": "d",
                                                 "start": "draft"})
@@ -365,14 +332,16 @@ def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
     # The dashboard of a draft sends the researcher to its settings (nothing to show yet).
     assert client.get("/s/d/dashboard/")["Location"] == "/s/d/settings/"
     draft = {"action": "draft", "metric": "metric:judge", "gamma": "0.1", "batch_size": "3", "budget": "20",
-             "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform"}
+             "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform",
+             "protocol_rule": "bayes", "family_control": "none"}
     response = client.post("/s/d/settings/", {**draft, "gamma": "1.5"})
     assert response.status_code == 400 and models.Study.objects.get(pk=study.pk).gamma == 0.05
     response = client.post("/s/d/settings/", draft)
     assert response.status_code == 302 and response["Location"] == "/s/d/settings/"
     study.refresh_from_db()
     assert (study.metric.name, study.gamma, study.batch_size, study.budget, study.ratings_per_item,
-            study.allocation_policy) == ("judge", 0.1, 3, 20, 2, "adaptive")
+            study.allocation_policy, study.protocol_rule, study.family_control) == (
+        "judge", 0.1, 3, 20, 2, "adaptive", "bayes", "none")
     response = client.post("/s/d/settings/", {"action": "launch"})
     assert response.status_code == 302 and response["Location"] == "/s/d/dashboard/"
     study.refresh_from_db()

@@ -156,7 +156,9 @@ def test_checks_come_at_the_stated_rate():
 
     from annotation.services import hits as serving
 
-    study = study_import(source=bundle_bytes(checked_rows(items=80, check_every=4, batch_size=20, budget=240)))
+    # The paper's policy: every pair keeps taking its rounds, so the worker gets 200+ HITs.
+    study = study_import(source=bundle_bytes(checked_rows(items=80, check_every=4, batch_size=20, budget=240,
+                                                          allocation_policy="paper", protocol_rule="bayes")))
     worker = serving.annotator_for_worker(platform="prolific", worker_id="rate")
     rng = random.Random(0)
     kinds = []

@@ -147,7 +147,10 @@ def test_logged_in_member_annotates_and_htmx_gets_the_partial(client):
 
 
 def test_imported_judgements_seed_the_protocol():
-    study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm")
+    # The paper's rule decides from round 0 at level γ; the e-process bets only on judgements
+    # made after its bets (imported ones all arrive in round 0 and move no wealth).
+    study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm",
+                         study_settings={"allocation_policy": "paper", "protocol_rule": "bayes"})
     # The protocol starts at import: its state is there before any page is read.
     study.refresh_from_db()
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
