@@ -166,6 +166,19 @@ def choose_items(
     return [ids[i] for i in chosen]
 
 
+
+def _open_candidates(candidates, separability, judged, policy: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The arguments of a draw checked: candidate ids (str), their separability, shape (n,),
+    and which are open (not judged), bool shape (n,); ValueError naming a bad argument."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    ids = [str(c) for c in candidates]
+    delta = np.asarray(separability, dtype=float)
+    if delta.shape != (len(ids),):
+        raise ValueError(f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}")
+    judged_set = set(map(str, judged))
+    return ids, delta, np.array([i not in judged_set for i in ids], dtype=bool)
+
 def selection_probability(
     candidates: Sequence[str],
     separability: np.ndarray | Sequence[float],
@@ -182,14 +195,7 @@ def selection_probability(
     1 / open candidates; weighted: exp(δ/T) over the open candidates' sum; stratified:
     1 / (bins with open candidates) x 1 / (open candidates in chosen's bin).
     """
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    ids = [str(c) for c in candidates]
-    delta = np.asarray(separability, dtype=float)
-    if delta.shape != (len(ids),):
-        raise ValueError(f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}")
-    judged_set = set(map(str, judged))
-    open_ = np.array([i not in judged_set for i in ids], dtype=bool)
+    ids, delta, open_ = _open_candidates(candidates, separability, judged, policy)
     try:
         at = ids.index(str(chosen))
     except ValueError:
@@ -219,14 +225,7 @@ def smallest_selection_probability(
     arguments (same arguments as :func:`selection_probability`, without ``chosen``). The
     error-controlled rule takes rho = this / the drawn item's chance for the draw's step
     (``protocol.adaptive.record_judgements(smallest=...)``)."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    ids = [str(c) for c in candidates]
-    delta = np.asarray(separability, dtype=float)
-    if delta.shape != (len(ids),):
-        raise ValueError(f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}")
-    judged_set = set(map(str, judged))
-    open_ = np.array([i not in judged_set for i in ids], dtype=bool)
+    ids, delta, open_ = _open_candidates(candidates, separability, judged, policy)
     if not open_.any():
         raise ValueError("no open candidate: nothing can be drawn")
     if policy == "uniform":
