@@ -27,6 +27,7 @@ from rest_framework.test import APIClient
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Annotator, Assignment, Comparison, Study
 from annotation.services import hits, study_import, study_membership_set
+from protocol.bundle import write_bundle_rows
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLES = REPO / "data" / "bundles"
@@ -111,6 +112,23 @@ def hostile_rows(n_items=4):
               "second": HOSTILE_SYSTEMS[1], "preference": -1, "annotator": "=cmd()"}]
     return rows
 
+
+
+def write_tiny_bundle(path, rng):
+    """A 3-system, 40-item bundle with human and metric scores (S1 best, S2 and S3 close), for replays."""
+    systems = ["S1", "S2", "S3"]
+    quality = {"S1": 0.9, "S2": 0.0, "S3": -0.2}
+    rows = [{"kind": "study", "name": "tiny", "criterion": "quality"}]
+    items = [f"doc-{k}" for k in range(40)]
+    rows += [{"kind": "item", "id": item, "input": f"text {item}"} for item in items]
+    rows += [{"kind": "output", "item": item, "system": s, "text": f"{s} on {item}"} for item in items for s in systems]
+    for item in items:
+        for s in systems:
+            score = quality[s] + rng.normal()
+            rows.append({"kind": "human_score", "item": item, "system": s, "score": round(score, 3), "annotator": "e1"})
+            rows.append({"kind": "metric_score", "item": item, "system": s, "metric": "m1",
+                         "score": round(score + rng.normal(), 3)})
+    write_bundle_rows(rows, path)
 
 # ---- people --------------------------------------------------------------------------------
 

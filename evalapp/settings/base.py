@@ -275,6 +275,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema states what the serializers refuse (annotation/api_schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "annotation.api_schema.strings_refuse_nul"],
     "ENUM_NAME_OVERRIDES": {"StudyStatusEnum": "annotation.models.Study.Status",
                             "ItemChoiceEnum": "annotation.models.Study.ItemChoice"},
 }

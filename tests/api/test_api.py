@@ -4,6 +4,7 @@ import io
 import logging
 
 import pytest
+import yaml
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
@@ -240,6 +241,19 @@ def test_schema_describes_every_endpoint_with_its_errors(client):
     assert "428" in submit["responses"] and "409" in submit["responses"]
     assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in submit["parameters"])
     assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
+
+
+def test_the_schema_says_strings_refuse_a_nul_character(client):
+    """DRF refuses a NUL in any string; the schema says so, so a schema-valid metric name is
+    never a 400 (schemathesis found one)."""
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    metric = schema["components"]["schemas"]["StudyImportRequest"]["properties"]["metric"]
+    assert metric["pattern"] == "^[^\\u0000]*$"
+    parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/studies/{slug}/judgements/"]["get"]["parameters"]}
+    assert parameters["annotator"]["pattern"] == "^[^\\u0000]*$"
+    researcher, _ = api_for("r", researcher=True)
+    response = api_upload(researcher, crowd_rows(), metric="m\x00")
+    assert_error(response, 400, "invalid")
 
 
 def test_a_403_logs_one_line_without_traceback(client, caplog):

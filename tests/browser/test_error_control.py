@@ -8,9 +8,7 @@ from django.contrib.auth.models import User
 
 from annotation import guarantees
 from annotation.services import study_import, study_membership_set
-from tests.annotation.test_serving import crowd_rows
-from tests.browser.test_dashboard import _login
-from tests.conftest import bundle_bytes
+from tests.factories import browser_login, bundle_bytes, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -30,7 +28,7 @@ def test_the_guarantee_and_the_paper_warning_are_on_every_researcher_screen(page
     paper = study_import(source=bundle_bytes(paper_rows), slug=f"paper-{width}")
     controlled = study_import(source=bundle_bytes(rows), slug=f"controlled-{width}")
     page.set_viewport_size({"width": width, "height": height})
-    _login(page, live_server, paper, username=f"res-{width}")
+    browser_login(page, live_server, paper, username=f"res-{width}")
     study_membership_set(study=controlled, user=User.objects.get(username=f"res-{width}"), role="researcher")
 
     for name, url in (("dashboard", f"/s/{paper.slug}/dashboard/"), ("settings", f"/s/{paper.slug}/settings/"),

@@ -112,7 +112,7 @@ def test_guarantee_wording_is_one_function_of_rule_and_looks():
     assert guarantees.decision_guarantee(rule="bayes", strict=False) == "false ± ≤ γ per look only"
     assert guarantees.policy_warning(policy="paper", rule="bayes", strict=False) == (
         "paper policy: decides about one truly null pair in five at γ = 0.05 "
-        "(measured 0.215 on SummEval relevance, docs/results.md)")
+        "(measured 0.21 on SummEval relevance, docs/results.md)")
     assert guarantees.policy_warning(policy="paper", rule="eprocess", strict=False) == ""
     assert guarantees.policy_warning(policy="paper", rule="bayes", strict=True) == ""
 
@@ -217,7 +217,7 @@ def test_the_item_choice_temperature_is_bounded_with_a_reason(toy_rows):
     assert response.status_code == 400
     error = str(response.context["form"].errors["item_choice_temperature"])
     assert f"at least {MIN_ITEM_CHOICE_TEMPERATURE}" in error and "design weights" in error
-    assert "because below 0.1" in _text(client.get("/s/t/settings/"))  # the page says why
+    assert "because temperatures below 0.1" in _text(client.get("/s/t/settings/"))  # the page says why
     assert client.post("/s/t/settings/", {**form, "item_choice_temperature": "0.1"}).status_code == 302
     assert Study.objects.get(pk=study.pk).item_choice_temperature == 0.1
 

@@ -13,6 +13,7 @@ from protocol.allocation import (
     smallest_selection_probability,
 )
 from protocol.simulate import main, null_labels, replay
+from tests.factories import write_tiny_bundle
 
 GAMMA = 0.05
 
@@ -47,8 +48,6 @@ def test_the_default_rule_controls_false_decisions_on_null_pairs():
 
 
 def test_the_command_line_replays_the_default_rule(tmp_path, capsys):
-    from tests.protocol.test_simulate import write_tiny_bundle
-
     path = tmp_path / "tiny.jsonl.gz"
     write_tiny_bundle(path, np.random.default_rng(2))
     assert main([str(path), "--metric", "m1", "--json", "--quiet", "--seed", "1"]) == 0

@@ -8,6 +8,7 @@ import pytest
 from protocol import adaptive
 from protocol.bundle import write_bundle_rows
 from protocol.simulate import SUMMARY_KEYS, kld, main, null_labels, replay, simulate
+from tests.factories import write_tiny_bundle
 
 AB, AC, BC = ("A", "B"), ("A", "C"), ("B", "C")
 
@@ -102,22 +103,6 @@ def test_strict_lowers_the_false_decision_rate_on_null_pairs():
     assert paper.false_decision_rate > 0.05  # ten looks inflate the nominal .05
     assert strict.false_decision_rate < paper.false_decision_rate
     assert strict.annotations_used > paper.annotations_used
-
-
-def write_tiny_bundle(path, rng):
-    systems = ["S1", "S2", "S3"]
-    quality = {"S1": 0.9, "S2": 0.0, "S3": -0.2}
-    rows = [{"kind": "study", "name": "tiny", "criterion": "quality"}]
-    items = [f"doc-{k}" for k in range(40)]
-    rows += [{"kind": "item", "id": item, "input": f"text {item}"} for item in items]
-    rows += [{"kind": "output", "item": item, "system": s, "text": f"{s} on {item}"} for item in items for s in systems]
-    for item in items:
-        for s in systems:
-            score = quality[s] + rng.normal()
-            rows.append({"kind": "human_score", "item": item, "system": s, "score": round(score, 3), "annotator": "e1"})
-            rows.append({"kind": "metric_score", "item": item, "system": s, "metric": "m1",
-                         "score": round(score + rng.normal(), 3)})
-    write_bundle_rows(rows, path)
 
 
 def test_cli_json_has_exactly_the_contract_keys_and_matches_the_library(tmp_path, capsys):

@@ -49,7 +49,7 @@ EXPECTED = {
     "api/schema/": [("GET", "/api/schema/", None, PUBLIC)],
     "api/docs/": [("GET", "/api/docs/", None, PUBLIC)],
     "api/studies/": [("GET", "/api/studies/", None, row(401, 401, 200, 200, 200, 200)),
-                     ("POST", "/api/studies/", {}, row(401, 401, 403, 400, 400, 400))],
+                     ("POST", "/api/studies/", {}, row(401, 401, 403, 422, 422, 422))],
     "api/studies/<slug:slug>/": [("GET", "/api/studies/{slug}/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/settings/": [("GET", "/api/studies/{slug}/settings/", None, RESEARCHER_API),
                                           ("PATCH", "/api/studies/{slug}/settings/", {}, RESEARCHER_API)],
