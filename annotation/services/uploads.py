@@ -16,7 +16,6 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -30,8 +29,7 @@ TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{32,64}$")
 
 
 def staged_dir() -> Path:
-    configured = settings.EVALAPP_STAGED_UPLOAD_DIR
-    path = Path(configured) if configured else Path(tempfile.gettempdir()) / "evalapp-staged-uploads"
+    path = Path(settings.EVALAPP_STAGED_UPLOAD_DIR)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 

@@ -170,9 +170,10 @@ EVALAPP_BUNDLE_LIMITS = {name: int(os.environ[variable]) for name, variable in (
     ("max_bytes", "EVALAPP_MAX_BUNDLE_BYTES"), ("max_lines", "EVALAPP_MAX_BUNDLE_LINES"),
     ("max_line_bytes", "EVALAPP_MAX_BUNDLE_LINE_BYTES"), ("max_rows", "EVALAPP_MAX_BUNDLE_ROWS"),
 ) if os.environ.get(variable)}
-# Where an uploaded bundle waits for the researcher's metric choice (docs/studies.md);
-# "" = the system's temporary directory. Several web hosts need a shared directory.
-EVALAPP_STAGED_UPLOAD_DIR = os.environ.get("EVALAPP_STAGED_UPLOAD_DIR", "")
+# Where an uploaded bundle waits for the researcher's metric choice (docs/studies.md): under
+# the app's var/ (a test run's own, so runs never share or leak files). Several web hosts need
+# a shared directory.
+EVALAPP_STAGED_UPLOAD_DIR = os.environ.get("EVALAPP_STAGED_UPLOAD_DIR") or str(VAR_DIR / "staged-uploads")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # "default" is this process's memory; "shared" is one cache for every web process and Celery
