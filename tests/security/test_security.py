@@ -124,3 +124,15 @@ def test_check_deploy_warns_when_rate_limits_count_per_process(settings, tmp_pat
     assert not [m for m in run_checks(include_deployment_checks=True) if m.id == "evalapp.W001"]
     settings.CACHES = {**settings.CACHES, "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     assert [m.id for m in run_checks(include_deployment_checks=True) if m.id == "evalapp.W001"] == ["evalapp.W001"]
+
+
+def test_a_nul_in_a_query_parameter_is_a_400_on_pages_and_the_api(client):
+    """No text column holds a NUL (PostgreSQL raised, a 500): schemathesis sent one in the
+    report's ?metric= on PostgreSQL; a page's ?first= took the same path."""
+    study = study_import(source=bundle_bytes(hostile_rows()))
+    researcher = User.objects.create_user("nul-r", password="pw-12345678", is_staff=True)
+    client.force_login(researcher)
+    page = client.get(f"/s/{study.slug}/pair/", {"first": "a\x00b", "second": "c"})
+    assert page.status_code == 400 and b"NUL character" in page.content
+    api = client.get(f"/api/studies/{study.slug}/report/", {"metric": "m\x00"})
+    assert api.status_code == 400 and api.json()["code"] == "invalid" and "metric" in api.json()["errors"]
