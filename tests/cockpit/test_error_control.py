@@ -76,10 +76,10 @@ def test_the_rule_and_family_control_are_fixed_once_started(toy_rows):
 
 
 def test_existing_studies_keep_the_paper_rule_through_the_migration():
-    """Rows made before 0011 keep what they ran with (the Bayesian rule, no family control);
+    """Rows made before migration 0012 keep what they ran with (the Bayesian rule, no family control);
     rows made after get the error-controlled defaults."""
     executor = MigrationExecutor(connection)
-    before, after = [("annotation", "0011_harden_crowd_identity")], [("annotation", "0012_protocol_rule_and_family_control")]
+    before = [("annotation", "0011_harden_crowd_identity")]  # the migration under test is the next one
     executor.migrate(before)
     try:
         OldStudy = executor.loader.project_state(before).apps.get_model("annotation", "Study")
@@ -88,9 +88,10 @@ def test_existing_studies_keep_the_paper_rule_through_the_migration():
         OldStudy.objects.create(slug="old-adaptive", name="Old adaptive", allocation_policy="adaptive",
                                 protocol_strict=True)
     finally:
+        # Forward to the latest state, whatever migrations came since: the next tests need it.
         executor = MigrationExecutor(connection)
         executor.loader.build_graph()
-        executor.migrate(after)
+        executor.migrate(executor.loader.graph.leaf_nodes())
     old, old_adaptive = Study.objects.get(slug="old"), Study.objects.get(slug="old-adaptive")
     assert (old.allocation_policy, old.protocol_rule, old.family_control) == ("paper", "bayes", "none")
     assert old.item_choice_temperature == MIN_ITEM_CHOICE_TEMPERATURE  # raised to the floor, not left to fail
