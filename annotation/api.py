@@ -307,7 +307,7 @@ class StudyReportApi(APIView):
                    responses={200: serializers.MetricReportSerializer,
                               409: OpenApiResponse(ErrorSerializer, description="no metric, unknown metric or no "
                                                    "human labels to compare with yet (code conflict)"),
-                              **errors(403, 404)})
+                              **errors(400, 403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
         try:
