@@ -322,7 +322,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         rounds.append({"round": h.round, "judgements": h.judgements, "theta": h.theta, "decision": h.decision,
                        "wins": wins, "ties": int((prefix == 0).sum()), "losses": losses,
                        "share": (wins + 1) / (wins + losses + 2), "share_low": float(low), "share_high": float(high)})
-    metric_labels = study_metric_labels(study=study).get((first, second), {})
+    metric_labels = study_metric_labels(study=study, pair=(first, second)).get((first, second), {})
     separability = dict(Comparison.objects.filter(study=study, first__name=first, second__name=second)
                         .values_list("item__external_id", "separability"))
     by_item: dict[str, list[int]] = {}
