@@ -5,6 +5,7 @@ they wrap instead of being clipped; ``uirevision`` keeps a researcher's zoom acr
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 
@@ -120,4 +121,28 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
     fig.update_layout(**LAYOUT, legend=dict(orientation="h", y=-0.25), xaxis=dict(title="judgements of the pair", rangemode="tozero"),
                       yaxis=dict(range=[-0.04, 1.04], title="probability"))
     fig.update_layout(height=340, margin=dict(l=50, r=20, t=10, b=80))
+    return _plain(fig)
+
+
+def matrix_figure(order: list[str], matrix: list[dict], pair_url: str) -> dict:
+    """The pair matrix as a heatmap (for many systems, where a table of k² cells is too big):
+    cell (row, column) = θ that the row system beats the column system, ▲/▼ where the protocol
+    decided the row better/worse; a click opens the pair (``customdata``: its page's address)."""
+    z, text, hover, links = [], [], [], []
+    for row in matrix:
+        z.append([c.get("theta") for c in row["cells"]])
+        text.append(["▲" if c.get("decision", 0) > 0 else "▼" if c.get("decision", 0) < 0 else ""
+                     for c in row["cells"]])
+        hover.append([f"{row['system']} vs {c['other']}: {c['status']}, {c['judgements']} judgements"
+                      if "status" in c else "" for c in row["cells"]])
+        links.append([f"{pair_url}?{urlencode({'first': c['first'], 'second': c['second']})}" if "first" in c else ""
+                      for c in row["cells"]])
+    size = max(320, min(14 * len(order) + 120, 900))
+    fig = go.Figure(go.Heatmap(
+        z=z, x=order, y=order, text=text, texttemplate="%{text}", customdata=links, hovertext=hover,
+        hovertemplate="%{hovertext}<br>θ = %{z:.2f}<extra></extra>", zmin=0, zmax=1, colorscale="RdBu",
+        colorbar=dict(title=dict(text="θ"), thickness=12), xgap=1, ygap=1))
+    fig.update_layout(**{**LAYOUT, "height": size, "margin": dict(l=90, r=20, t=10, b=90)})
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=9))
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     return _plain(fig)

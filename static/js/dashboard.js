@@ -19,6 +19,14 @@
       var figure = JSON.parse(text);
       Plotly.react(div, figure.data, figure.layout, config);
       div.dataset.drawn = text;
+      // A heatmap cell carries its pair page's address (customdata): a click opens it.
+      if (div.dataset.links && !div.dataset.linked) {
+        div.dataset.linked = "1";
+        div.on("plotly_click", function (event) {
+          var point = event.points && event.points[0];
+          if (point && point.customdata) window.location.assign(point.customdata);
+        });
+      }
     });
   }
   document.addEventListener("DOMContentLoaded", draw);

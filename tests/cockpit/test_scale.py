@@ -49,3 +49,65 @@ def test_metric_labels_are_the_signs_of_the_score_differences_and_one_pair_reads
     for pair in labels:
         assert study_metric_labels(study=study, pair=pair) == {pair: labels[pair]}
     assert study_metric_labels(study=study, pair=("s2", "s1")) == {}  # not canonical: no such pair
+
+
+def _many_systems(k: int, items: int = 3):
+    systems = [f"sys{n:02d}" for n in range(k)]
+    rows = [{"kind": "study", "name": f"Arena {k}", "batch_size": 2, "budget": 100, "metric": "m"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} {n}"} for n in range(items) for s in systems]
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "m", "score": k - j + 0.1 * n}
+             for n in range(items) for j, s in enumerate(systems)]
+    return rows
+
+
+def test_many_systems_get_a_heatmap_few_a_table(client):
+    from tests.factories import researcher_client
+
+    for k, heatmap in ((20, False), (21, True)):
+        study = study_import(source=bundle_bytes(_many_systems(k)))
+        researcher_client(client, study)
+        response = client.get(f"/s/{study.slug}/dashboard/")
+        html = response.content.decode()
+        assert ('id="plot-matrix"' in html) is heatmap and ('<table class="matrix">' in html) is not heatmap
+        if heatmap:
+            figure = response.context["matrix_chart"]["figure"]
+            (trace,) = figure["data"]
+            assert trace["type"] == "heatmap" and len(trace["z"]) == k and all(len(r) == k for r in trace["z"])
+            order = response.context["data"]["order"]
+            row, column = order.index("sys00"), order.index("sys01")
+            assert trace["customdata"][row][column] == f"/s/{study.slug}/pair/?first=sys00&second=sys01"
+            assert trace["customdata"][row][row] == ""
+            assert f'href="/s/{study.slug}/export/decisions.csv"' in html  # the fallback without JavaScript
+
+
+def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_time(client):
+    from annotation.models import Judgement
+    from tests.factories import crowd_rows, current_hit, researcher_client, start_worker, truthful_answer
+
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
+    researcher = client.__class__()
+    researcher_client(researcher, study)
+    first = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert first["budget"]["spent"] == 0 and sum(r["judgements"] for r in first["leaderboard"]) == 0
+    worker = client.__class__()
+    start_worker(worker, study.slug, "pid-round")
+    assignment, context = current_hit(worker, study.slug)
+    worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    # Within the round: the budget is counted now, the leaderboard is the round's.
+    during = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert during["budget"]["spent"] == 1 and sum(r["judgements"] for r in during["leaderboard"]) == 0
+    for _ in range(30):
+        assignment, context = current_hit(worker, study.slug)
+        if assignment is None:
+            break
+        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    # Rounds closed: this request shows the last computed round and has the new one computed
+    # (off the request; at once in the tests), which the next request shows.
+    researcher.get(f"/s/{study.slug}/dashboard/")
+    after = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    spent = Judgement.objects.count()
+    assert after["budget"]["spent"] == spent
+    assert sum(r["judgements"] for r in after["leaderboard"]) == 2 * spent
