@@ -3,16 +3,16 @@
     python scripts/bench/scale_probe.py BASE_URL SLUG USERNAME PASSWORD
 
 Logs in as USERNAME (a staff user), then times, each on its own keep-alive connection: the
-dashboard twice (the first render, then the cached one) and its HTML size, the page of the
-first pair the dashboard links to, the metrics page, the decisions CSV, and a new crowd
+dashboard twice (the first render, then the cached one) and its HTML size, the decisions CSV,
+the page of its first pair, the metrics page, and a new crowd
 worker's first HIT through the start link. Loopback targets only. Prints one JSON object.
 """
 from __future__ import annotations
 
 import argparse
-import html
+import csv
+import io
 import json
-import re
 import sys
 import time
 import urllib.parse
@@ -21,9 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.bench.load_annotators import CSRF, _check_loopback, _Client  # noqa: E402
-
-PAIR_LINK = re.compile(r'href="([^"]*/pair/\?first=[^"]+)"')
-
 
 def _timed(client: _Client, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[float, int, str]:
     started = time.perf_counter()
@@ -53,18 +50,18 @@ def probe(base: str, slug: str, username: str, password: str) -> dict:
     _ok(status, "dashboard (again)")
     result.update(dashboard_first_ms=first_ms, dashboard_cached_ms=cached_ms,
                   dashboard_html_kb=round(len(page.encode()) / 1024, 1))
-    link = PAIR_LINK.search(page)
-    if link:
-        path = html.unescape(link.group(1))
-        pair_ms, status, pair_page = _timed(researcher, path)
-        _ok(status, f"pair page {path}")
+    decisions_ms, status, table = _timed(researcher, f"/s/{slug}/export/decisions.csv")
+    result["decisions_csv_ms"] = decisions_ms if status == 200 else f"HTTP {status}"
+    rows = list(csv.reader(io.StringIO(table))) if status == 200 else []
+    if len(rows) > 1:  # the first pair of the CSV (first, second are its first two columns)
+        query = urllib.parse.urlencode({"first": rows[1][0], "second": rows[1][1]})
+        pair_ms, status, pair_page = _timed(researcher, f"/s/{slug}/pair/?{query}")
+        _ok(status, f"pair page ?{query}")
         result.update(pair_page_ms=pair_ms, pair_page_html_kb=round(len(pair_page.encode()) / 1024, 1))
     else:
-        result["pair_page_ms"] = None  # the dashboard links no pair
+        result["pair_page_ms"] = None  # no pair
     metrics_ms, status, _ = _timed(researcher, f"/s/{slug}/metrics/")
     result["metrics_page_ms"] = metrics_ms if status == 200 else f"HTTP {status}"
-    decisions_ms, status, _ = _timed(researcher, f"/s/{slug}/export/decisions.csv")
-    result["decisions_csv_ms"] = decisions_ms if status == 200 else f"HTTP {status}"
     researcher.close()
     worker = _Client(base)
     hit_ms, status, body = _timed(worker, f"/s/{slug}/start/?PROLIFIC_PID=scale-probe&STUDY_ID=scale&SESSION_ID=probe")
