@@ -126,11 +126,12 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
 
 def matrix_figure(order: list[str], matrix: list[dict], pair_url: str) -> dict:
     """The pair matrix as a heatmap (for many systems, where a table of k² cells is too big):
-    cell (row, column) = θ that the row system beats the column system, ▲/▼ where the protocol
+    cell (row, column) = θ that the row system beats the column system (0.5 before any judgement), ▲/▼ where the protocol
     decided the row better/worse; a click opens the pair (``customdata``: its page's address)."""
     z, text, hover, links = [], [], [], []
     for row in matrix:
-        z.append([c.get("theta") for c in row["cells"]])
+        # No θ yet (no judgement): 0.5, the uniform prior's mean (white: no evidence either way).
+        z.append([None if "status" not in c else 0.5 if c["theta"] is None else c["theta"] for c in row["cells"]])
         text.append(["▲" if c.get("decision", 0) > 0 else "▼" if c.get("decision", 0) < 0 else ""
                      for c in row["cells"]])
         hover.append([f"{row['system']} vs {c['other']}: {c['status']}, {c['judgements']} judgements"
@@ -140,9 +141,10 @@ def matrix_figure(order: list[str], matrix: list[dict], pair_url: str) -> dict:
     size = max(320, min(14 * len(order) + 120, 900))
     fig = go.Figure(go.Heatmap(
         z=z, x=order, y=order, text=text, texttemplate="%{text}", customdata=links, hovertext=hover,
-        hovertemplate="%{hovertext}<br>θ = %{z:.2f}<extra></extra>", zmin=0, zmax=1, colorscale="RdBu",
+        hovertemplate="%{hovertext}<br>θ = %{z:.2f}<extra></extra>", hoverongaps=True, zmin=0, zmax=1, colorscale="RdBu",
         colorbar=dict(title=dict(text="θ"), thickness=12), xgap=1, ygap=1))
-    fig.update_layout(**{**LAYOUT, "height": size, "margin": dict(l=90, r=20, t=10, b=90)})
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=9))
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
+    # The diagonal (a system against itself) is a gap: the grey background shows through.
+    fig.update_layout(**{**LAYOUT, "height": size, "margin": dict(l=90, r=20, t=10, b=90), "plot_bgcolor": "#dde1e6"})
+    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=9), showgrid=False)
+    fig.update_xaxes(type="category", tickangle=-60, tickfont=dict(size=9), showgrid=False)
     return _plain(fig)

@@ -6,7 +6,7 @@ import pytest
 
 from annotation.selectors.studies import study_metric_labels
 from annotation.services import study_import
-from tests.factories import bundle_bytes
+from tests.factories import bundle_bytes, many_systems_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -51,21 +51,11 @@ def test_metric_labels_are_the_signs_of_the_score_differences_and_one_pair_reads
     assert study_metric_labels(study=study, pair=("s2", "s1")) == {}  # not canonical: no such pair
 
 
-def _many_systems(k: int, items: int = 3):
-    systems = [f"sys{n:02d}" for n in range(k)]
-    rows = [{"kind": "study", "name": f"Arena {k}", "batch_size": 2, "budget": 100, "metric": "m"}]
-    rows += [{"kind": "item", "id": f"i{n}", "input": f"Input {n}"} for n in range(items)]
-    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} {n}"} for n in range(items) for s in systems]
-    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "m", "score": k - j + 0.1 * n}
-             for n in range(items) for j, s in enumerate(systems)]
-    return rows
-
-
 def test_many_systems_get_a_heatmap_few_a_table(client):
     from tests.factories import researcher_client
 
     for k, heatmap in ((20, False), (21, True)):
-        study = study_import(source=bundle_bytes(_many_systems(k)))
+        study = study_import(source=bundle_bytes(many_systems_rows(k)))
         researcher_client(client, study)
         response = client.get(f"/s/{study.slug}/dashboard/")
         html = response.content.decode()
