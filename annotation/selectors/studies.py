@@ -4,19 +4,27 @@ from __future__ import annotations
 
 
 import numpy as np
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from protocol.plan import hours_to_finish
 from protocol.preferences import canonical_pair, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
-                      Output, PairState, PlanJob, Study, StudyMembership)
+                      Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
 
 
 # A pair with an open round (or a filled one about to be closed) is work still to serve.
 ACTIVE_PAIR_STATUSES = ("open", "filled")
+
+
+def _count_of_study(rows: QuerySet):
+    """How many of ``rows`` belong to the outer study, as a subquery: joining systems, items
+    and pairs in one query multiplied them (50 x 2,000 x 1,225 rows for one 50-system study)."""
+    counted = rows.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("pk")).values("n")[:1]
+    return Coalesce(Subquery(counted), 0)
 
 
 def study_list_for_home(*, user) -> list[Study]:
@@ -29,9 +37,9 @@ def study_list_for_home(*, user) -> list[Study]:
 
     roles = study_roles_for_user(user)
     studies = Study.objects.filter(pk__in=studies_visible_to(user).values("pk")).annotate(
-        system_count=Count("systems", distinct=True),
-        item_count=Count("items", distinct=True),
-        active_pairs=Count("pair_states", filter=Q(pair_states__status__in=ACTIVE_PAIR_STATUSES), distinct=True),
+        system_count=_count_of_study(System.objects.all()),
+        item_count=_count_of_study(Item.objects.all()),
+        active_pairs=_count_of_study(PairState.objects.filter(status__in=ACTIVE_PAIR_STATUSES)),
     ).order_by("name")
     visible = []
     for study in studies:

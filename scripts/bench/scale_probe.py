@@ -38,7 +38,7 @@ def probe(base: str, slug: str, username: str, password: str) -> dict:
     researcher = _Client(base)
     status, body = researcher.request("GET", "/accounts/login/")
     _ok(status, "login page")
-    form = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1), "username": username,
+    form = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1), "username": username, "next": "/help/",
                                    "password": password}).encode()
     status, body = researcher.request("POST", "/accounts/login/", form, {"Referer": f"{base}/accounts/login/"})
     if "sessionid" not in researcher.cookies:
