@@ -101,3 +101,21 @@ def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_ti
     spent = Judgement.objects.count()
     assert after["budget"]["spent"] == spent
     assert sum(r["judgements"] for r in after["leaderboard"]) == 2 * spent
+
+
+def test_the_front_page_counts_each_study_on_its_own(client):
+    """The counts come from one subquery each (no join of systems x items x pairs); each study
+    gets its own, and a pair that has stopped is no work left."""
+    from django.contrib.auth.models import User
+
+    from annotation.models import PairState
+    from tests.factories import crowd_rows
+
+    small = study_import(source=bundle_bytes(crowd_rows(items=40)))
+    wide = study_import(source=bundle_bytes(many_systems_rows(21, items=3)))
+    PairState.objects.filter(study=wide).exclude(first__name="sys00", second__name="sys01").update(status="decided")
+    client.force_login(User.objects.create_user("staff-scale", password="pw-12345678", is_staff=True))
+    studies = {s.slug: s for s in client.get("/").context["studies"]}
+    assert (studies[small.slug].system_count, studies[small.slug].item_count, studies[small.slug].active_pairs) == (3, 40, 3)
+    assert (studies[wide.slug].system_count, studies[wide.slug].item_count) == (21, 3)
+    assert studies[wide.slug].active_pairs == PairState.objects.filter(study=wide, status__in=("open", "filled")).count() <= 1
