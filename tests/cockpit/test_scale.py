@@ -119,3 +119,20 @@ def test_the_front_page_counts_each_study_on_its_own(client):
     assert (studies[small.slug].system_count, studies[small.slug].item_count, studies[small.slug].active_pairs) == (3, 40, 3)
     assert (studies[wide.slug].system_count, studies[wide.slug].item_count) == (21, 3)
     assert studies[wide.slug].active_pairs == PairState.objects.filter(study=wide, status__in=("open", "filled")).count() <= 1
+
+
+def test_import_study_leaves_the_first_dashboard_computed(tmp_path):
+    from django.core.cache import caches
+    from django.core.management import call_command
+
+    from annotation import reports
+    from annotation.models import Study
+    from annotation.selectors.dashboard import dashboard_version
+    from tests.factories import crowd_rows
+
+    path = tmp_path / "crowd.jsonl"
+    path.write_bytes(bundle_bytes(crowd_rows()))
+    call_command("import_study", str(path), "--slug", "warm", verbosity=0)
+    study = Study.objects.get(slug="warm")
+    cached = caches["shared"].get(reports.DASHBOARD_KEY.format(study.pk))
+    assert cached is not None and cached[0] == dashboard_version(study=study)
