@@ -5,7 +5,6 @@ they wrap instead of being clipped; ``uirevision`` keeps a researcher's zoom acr
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 
@@ -124,24 +123,23 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
     return _plain(fig)
 
 
-def matrix_figure(order: list[str], matrix: list[dict], pair_url: str) -> dict:
+def matrix_figure(order: list[str], matrix: list[dict]) -> dict:
     """The pair matrix as a heatmap (for many systems, where a table of k² cells is too big):
-    cell (row, column) = θ that the row system beats the column system (0.5 before any judgement), ▲/▼ where the protocol
-    decided the row better/worse; a click opens the pair (``customdata``: its page's address)."""
-    z, text, hover, links = [], [], [], []
+    cell (row, column) = θ that the row system beats the column system (0.5 before any
+    judgement), ▲/▼ where the protocol decided the row better/worse. Per cell only numbers and
+    a mark (50 systems: 2,500 cells), no per-cell text or link: static/js/dashboard.js opens
+    the pair page of a clicked cell from its row and column."""
+    z, text = [], []
     for row in matrix:
         # No θ yet (no judgement): 0.5, the uniform prior's mean (white: no evidence either way).
-        z.append([None if "status" not in c else 0.5 if c["theta"] is None else c["theta"] for c in row["cells"]])
+        z.append([None if "status" not in c else 0.5 if c["theta"] is None else round(c["theta"], 3)
+                  for c in row["cells"]])
         text.append(["▲" if c.get("decision", 0) > 0 else "▼" if c.get("decision", 0) < 0 else ""
                      for c in row["cells"]])
-        hover.append([f"{row['system']} vs {c['other']}: {c['status']}, {c['judgements']} judgements"
-                      if "status" in c else "" for c in row["cells"]])
-        links.append([f"{pair_url}?{urlencode({'first': c['first'], 'second': c['second']})}" if "first" in c else ""
-                      for c in row["cells"]])
     size = max(320, min(14 * len(order) + 120, 900))
     fig = go.Figure(go.Heatmap(
-        z=z, x=order, y=order, text=text, texttemplate="%{text}", customdata=links, hovertext=hover,
-        hovertemplate="%{hovertext}<br>θ = %{z:.2f}<extra></extra>", hoverongaps=True, zmin=0, zmax=1, colorscale="RdBu",
+        z=z, x=order, y=order, text=text, texttemplate="%{text}",
+        hovertemplate="%{y} vs %{x}<br>θ = %{z:.2f}<extra></extra>", zmin=0, zmax=1, colorscale="RdBu",
         colorbar=dict(title=dict(text="θ"), thickness=12), xgap=1, ygap=1))
     # The diagonal (a system against itself) is a gap: the grey background shows through.
     fig.update_layout(**{**LAYOUT, "height": size, "margin": dict(l=90, r=20, t=10, b=90), "plot_bgcolor": "#dde1e6"})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 from django.db.models import Count, Max, Q, Sum
-from django.urls import reverse
 from scipy.stats import beta
 
 from protocol import adaptive, ranking, spa
@@ -467,8 +466,7 @@ def matrix_chart(study: Study, data: dict) -> dict | None:
     if len(data["order"]) <= MATRIX_TABLE_MAX:
         return None
     return {"name": "matrix", "figure_id": "figure-matrix",
-            "figure": figures.matrix_figure(data["order"], data["matrix"],
-                                            reverse("pair_detail", kwargs={"slug": study.slug}))}
+            "figure": figures.matrix_figure(data["order"], data["matrix"])}
 
 
 def leaderboard_bars(rows: list[dict]) -> None:

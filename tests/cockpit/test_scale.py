@@ -66,8 +66,8 @@ def test_many_systems_get_a_heatmap_few_a_table(client):
             assert trace["type"] == "heatmap" and len(trace["z"]) == k and all(len(r) == k for r in trace["z"])
             order = response.context["data"]["order"]
             row, column = order.index("sys00"), order.index("sys01")
-            assert trace["customdata"][row][column] == f"/s/{study.slug}/pair/?first=sys00&second=sys01"
-            assert trace["customdata"][row][row] == ""
+            assert trace["z"][row][column] == 0.5 and trace["z"][row][row] is None  # no θ yet; the diagonal
+            assert f'data-pair-url="/s/{study.slug}/pair/"' in html
             assert f'href="/s/{study.slug}/export/decisions.csv"' in html  # the fallback without JavaScript
 
 
