@@ -121,3 +121,28 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
                       yaxis=dict(range=[-0.04, 1.04], title="probability"))
     fig.update_layout(height=340, margin=dict(l=50, r=20, t=10, b=80))
     return _plain(fig)
+
+
+def matrix_figure(order: list[str], matrix: list[dict]) -> dict:
+    """The pair matrix as a heatmap (for many systems, where a table of k² cells is too big):
+    cell (row, column) = θ that the row system beats the column system (0.5 before any
+    judgement), ▲/▼ where the protocol decided the row better/worse. Per cell only numbers and
+    a mark (50 systems: 2,500 cells), no per-cell text or link: static/js/dashboard.js opens
+    the pair page of a clicked cell from its row and column."""
+    z, text = [], []
+    for row in matrix:
+        # No θ yet (no judgement): 0.5, the uniform prior's mean (white: no evidence either way).
+        z.append([None if "status" not in c else 0.5 if c["theta"] is None else round(c["theta"], 3)
+                  for c in row["cells"]])
+        text.append(["▲" if c.get("decision", 0) > 0 else "▼" if c.get("decision", 0) < 0 else ""
+                     for c in row["cells"]])
+    size = max(320, min(14 * len(order) + 120, 900))
+    fig = go.Figure(go.Heatmap(
+        z=z, x=order, y=order, text=text, texttemplate="%{text}",
+        hovertemplate="%{y} vs %{x}<br>θ = %{z:.2f}<extra></extra>", zmin=0, zmax=1, colorscale="RdBu",
+        colorbar=dict(title=dict(text="θ"), thickness=12), xgap=1, ygap=1))
+    # The diagonal (a system against itself) is a gap: the grey background shows through.
+    fig.update_layout(**{**LAYOUT, "height": size, "margin": dict(l=90, r=20, t=10, b=90), "plot_bgcolor": "#dde1e6"})
+    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=9), showgrid=False)
+    fig.update_xaxes(type="category", tickangle=-60, tickfont=dict(size=9), showgrid=False)
+    return _plain(fig)

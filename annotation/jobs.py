@@ -26,6 +26,7 @@ PROTOCOL_SWEEP = "annotation.tasks.protocol_sweep_task"
 PLAN_JOB = "annotation.tasks.plan_job_task"
 STUDY_SEPARABILITY = "annotation.tasks.study_separability_task"
 STUDY_METRICS_TABLE = "annotation.tasks.study_metrics_table_task"
+STUDY_DASHBOARD = "annotation.tasks.study_dashboard_task"
 # A close already queued for the study (celery mode): a burst of filled rounds sends one task.
 QUEUED_KEY = "evalapp:rounds-close-queued:{}"
 
@@ -72,6 +73,17 @@ def study_separability(study_id: int) -> None:
 def study_metrics_table(study_id: int) -> None:
     """Compute a study's metrics table in a worker (eagerly without a broker)."""
     _task(STUDY_METRICS_TABLE).delay(study_id)
+
+
+def study_dashboard(study_id: int) -> None:
+    """Compute a study's dashboard for its current round where round closes run (off the request)."""
+    mode = settings.EVALAPP_ROUND_CLOSE
+    if mode == "inline":
+        _task(STUDY_DASHBOARD)(study_id)
+    elif mode == "celery":
+        _task(STUDY_DASHBOARD).delay(study_id)
+    else:
+        _executor("reports").submit(_in_thread, STUDY_DASHBOARD, study_id)
 
 
 # --- This process's threads (mode "thread") ------------------------------------------------

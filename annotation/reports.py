@@ -26,6 +26,46 @@ CACHE_SECONDS = 7 * 24 * 3600
 LOCK_SECONDS = 600
 
 
+DASHBOARD_KEY = "evalapp:dashboard:{}"
+
+
+def study_dashboard(*, study: Study) -> dict:
+    """The dashboard's data: its heavy parts cached per round in the shared cache (one copy for
+    every web process), the budget counted now (issue 22).
+
+    While a round runs a request reads the cached parts. When a round has closed since, it
+    shows the last round's and has a job (``jobs.study_dashboard``) compute the new ones off
+    the request; only a study never computed is computed in the request.
+    """
+    key = DASHBOARD_KEY.format(study.pk)
+    version = dashboard.dashboard_version(study=study)
+    cached = _cache().get(key)
+    if cached is not None and cached[0] == version:
+        data = cached[1]
+    elif cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
+        data = cached[1]
+        if _cache().add(key + ":lock", 1, LOCK_SECONDS):
+            jobs.study_dashboard(study.pk)
+    else:
+        data = _dashboard_store(study, version)
+    return {**data, **dashboard.dashboard_live(study=study, data=data)}
+
+
+def study_dashboard_refresh(*, study_id: int) -> None:
+    """Compute the dashboard's heavy parts for the study's current round and cache them (the job's body)."""
+    study = Study.objects.get(pk=study_id)
+    try:
+        _dashboard_store(study, dashboard.dashboard_version(study=study))
+    finally:
+        _cache().delete(DASHBOARD_KEY.format(study_id) + ":lock")
+
+
+def _dashboard_store(study: Study, version: tuple) -> dict:
+    data = dashboard.study_dashboard_heavy(study=study)
+    _cache().set(DASHBOARD_KEY.format(study.pk), (version, data), CACHE_SECONDS)
+    return data
+
+
 def _cache():
     return caches["shared"]
 SORT_KEYS = {

@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from . import jobs
-from .reports import study_metrics_table_refresh
+from .reports import study_dashboard_refresh, study_metrics_table_refresh
 from .services import planner, runtime, studies
 
 
@@ -39,3 +39,8 @@ def study_metrics_table_task(study_id: int) -> None:
 @shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1, max_retries=3)
 def plan_job_task(job_id: int) -> None:
     planner.plan_job_run(job_id=job_id)
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1, max_retries=3)
+def study_dashboard_task(study_id: int) -> None:
+    study_dashboard_refresh(study_id=study_id)

@@ -32,11 +32,12 @@ from .services.quality import annotator_exclude, annotator_include, study_qualit
 
 
 def _dashboard_context(study: Study) -> dict:
-    data = selectors.study_dashboard_data(study=study)
+    data = reports.study_dashboard(study=study)
     leaderboard = [dict(r) for r in data["leaderboard"]]
     if leaderboard:
         dashboard_reads.leaderboard_bars(leaderboard)
     return {"study": study, "data": data, "charts": dashboard_reads.dashboard_charts(study, data), "leaderboard": leaderboard,
+            "matrix_chart": dashboard_reads.matrix_chart(study, data),
             "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
 
@@ -276,7 +277,7 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """The protocol state of every pair (decision, θ, judgements, status) as CSV."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    data = selectors.study_dashboard_data(study=study)
+    data = reports.study_dashboard(study=study)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)

@@ -72,6 +72,17 @@ def crowd_rows(items=40, batch=5, budget=90):
     return rows
 
 
+def many_systems_rows(k: int, items: int = 3):
+    """k systems (sys00, sys01, ...) on ``items`` items, a metric ranking them in that order."""
+    systems = [f"sys{n:02d}" for n in range(k)]
+    rows = [{"kind": "study", "name": f"Arena {k}", "batch_size": 2, "budget": 100, "metric": "m"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} {n}"} for n in range(items) for s in systems]
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "m", "score": k - j + 0.1 * n}
+             for n in range(items) for j, s in enumerate(systems)]
+    return rows
+
+
 def one_pair_rows(items=12, batch=1, budget=1):
     """Two systems, no metric: one pair."""
     rows = [{"kind": "study", "name": "One pair", "batch_size": batch, "budget": budget}]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 import numpy as np
-from django.core.cache import cache
 from django.db.models import Count, Max, Q, Sum
 from scipy.stats import beta
 
@@ -53,38 +52,53 @@ LEADERBOARD_REPLICATES = 200
 PROJECTION_DRAWS = 300
 
 
-def _dashboard_version(study: Study) -> tuple:
-    """A cheap fingerprint of everything the dashboard shows; it changes with every write."""
+def dashboard_version(*, study: Study) -> tuple:
+    """A cheap fingerprint of the dashboard's heavy parts: it changes when a round closes (or a
+    pair is rebuilt, an annotator excluded, a setting or the separability changes), not with
+    every judgement, so the dashboard is computed once per round (issue 22: 2.45 M comparisons
+    at 50 systems). No scan of the comparisons: the separability's state is on the study row."""
 
-    judgements = Judgement.objects.filter(comparison__study=study).aggregate(n=Count("id"), last=Max("id"))
     exclusions = AnnotatorExclusion.objects.filter(study=study).aggregate(
         n=Count("id", filter=Q(excluded=True)), last=Max("updated_at"))
     pairs = PairState.objects.filter(study=study).aggregate(
-        rounds=Sum("round"), quota=Sum("quota_left"), decided=Count("id", filter=~Q(decision=0)),
-        updated=Max("updated_at"))
+        rounds=Sum("round"), decided=Count("id", filter=~Q(decision=0)), versions=Sum("version"))
     history = PairStateHistory.objects.filter(pair_state__study=study).aggregate(n=Count("id"), last=Max("id"))
-    separability = Comparison.objects.filter(study=study).exclude(separability=None).count()
-    return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size, study.status,
-            judgements["n"], judgements["last"], pairs["rounds"], pairs["quota"], pairs["decided"],
-            str(pairs["updated"]), history["n"], history["last"], separability,
-            exclusions["n"], str(exclusions["last"]), study.protocol_lost_judgements)
+    return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size,
+            study.status, pairs["rounds"], pairs["decided"], pairs["versions"], history["n"], history["last"],
+            study.separability_status, study.separability_done, exclusions["n"], str(exclusions["last"]),
+            study.protocol_lost_judgements, study.protocol_seed)
 
 
 def study_dashboard_data(*, study: Study) -> dict:
-    """Everything the researcher dashboard shows, as plain data (figures are built from it).
+    """Everything the researcher dashboard shows, as plain data (figures are built from it),
+    computed now. Pages read it per round from the cache instead (``reports.study_dashboard``)."""
 
-    Cached per study until anything it depends on changes (``_dashboard_version``), so the
-    dashboard's polling costs a few aggregate queries while nothing happens.
-    """
+    data = study_dashboard_heavy(study=study)
+    return {**data, **dashboard_live(study=study, data=data)}
 
-    key = f"evalapp:dashboard:{study.pk}"
-    version = _dashboard_version(study)
-    cached = cache.get(key)
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    data = _study_dashboard_data(study=study)
-    cache.set(key, (version, data), timeout=3600)
-    return data
+
+def dashboard_live(*, study: Study, data: dict) -> dict:
+    """What changes with every judgement, counted per request: the budget and the judgements."""
+    judgements = counted_judgements(study=study)
+    live = judgements.filter(source=Judgement.Source.LIVE).count()
+    imported = judgements.filter(source=Judgement.Source.IMPORT).count()
+    reserved = PairState.objects.filter(study=study).aggregate(q=Sum("quota_left"))["q"] or 0
+    return {"budget": _budget(study, live, imported, reserved, data["budget"]["projection"]),
+            "judgements": live + imported}
+
+
+def _budget(study: Study, live: int, imported: int, reserved: int, projection: dict | None) -> dict:
+    total = study.budget
+    lost = study.protocol_lost_judgements
+    left = max(total - live - lost - reserved, 0)
+
+    def percent(x: float) -> float:
+        return round(100 * min(max(x, 0), total) / total, 2) if total else 0.0
+
+    return {"total": total, "spent": live + lost, "counted": live, "lost": lost, "imported": imported,
+            "reserved": reserved, "left": left, "spent_percent": percent(live + lost),
+            "reserved_percent": percent(reserved), "projection": projection,
+            "projected_percent": None if projection is None else percent(live + lost + projection["total"])}
 
 
 def _leaderboard(systems, judgements, decisions, seed: int) -> list[dict]:
@@ -181,7 +195,9 @@ def spa_summary(human, metric, seed: int) -> dict:
             "pa_low": interval.pa[0], "pa_high": interval.pa[1], "level": interval.level}
 
 
-def _study_dashboard_data(*, study: Study) -> dict:
+def study_dashboard_heavy(*, study: Study) -> dict:
+    """The dashboard's parts that cost: every pair's labels, Favi, SPA, the leaderboard's
+    bootstrap, the DAGs, the projection (seconds at 50 systems x 2,000 items)."""
 
     systems = tuple(_natural(study.systems.values_list("name", flat=True)))
     states = list(PairState.objects.filter(study=study).select_related("first", "second"))
@@ -242,13 +258,6 @@ def _study_dashboard_data(*, study: Study) -> dict:
                                       gamma=study.gamma, draws=PROJECTION_DRAWS, seed=study.protocol_seed)
         projection = {"pairs": len(running), "total": result.total, "low": result.low, "high": result.high,
                       "level": result.level}
-    total = study.budget
-    lost = study.protocol_lost_judgements
-    left = max(total - live - lost - reserved, 0)
-
-    def percent(x: float) -> float:
-        return round(100 * min(max(x, 0), total) / total, 2) if total else 0.0
-
     categories = {c: 0 for c in ranking.CATEGORIES}
     for p in pairs:
         if p["category"]:
@@ -257,11 +266,7 @@ def _study_dashboard_data(*, study: Study) -> dict:
     return {
         "systems": systems,
         "order": order,
-        "budget": {"total": total, "spent": live + lost, "counted": live, "lost": lost, "imported": imported,
-                   "reserved": reserved, "left": left,
-                   "spent_percent": percent(live + lost), "reserved_percent": percent(reserved),
-                   "projection": projection,
-                   "projected_percent": None if projection is None else percent(live + lost + projection["total"])},
+        "budget": _budget(study, live, imported, reserved, projection),
         "pairs": pairs,
         "statuses": dict(sorted(statuses.items())),
         "dags": dags,
@@ -322,7 +327,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         rounds.append({"round": h.round, "judgements": h.judgements, "theta": h.theta, "decision": h.decision,
                        "wins": wins, "ties": int((prefix == 0).sum()), "losses": losses,
                        "share": (wins + 1) / (wins + losses + 2), "share_low": float(low), "share_high": float(high)})
-    metric_labels = study_metric_labels(study=study).get((first, second), {})
+    metric_labels = study_metric_labels(study=study, pair=(first, second)).get((first, second), {})
     separability = dict(Comparison.objects.filter(study=study, first__name=first, second__name=second)
                         .values_list("item__external_id", "separability"))
     by_item: dict[str, list[int]] = {}
@@ -448,6 +453,20 @@ def dashboard_charts(study: Study, data: dict) -> list[dict]:
     for chart in charts:
         chart["figure_id"] = f"figure-{chart['name']}"
     return charts
+
+
+# Up to this many systems the pair matrix is a table of links (readable, and it works without
+# JavaScript); beyond, k² cells weigh hundreds of KB (2,500 at 50 systems), so it is a heatmap
+# whose no-JavaScript fallback is the pairs' CSV.
+MATRIX_TABLE_MAX = 20
+
+
+def matrix_chart(study: Study, data: dict) -> dict | None:
+    """The pair matrix as a heatmap chart for more than MATRIX_TABLE_MAX systems, else None."""
+    if len(data["order"]) <= MATRIX_TABLE_MAX:
+        return None
+    return {"name": "matrix", "figure_id": "figure-matrix",
+            "figure": figures.matrix_figure(data["order"], data["matrix"])}
 
 
 def leaderboard_bars(rows: list[dict]) -> None:

@@ -19,6 +19,17 @@
       var figure = JSON.parse(text);
       Plotly.react(div, figure.data, figure.layout, config);
       div.dataset.drawn = text;
+      // A heatmap cell opens its pair's page: row system first (the page redirects to the
+      // pair's own order).
+      if (div.dataset.pairUrl && !div.dataset.linked) {
+        div.dataset.linked = "1";
+        div.on("plotly_click", function (event) {
+          var point = event.points && event.points[0];
+          if (!point || point.x === point.y) return;
+          window.location.assign(div.dataset.pairUrl + "?first=" + encodeURIComponent(point.y) +
+                                 "&second=" + encodeURIComponent(point.x));
+        });
+      }
     });
   }
   document.addEventListener("DOMContentLoaded", draw);

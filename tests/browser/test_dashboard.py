@@ -11,6 +11,7 @@ from tests.factories import (
     crowd_rows,
     current_hit,
     judged_crowd_study,
+    many_systems_rows,
     start_worker,
 )
 
@@ -127,3 +128,32 @@ def test_summeval_relevance_dashboard_pair_page_and_metrics_render(page, live_se
     page.wait_for_selector("table.metrics")
     assert page.locator("table.metrics tbody tr").count() == study.metrics.count()
     assert page.locator("tr.protocol-metric").inner_text().startswith("bert_score_f")
+
+
+HEATMAP_STATE = """() => {
+  const div = document.getElementById('plot-matrix');
+  const card = div.closest('.card').getBoundingClientRect(), plot = div.getBoundingClientRect();
+  return {cells: div.querySelectorAll('.hm image, .hm, .heatmaplayer image').length + (div.data && div.data[0].type === 'heatmap' ? 1 : 0),
+          insideCard: plot.left >= card.left - 1 && plot.right <= card.right + 1,
+          fallbackShown: getComputedStyle(div.parentElement.querySelector('.fallback')).display !== 'none',
+          pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
+def test_many_systems_show_the_pair_matrix_as_a_heatmap(page, live_server, width, height):
+    """Issue 22: 30 systems (435 pairs) get a heatmap that fits the card at desktop and phone
+    widths, hides its no-JavaScript fallback, and opens a pair's page on a click."""
+    study = study_import(source=bundle_bytes(many_systems_rows(30)))
+    page.set_viewport_size({"width": width, "height": height})
+    browser_login(page, live_server, study, username=f"res-{width}")
+    page.goto(f"{live_server.url}/s/{study.slug}/dashboard/")
+    page.wait_for_selector("#plot-matrix .main-svg")
+    state = page.evaluate(HEATMAP_STATE)
+    assert state["cells"] >= 1 and state["insideCard"] and not state["fallbackShown"]
+    assert state["pageWidth"] <= state["viewport"] + 1  # no sideways scrolling of the page
+    page.locator("#matrix").screenshot(path=f"docs/screenshots/dashboard-heatmap-{width}x{height}.png")
+    box = page.locator("#plot-matrix .nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.25)
+    page.wait_for_url("**/pair/?first=*")
+    assert page.locator("h1").first.inner_text()

@@ -1,0 +1,86 @@
+"""The researcher's and a crowd worker's first requests on a running server, timed (scale.sh).
+
+    python scripts/bench/scale_probe.py BASE_URL SLUG USERNAME PASSWORD
+
+Logs in as USERNAME (a staff user), then times, each on its own keep-alive connection: the
+dashboard twice (the first render, then the cached one) and its HTML size, the decisions CSV,
+the page of its first pair, the metrics page, and a new crowd
+worker's first HIT through the start link. Loopback targets only. Prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scripts.bench.load_annotators import CSRF, _check_loopback, _Client  # noqa: E402
+
+def _timed(client: _Client, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[float, int, str]:
+    started = time.perf_counter()
+    status, body = client.request("POST" if data is not None else "GET", path, data, headers)
+    return round((time.perf_counter() - started) * 1000, 1), status, body
+
+
+def _ok(status: int, what: str) -> None:
+    if status != 200:
+        raise SystemExit(f"{what}: HTTP {status}")
+
+
+def probe(base: str, slug: str, username: str, password: str) -> dict:
+    _check_loopback(base)
+    researcher = _Client(base)
+    status, body = researcher.request("GET", "/accounts/login/")
+    _ok(status, "login page")
+    form = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1), "username": username, "next": "/help/",
+                                   "password": password}).encode()
+    status, body = researcher.request("POST", "/accounts/login/", form, {"Referer": f"{base}/accounts/login/"})
+    if "sessionid" not in researcher.cookies:
+        raise SystemExit(f"login as {username!r} failed (HTTP {status})")
+    result: dict = {}
+    first_ms, status, page = _timed(researcher, f"/s/{slug}/dashboard/")
+    _ok(status, "dashboard")
+    cached_ms, status, _ = _timed(researcher, f"/s/{slug}/dashboard/")
+    _ok(status, "dashboard (again)")
+    result.update(dashboard_first_ms=first_ms, dashboard_cached_ms=cached_ms,
+                  dashboard_html_kb=round(len(page.encode()) / 1024, 1))
+    decisions_ms, status, table = _timed(researcher, f"/s/{slug}/export/decisions.csv")
+    result["decisions_csv_ms"] = decisions_ms if status == 200 else f"HTTP {status}"
+    rows = list(csv.reader(io.StringIO(table))) if status == 200 else []
+    if len(rows) > 1:  # the first pair of the CSV (first, second are its first two columns)
+        query = urllib.parse.urlencode({"first": rows[1][0], "second": rows[1][1]})
+        pair_ms, status, pair_page = _timed(researcher, f"/s/{slug}/pair/?{query}")
+        _ok(status, f"pair page ?{query}")
+        result.update(pair_page_ms=pair_ms, pair_page_html_kb=round(len(pair_page.encode()) / 1024, 1))
+    else:
+        result["pair_page_ms"] = None  # no pair
+    metrics_ms, status, _ = _timed(researcher, f"/s/{slug}/metrics/")
+    result["metrics_page_ms"] = metrics_ms if status == 200 else f"HTTP {status}"
+    researcher.close()
+    worker = _Client(base)
+    hit_ms, status, body = _timed(worker, f"/s/{slug}/start/?PROLIFIC_PID=scale-probe&STUDY_ID=scale&SESSION_ID=probe")
+    _ok(status, "crowd start link")
+    result["first_hit_ms"] = hit_ms
+    worker.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base_url")
+    parser.add_argument("slug")
+    parser.add_argument("username")
+    parser.add_argument("password")
+    args = parser.parse_args(argv)
+    print(json.dumps(probe(args.base_url.rstrip("/"), args.slug, args.username, args.password)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Issue 22: reads that grow with what is asked for, not with items x pairs."""
+import random
+
+import numpy as np
+import pytest
+
+from annotation.selectors.studies import study_metric_labels
+from annotation.services import study_import
+from tests.factories import bundle_bytes, many_systems_rows
+
+pytestmark = pytest.mark.django_db
+
+SYSTEMS = ("s1", "s2", "s10", "s3")
+
+
+def _rows(items=30, missing=("i03", "s2")):
+    rng = random.Random(3)
+    rows = [{"kind": "study", "name": "Scale labels", "batch_size": 5, "budget": 40, "metric": "m"}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} {n}"}
+             for n in range(items) for s in SYSTEMS]
+    # Scores on a coarse grid so that ties (within the margin) occur.
+    rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "m",
+              "score": rng.choice([0.0, 0.25, 0.5, 0.75])}
+             for n in range(items) for s in SYSTEMS if (f"i{n:02d}", s) != missing]
+    return rows
+
+
+def _reference(rows) -> dict:
+    """sign(first - second) per item from the bundle's own rows, for items both systems scored."""
+    score = {(r["item"], r["system"]): r["score"] for r in rows if r["kind"] == "metric_score"}
+    items = [r["id"] for r in rows if r["kind"] == "item"]
+    out = {}
+    for a in SYSTEMS:
+        for b in SYSTEMS:
+            if a < b:
+                out[(a, b)] = {i: int(np.sign(score[(i, a)] - score[(i, b)])) for i in items
+                               if (i, a) in score and (i, b) in score}
+    return out
+
+
+def test_metric_labels_are_the_signs_of_the_score_differences_and_one_pair_reads_alone():
+    rows = _rows()
+    study = study_import(source=bundle_bytes(rows))
+    labels = study_metric_labels(study=study)
+    assert labels == _reference(rows)
+    assert "i03" not in labels[("s1", "s2")] and "i03" in labels[("s1", "s3")]
+    assert any(v == 0 for pair in labels.values() for v in pair.values())  # ties are labelled 0
+    for pair in labels:
+        assert study_metric_labels(study=study, pair=pair) == {pair: labels[pair]}
+    assert study_metric_labels(study=study, pair=("s2", "s1")) == {}  # not canonical: no such pair
+
+
+def test_many_systems_get_a_heatmap_few_a_table(client):
+    from tests.factories import researcher_client
+
+    for k, heatmap in ((20, False), (21, True)):
+        study = study_import(source=bundle_bytes(many_systems_rows(k)))
+        researcher_client(client, study)
+        response = client.get(f"/s/{study.slug}/dashboard/")
+        html = response.content.decode()
+        assert ('id="plot-matrix"' in html) is heatmap and ('<table class="matrix">' in html) is not heatmap
+        if heatmap:
+            figure = response.context["matrix_chart"]["figure"]
+            (trace,) = figure["data"]
+            assert trace["type"] == "heatmap" and len(trace["z"]) == k and all(len(r) == k for r in trace["z"])
+            order = response.context["data"]["order"]
+            row, column = order.index("sys00"), order.index("sys01")
+            assert trace["z"][row][column] == 0.5 and trace["z"][row][row] is None  # no θ yet; the diagonal
+            assert f'data-pair-url="/s/{study.slug}/pair/"' in html
+            assert f'href="/s/{study.slug}/export/decisions.csv"' in html  # the fallback without JavaScript
+
+
+def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_time(client):
+    from annotation.models import Judgement
+    from tests.factories import crowd_rows, current_hit, researcher_client, start_worker, truthful_answer
+
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
+    researcher = client.__class__()
+    researcher_client(researcher, study)
+    first = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert first["budget"]["spent"] == 0 and sum(r["judgements"] for r in first["leaderboard"]) == 0
+    worker = client.__class__()
+    start_worker(worker, study.slug, "pid-round")
+    assignment, context = current_hit(worker, study.slug)
+    worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    # Within the round: the budget is counted now, the leaderboard is the round's.
+    during = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    assert during["budget"]["spent"] == 1 and sum(r["judgements"] for r in during["leaderboard"]) == 0
+    for _ in range(30):
+        assignment, context = current_hit(worker, study.slug)
+        if assignment is None:
+            break
+        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
+                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    # Rounds closed: this request shows the last computed round and has the new one computed
+    # (off the request; at once in the tests), which the next request shows.
+    researcher.get(f"/s/{study.slug}/dashboard/")
+    after = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    spent = Judgement.objects.count()
+    assert after["budget"]["spent"] == spent
+    assert sum(r["judgements"] for r in after["leaderboard"]) == 2 * spent
+
+
+def test_the_front_page_counts_each_study_on_its_own(client):
+    """The counts come from one subquery each (no join of systems x items x pairs); each study
+    gets its own, and a pair that has stopped is no work left."""
+    from django.contrib.auth.models import User
+
+    from annotation.models import PairState
+    from tests.factories import crowd_rows
+
+    small = study_import(source=bundle_bytes(crowd_rows(items=40)))
+    wide = study_import(source=bundle_bytes(many_systems_rows(21, items=3)))
+    PairState.objects.filter(study=wide).exclude(first__name="sys00", second__name="sys01").update(status="decided")
+    client.force_login(User.objects.create_user("staff-scale", password="pw-12345678", is_staff=True))
+    studies = {s.slug: s for s in client.get("/").context["studies"]}
+    assert (studies[small.slug].system_count, studies[small.slug].item_count, studies[small.slug].active_pairs) == (3, 40, 3)
+    assert (studies[wide.slug].system_count, studies[wide.slug].item_count) == (21, 3)
+    assert studies[wide.slug].active_pairs == PairState.objects.filter(study=wide, status__in=("open", "filled")).count() <= 1
+
+
+def test_import_study_leaves_the_first_dashboard_computed(tmp_path):
+    from django.core.cache import caches
+    from django.core.management import call_command
+
+    from annotation import reports
+    from annotation.models import Study
+    from annotation.selectors.dashboard import dashboard_version
+    from tests.factories import crowd_rows
+
+    path = tmp_path / "crowd.jsonl"
+    path.write_bytes(bundle_bytes(crowd_rows()))
+    call_command("import_study", str(path), "--slug", "warm", verbosity=0)
+    study = Study.objects.get(slug="warm")
+    cached = caches["shared"].get(reports.DASHBOARD_KEY.format(study.pk))
+    assert cached is not None and cached[0] == dashboard_version(study=study)
