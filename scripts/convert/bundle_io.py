@@ -28,7 +28,7 @@ KIND_ORDER = {
     "human_preference": 6,
 }
 FIELDS = {
-    "study": ({"kind", "name", "criterion", "instructions"}, {"text_format"}),
+    "study": ({"kind", "name", "criterion", "instructions"}, set()),
     "item": ({"kind", "id", "input"}, {"reference"}),
     "output": ({"kind", "item", "system", "text"}, {"sample"}),
     "metric_score": ({"kind", "item", "system", "metric", "score"}, set()),
@@ -63,13 +63,6 @@ def _row_key(row: dict) -> tuple:
     raise ValueError(f"unknown kind {k!r}")
 
 
-def _is_conversation(value) -> bool:
-    """A non-empty list of {"role", "content"} messages (role system, user or assistant)."""
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(m, dict) and set(m) == {"role", "content"} and m["role"] in ("system", "user", "assistant")
-        and isinstance(m["content"], str) and m["content"].strip() for m in value)
-
-
 def check_rows(rows: list[dict]) -> list[str]:
     """Return a list of problems ("row N: ...", 1-based in the given order); empty when valid."""
     problems: list[str] = []
@@ -95,13 +88,10 @@ def check_rows(rows: list[dict]) -> list[str]:
             problems.append(f"row {n}: {kind} after {rows[n - 2].get('kind')}")
         for f in ("name", "criterion", "instructions", "id", "input", "item", "system",
                   "metric", "first", "second", "annotator"):
-            if f in ("input",) and kind == "item" and _is_conversation(row[f]):
-                continue
             if f in row and (not isinstance(row[f], str) or not row[f].strip()):
                 problems.append(f"row {n}: {f} must be a non-empty string")
-        if "text" in row and not isinstance(row["text"], str) and not _is_conversation(row["text"]):
-            problems.append(f"row {n}: text must be a string (it may be empty: a system that generated nothing) "
-                            "or a conversation")
+        if "text" in row and not isinstance(row["text"], str):
+            problems.append(f"row {n}: text must be a string (it may be empty: a system that generated nothing)")
         if "reference" in row and (not isinstance(row["reference"], str) or not row["reference"].strip()):
             problems.append(f"row {n}: reference must be a non-empty string when present")
         for f in ("score", "preference", "sample"):

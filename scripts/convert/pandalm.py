@@ -17,13 +17,6 @@ the exact texts its annotators saw:
   model_1 (response1), second = model_2: label 1 -> +1, 2 -> -1, 0 (tie) -> 0;
 - metric_preference ``gpt35`` (rows whose GPT-3.5 verdict is "garbage" are skipped) and
   ``pandalm7b``, same mapping.
-
-``--chat`` writes the same prompts and responses as a one-turn chat (``pandalm_chat.jsonl.gz``),
-a study to run live: each prompt is the user's message, each response the assistant's (an empty
-response stays an empty text), shown as markdown (the responses carry lists and numbered
-steps), with the GPT-3.5 and PandaLM-7B verdicts as its metrics and no human labels — the
-annotators give them (the original labels stay in ``pandalm.jsonl.gz``, a study to compare
-with).
 """
 from __future__ import annotations
 
@@ -62,21 +55,6 @@ def prompt_input(row: dict) -> str:
     instruction = (row["instruction"] or "").strip()
     extra = (row["input"] or "").strip()
     return f"{instruction}\n\n{extra}" if instruction and extra else (instruction or extra)
-
-
-def as_chat(study: dict, out: list[dict]) -> tuple[dict, list[dict]]:
-    """The study as a one-turn chat to run live: the prompt as the user's message, each
-    non-empty response as the assistant's, rendered as markdown; no human labels."""
-    chat = []
-    for row in out:
-        if row["kind"] == "human_preference":
-            continue
-        if row["kind"] == "item":
-            row = {**row, "input": [{"role": "user", "content": row["input"]}]}
-        elif row["kind"] == "output" and row["text"].strip():
-            row = {**row, "text": [{"role": "assistant", "content": row["text"]}]}
-        chat.append(row)
-    return {**study, "name": "PandaLM instruction following (chat)", "text_format": "markdown"}, chat
 
 
 def build(rows: list[dict]) -> tuple[dict, list[dict], dict]:
@@ -134,16 +112,12 @@ def build(rows: list[dict]) -> tuple[dict, list[dict], dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--chat", action="store_true", help="a one-turn chat shown as markdown (pandalm_chat)")
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "data" / "bundles" / "pandalm.jsonl.gz")
     args = ap.parse_args(argv)
-    out_path = args.out or ROOT / "data" / "bundles" / ("pandalm_chat.jsonl.gz" if args.chat else "pandalm.jsonl.gz")
     with gzip.open(args.source / "pandalm_testset_v1.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     study, out, notes = build(rows)
-    if args.chat:
-        study, out = as_chat(study, out)
-    summary = write_bundle(out_path, study, out)
+    summary = write_bundle(args.out, study, out)
     print(json.dumps({**summary, "notes": notes}))
     return 0
 

@@ -21,7 +21,6 @@ BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
 DEMO_STUDIES = [
     ("summeval_relevance.jsonl.gz", "summeval-relevance", "bert_score_f"),
     ("pandalm.jsonl.gz", "pandalm", "gpt35"),
-    ("pandalm_chat.jsonl.gz", "pandalm-chat", "gpt35"),  # the same study as a chat, in markdown
     ("separability_prefs.jsonl.gz", "separability-prefs", None),
 ]
 # Crowd-session settings of a freshly imported demo study (docs/crowd.md): a Prolific or MTurk
