@@ -228,9 +228,6 @@ class Item(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
     external_id = models.CharField(max_length=200)
     input = models.TextField()
-    # A conversation given as messages ([{"role", "content"}], protocol.bundle); ``input`` then
-    # holds its plain text (protocol.bundle.conversation_text).
-    messages = models.JSONField(default=list, blank=True)
     reference = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
     withdrawn = models.BooleanField(default=False, help_text="never served again (e.g. flagged as broken)")
@@ -249,8 +246,6 @@ class Output(models.Model):
     sample = models.PositiveIntegerField(default=0)
     # May be empty: a system that generated nothing is real data (docs/bundle-format.md).
     text = models.TextField(blank=True)
-    # A multi-turn continuation as messages (as Item.messages); ``text`` is its plain text.
-    messages = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [

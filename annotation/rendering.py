@@ -25,8 +25,6 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from protocol.bundle import ROLES
-
 PLAIN = "plain"
 MARKDOWN = "markdown"
 FORMATS = (PLAIN, MARKDOWN)
@@ -78,31 +76,17 @@ def markdown_html(text: str) -> str:
         filter_style_properties={"text-align"}, strip_comments=True)
 
 
-def render_text(text: str | list | None, text_format: str = PLAIN) -> SafeString:
+def render_text(text: str | None, text_format: str = PLAIN) -> SafeString:
     """What a page shows for ``text``: an empty or blank text is a styled "(empty response)"
     (a system that generated nothing is real data, not a page that failed to load); plain text
-    is escaped with its line breaks kept; markdown is rendered and sanitized. A list is a
-    conversation ([{"role", "content"}], protocol.bundle): its turns in order, each labelled
-    with its role and its content rendered in ``text_format``.
+    is escaped with its line breaks kept; markdown is rendered and sanitized.
 
     Raises ValueError for an unknown ``text_format``.
     """
     if text_format not in FORMATS:
         raise ValueError(f"text format must be one of {FORMATS}, got {text_format!r}")
-    if isinstance(text, list):
-        return render_conversation(text, text_format)
     if text is None or not str(text).strip():
         return format_html('<em class="empty-output">{}</em>', EMPTY_RESPONSE)
     if text_format == MARKDOWN:
         return mark_safe(f'<div class="markdown">{markdown_html(str(text))}</div>')  # noqa: S308 — sanitized above
     return linebreaksbr(str(text), autoescape=True)
-
-
-def render_conversation(messages: list, text_format: str = PLAIN) -> SafeString:
-    """A conversation's turns: role (escaped, and a CSS class only from the bundle's allow-list)
-    then content, rendered like any text."""
-    turns = [format_html('<div class="turn turn-{}"><div class="role">{}</div>{}</div>',
-                         message["role"] if message["role"] in ROLES else "other", message["role"],
-                         render_text(message["content"], text_format))
-             for message in messages]
-    return format_html('<div class="conversation">{}</div>', mark_safe("".join(turns)))  # noqa: S308 — each part escaped

@@ -84,44 +84,21 @@ SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 KIND_ORDER = tuple(SCHEMA)
 
 
-#: the speakers a conversation's messages may name
-ROLES = ("system", "user", "assistant")
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One turn of a conversation: ``role`` one of ROLES, ``content`` its text."""
-    role: str
-    content: str
-
-
-def conversation_text(messages: tuple[Message, ...]) -> str:
-    """A conversation as one plain text ("role: content" turns, blank-line separated): what
-    metrics, separability and plain displays read of an input or output given as messages."""
-    return "\n\n".join(f"{m.role}: {m.content}" for m in messages)
-
-
 @dataclass(frozen=True, slots=True)
 class Item:
-    """``input`` is the text; when the bundle gave a conversation, ``messages`` holds it and
-    ``input`` its conversation_text."""
     id: str
     input: str
     reference: str = ""
     line: int = 0
-    messages: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """``text`` is the output; a multi-turn continuation is ``messages`` (the system's turns,
-    and any user turns between them) with ``text`` its conversation_text."""
     item: str
     system: str
     text: str
     sample: int = 0
     line: int = 0
-    messages: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,35 +305,6 @@ class _Checker:
             self.problems.append(BundleProblem(line, message))
 
 
-def _text_or_messages(obj: dict, key: str, line: int, check: _Checker, *,
-                      allow_empty: bool = False) -> tuple[str | None, tuple[Message, ...]]:
-    """The field ``key`` as (text, messages): a string (no messages), or a conversation, a
-    non-empty list of {"role", "content"} objects (role one of ROLES, content a non-blank
-    string), whose text is its conversation_text."""
-    value = obj.get(key)
-    if not isinstance(value, list):
-        return _text(obj, key, line, check, allow_empty=allow_empty, allow_null=False), ()
-    if not value:
-        check.add(line, f"field {key!r} is an empty conversation")
-        return None, ()
-    messages = []
-    for n, message in enumerate(value):
-        where = f"field {key!r}, message {n + 1}"
-        if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            check.add(line, f"{where} must be an object with exactly 'role' and 'content'")
-            return None, ()
-        role, content = message["role"], message["content"]
-        if role not in ROLES:
-            check.add(line, f"{where}: role must be one of {', '.join(ROLES)}, got {json.dumps(role)[:80]}")
-            return None, ()
-        if not isinstance(content, str) or not content.strip():
-            check.add(line, f"{where}: content must be a non-empty string")
-            return None, ()
-        messages.append(Message(role, content))
-    messages = tuple(messages)
-    return conversation_text(messages), messages
-
-
 def _text(obj: dict, key: str, line: int, check: _Checker, *, allow_empty: bool = False,
           allow_null: bool = True) -> str | None:
     """The string field ``key``; empty (or blank) only when ``allow_empty``, and then ``null``
@@ -503,19 +451,19 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
                      _text(obj, "reference", line, check, allow_empty=True) or "", line)
     item = _text(obj, "item" if kind != "item" else "id", line, check)
     if kind == "item":
-        text, messages = _text_or_messages(obj, "input", line, check)
+        text = _text(obj, "input", line, check)
         reference = _text(obj, "reference", line, check, allow_empty=True)
-        return Item(item, text, reference or "", line, messages)
+        return Item(item, text, reference or "", line)
     if kind == "output":
         system = _text(obj, "system", line, check)
         # An empty generation is real data (a system that answered nothing), so it may be
         # judged; it must still be a string, so a missing text (null) is not mistaken for one.
-        text, messages = _text_or_messages(obj, "text", line, check, allow_empty=True)
+        text = _text(obj, "text", line, check, allow_empty=True, allow_null=False)
         sample = obj.get("sample", 0)
         if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
             check.add(line, f"field 'sample' must be a whole number >= 0, got {json.dumps(sample)}")
             return None
-        return Output(item, system, text, sample, line, messages)
+        return Output(item, system, text, sample, line)
     if kind in ("metric_score", "human_score"):
         system = _text(obj, "system", line, check)
         score = _number(obj, "score", line, check)
@@ -699,23 +647,16 @@ def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int 
     return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes, limits=limits))
 
 
-def messages_rows(messages) -> list[dict]:
-    """Messages (Message or {"role", "content"}) as the bundle writes them."""
-    return [{"role": m["role"], "content": m["content"]} if isinstance(m, dict)
-            else {"role": m.role, "content": m.content} for m in messages]
-
-
 def bundle_rows(bundle: Bundle) -> Iterator[dict]:
     """The bundle as JSON-able dicts in canonical kind order (the inverse of reading)."""
     yield {"kind": "study", **bundle.study}
     for r in bundle.items:
-        row = {"kind": "item", "id": r.id, "input": messages_rows(r.messages) if r.messages else r.input}
+        row = {"kind": "item", "id": r.id, "input": r.input}
         if r.reference:
             row["reference"] = r.reference
         yield row
     for r in bundle.outputs:
-        yield {"kind": "output", "item": r.item, "system": r.system,
-               "text": messages_rows(r.messages) if r.messages else r.text, "sample": r.sample}
+        yield {"kind": "output", "item": r.item, "system": r.system, "text": r.text, "sample": r.sample}
     for r in bundle.metric_scores:
         yield {"kind": "metric_score", "item": r.item, "system": r.system, "metric": r.metric, "score": r.score}
     for r in bundle.metric_preferences:

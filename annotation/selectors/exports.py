@@ -52,14 +52,14 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         head["metric"] = study.metric.name
     yield head
     for item in study.items.order_by("position").iterator():
-        row = {"kind": "item", "id": item.external_id, "input": item.messages or item.input}
+        row = {"kind": "item", "id": item.external_id, "input": item.input}
         if item.reference:
             row["reference"] = item.reference
         yield row
     outputs = Output.objects.filter(item__study=study).select_related("item", "system").order_by(
         "item__position", "system__name", "sample")
     for o in outputs.iterator():
-        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name, "text": o.messages or o.text,
+        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name, "text": o.text,
                "sample": o.sample}
     scores = MetricScore.objects.filter(metric__study=study).select_related(
         "metric", "output__item", "output__system").order_by("metric__name", "output__item__position",

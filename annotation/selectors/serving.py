@@ -31,25 +31,22 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
         left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
         if done is None:
             done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
-        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done,
-                "left_shown": left, "right_shown": right}
+        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
     # The comparison, its item and the outputs of its two systems in one statement (the serving
     # store: this read is on every HIT's path).
     shown = store.hit_texts(assignment.comparison_id)
     item, first_id, second_id = shown.item, shown.first_id, shown.second_id
     study = study or Study.objects.get(pk=item.study_id)
-    texts: dict[int, tuple[str, list]] = {}
+    texts: dict[int, str] = {}
     # The study's shown sample of each output, else its lowest sample.
-    for system_id, sample, text, messages in shown.outputs:
+    for system_id, sample, text in shown.outputs:
         if system_id not in texts or sample == study.shown_sample:
-            texts[system_id] = (text, messages)
+            texts[system_id] = text
     first, second = texts[first_id], texts[second_id]
-    (left, left_messages), (right, right_messages) = (second, first) if assignment.shown_swapped else (first, second)
+    left, right = (second, first) if assignment.shown_swapped else (first, second)
     if done is None:
         done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
-    # left/right: the texts; *_shown: what the page renders (the conversation when there is one).
-    return {"assignment": assignment, "item": item, "left": left, "right": right, "done": done,
-            "left_shown": left_messages or left, "right_shown": right_messages or right}
+    return {"assignment": assignment, "item": item, "left": left, "right": right, "done": done}
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:

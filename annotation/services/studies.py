@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from protocol import adaptive
 from protocol.separability import compute_alignments
 
-from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, messages_rows, read_bundle
+from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, read_bundle
 from protocol.preferences import canonical_pair
 
 from ..models import (
@@ -195,8 +195,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         i.external_id: i
         for i in _bulk(
             Item,
-            [Item(study=study, external_id=r.id, input=r.input, reference=r.reference, position=n,
-                  messages=messages_rows(r.messages))
+            [Item(study=study, external_id=r.id, input=r.input, reference=r.reference, position=n)
              for n, r in enumerate(bundle.items)],
             progress,
             "items",
@@ -204,8 +203,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     }
     outputs = _bulk(
         Output,
-        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text,
-                messages=messages_rows(r.messages)) for r in bundle.outputs],
+        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text) for r in bundle.outputs],
         progress,
         "outputs",
     )
