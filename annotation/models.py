@@ -46,10 +46,6 @@ class Study(models.Model):
         FAMILYWISE = "bonferroni", "Family-wise (any false ± over the study's pairs)"
         NONE = "none", "None (each pair on its own)"
 
-    class TextFormat(models.TextChoices):
-        PLAIN = "plain", "Plain text"
-        MARKDOWN = "markdown", "Markdown (lists, tables, code; sanitized)"
-
     class ItemChoice(models.TextChoices):
         UNIFORM = "uniform", "Uniform"
         WEIGHTED = "weighted", "Separability-weighted"
@@ -79,8 +75,6 @@ class Study(models.Model):
             f"the item choice temperature must be at least {MIN_ITEM_CHOICE_TEMPERATURE}: {TEMPERATURE_REASON}"))])
     separability_similarity = models.CharField(max_length=40, default="rouge1")
     shown_sample = models.PositiveIntegerField(default=0)
-    # How inputs and outputs are shown (annotation/rendering.py): LLM answers are markdown.
-    text_format = models.CharField(max_length=10, choices=TextFormat.choices, default=TextFormat.PLAIN)
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     lease_timeout_seconds = models.PositiveIntegerField(default=900)
     completion_code = models.CharField(max_length=64, blank=True)

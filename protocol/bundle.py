@@ -50,7 +50,6 @@ STUDY_SETTINGS = {
     "completion_code": str,
     "prolific_study_id": str,
     "shown_sample": int,
-    "text_format": str,
     "session_hits_min": int,
     "session_hits_max": int,
     "session_minutes": int,

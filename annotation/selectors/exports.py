@@ -26,7 +26,6 @@ SETTING_FIELDS = {
     "completion_code": "completion_code",
     "prolific_study_id": "prolific_study_id",
     "shown_sample": "shown_sample",
-    "text_format": "text_format",
     "session_hits_min": "session_hits_min",
     "session_hits_max": "session_hits_max",
     "session_minutes": "session_minutes",
