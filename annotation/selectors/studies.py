@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from protocol.plan import hours_to_finish
-from protocol.preferences import canonical_pair, preferences_from_scores
+from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Judgement, Metric, MetricPreference, MetricScore,
@@ -112,9 +112,12 @@ def study_metric_labels(*, study: Study, metric=None) -> dict[tuple[str, str], d
     if metric.kind == Metric.Kind.PREFERENCE:
         rows = MetricPreference.objects.filter(metric=metric).values_list(
             "first__name", "second__name", "item__external_id", "value")
+        verdicts: dict[tuple[str, str], dict[str, list[int]]] = {}
         for a, b, item, value in rows.iterator():
-            labels.setdefault((a, b), {})[item] = value
-        return labels
+            verdicts.setdefault((a, b), {}).setdefault(item, []).append(value)
+        # Both position orders of a judge are two rows; one function decides what they say.
+        return {pair: {item: combine_verdicts(values) for item, values in by_item.items()}
+                for pair, by_item in verdicts.items()}
     scores = dict(
         ((item, system), value)
         for item, system, value in MetricScore.objects.filter(metric=metric).values_list(

@@ -1,0 +1,39 @@
+"""A chat study through the app: conversations and judge metadata stored and exported back."""
+import pytest
+
+from annotation import models
+from annotation.selectors.exports import study_export_rows
+from annotation.selectors.studies import study_metric_labels
+from annotation.services import study_import
+from protocol.bundle import bundle_rows, read_bundle
+from tests.factories import bundle_bytes
+from tests.protocol.test_bundle_conversations import CHAT
+
+pytestmark = pytest.mark.django_db
+
+
+def test_chat_study_round_trips_through_the_app():
+    study = study_import(source=bundle_bytes(CHAT), metric="gpt35")
+    assert study.text_format == "markdown"
+    item = models.Item.objects.get(study=study)
+    assert item.input_messages == CHAT[1]["input"] and item.input.startswith("system: Be brief.")
+    assert models.Output.objects.get(system__name="B").messages == CHAT[3]["text"]
+    # Canonical order is (A, B): the row given as (B, A) "AB" had B shown first -> stored as "BA".
+    stored = sorted(models.MetricPreference.objects.values_list("order", "value", "judge", "prompt"))
+    assert stored == [("AB", 1, "gpt-3.5-turbo", "pandalm-v1"), ("BA", -1, "gpt-3.5-turbo", "pandalm-v1")]
+    exported = list(study_export_rows(study=study))
+    assert exported == list(bundle_rows(read_bundle(bundle_bytes(exported))))
+    again = study_import(source=bundle_bytes(exported), slug="again", metric="gpt35")
+    assert list(study_export_rows(study=again)) == exported
+    assert exported[0]["text_format"] == "markdown"
+    assert exported[1]["input"] == CHAT[1]["input"] and exported[3]["text"] == CHAT[3]["text"]
+    # The two orders disagree (each prefers the output shown first): the metric says tie.
+    assert study_metric_labels(study=study) == {("A", "B"): {"c1": 0}}
+
+
+def test_plain_study_exports_no_text_format_and_no_judge_fields(toy_rows):
+    study = study_import(source=bundle_bytes(toy_rows))
+    rows = list(study_export_rows(study=study))
+    assert "text_format" not in rows[0]
+    assert all(set(r) == {"kind", "item", "first", "second", "metric", "preference"}
+               for r in rows if r["kind"] == "metric_preference")
