@@ -90,3 +90,19 @@ def render_text(text: str | None, text_format: str = PLAIN) -> SafeString:
     if text_format == MARKDOWN:
         return mark_safe(f'<div class="markdown">{markdown_html(str(text))}</div>')  # noqa: S308 — sanitized above
     return linebreaksbr(str(text), autoescape=True)
+
+
+def render_conversation(messages: list[dict], text_format: str = PLAIN) -> SafeString:
+    """A conversation turn by turn: each message's role as a label (escaped, and only an
+    allow-listed role becomes a CSS class) and its content through ``render_text``."""
+    turns = []
+    for message in messages:
+        role = str(message.get("role", ""))
+        css = role if role in ROLE_CLASSES else "other"
+        turns.append(format_html('<div class="turn turn-{}"><span class="role">{}</span>'
+                                 '<div class="turn-text">{}</div></div>',
+                                 css, role, render_text(message.get("content", ""), text_format)))
+    return format_html('<div class="conversation">{}</div>', mark_safe("".join(turns)))  # noqa: S308 — parts escaped
+
+
+ROLE_CLASSES = ("system", "user", "assistant")

@@ -106,6 +106,38 @@ def hostile_rows(n_items=4):
     return rows
 
 
+CHAT_ANSWER = """Two steps:
+
+1. Parse the input
+2. **Validate** it
+
+| metric | value |
+|-------:|-------|
+| BLEU   | 31.2  |
+
+```python
+def best(xs):
+    return max(xs) if xs else None
+```
+
+See [the docs](https://docs.python.org/3/)."""
+
+
+def chat_rows(n_items=3, answers=("A", "B"), *, texts=None, roles=None, **settings):
+    """A markdown chat study: each item a system+user conversation, each output one assistant
+    turn (``texts``: the outputs' contents, else CHAT_ANSWER and a short answer)."""
+    texts = texts or {answers[0]: CHAT_ANSWER, answers[1]: "Just `max(xs)`."}
+    rows = [{"kind": "study", "name": "Chat study", "text_format": "markdown", "batch_size": 1,
+             "criterion": "helpfulness", **settings}]
+    for n in range(n_items):
+        rows.append({"kind": "item", "id": f"chat-{n}", "input": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": f"Question {n}: how do I find the *largest* number?"}]})
+        rows += [{"kind": "output", "item": f"chat-{n}", "system": s,
+                  "text": [{"role": "assistant", "content": texts[s]}]} for s in answers]
+    return rows
+
+
 # ---- people --------------------------------------------------------------------------------
 
 def worker(name: str) -> Annotator:

@@ -3,7 +3,7 @@
 annotation.rendering's."""
 from django import template
 
-from annotation.rendering import PLAIN, render_text
+from annotation.rendering import PLAIN, render_conversation, render_text
 
 register = template.Library()
 
@@ -11,3 +11,9 @@ register = template.Library()
 @register.filter(is_safe=True)
 def output_text(text, text_format=PLAIN):
     return render_text(text, text_format or PLAIN)
+
+
+@register.filter(is_safe=True)
+def conversation(messages, text_format=PLAIN):
+    """``{{ messages|conversation:"markdown" }}``: a list of {"role", "content"} turn by turn."""
+    return render_conversation(messages or [], text_format or PLAIN)
