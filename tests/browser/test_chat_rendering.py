@@ -1,0 +1,52 @@
+"""A chat study in a real browser: rendered markdown (lists, tables, highlighted code) at laptop
+and phone sizes, and payloads in markdown, code fences, links and roles that run nothing."""
+import pytest
+
+from annotation import models
+from annotation.services import study_import
+from tests.factories import bundle_bytes, chat_rows
+from tests.security.test_markdown_rendering import PAYLOADS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_chat_answers_render_lists_tables_and_highlighted_code(page, live_server, size):
+    study_import(source=bundle_bytes(chat_rows(2)), slug="chat")
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.goto(f"{live_server.url}/s/chat/start/?PROLIFIC_PID=w1&SESSION_ID=s1")
+    page.wait_for_selector("#output-left .conversation")
+    answer = page.locator(".output .conversation").filter(has=page.locator("table")).first
+    assert answer.locator("ol li").count() == 2 and answer.locator("table th").count() == 2 and answer.locator("table td").count() == 2
+    assert answer.locator("pre.code .k").first.inner_text() == "def"  # a Pygments keyword token
+    assert answer.locator("pre.code .k").first.evaluate("e => getComputedStyle(e).color") == "rgb(0, 128, 0)"
+    assert answer.locator("a").get_attribute("target") == "_blank"
+    assert page.locator(".turn-user .role").first.inner_text().lower() == "user"
+    # The raw text is one click away and shows the markdown source.
+    raw = page.locator("#output-left details.raw-text, #output-right details.raw-text").first
+    assert not raw.locator("pre").is_visible()
+    raw.locator("summary").click()
+    assert raw.locator("pre").is_visible()
+    box = page.locator("#output-right").bounding_box()
+    assert box["x"] + box["width"] <= size[0] + 1  # nothing wider than the screen
+
+
+def test_payloads_in_markdown_code_links_and_roles_run_nothing(page, live_server):
+    payload = "\n\n".join(PAYLOADS)
+    study = study_import(source=bundle_bytes(chat_rows(1, texts={"A": payload, "B": payload})), slug="chat-x")
+    models.Output.objects.filter(item__study=study).update(
+        messages=[{"role": '<img src=x onerror="window.__xss=20">', "content": payload},
+                  {"role": "assistant", "content": "[go](javascript:window.__xss=21)"}])
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{live_server.url}/s/chat-x/start/?PROLIFIC_PID=w1&SESSION_ID=s1")
+    page.wait_for_selector("#output-left .conversation")
+    assert page.locator(".panes script, .panes img, .panes svg, .panes iframe").count() == 0
+    hrefs = page.eval_on_selector_all(".panes a", "links => links.map(a => a.getAttribute('href'))")
+    assert hrefs and all(h is None or h.startswith(("https:", "http:", "mailto:")) for h in hrefs)
+    for link in page.locator(".panes a").all():
+        link.hover()
+    page.locator("details.raw-text summary").first.click()
+    page.wait_for_timeout(500)  # an injected handler would have fired by now
+    assert page.evaluate("window.__xss") is None and dialogs == []
+    assert '<img src=x onerror="window.__xss=20">' in page.locator("#output-left .role").first.text_content()
