@@ -1,10 +1,13 @@
 """A chat study in a real browser: rendered markdown (lists, tables, highlighted code) at laptop
 and phone sizes, and payloads in markdown, code fences, links and roles that run nothing."""
+from pathlib import Path
+
 import pytest
 
 from annotation import models
 from annotation.services import study_import
-from tests.factories import bundle_bytes, chat_rows
+from protocol.bundle import bundle_rows, read_bundle
+from tests.factories import BUNDLES, bundle_bytes, chat_rows
 from tests.security.test_markdown_rendering import PAYLOADS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -50,3 +53,35 @@ def test_payloads_in_markdown_code_links_and_roles_run_nothing(page, live_server
     page.wait_for_timeout(500)  # an injected handler would have fired by now
     assert page.evaluate("window.__xss") is None and dialogs == []
     assert '<img src=x onerror="window.__xss=20">' in page.locator("#output-left .role").first.text_content()
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def pandalm_chat_item(item: str, systems: tuple[str, ...]) -> bytes:
+    """The shipped PandaLM chat bundle cut to one item and some of its systems, without its
+    human labels (so the comparison is still open for a worker)."""
+    bundle = read_bundle(BUNDLES / "pandalm_chat.jsonl.gz")
+    rows = [r for r in bundle_rows(bundle) if r["kind"] != "human_preference"
+            if r["kind"] == "study" or r.get("id") == item and r["kind"] == "item"
+            or r.get("item") == item and all(r.get(k, systems[0]) in systems for k in ("system", "first", "second"))]
+    return bundle_bytes([{**rows[0], "metric": "gpt35", "budget": 10}, *rows[1:]])
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_screenshots_of_the_real_chat_demo(browser, live_server, size):
+    """docs/screenshots/annotate-pandalm-chat-*.png: a PandaLM prompt whose answers are numbered
+    lists, shown as the demo serves it (one user turn, two assistant turns, rendered)."""
+    study = study_import(source=pandalm_chat_item("p4", ("opt-7b", "pythia-6.9b")), slug="pandalm-chat")
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=shot&STUDY_ID=s&SESSION_ID=t")
+    page.wait_for_selector("#output-left .conversation")
+    assert page.locator("#input .turn-user").count() == 1
+    for side in ("#output-left", "#output-right"):
+        assert page.locator(f"{side} .turn-assistant ol li").count() >= 4  # the numbered list, rendered
+    assert page.locator("#hit .answer-buttons").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(SCREENSHOTS / f"annotate-pandalm-chat-{width}x{height}.png"))
+    context.close()

@@ -6,7 +6,7 @@ from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_metric_labels
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
-from tests.factories import bundle_bytes
+from tests.factories import BUNDLES, bundle_bytes
 from tests.protocol.test_bundle_conversations import CHAT
 
 pytestmark = pytest.mark.django_db
@@ -37,3 +37,16 @@ def test_plain_study_exports_no_text_format_and_no_judge_fields(toy_rows):
     assert "text_format" not in rows[0]
     assert all(set(r) == {"kind", "item", "first", "second", "metric", "preference"}
                for r in rows if r["kind"] == "metric_preference")
+
+
+def test_the_real_chat_demo_bundle_imports_and_exports_its_conversations_and_judges():
+    study = study_import(source=BUNDLES / "pandalm_chat.jsonl.gz", slug="pandalm-chat", metric="gpt35")
+    rows = list(study_export_rows(study=study))
+    exported = read_bundle(bundle_bytes(rows))
+    original = read_bundle(BUNDLES / "pandalm_chat.jsonl.gz")
+    assert {(i.id, i.messages) for i in exported.items} == {(i.id, i.messages) for i in original.items}
+    assert {(o.item, o.system, o.messages) for o in exported.outputs} == {
+        (o.item, o.system, o.messages) for o in original.outputs}
+    assert {(r.metric, r.judge, r.prompt) for r in exported.metric_preferences} == {
+        (r.metric, r.judge, r.prompt) for r in original.metric_preferences}
+    assert len(exported.metric_preferences) == 1973 and exported.study["text_format"] == "markdown"
