@@ -2,9 +2,11 @@
 judgements, members, its bundle and planner jobs."""
 from __future__ import annotations
 
+import dataclasses
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
+from protocol.judges import JudgeVerdict, judge_stats
 from protocol.plan import hours_to_finish
 from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
@@ -215,3 +217,20 @@ def plan_job_rows(*, job) -> list[dict]:
     throughput = float(job.params["throughput"])
     return [{**row, "hours": hours_to_finish(row["expected_annotations"], throughput)}
             for row in job.result["plans"]]
+
+
+def study_judges(*, study: Study) -> list[dict]:
+    """Each LLM judge of the study (a preference metric, split by the judge its rows name):
+    position bias and agreement with the counted human judgements (protocol.judges)."""
+    human_sum: dict[tuple[str, str, str], list[int]] = {}
+    for (a, b), labels in study_judgement_labels(study=study).items():
+        for item, value in labels:
+            human_sum.setdefault((item, a, b), []).append(value)
+    human = {key: sum(values) / len(values) for key, values in human_sum.items()}
+    verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
+    rows = MetricPreference.objects.filter(metric__study=study).values_list(
+        "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
+    for metric, judge, item, a, b, value, order in rows.iterator():
+        verdicts.setdefault((metric, judge), []).append(JudgeVerdict(item, a, b, value, order))
+    return [{"metric": metric, "judge": judge, **dataclasses.asdict(judge_stats(found, human))}
+            for (metric, judge), found in sorted(verdicts.items())]

@@ -6,7 +6,7 @@ from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_metric_labels
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
-from tests.factories import BUNDLES, bundle_bytes
+from tests.factories import BUNDLES, bundle_bytes, researcher_client
 from tests.protocol.test_bundle_conversations import CHAT
 
 pytestmark = pytest.mark.django_db
@@ -50,3 +50,20 @@ def test_the_real_chat_demo_bundle_imports_and_exports_its_conversations_and_jud
     assert {(r.metric, r.judge, r.prompt) for r in exported.metric_preferences} == {
         (r.metric, r.judge, r.prompt) for r in original.metric_preferences}
     assert len(exported.metric_preferences) == 1973 and exported.study["text_format"] == "markdown"
+
+
+def test_dashboard_and_api_show_the_judges_position_bias_and_human_agreement(client):
+    rows = [*CHAT, {"kind": "human_preference", "item": "c1", "first": "A", "second": "B", "preference": 1,
+                    "annotator": "h1"}]
+    study = study_import(source=bundle_bytes(rows), metric="gpt35")
+    researcher_client(client, study)
+    html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    table = html.split('id="judges"')[1].split("</table>")[0]
+    # Two verdicts, both won by the output shown first; one comparison in both orders, flipped;
+    # the combined verdict (a tie) disagrees with the human's A.
+    assert "<td>gpt35</td><td>gpt-3.5-turbo</td><td>2</td>" in table
+    assert "1.000 <span" in table and "0.000 <span" in table
+    judges = client.get(f"/api/studies/{study.slug}/").json()["judges"]
+    assert judges == [{"metric": "gpt35", "judge": "gpt-3.5-turbo", "verdicts": 2, "ordered": 2, "decisive": 2,
+                       "first_position_share": 1.0, "both_orders": 1, "flip_rate": 1.0, "human_compared": 1,
+                       "human_agreement": 0.0}]
