@@ -62,7 +62,9 @@ def test_payloads_in_a_chat_study_reach_the_page_inert():
     raws = re.findall(r'<details class="raw-text"><summary>Raw text</summary><pre class="raw">(.*?)</pre></details>',
                       body, re.S)
     assert len(raws) == 3 and all("<" not in raw for raw in raws)  # the raw source, escaped
-    assert_inert(re.sub(r'<details class="raw-text">.*?</details>', "", body, flags=re.S))
+    diff = re.search(r'<details class="card word-diff".*?</details>', body, re.S).group(0)
+    assert set(re.findall(r"</?(\w+)", diff)) <= {"details", "summary", "div", "pre", "ins", "del"}
+    assert_inert(re.sub(r'<details class="(raw-text|card word-diff)".*?</details>', "", body, flags=re.S))
     assert "&lt;span class=&quot;role&quot;&gt;" not in body and "user&lt;img src=x onerror=1&gt;" in body
 
 
@@ -70,3 +72,25 @@ def _hit_html(client, slug) -> str:
     assignment, _ = current_hit(client, slug)
     assert assignment is not None
     return client.get(f"/s/{slug}/annotate/").content.decode()
+
+
+def test_word_diff_marks_only_the_differing_words_and_escapes_everything():
+    from annotation.rendering import word_diff
+
+    left, right = word_diff("the <b>cat</b> sat on the mat", "the <b>dog</b> sat on the mat")
+    assert left == "the <del>&lt;b&gt;cat&lt;/b&gt;</del> sat on the mat"
+    assert right == "the <ins>&lt;b&gt;dog&lt;/b&gt;</ins> sat on the mat"
+    assert word_diff("x " * 6000, "y") is None
+
+
+@pytest.mark.django_db
+def test_a_markdown_hit_offers_the_word_diff_and_a_plain_one_does_not(toy_rows):
+    study_import(source=bundle_bytes(chat_rows(1)), slug="chat")
+    client = Client()
+    start_worker(client, "chat", "w1")
+    html = _hit_html(client, "chat")
+    assert 'id="word-diff"' in html and "<ins>" in html and "data-scroll-sync" in html
+    study_import(source=bundle_bytes(toy_rows), slug="plain")
+    other = Client()
+    start_worker(other, "plain", "w2")
+    assert 'id="word-diff"' not in _hit_html(other, "plain")
