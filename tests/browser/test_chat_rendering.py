@@ -85,3 +85,23 @@ def test_screenshots_of_the_real_chat_demo(browser, live_server, size):
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(SCREENSHOTS / f"annotate-pandalm-chat-{width}x{height}.png"))
     context.close()
+
+
+def test_the_two_outputs_scroll_together_until_the_box_is_unticked(page, live_server):
+    long = "\n\n".join(f"{n}. point number {n}" for n in range(1, 80))
+    study_import(source=bundle_bytes(chat_rows(1, texts={"A": long, "B": long + "\n\n80. one more"})), slug="long")
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"{live_server.url}/s/long/start/?PROLIFIC_PID=w1&SESSION_ID=s1")
+    page.wait_for_selector("#output-left .conversation")
+    toggle = page.locator("[data-scroll-sync] input")
+    assert toggle.is_visible() and toggle.is_checked()
+    page.eval_on_selector("#output-left", "e => { e.scrollTop = e.scrollHeight; }")
+    page.wait_for_function("document.getElementById('output-right').scrollTop > 0")
+    right = page.eval_on_selector("#output-right", "e => (e.scrollTop + e.clientHeight) / e.scrollHeight")
+    assert right > 0.98  # the same proportion: the bottom
+    toggle.uncheck()
+    page.eval_on_selector("#output-left", "e => { e.scrollTop = 0; }")
+    page.wait_for_timeout(300)
+    assert page.eval_on_selector("#output-right", "e => e.scrollTop") > 0  # left alone
+    page.click("#word-diff summary")
+    assert page.locator("#diff-right ins").first.inner_text().strip().startswith("80")
