@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from annotation import models
-from annotation.rendering import MARKDOWN, PLAIN, render_conversation
+from annotation.rendering import MARKDOWN, PLAIN, render_conversation, word_diff
 from annotation.services import study_import
 from protocol.bundle import BundleError, read_bundle
 from tests.factories import bundle_bytes, chat_rows, current_hit, start_worker
@@ -75,8 +75,6 @@ def _hit_html(client, slug) -> str:
 
 
 def test_word_diff_marks_only_the_differing_words_and_escapes_everything():
-    from annotation.rendering import word_diff
-
     left, right = word_diff("the <b>cat</b> sat on the mat", "the <b>dog</b> sat on the mat")
     assert left == "the <del>&lt;b&gt;cat&lt;/b&gt;</del> sat on the mat"
     assert right == "the <ins>&lt;b&gt;dog&lt;/b&gt;</ins> sat on the mat"
