@@ -130,7 +130,7 @@ class StudyDetailApi(APIView):
         data = selectors.study_dashboard_data(study=study)
         return Response({**serializers.StudySerializer(study).data, "budget": data["budget"],
                          "statuses": data["statuses"], "favi_summary": data["favi_summary"], "spa": data["spa"],
-                         "leaderboard": data["leaderboard"],
+                         "leaderboard": data["leaderboard"], "judges": data["judges"],
                          "pairs": serializers.PairSerializer(data["pairs"], many=True).data})
 
 

@@ -55,6 +55,9 @@ class Study(models.Model):
     name = models.CharField(max_length=200)
     criterion = models.CharField(max_length=100, blank=True)
     instructions = models.TextField(blank=True)
+    text_format = models.CharField(
+        max_length=10, choices=[("plain", "Plain text"), ("markdown", "Markdown")], default="plain",
+        help_text="how inputs and outputs are shown (annotation/rendering.py)")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     gamma = models.FloatField(default=0.05)
     batch_size = models.PositiveIntegerField(default=10)
@@ -221,7 +224,9 @@ class System(models.Model):
 class Item(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
     external_id = models.CharField(max_length=200)
-    input = models.TextField()
+    input = models.TextField()  # a conversation's messages_text (protocol/bundle.py)
+    # The input as a conversation, [{"role", "content"}, ...], when the bundle gave one; None for a text.
+    input_messages = models.JSONField(null=True, blank=True)
     reference = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
     withdrawn = models.BooleanField(default=False, help_text="never served again (e.g. flagged as broken)")
@@ -240,6 +245,8 @@ class Output(models.Model):
     sample = models.PositiveIntegerField(default=0)
     # May be empty: a system that generated nothing is real data (docs/bundle-format.md).
     text = models.TextField(blank=True)
+    # The system's turns of a conversation, [{"role", "content"}, ...]; None for a text.
+    messages = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -286,10 +293,17 @@ class MetricPreference(models.Model):
     first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
     value = models.SmallIntegerField()
+    judge = models.CharField(max_length=200, blank=True, help_text="the judge model, when known")
+    prompt = models.TextField(blank=True, help_text="the judge's prompt (name or text), when known")
+    # Which of (first, second) the judge saw first, in this row's canonical order: "AB" first,
+    # "BA" second, "" unknown. Both orders of one judge are two rows.
+    order = models.CharField(max_length=2, blank=True, choices=[("AB", "first shown first"),
+                                                                ("BA", "second shown first")])
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["metric", "item", "first", "second"], name="metric_preference_unique"),
+            models.UniqueConstraint(fields=["metric", "item", "first", "second", "order"],
+                                    name="metric_preference_unique"),
             models.CheckConstraint(condition=PREFERENCE_VALUES, name="metric_preference_value_valid"),
             models.CheckConstraint(condition=~Q(first=models.F("second")), name="metric_preference_two_systems"),
         ]

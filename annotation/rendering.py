@@ -13,6 +13,8 @@ annotator's browser fetch from elsewhere.
 """
 from __future__ import annotations
 
+import difflib
+import re
 from functools import lru_cache
 
 import nh3
@@ -90,3 +92,44 @@ def render_text(text: str | None, text_format: str = PLAIN) -> SafeString:
     if text_format == MARKDOWN:
         return mark_safe(f'<div class="markdown">{markdown_html(str(text))}</div>')  # noqa: S308 — sanitized above
     return linebreaksbr(str(text), autoescape=True)
+
+
+def render_conversation(messages: list[dict], text_format: str = PLAIN) -> SafeString:
+    """A conversation turn by turn: each message's role as a label (escaped, and only an
+    allow-listed role becomes a CSS class) and its content through ``render_text``."""
+    turns = []
+    for message in messages:
+        role = str(message.get("role", ""))
+        css = role if role in ROLE_CLASSES else "other"
+        turns.append(format_html('<div class="turn turn-{}"><span class="role">{}</span>'
+                                 '<div class="turn-text">{}</div></div>',
+                                 css, role, render_text(message.get("content", ""), text_format)))
+    return format_html('<div class="conversation">{}</div>', mark_safe("".join(turns)))  # noqa: S308 — parts escaped
+
+
+ROLE_CLASSES = ("system", "user", "assistant")
+
+
+_WORDS = re.compile(r"\s+|[^\s]+")
+MAX_DIFF_WORDS = 5000  # difflib is quadratic in the worst case; longer texts get no diff
+
+
+def word_diff(left: str, right: str) -> tuple[SafeString, SafeString] | None:
+    """The two raw texts with the words only one of them has marked (``<del>`` on the left,
+    ``<ins>`` on the right), everything escaped; difflib's SequenceMatcher over words and
+    whitespace runs. None when a text is longer than MAX_DIFF_WORDS tokens."""
+    a, b = _WORDS.findall(left or ""), _WORDS.findall(right or "")
+    if len(a) > MAX_DIFF_WORDS or len(b) > MAX_DIFF_WORDS:
+        return None
+    out_a, out_b = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        old, new = escape("".join(a[i1:i2])), escape("".join(b[j1:j2]))
+        if op == "equal":
+            out_a.append(old)
+            out_b.append(new)
+            continue
+        if old:
+            out_a.append(f"<del>{old}</del>")
+        if new:
+            out_b.append(f"<ins>{new}</ins>")
+    return mark_safe("".join(out_a)), mark_safe("".join(out_b))  # noqa: S308 — every part escaped

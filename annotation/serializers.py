@@ -120,10 +120,13 @@ class StudyDetailSerializer(StudySerializer):
     statuses = serializers.DictField(child=serializers.IntegerField(), help_text="pair status -> pairs")
     favi_summary = serializers.JSONField(allow_null=True)
     spa = serializers.JSONField(allow_null=True)
+    judges = serializers.ListField(child=serializers.DictField(), help_text=(
+        "per preference metric and judge: verdicts, ordered, decisive, first_position_share, both_orders, "
+        "flip_rate, human_compared, human_agreement (protocol.judges.JudgeStats)"))
     pairs = PairSerializer(many=True)
 
     class Meta(StudySerializer.Meta):
-        fields = StudySerializer.Meta.fields + ["budget", "statuses", "favi_summary", "spa", "pairs"]
+        fields = StudySerializer.Meta.fields + ["budget", "statuses", "favi_summary", "spa", "judges", "pairs"]
 
 
 class StudySettingsSerializer(serializers.Serializer):

@@ -4,6 +4,7 @@ One JSON object per line; its ``kind`` says what it is (docs/bundle-format.md)::
 
     {"kind":"study","name":"SummEval relevance","criterion":"relevance","instructions":"..."}
     {"kind":"item","id":"doc-1","input":"source text","reference":"optional"}
+    {"kind":"item","id":"chat-1","input":[{"role":"user","content":"Explain *recursion*."}]}
     {"kind":"output","item":"doc-1","system":"M8","text":"...","sample":0}
     {"kind":"metric_score","item":"doc-1","system":"M8","metric":"rougeL","score":0.31}
     {"kind":"metric_preference","item":"doc-1","first":"M8","second":"M9","metric":"judge","preference":1}
@@ -58,18 +59,24 @@ STUDY_SETTINGS = {
     "onboarding_checks": int,
     "repeat_every": int,
 }
+# How texts are shown (annotation/rendering.py): a study-level setting, checked here.
+TEXT_FORMATS = ("plain", "markdown")
+# Roles a conversation message may have; anything else is refused (a role is shown as a label).
+MESSAGE_ROLES = ("system", "user", "assistant")
+# Which output a judge saw in the first position: "AB" the row's first, "BA" its second.
+JUDGE_ORDERS = ("AB", "BA")
 # A check's expected answer -> the answers it accepts, in its own order (+1 = first better).
 CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)}
 
 # kind -> (required fields, optional fields)
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "study": (frozenset({"name"}), frozenset({"criterion", "instructions", *STUDY_SETTINGS})),
+    "study": (frozenset({"name"}), frozenset({"criterion", "instructions", "text_format", *STUDY_SETTINGS})),
     "item": (frozenset({"id", "input"}), frozenset({"reference"})),
     "output": (frozenset({"item", "system", "text"}), frozenset({"sample"})),
     "metric_score": (frozenset({"item", "system", "metric", "score"}), frozenset()),
     "metric_preference": (
         frozenset({"item", "first", "second", "metric", "preference"}),
-        frozenset(),
+        frozenset({"judge", "prompt", "order"}),
     ),
     "human_score": (frozenset({"item", "system", "score"}), frozenset({"annotator"})),
     "human_preference": (
@@ -83,21 +90,36 @@ SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 KIND_ORDER = tuple(SCHEMA)
 
 
+Message = tuple[str, str]  # (role, content)
+
+
+def messages_text(messages: tuple[Message, ...]) -> str:
+    """A conversation as one plain text ("role: content" turns, blank-line separated): what
+    metrics, searches and plain views use; the messages themselves are kept alongside."""
+    return "\n\n".join(f"{role}: {content}" for role, content in messages)
+
+
+def messages_rows(messages: tuple[Message, ...]) -> list[dict]:
+    return [{"role": role, "content": content} for role, content in messages]
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     id: str
-    input: str
+    input: str  # the input text; for a conversation its messages_text
     reference: str = ""
     line: int = 0
+    messages: tuple[Message, ...] | None = None  # the input as a conversation, when it is one
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
     item: str
     system: str
-    text: str
+    text: str  # for a conversation continuation its messages_text
     sample: int = 0
     line: int = 0
+    messages: tuple[Message, ...] | None = None  # the system's turns, when the output is a conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +139,9 @@ class MetricPreference:
     metric: str
     preference: int
     line: int = 0
+    judge: str = ""   # the judge model, e.g. "gpt-3.5-turbo"
+    prompt: str = ""  # the judge's prompt (its name or its text)
+    order: str = ""   # "AB" / "BA": which output the judge saw first; "" unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +374,12 @@ def _parse_study(obj: dict, line: int, check: _Checker) -> dict:
             value = _text(obj, key, line, check, allow_empty=True)
             if value is not None:
                 study[key] = value
+    if "text_format" in obj:
+        if obj["text_format"] in TEXT_FORMATS:
+            study["text_format"] = obj["text_format"]
+        else:
+            check.add(line, f"study setting 'text_format' must be one of {', '.join(map(json.dumps, TEXT_FORMATS))}, "
+                            f"got {json.dumps(obj['text_format'])}")
     for key, kind in STUDY_SETTINGS.items():
         if key not in obj:
             continue
@@ -450,19 +481,31 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
                      _text(obj, "reference", line, check, allow_empty=True) or "", line)
     item = _text(obj, "item" if kind != "item" else "id", line, check)
     if kind == "item":
-        text = _text(obj, "input", line, check)
+        messages = None
+        if isinstance(obj.get("input"), list):
+            messages = _messages(obj, "input", line, check)
+            text = messages_text(messages) if messages is not None else None
+            if messages is not None and not any(content.strip() for _, content in messages):
+                check.add(line, "field 'input' is a conversation with no content")
+        else:
+            text = _text(obj, "input", line, check)
         reference = _text(obj, "reference", line, check, allow_empty=True)
-        return Item(item, text, reference or "", line)
+        return Item(item, text, reference or "", line, messages)
     if kind == "output":
         system = _text(obj, "system", line, check)
-        # An empty generation is real data (a system that answered nothing), so it may be
-        # judged; it must still be a string, so a missing text (null) is not mistaken for one.
-        text = _text(obj, "text", line, check, allow_empty=True, allow_null=False)
+        messages = None
+        if isinstance(obj.get("text"), list):
+            messages = _messages(obj, "text", line, check)
+            text = messages_text(messages) if messages is not None else None
+        else:
+            # An empty generation is real data (a system that answered nothing), so it may be
+            # judged; it must still be a string, so a missing text (null) is not mistaken for one.
+            text = _text(obj, "text", line, check, allow_empty=True, allow_null=False)
         sample = obj.get("sample", 0)
         if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
             check.add(line, f"field 'sample' must be a whole number >= 0, got {json.dumps(sample)}")
             return None
-        return Output(item, system, text, sample, line)
+        return Output(item, system, text, sample, line, messages)
     if kind in ("metric_score", "human_score"):
         system = _text(obj, "system", line, check)
         score = _number(obj, "score", line, check)
@@ -475,8 +518,44 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
     if first is not None and first == second:
         check.add(line, f"first and second are the same system {first!r}")
     if kind == "metric_preference":
-        return MetricPreference(item, first, second, _text(obj, "metric", line, check), preference, line)
+        judge = _text(obj, "judge", line, check) if "judge" in obj else ""
+        prompt = _text(obj, "prompt", line, check) if "prompt" in obj else ""
+        order = obj.get("order", "")
+        if "order" in obj and order not in JUDGE_ORDERS:
+            check.add(line, f"field 'order' must be one of {', '.join(map(json.dumps, JUDGE_ORDERS))} "
+                            f"(which output the judge saw first), got {json.dumps(order)}")
+            order = ""
+        return MetricPreference(item, first, second, _text(obj, "metric", line, check), preference, line,
+                                judge or "", prompt or "", order)
     return HumanPreference(item, first, second, preference, _annotator(obj, line, check), line)
+
+
+def _messages(obj: dict, key: str, line: int, check: _Checker) -> tuple[Message, ...] | None:
+    """A conversation field: a non-empty list of {"role", "content"} objects, each role one of
+    MESSAGE_ROLES and each content a string; None (and a problem recorded) otherwise."""
+    value = obj[key]
+    if not value:
+        check.add(line, f"field {key!r} is an empty conversation (a list needs at least one message)")
+        return None
+    messages: list[Message] = []
+    ok = True
+    for n, message in enumerate(value, 1):
+        where = f"field {key!r} message {n}"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            got = sorted(message) if isinstance(message, dict) else type(message).__name__
+            check.add(line, f"{where}: must be an object with exactly 'role' and 'content', got {got}")
+            ok = False
+            continue
+        role, content = message["role"], message["content"]
+        if role not in MESSAGE_ROLES:
+            check.add(line, f"{where}: role must be one of {', '.join(MESSAGE_ROLES)}, got {json.dumps(role)}")
+            ok = False
+        if not isinstance(content, str):
+            check.add(line, f"{where}: content must be a string, got {type(content).__name__}")
+            ok = False
+        if ok:
+            messages.append((role, content))
+    return tuple(messages) if ok else None
 
 
 def _annotator(obj: dict, line: int, check: _Checker) -> str:
@@ -564,8 +643,11 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
                 "and metric_preference rows; a metric is one or the other",
             )
         pair = tuple(sorted((row.first, row.second)))
-        unique(row, ("mp", row.item, pair, row.metric), seen,
-               f"metric_preference for item {row.item!r}, pair {pair[0]!r}/{pair[1]!r}, metric {row.metric!r}")
+        # Both orders of a judge may be given: the position the judge saw is part of the key.
+        shown_first = "" if not row.order else (row.first if row.order == "AB" else row.second)
+        unique(row, ("mp", row.item, pair, row.metric, shown_first), seen,
+               f"metric_preference for item {row.item!r}, pair {pair[0]!r}/{pair[1]!r}, metric {row.metric!r}"
+               + (f", {shown_first!r} shown first" if shown_first else ""))
     for row in bundle.human_scores:
         refs(row, ("system",))
         if row.annotator:
@@ -650,17 +732,20 @@ def bundle_rows(bundle: Bundle) -> Iterator[dict]:
     """The bundle as JSON-able dicts in canonical kind order (the inverse of reading)."""
     yield {"kind": "study", **bundle.study}
     for r in bundle.items:
-        row = {"kind": "item", "id": r.id, "input": r.input}
+        row = {"kind": "item", "id": r.id, "input": r.input if r.messages is None else messages_rows(r.messages)}
         if r.reference:
             row["reference"] = r.reference
         yield row
     for r in bundle.outputs:
-        yield {"kind": "output", "item": r.item, "system": r.system, "text": r.text, "sample": r.sample}
+        yield {"kind": "output", "item": r.item, "system": r.system,
+               "text": r.text if r.messages is None else messages_rows(r.messages), "sample": r.sample}
     for r in bundle.metric_scores:
         yield {"kind": "metric_score", "item": r.item, "system": r.system, "metric": r.metric, "score": r.score}
     for r in bundle.metric_preferences:
-        yield {"kind": "metric_preference", "item": r.item, "first": r.first, "second": r.second,
+        row = {"kind": "metric_preference", "item": r.item, "first": r.first, "second": r.second,
                "metric": r.metric, "preference": r.preference}
+        row.update({k: v for k, v in (("judge", r.judge), ("prompt", r.prompt), ("order", r.order)) if v})
+        yield row
     for r in bundle.human_scores:
         row = {"kind": "human_score", "item": r.item, "system": r.system, "score": r.score}
         if r.annotator:

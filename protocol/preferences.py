@@ -169,12 +169,22 @@ def metric_labels(bundle: Bundle, metric: str, eps: float = 0.0) -> dict[tuple[s
         by_item = _mean_scores(r for r in bundle.metric_scores if r.metric == metric)
         rows = _preferences_from_mean_scores(by_item, eps, metric)
     else:
-        rows = (
-            (r.item, r.first, r.second, r.preference, metric)
-            for r in bundle.metric_preferences
-            if r.metric == metric
-        )
+        verdicts: dict[tuple[str, str, str], list[int]] = {}
+        for r in bundle.metric_preferences:
+            if r.metric == metric:
+                a, b = sorted((r.first, r.second))
+                verdicts.setdefault((r.item, a, b), []).append(r.preference if a == r.first else -r.preference)
+        rows = ((item, a, b, combine_verdicts(values), metric) for (item, a, b), values in verdicts.items())
     return _pair_table(rows)
+
+
+def combine_verdicts(values: list[int]) -> int:
+    """One preference from a judge's verdicts on one item and pair (+1 / 0 / -1, all in the
+    pair's own direction): usually one verdict; with both position orders, their common verdict
+    when they agree and a tie when they do not — an order-dependent verdict is no preference
+    (Zheng et al. 2023, "Judging LLM-as-a-judge", the swap-and-tie rule)."""
+    first = values[0]
+    return first if all(v == first for v in values) else 0
 
 
 def score_matrix(bundle: Bundle, source: str) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:

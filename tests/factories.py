@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 
 from django.conf import settings
@@ -140,6 +141,39 @@ def write_tiny_bundle(path, rng):
             rows.append({"kind": "metric_score", "item": item, "system": s, "metric": "m1",
                          "score": round(score + rng.normal(), 3)})
     write_bundle_rows(rows, path)
+
+
+CHAT_ANSWER = """Two steps:
+
+1. Parse the input
+2. **Validate** it
+
+| metric | value |
+|-------:|-------|
+| BLEU   | 31.2  |
+
+```python
+def best(xs):
+    return max(xs) if xs else None
+```
+
+See [the docs](https://docs.python.org/3/)."""
+
+
+def chat_rows(n_items=3, answers=("A", "B"), *, texts=None, roles=None, **settings):
+    """A markdown chat study: each item a system+user conversation, each output one assistant
+    turn (``texts``: the outputs' contents, else CHAT_ANSWER and a short answer)."""
+    texts = texts or {answers[0]: CHAT_ANSWER, answers[1]: "Just `max(xs)`."}
+    rows = [{"kind": "study", "name": "Chat study", "text_format": "markdown", "batch_size": 1,
+             "criterion": "helpfulness", **settings}]
+    for n in range(n_items):
+        rows.append({"kind": "item", "id": f"chat-{n}", "input": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": f"Question {n}: how do I find the *largest* number?"}]})
+        rows += [{"kind": "output", "item": f"chat-{n}", "system": s,
+                  "text": [{"role": "assistant", "content": texts[s]}]} for s in answers]
+    return rows
+
 
 # ---- people --------------------------------------------------------------------------------
 
@@ -438,3 +472,57 @@ def clear_throttle_counts() -> None:
         prefix = settings.CACHES[alias]["KEY_PREFIX"]
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
+
+
+# ---- rendering: hostile texts and how to tell they stay inert -----------------------------
+
+PAYLOADS = [
+    "<script>window.__xss=1</script>",
+    '<img src=x onerror="window.__xss=2">',
+    "[click](javascript:window.__xss=3)",
+    "[click](JaVaScRiPt:window.__xss=4)",
+    "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "<a href=\"javascript:window.__xss=5\">x</a>",
+    "```html\n<script>window.__xss=6</script>\n```",
+    "```<script>x</script>\ncode\n```",
+    "![pic](https://example.org/x.png)",
+    "<svg onload=window.__xss=7>",
+    "[x](https://example.org \"title\\\" onmouseover=\\\"window.__xss=8\")",
+    "<details open ontoggle=window.__xss=9>",
+]
+
+class _Elements(HTMLParser):
+    """Every element of an HTML fragment as (tag, {attribute: value}), as a browser parses it."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=True)
+        self.found = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+def assert_inert(html: str) -> None:
+    """No element that runs or fetches, no event handler, no link but http(s) and mailto."""
+    for tag, attributes in _Elements(html).found:
+        assert tag not in {"script", "img", "svg", "iframe", "object", "embed", "style", "details"}, html
+        assert not [a for a in attributes if a.lower().startswith("on")], (tag, attributes)
+        href = (attributes.get("href") or "").strip().lower()
+        assert not href or href.startswith(("http://", "https://", "mailto:")), (tag, attributes)
+
+
+# ---- a chat bundle (conversations, judge verdicts in one order) --------------------------
+
+CHAT_ROWS = [
+    {"kind": "study", "name": "chat", "text_format": "markdown"},
+    {"kind": "item", "id": "c1", "input": [{"role": "system", "content": "Be brief."},
+                                           {"role": "user", "content": "List *two* primes."}]},
+    {"kind": "output", "item": "c1", "system": "A", "text": [{"role": "assistant", "content": "- 2\n- 3"}]},
+    {"kind": "output", "item": "c1", "system": "B", "text": [{"role": "assistant", "content": "2, 3"},
+                                                              {"role": "user", "content": "more"},
+                                                              {"role": "assistant", "content": "5"}]},
+    {"kind": "metric_preference", "item": "c1", "first": "A", "second": "B", "metric": "gpt35",
+     "preference": 1, "judge": "gpt-3.5-turbo", "prompt": "pandalm-v1", "order": "AB"},
+    {"kind": "metric_preference", "item": "c1", "first": "B", "second": "A", "metric": "gpt35",
+     "preference": 1, "judge": "gpt-3.5-turbo", "prompt": "pandalm-v1", "order": "AB"},
+]

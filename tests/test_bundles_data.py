@@ -34,6 +34,8 @@ EXPECTED = {
     },
     "pandalm.jsonl.gz": (222, 5, {"output": 865, "metric_score": 0, "metric_preference": 1973,
                                   "human_score": 0, "human_preference": 2997}),
+    "pandalm_chat.jsonl.gz": (222, 5, {"output": 865, "metric_score": 0, "metric_preference": 1973,
+                                       "human_score": 0, "human_preference": 0}),  # a live study
     "wmt21_ende.jsonl.gz": (527, 8, {"output": 4216, "metric_score": 8432, "metric_preference": 0,
                                      "human_score": 4216, "human_preference": 0}),
 }
@@ -101,6 +103,18 @@ def test_pandalm_keeps_every_row_and_its_empty_responses(bundles):
     assert len(p16) == 10 and all(len({o.system for o in b.outputs if o.item == i.id}) == 2 for i in p16)
 
 
+def test_pandalm_chat_is_pandalm_as_one_turn_chats_with_named_judges(bundles):
+    chat, plain = bundles["pandalm_chat.jsonl.gz"], bundles["pandalm.jsonl.gz"]
+    assert chat.study["text_format"] == "markdown"
+    assert {(i.id, i.messages) for i in chat.items} == {(i.id, (("user", i.input),)) for i in plain.items}
+    assert sorted((o.item, o.system, o.messages) for o in chat.outputs) == sorted(
+        (o.item, o.system, (("assistant", o.text),)) for o in plain.outputs)
+    assert {(r.metric, r.judge, r.order) for r in chat.metric_preferences} == {
+        ("gpt35", "gpt-3.5-turbo", "AB"), ("pandalm7b", "PandaLM-7B", "AB")}
+    assert sorted((r.item, r.first, r.second, r.metric, r.preference) for r in chat.metric_preferences) == sorted(
+        (r.item, r.first, r.second, r.metric, r.preference) for r in plain.metric_preferences)
+
+
 def test_wmt21_every_item_has_all_systems(bundles):
     b = bundles["wmt21_ende.jsonl.gz"]
     per_item = Counter(o.item for o in b.outputs)
@@ -113,6 +127,7 @@ def test_wmt21_every_item_has_all_systems(bundles):
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared source data not available")
 @pytest.mark.parametrize("script,name,source", [
     ("pandalm", "pandalm.jsonl.gz", "pandalm_pairwise"),
+    ("pandalm_chat", "pandalm_chat.jsonl.gz", "pandalm_pairwise"),
     ("wmt21", "wmt21_ende.jsonl.gz", "wmt21_mqm"),
 ])
 def test_regeneration_is_byte_identical(tmp_path, script, name, source):

@@ -20,7 +20,7 @@ from ..models import AnnotatorExclusion, Comparison, Judgement, PairState, PairS
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
 from .exports import study_bundle
-from .studies import study_judgement_labels, study_metric_labels
+from .studies import study_judgement_labels, study_judges, study_metric_labels
 
 
 def pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
@@ -281,6 +281,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "timeline": timeline,
         "separability": separability,
         "metric": study.metric.name if study.metric_id else None,
+        "judges": study_judges(study=study),
         "decided": sum(1 for p in pairs if p["decision"]),
         "judgements": live + imported,
     }

@@ -43,6 +43,8 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         head["criterion"] = study.criterion
     if study.instructions:
         head["instructions"] = study.instructions
+    if study.text_format != "plain":
+        head["text_format"] = study.text_format
     for key, field in SETTING_FIELDS.items():
         value = getattr(study, field)
         if value not in ("", None):
@@ -51,15 +53,16 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         head["metric"] = study.metric.name
     yield head
     for item in study.items.order_by("position").iterator():
-        row = {"kind": "item", "id": item.external_id, "input": item.input}
+        row = {"kind": "item", "id": item.external_id,
+               "input": item.input if item.input_messages is None else item.input_messages}
         if item.reference:
             row["reference"] = item.reference
         yield row
     outputs = Output.objects.filter(item__study=study).select_related("item", "system").order_by(
         "item__position", "system__name", "sample")
     for o in outputs.iterator():
-        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name, "text": o.text,
-               "sample": o.sample}
+        yield {"kind": "output", "item": o.item.external_id, "system": o.system.name,
+               "text": o.text if o.messages is None else o.messages, "sample": o.sample}
     scores = MetricScore.objects.filter(metric__study=study).select_related(
         "metric", "output__item", "output__system").order_by("metric__name", "output__item__position",
                                                              "output__system__name")
@@ -67,10 +70,13 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         yield {"kind": "metric_score", "item": s.output.item.external_id, "system": s.output.system.name,
                "metric": s.metric.name, "score": s.value}
     prefs = MetricPreference.objects.filter(metric__study=study).select_related(
-        "metric", "item", "first", "second").order_by("metric__name", "item__position", "first__name", "second__name")
+        "metric", "item", "first", "second").order_by("metric__name", "item__position", "first__name", "second__name",
+                                                      "order")
     for p in prefs.iterator():
-        yield {"kind": "metric_preference", "item": p.item.external_id, "first": p.first.name,
+        row = {"kind": "metric_preference", "item": p.item.external_id, "first": p.first.name,
                "second": p.second.name, "metric": p.metric.name, "preference": p.value}
+        row.update({k: v for k, v in (("judge", p.judge), ("prompt", p.prompt), ("order", p.order)) if v})
+        yield row
     humans = HumanScore.objects.filter(output__item__study=study).select_related(
         "output__item", "output__system").order_by("output__item__position", "output__system__name", "id")
     for h in humans.iterator():

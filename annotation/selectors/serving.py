@@ -31,22 +31,24 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
         left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
         if done is None:
             done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
-        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done}
+        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done,
+                "left_messages": None, "right_messages": None}
     # The comparison, its item and the outputs of its two systems in one statement (the serving
     # store: this read is on every HIT's path).
     shown = store.hit_texts(assignment.comparison_id)
     item, first_id, second_id = shown.item, shown.first_id, shown.second_id
     study = study or Study.objects.get(pk=item.study_id)
-    texts: dict[int, str] = {}
+    texts: dict[int, tuple[str, list | None]] = {}
     # The study's shown sample of each output, else its lowest sample.
-    for system_id, sample, text in shown.outputs:
+    for system_id, sample, text, messages in shown.outputs:
         if system_id not in texts or sample == study.shown_sample:
-            texts[system_id] = text
+            texts[system_id] = (text, messages)
     first, second = texts[first_id], texts[second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
     if done is None:
         done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
-    return {"assignment": assignment, "item": item, "left": left, "right": right, "done": done}
+    return {"assignment": assignment, "item": item, "left": left[0], "right": right[0], "done": done,
+            "left_messages": left[1], "right_messages": right[1]}
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:

@@ -2,13 +2,15 @@
 judgements, members, its bundle and planner jobs."""
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from protocol.judges import JudgeVerdict, judge_stats
 from protocol.plan import hours_to_finish
-from protocol.preferences import canonical_pair, preferences_from_scores
+from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
@@ -127,10 +129,13 @@ def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | No
         rows = MetricPreference.objects.filter(metric=metric)
         if pair is not None:
             rows = rows.filter(first__name=pair[0], second__name=pair[1])
+        verdicts: dict[tuple[str, str], dict[str, list[int]]] = {}
         for a, b, item, value in rows.values_list("first__name", "second__name", "item__external_id",
                                                   "value").iterator():
-            labels.setdefault((a, b), {})[item] = value
-        return labels
+            verdicts.setdefault((a, b), {}).setdefault(item, []).append(value)
+        # Both position orders of a judge are two rows; one function decides what they say.
+        return {pair: {item: combine_verdicts(values) for item, values in by_item.items()}
+                for pair, by_item in verdicts.items()}
     pairs = PairState.objects.filter(study=study)
     scores = MetricScore.objects.filter(metric=metric)
     if pair is not None:
@@ -238,3 +243,20 @@ def plan_job_rows(*, job) -> list[dict]:
     throughput = float(job.params["throughput"])
     return [{**row, "hours": hours_to_finish(row["expected_annotations"], throughput)}
             for row in job.result["plans"]]
+
+
+def study_judges(*, study: Study) -> list[dict]:
+    """Each LLM judge of the study (a preference metric, split by the judge its rows name):
+    position bias and agreement with the counted human judgements (protocol.judges)."""
+    human_sum: dict[tuple[str, str, str], list[int]] = {}
+    for (a, b), labels in study_judgement_labels(study=study).items():
+        for item, value in labels:
+            human_sum.setdefault((item, a, b), []).append(value)
+    human = {key: sum(values) / len(values) for key, values in human_sum.items()}
+    verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
+    rows = MetricPreference.objects.filter(metric__study=study).values_list(
+        "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
+    for metric, judge, item, a, b, value, order in rows.iterator():
+        verdicts.setdefault((metric, judge), []).append(JudgeVerdict(item, a, b, value, order))
+    return [{"metric": metric, "judge": judge, **dataclasses.asdict(judge_stats(found, human))}
+            for (metric, judge), found in sorted(verdicts.items())]

@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from protocol import adaptive
 from protocol.separability import compute_alignments
 
-from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, read_bundle
+from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, messages_rows, read_bundle
 from protocol.preferences import canonical_pair
 
 from ..models import (
@@ -167,6 +167,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         name=bundle.study["name"],
         criterion=bundle.study.get("criterion", ""),
         instructions=bundle.study.get("instructions", ""),
+        text_format=settings_chosen.get("text_format", "plain"),
         **{field: settings_chosen[key] for key, field in SETTING_FIELDS.items() if key in settings_chosen},
     )
     # study_slug_for checked the slug, but another import may take it before this one writes.
@@ -195,7 +196,8 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         i.external_id: i
         for i in _bulk(
             Item,
-            [Item(study=study, external_id=r.id, input=r.input, reference=r.reference, position=n)
+            [Item(study=study, external_id=r.id, input=r.input, input_messages=_message_rows(r.messages),
+                  reference=r.reference, position=n)
              for n, r in enumerate(bundle.items)],
             progress,
             "items",
@@ -203,7 +205,8 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     }
     outputs = _bulk(
         Output,
-        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text) for r in bundle.outputs],
+        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text,
+                messages=_message_rows(r.messages)) for r in bundle.outputs],
         progress,
         "outputs",
     )
@@ -227,8 +230,11 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     preferences = []
     for r in bundle.metric_preferences:
         first, second, sign = canonical_pair(r.first, r.second)
+        # The order names which output the judge saw first, so it flips with the pair.
+        order = r.order if sign > 0 or not r.order else {"AB": "BA", "BA": "AB"}[r.order]
         preferences.append(MetricPreference(metric=metrics[r.metric], item=items[r.item], first=systems[first],
-                                            second=systems[second], value=sign * r.preference))
+                                            second=systems[second], value=sign * r.preference,
+                                            judge=r.judge, prompt=r.prompt, order=order))
     _bulk(MetricPreference, preferences, progress, "metric preferences")
     _bulk(
         HumanScore,
@@ -292,6 +298,10 @@ def _store_comparisons(study: Study, items: dict, systems: dict, pairs: dict, sy
     if batch:
         flush()
     return count, kept
+
+
+def _message_rows(messages) -> list[dict] | None:
+    return None if messages is None else messages_rows(messages)
 
 
 def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Progress) -> None:

@@ -128,11 +128,12 @@ class LiveLease:
 @dataclass(frozen=True, slots=True)
 class HitTexts:
     """What a comparison's HIT shows: its item (an Item, other fields deferred), its two systems
-    and every sample of their outputs, ``(system_id, sample, text)`` ordered by system, sample."""
+    and every sample of their outputs, ``(system_id, sample, text, messages)`` ordered by
+    system, sample (``messages``: a conversation's turns, None for a text)."""
     item: Item
     first_id: int
     second_id: int
-    outputs: tuple[tuple[int, int, str], ...]
+    outputs: tuple[tuple[int, int, str, list | None], ...]
 
 
 # --- Conversion (Django's own, per field) --------------------------------------------------
@@ -426,13 +427,16 @@ def comparison_judged(comparison_id: int, *, lease_ended: bool) -> None:
 def hit_texts(comparison_id: int) -> HitTexts:
     """The comparison's item and the outputs of its two systems, in one statement."""
     found = _rows(
-        'SELECT i."id", i."study_id", i."external_id", i."input", i."reference", c."first_id", c."second_id", '
-        f'o."system_id", o."sample", o."text" FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
+        'SELECT i."id", i."study_id", i."external_id", i."input", i."input_messages", i."reference", '
+        'c."first_id", c."second_id", o."system_id", o."sample", o."text", o."messages" '
+        f'FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
         f'JOIN {OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
         'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [comparison_id])
-    item = _instance(Item, ("id", "study_id", "external_id", "input", "reference"), found[0][:5])
-    return HitTexts(item=item, first_id=found[0][5], second_id=found[0][6],
-                    outputs=tuple((system_id, sample, text) for *_, system_id, sample, text in found))
+    # Columns in the model's field order: Model.from_db places values by that order.
+    item = _instance(Item, ("id", "study_id", "external_id", "input", "input_messages", "reference"), found[0][:6])
+    return HitTexts(item=item, first_id=found[0][6], second_id=found[0][7],
+                    outputs=tuple((system_id, sample, text, _read(Output, ("messages",), [messages])[0])
+                                  for *_, system_id, sample, text, messages in found))
 
 
 # --- Judgements ----------------------------------------------------------------------------

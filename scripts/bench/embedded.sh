@@ -9,7 +9,9 @@
 #   scripts/bench/embedded.sh 8150
 #   scripts/bench/embedded.sh 8150 --scenario burst --max-seconds 30
 #
-# Environment: PYTHON (default .venv/bin/python, else python3), KEEP=1 keeps the database and logs.
+# Environment: PYTHON (default .venv/bin/python, else python3), KEEP=1 keeps the database and logs;
+# BUNDLE, SLUG and METRIC choose another study (a chat study:
+# BUNDLE=data/bundles/pandalm_chat.jsonl.gz SLUG=pandalm-chat METRIC=gpt35 scripts/bench/embedded.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PORT=${1:-8150}
@@ -33,8 +35,10 @@ cleanup() {
 trap cleanup EXIT
 
 "$PYTHON" manage.py migrate --noinput -v 0
-"$PYTHON" manage.py import_study data/bundles/summeval_relevance.jsonl.gz --slug summeval-relevance \
-  --metric bert_score_f -v 0
+BUNDLE=${BUNDLE:-data/bundles/summeval_relevance.jsonl.gz}
+SLUG=${SLUG:-summeval-relevance}
+METRIC=${METRIC:-bert_score_f}
+"$PYTHON" manage.py import_study "$BUNDLE" --slug "$SLUG" --metric "$METRIC" -v 0
 "$PYTHON" -m gunicorn evalapp.wsgi --preload --bind "127.0.0.1:$PORT" --workers 3 --worker-class gthread \
   --threads 4 --keep-alive 5 --log-level warning >"$LOGS/gunicorn.log" 2>&1 &
 server=$!
@@ -44,7 +48,7 @@ for _ in $(seq 100); do
 done
 
 status=0
-"$PYTHON" scripts/bench/load_annotators.py "http://127.0.0.1:$PORT" summeval-relevance --scenario embedded "$@" || status=$?
+"$PYTHON" scripts/bench/load_annotators.py "http://127.0.0.1:$PORT" "$SLUG" --scenario embedded "$@" || status=$?
 if grep -q -E "Traceback|ERROR" "$LOGS/gunicorn.log"; then
   echo "the server logged errors:" >&2
   grep -h -E -A3 "Traceback|ERROR" "$LOGS/gunicorn.log" | tail -20 >&2

@@ -27,8 +27,36 @@
   }
   function seconds() { return ((performance.now() - shownAt) / 1000).toFixed(2); }
 
+  // Aligned scrolling of the two outputs (and of the two diff panes): scrolling one moves the
+  // other to the same proportion of its height, while the box is ticked.
+  function syncPanes(a, b, toggle) {
+    if (!a || !b) return;
+    var busy = false;
+    function follow(from, to) {
+      from.addEventListener("scroll", function () {
+        if (busy || !toggle.checked) return;
+        var range = from.scrollHeight - from.clientHeight;
+        busy = true;
+        to.scrollTop = range > 0 ? (from.scrollTop / range) * (to.scrollHeight - to.clientHeight) : 0;
+        requestAnimationFrame(function () { busy = false; });
+      });
+    }
+    follow(a, b);
+    follow(b, a);
+  }
+  function prepareScrolling() {
+    var label = document.querySelector("[data-scroll-sync]");
+    if (!label) return;
+    label.hidden = false;
+    var toggle = label.querySelector("input");
+    syncPanes(document.getElementById("output-left"), document.getElementById("output-right"), toggle);
+    syncPanes(document.getElementById("diff-left"), document.getElementById("diff-right"), toggle);
+  }
+
   document.addEventListener("DOMContentLoaded", prepare);
   document.addEventListener("htmx:afterSwap", prepare);
+  document.addEventListener("DOMContentLoaded", prepareScrolling);
+  document.addEventListener("htmx:afterSwap", prepareScrolling);
   document.addEventListener("submit", function (event) {
     var f = event.target.closest("form[data-hit-form]");
     if (!f) return;

@@ -1,5 +1,4 @@
 """The REST API: import, study state, researcher endpoints, HIT next/submit, tokens, error bodies."""
-import gzip
 import io
 import logging
 
@@ -11,7 +10,7 @@ from rest_framework.test import APIClient
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services import study_membership_set
-from tests.factories import api_for, api_upload, bundle_bytes, crowd_rows
+from tests.factories import api_for, api_upload, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

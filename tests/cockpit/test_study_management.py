@@ -5,12 +5,11 @@ import io
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation import models
-from annotation.access import RESEARCHER_GROUP
 from annotation.services import study_import, study_membership_remove, study_membership_set
 from tests.factories import admin_client, admin_form_data, bundle_bytes, group_researcher_client
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from protocol import adaptive
-from protocol.bundle import write_bundle_rows
 from protocol.simulate import SUMMARY_KEYS, kld, main, null_labels, replay, simulate
 from tests.factories import write_tiny_bundle
 

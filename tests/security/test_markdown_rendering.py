@@ -1,12 +1,11 @@
 """Markdown answers rendered for reading and sanitized for safety (annotation.rendering)."""
-from html.parser import HTMLParser
-
 import pytest
 from django.template import Context, Template
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotation.rendering import MARKDOWN, PLAIN, render_text
+from tests.factories import PAYLOADS, assert_inert
 
 ANSWER = """Here is the plan:
 
@@ -24,42 +23,6 @@ def best(xs):
 
 See [the docs](https://docs.python.org/3/) for more.
 """
-
-PAYLOADS = [
-    "<script>window.__xss=1</script>",
-    '<img src=x onerror="window.__xss=2">',
-    "[click](javascript:window.__xss=3)",
-    "[click](JaVaScRiPt:window.__xss=4)",
-    "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    "<a href=\"javascript:window.__xss=5\">x</a>",
-    "```html\n<script>window.__xss=6</script>\n```",
-    "```<script>x</script>\ncode\n```",
-    "![pic](https://example.org/x.png)",
-    "<svg onload=window.__xss=7>",
-    "[x](https://example.org \"title\\\" onmouseover=\\\"window.__xss=8\")",
-    "<details open ontoggle=window.__xss=9>",
-]
-
-
-class _Elements(HTMLParser):
-    """Every element of an HTML fragment as (tag, {attribute: value}), as a browser parses it."""
-
-    def __init__(self, html: str):
-        super().__init__(convert_charrefs=True)
-        self.found = []
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        self.found.append((tag, dict(attrs)))
-
-
-def assert_inert(html: str) -> None:
-    """No element that runs or fetches, no event handler, no link but http(s) and mailto."""
-    for tag, attributes in _Elements(html).found:
-        assert tag not in {"script", "img", "svg", "iframe", "object", "embed", "style", "details"}, html
-        assert not [a for a in attributes if a.lower().startswith("on")], (tag, attributes)
-        href = (attributes.get("href") or "").strip().lower()
-        assert not href or href.startswith(("http://", "https://", "mailto:")), (tag, attributes)
 
 
 def test_lists_tables_and_highlighted_code_are_rendered():

@@ -21,6 +21,7 @@ BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
 DEMO_STUDIES = [
     ("summeval_relevance.jsonl.gz", "summeval-relevance", "bert_score_f"),
     ("pandalm.jsonl.gz", "pandalm", "gpt35"),
+    ("pandalm_chat.jsonl.gz", "pandalm-chat", "gpt35"),  # the same data as a one-turn chat, markdown
     ("separability_prefs.jsonl.gz", "separability-prefs", None),
 ]
 # Crowd-session settings of a freshly imported demo study (docs/crowd.md): a Prolific or MTurk
@@ -38,7 +39,8 @@ ACCOUNTS = [
 
 
 class Command(BaseCommand):
-    help = "Import the demo studies (SummEval relevance, PandaLM, separability preferences) and demo accounts."
+    help = ("Import the demo studies (SummEval relevance, PandaLM, PandaLM as a chat, separability preferences) "
+            "and demo accounts.")
 
     def handle(self, *args, **options):
         studies = []
