@@ -53,16 +53,22 @@ def rounds_close(study_id: int) -> None:
         sweeper_ensure()
 
 
-def plan_job(job_id: int) -> None:
-    """Run a planner job where round closes run; call after its commit."""
+def _where_closes_run(task: str, argument: int, executor: str) -> None:
+    """Run ``task(argument)`` where round closes run (settings.EVALAPP_ROUND_CLOSE): here, in a
+    Celery worker, or in this process's ``executor`` thread."""
     mode = settings.EVALAPP_ROUND_CLOSE
     if mode == "inline":
-        _task(PLAN_JOB)(job_id)
+        _task(task)(argument)
     elif mode == "celery":
-        _task(PLAN_JOB).delay(job_id)
+        _task(task).delay(argument)
     else:
-        # One plan at a time: a plan is CPU-bound, more threads would only share the cores.
-        _executor("plans").submit(_in_thread, PLAN_JOB, job_id)
+        _executor(executor).submit(_in_thread, task, argument)
+
+
+def plan_job(job_id: int) -> None:
+    """Run a planner job where round closes run; call after its commit."""
+    # One plan at a time (the "plans" thread): a plan is CPU-bound, more would share the cores.
+    _where_closes_run(PLAN_JOB, job_id, "plans")
 
 
 def study_separability(study_id: int) -> None:
@@ -77,13 +83,7 @@ def study_metrics_table(study_id: int) -> None:
 
 def study_dashboard(study_id: int) -> None:
     """Compute a study's dashboard for its current round where round closes run (off the request)."""
-    mode = settings.EVALAPP_ROUND_CLOSE
-    if mode == "inline":
-        _task(STUDY_DASHBOARD)(study_id)
-    elif mode == "celery":
-        _task(STUDY_DASHBOARD).delay(study_id)
-    else:
-        _executor("reports").submit(_in_thread, STUDY_DASHBOARD, study_id)
+    _where_closes_run(STUDY_DASHBOARD, study_id, "reports")
 
 
 # --- This process's threads (mode "thread") ------------------------------------------------
