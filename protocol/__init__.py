@@ -8,8 +8,13 @@ preferences   preferences from scalar scores (§1), per-pair label tables from a
 favi          Favi-Score and sign accuracy (§2)
 ranking       sign tests, significance DAGs, decision-set comparison (§3, §5)
 decision      the Bayesian decision function: NUTS reference and fast exact samplers (§4)
-adaptive      the budgeted protocol as a resumable state machine (§5): start, open_rounds,
-              record_judgement(s), close_rounds, rebuild_pairs
+adaptive      the budgeted protocol (§5), the public facade of the three modules below:
+state         its settings (the error-controlled default: adaptive policy, e-process, e-BH),
+              the pair and protocol states and their codecs
+rules         the decision rules: Bayesian thresholds, e-process bets and evidence, the exact
+              binomial boundary, looks and futility, family control across pairs
+machine       the state machine: start, open_rounds, record_judgement(s), close_rounds,
+              rebuild_pairs, run_rounds
 allocation    which items of a pair to judge next: uniform, separability-weighted, stratified
 spa           soft pairwise accuracy and pairwise accuracy (§6)
 separability  separability of comparisons (§7), from the text similarities of ``similarity``
@@ -20,6 +25,10 @@ quality       per-annotator quality statistics and flags (too fast, failed check
 leaderboard   Bradley–Terry leaderboard with bootstrap intervals
 projection    judgements a study is still expected to need
 plan          the planner: replays of the protocol on a study's labels for a grid of settings
+judges        an LLM judge's position bias, flip rate and agreement with the humans
+arena         deterministic synthetic arenas (systems with known strengths, a noisy judge)
+arena_replay  the known-truth replay: all pairs, the ranking design, random pairs + Bradley–Terry
+ranking_design  a ranking of many systems from O(k log k) pairs (merge sort on decided pairs)
 simulate      offline replay of the protocol on a bundle with complete human labels (command line)
 report        a metric against a bundle's human labels (command line)
 bench         timing of the decision function and SPA (command line; _bench_decision, _bench_spa)
