@@ -27,6 +27,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from protocol.bundle import MESSAGE_ROLES
+
 PLAIN = "plain"
 MARKDOWN = "markdown"
 FORMATS = (PLAIN, MARKDOWN)
@@ -100,14 +102,12 @@ def render_conversation(messages: list[dict], text_format: str = PLAIN) -> SafeS
     turns = []
     for message in messages:
         role = str(message.get("role", ""))
-        css = role if role in ROLE_CLASSES else "other"
+        css = role if role in MESSAGE_ROLES else "other"
         turns.append(format_html('<div class="turn turn-{}"><span class="role">{}</span>'
                                  '<div class="turn-text">{}</div></div>',
                                  css, role, render_text(message.get("content", ""), text_format)))
     return format_html('<div class="conversation">{}</div>', mark_safe("".join(turns)))  # noqa: S308 — parts escaped
 
-
-ROLE_CLASSES = ("system", "user", "assistant")
 
 
 _WORDS = re.compile(r"\s+|[^\s]+")
