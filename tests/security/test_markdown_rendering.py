@@ -5,24 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotation.rendering import MARKDOWN, PLAIN, render_text
+from tests.factories import CHAT_ANSWER as ANSWER
 from tests.factories import PAYLOADS, assert_inert
-
-ANSWER = """Here is the plan:
-
-1. Parse the input
-2. **Validate** it
-
-| metric | value |
-|-------:|-------|
-| BLEU   | 31.2  |
-
-```python
-def best(xs):
-    return max(xs) if xs else None
-```
-
-See [the docs](https://docs.python.org/3/) for more.
-"""
 
 
 def test_lists_tables_and_highlighted_code_are_rendered():
