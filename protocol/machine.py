@@ -110,27 +110,51 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
     waiting = [i for i, p in enumerate(state.pairs) if p.status == WAITING]
     if not waiting:
         return state
-    budget = state.budget_left
     asks = {i: min(round_size(state.settings, state.pairs[i]), state.pairs[i].remaining) for i in waiting}
+    closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
+    quotas = fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left)
+    return open_pairs(state, quotas)
+
+
+def fund_rounds(settings: ProtocolSettings, closes: int, asks: Mapping[int, int], closeness: Mapping[int, float],
+                budget: int) -> dict[int, int]:
+    """Share ``budget`` out among rounds that ask for ``asks`` (pair index -> judgements):
+    everything when it suffices; otherwise the paper policy funds pairs in a seeded random
+    order (by seed and ``closes``), the adaptive policy the largest ``closeness`` (|theta - 1/2|)
+    first, and the last funded pair may get a smaller round. Returns pair index -> quota."""
+    order = sorted(asks)
     if sum(asks.values()) > budget:
-        if state.settings.policy == ADAPTIVE:
-            closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
-            waiting.sort(key=lambda i: (-closeness[i], i))
+        if settings.policy == ADAPTIVE:
+            order.sort(key=lambda i: (-closeness[i], i))
         else:
-            order = np.random.default_rng([state.settings.seed, 1, state.closes]).permutation(len(waiting))
-            waiting = [waiting[j] for j in order]
+            permutation = np.random.default_rng([settings.seed, 1, closes]).permutation(len(order))
+            order = [order[j] for j in permutation]
+    quotas = {}
+    for i in order:
+        quota = min(asks[i], budget)
+        if quota <= 0:
+            break
+        budget -= quota
+        quotas[i] = quota
+    return quotas
+
+
+def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState:
+    """Open a round of the given size for each waiting pair named, with no budget check: the
+    caller funded them (``open_rounds``, or ``protocol.rubric`` sharing one budget between the
+    criteria of a rubric). quotas: index into state.pairs -> judgements the round asks for (> 0).
+    """
     pairs = list(state.pairs)
     pooled = ()
     if state.settings.rule == EPROCESS and state.settings.confusion == POOLED:
         # the metric's confusion over every judged item of the study: far better estimated
         # than one pair's, and other pairs' labels are independent of this pair's under the null
         pooled = tuple(int(x) for x in np.sum([p.paired for p in state.pairs], axis=0).ravel())
-    for i in waiting:
-        quota = min(asks[i], budget)
-        if quota <= 0:
-            break
-        budget -= quota
+    for i, quota in quotas.items():
         p = pairs[i]
+        if p.status != WAITING or not 0 < quota <= p.remaining:
+            raise ValueError(f"pair {p.key} cannot open a round of {quota}: it is {p.status} "
+                             f"with {p.remaining} judgements left")
         basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only, *pooled)
         pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
     return replace(state, pairs=tuple(pairs))

@@ -1,0 +1,276 @@
+"""Rubrics: several criteria answered in one HIT, each decided by its own protocol.
+
+A rubric study asks every annotator for a verdict on each criterion (helpfulness,
+correctness, ...) of the same comparison. Each criterion is a *lane*: a full
+``ProtocolState`` with its own pairs, counts, e-processes, decisions and family control
+(e-BH runs within a criterion: the criteria are separate questions, each read as its own
+ranking). The lanes share what the annotators spend:
+
+* one HIT answers every criterion, so a pair's round is opened for all its undecided lanes
+  at once with one quota, and the HITs served count once against the study's budget
+  (``RubricState.hits``);
+* a lane that has stopped (decided, exhausted, futile) takes no more judgements, while the
+  pair is served as long as another of its lanes needs them; the answers it ignores stay in
+  the judgements (exports), not in its counts;
+* budget left = budget - HITs judged - sum over pairs of the open round's quota.
+
+Item choice is the app's, per pair, so an item is served once for all its criteria. The
+error guarantee of each lane is that of its rule (protocol.rules): which lanes are open
+depends only on lanes' own past decisions, and a lane's e-process sees its own labels of
+items drawn without looking at any criterion's labels.
+
+A single criterion is one lane and every function here is then exactly the machine's.
+
+Shapes: ``criteria`` (C,), ``lanes`` (C,) each with the same P pairs in the same order,
+``hits`` (P,).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from . import machine
+from .rules import round_size
+from .state import FILLED, OPEN, WAITING, PairState, ProtocolSettings, ProtocolState
+
+
+@dataclass(frozen=True)
+class RubricState:
+    """The protocol state of a rubric study: one lane per criterion, HITs per pair."""
+
+    criteria: tuple[str, ...]
+    lanes: tuple[ProtocolState, ...]
+    hits: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.criteria or len(self.criteria) != len(self.lanes):
+            raise ValueError(f"{len(self.criteria)} criteria but {len(self.lanes)} lanes")
+        if len(set(self.criteria)) != len(self.criteria):
+            raise ValueError(f"criteria must be distinct, got {list(self.criteria)}")
+        keys = [p.key for p in self.lanes[0].pairs]
+        for name, lane in zip(self.criteria, self.lanes):
+            if [p.key for p in lane.pairs] != keys:
+                raise ValueError(f"criterion {name!r} has other pairs than {self.criteria[0]!r}")
+        if len(self.hits) != len(keys):
+            raise ValueError(f"{len(keys)} pairs but {len(self.hits)} HIT counts")
+        for lane_name, lane in zip(self.criteria, self.lanes):
+            for pair, hits in zip(lane.pairs, self.hits):
+                if pair.judgements > hits:
+                    raise ValueError(f"pair {pair.key} holds {pair.judgements} judgements of {lane_name!r} "
+                                     f"but only {hits} HITs")
+
+    @property
+    def primary(self) -> ProtocolState:
+        """The first criterion's lane: the one the study's summary columns show."""
+        return self.lanes[0]
+
+    @property
+    def settings(self) -> ProtocolSettings:
+        return self.lanes[0].settings
+
+    @property
+    def closes(self) -> int:
+        return self.lanes[0].closes
+
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        return [p.key for p in self.lanes[0].pairs]
+
+    def lane(self, criterion: str) -> ProtocolState:
+        if criterion not in self.criteria:
+            raise ValueError(f"unknown criterion {criterion!r}; the study's are {list(self.criteria)}")
+        return self.lanes[self.criteria.index(criterion)]
+
+    def lane_pairs(self, index: int) -> tuple[PairState, ...]:
+        """Pair ``index`` in every lane (C,)."""
+        return tuple(lane.pairs[index] for lane in self.lanes)
+
+    def quota(self, index: int) -> int:
+        """HITs pair ``index``'s open round still needs (its open lanes share one quota)."""
+        return max(p.quota for p in self.lane_pairs(index))
+
+    def status(self, index: int) -> str:
+        """Pair ``index``'s serving status: open while any lane takes judgements, filled while
+        any waits for its close, waiting while any waits for a round, else the first lane's."""
+        statuses = [p.status for p in self.lane_pairs(index)]
+        for status in (OPEN, FILLED, WAITING):
+            if status in statuses:
+                return status
+        return statuses[0]
+
+    @property
+    def spent(self) -> int:
+        return sum(self.hits)
+
+    @property
+    def reserved(self) -> int:
+        return sum(self.quota(i) for i in range(len(self.hits)))
+
+    @property
+    def budget_left(self) -> int:
+        return self.settings.budget - self.spent - self.reserved
+
+    @property
+    def finished(self) -> bool:
+        """No round open or filled in any lane, and no waiting lane can be funded any more."""
+        statuses = {self.status(i) for i in range(len(self.hits))}
+        if statuses & {OPEN, FILLED}:
+            return False
+        return self.budget_left <= 0 or WAITING not in statuses
+
+
+def single(state: ProtocolState, criterion: str = "") -> RubricState:
+    """A one-criterion study's state as a rubric (HITs = the lane's judgements)."""
+    return RubricState((criterion,), (state,), tuple(p.judgements for p in state.pairs))
+
+
+def start(
+    settings: ProtocolSettings,
+    criteria: Sequence[str],
+    capacities: Mapping[tuple[str, str], int],
+    metrics: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]] | None],
+) -> RubricState:
+    """A fresh rubric: every lane waiting (``machine.start`` per criterion).
+
+    metrics  criterion -> the metric labels of its lane (as machine.start); a criterion without
+             a metric (None or missing) runs human-only
+    """
+    lanes = tuple(machine.start(settings, capacities, metrics.get(name)) for name in criteria)
+    return RubricState(tuple(criteria), lanes, (0,) * len(lanes[0].pairs))
+
+
+def open_rounds(state: RubricState) -> RubricState:
+    """Open one round per pair for all its waiting lanes, within the budget left.
+
+    A pair with a lane open or filled waits for it. Its round asks for the largest round any
+    of its waiting lanes asks for (``machine.round_size``), at most what each can still
+    receive; the budget is shared out as ``machine.fund_rounds`` does, closeness being the
+    largest |theta - 1/2| over the waiting lanes.
+    """
+    if len(state.lanes) == 1:
+        return single(machine.open_rounds(state.primary), state.criteria[0])
+    asks, closeness, lanes_of = {}, {}, {}
+    for i in range(len(state.hits)):
+        pairs = state.lane_pairs(i)
+        if any(p.status in (OPEN, FILLED) for p in pairs):
+            continue
+        waiting = [c for c, p in enumerate(pairs) if p.status == WAITING]
+        if not waiting:
+            continue
+        asks[i] = min(max(round_size(state.lanes[c].settings, pairs[c]) for c in waiting),
+                      min(pairs[c].remaining for c in waiting))
+        closeness[i] = max(abs(pairs[c].theta[-1] - 0.5) if pairs[c].theta else 0.0 for c in waiting)
+        lanes_of[i] = waiting
+    if not asks:
+        return state
+    quotas = machine.fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left)
+    lanes = tuple(
+        machine.open_pairs(lane, {i: q for i, q in quotas.items() if c in lanes_of[i]})
+        for c, lane in enumerate(state.lanes))
+    return replace(state, lanes=lanes)
+
+
+def record_judgements(
+    state: RubricState, first: str, second: str, items: Sequence[str],
+    answers: Sequence[Mapping[str, int]],
+    probabilities: Sequence[float | None] | None = None,
+    smallest: Sequence[float | None] | None = None,
+) -> RubricState:
+    """Record HITs of one pair: answers (k,) criterion -> value in {-1, 0, 1} (canonical order).
+
+    Every lane of the pair that is open records its criterion's values
+    (``machine.record_judgements``, with the draws' chances); lanes that have stopped ignore
+    theirs. Each HIT counts once. ValueError when no lane of the pair is open, or an answer
+    lacks an open lane's criterion.
+    """
+    keys = state.keys
+    if (first, second) not in keys:
+        raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
+    index = keys.index((first, second))
+    if len(items) != len(answers):
+        raise ValueError(f"{len(items)} items but {len(answers)} answers")
+    open_lanes = [c for c, p in enumerate(state.lane_pairs(index)) if p.status == OPEN]
+    if not open_lanes:
+        raise ValueError(f"pair ({first}, {second}) takes no judgements now: it is {state.status(index)}")
+    lanes = list(state.lanes)
+    for c in open_lanes:
+        name = state.criteria[c]
+        missing = [item for item, answer in zip(items, answers) if name not in answer]
+        if missing:
+            raise ValueError(f"criterion {name!r} has no answer for item {missing[0]!r}")
+        lanes[c] = machine.record_judgements(lanes[c], first, second, items, [a[name] for a in answers],
+                                             probabilities, smallest)
+    hits = list(state.hits)
+    hits[index] += len(items)
+    return replace(state, lanes=tuple(lanes), hits=tuple(hits))
+
+
+def close_rounds(state: RubricState, *, force: bool = False, decide: machine.DecideMany | None = None) -> RubricState:
+    """``machine.close_rounds`` in every lane (each lane's family rule sees its own pairs); the
+    lanes keep one count of closes, the study's, raised once when any lane closed a round."""
+    lanes = tuple(machine.close_rounds(lane, force=force, decide=decide) for lane in state.lanes)
+    closes = state.closes + 1 if any(a.closes != b.closes for a, b in zip(lanes, state.lanes)) else state.closes
+    return replace(state, lanes=tuple(replace(lane, closes=closes) for lane in lanes))
+
+
+def seed_judgements(state: RubricState,
+                    existing: Mapping[tuple[str, str], Sequence[tuple[str, Mapping[str, int]]]]) -> RubricState:
+    """Record judgements collected before the protocol started as one closed round per pair.
+
+    existing  (first, second) -> [(item, {criterion: value})] in arrival order; a pair takes at
+              most what it can receive
+    """
+    lanes = []
+    for lane in state.lanes:
+        pairs = list(lane.pairs)
+        for index, pair in enumerate(pairs):
+            labels = existing.get(pair.key)
+            if labels:
+                pairs[index] = replace(pair, round=1, quota=min(len(labels), pair.remaining), status=OPEN)
+        lanes.append(replace(lane, pairs=tuple(pairs)))
+    state = replace(state, lanes=tuple(lanes))
+    for key, labels in sorted(existing.items()):
+        if not labels:
+            continue
+        quota = state.quota(state.keys.index(key))
+        items, answers = zip(*labels[:quota])
+        state = record_judgements(state, *key, list(items), list(answers))
+    return close_rounds(state)
+
+
+def rebuild_pairs(
+    state: RubricState,
+    labels: Mapping[tuple[str, str], tuple[Sequence[str], Sequence[Mapping[str, int]]]],
+    chances: Mapping[tuple[str, str], Mapping[str, float | tuple[float, float]]] | None = None,
+) -> RubricState:
+    """Re-decide the given pairs from exactly the HITs given (``machine.rebuild_pairs`` in every
+    lane, each with its criterion's values; the pair's HITs become len(items)).
+
+    labels  (first, second) -> (items (k,), answers (k,) criterion -> value), in arrival order
+    Every lane of a rebuilt pair takes all k answers, including those given while it had
+    stopped (they are judgements of its criterion like any other).
+    """
+    lanes = []
+    for name, lane in zip(state.criteria, state.lanes):
+        mine = {}
+        for key, (items, answers) in labels.items():
+            missing = [item for item, answer in zip(items, answers) if name not in answer]
+            if missing:
+                raise ValueError(f"pair {key}: criterion {name!r} has no answer for item {missing[0]!r}")
+            mine[key] = (list(items), [a[name] for a in answers])
+        lanes.append(machine.rebuild_pairs(lane, mine, chances))
+    keys = state.keys
+    hits = list(state.hits)
+    for key, (items, _) in labels.items():
+        hits[keys.index(key)] = len(items)
+    closes = max(lane.closes for lane in lanes)
+    return replace(state, lanes=tuple(replace(lane, closes=closes) for lane in lanes), hits=tuple(hits))
+
+
+def pair_changed(before: RubricState, after: RubricState, index: int) -> bool:
+    """Does pair ``index`` differ between two states of one study (any lane, or its HITs)?"""
+    return before.hits[index] != after.hits[index] or before.lane_pairs(index) != after.lane_pairs(index)
+
+
+__all__ = ["RubricState", "close_rounds", "open_rounds", "pair_changed", "rebuild_pairs", "record_judgements",
+           "seed_judgements", "single", "start"]
