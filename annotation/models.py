@@ -54,6 +54,9 @@ class Study(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=200)
     criterion = models.CharField(max_length=100, blank=True)
+    # A rubric: several criteria answered in one HIT, each decided by its own protocol lane
+    # (protocol.rubric); [] = the one criterion above. Validated by protocol.bundle.parse_criteria.
+    criteria = models.JSONField(default=list, blank=True)
     instructions = models.TextField(blank=True)
     text_format = models.CharField(
         max_length=10, choices=[("plain", "Plain text"), ("markdown", "Markdown")], default="plain",
@@ -462,7 +465,12 @@ class Judgement(models.Model):
         Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgement"
     )
     value = models.SmallIntegerField()
+    # A rubric study's answers, canonical order: {criterion: {"value": -1/0/1, "strength": 1/2
+    # (with a strength scale), "reason": "..."}}; ``value`` is then the first criterion's value.
+    answers = models.JSONField(null=True, blank=True)
     seconds_on_task = models.FloatField(null=True, blank=True, help_text="the client's claim")
+    read_seconds = models.FloatField(
+        null=True, blank=True, help_text="measured in the browser: from the texts shown to the first answer given")
     server_seconds = models.FloatField(
         null=True, blank=True, help_text="measured by the server: from the HIT's render (lease) to the answer")
     kind = models.CharField(max_length=6, choices=JudgementKind.choices, default=JudgementKind.REAL)
@@ -503,6 +511,9 @@ class PairState(models.Model):
     leased = models.PositiveIntegerField(default=0)
     version = models.PositiveIntegerField(default=0)
     state = models.JSONField(default=dict)
+    # A rubric study's other lanes and the pair's HITs (protocol.rubric):
+    # {"hits": n, "lanes": {criterion: PairState.to_dict()}}; {} for one criterion.
+    criteria_state = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

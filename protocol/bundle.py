@@ -65,12 +65,18 @@ TEXT_FORMATS = ("plain", "markdown")
 MESSAGE_ROLES = ("system", "user", "assistant")
 # Which output a judge saw in the first position: "AB" the row's first, "BA" its second.
 JUDGE_ORDERS = ("AB", "BA")
+# A rubric criterion's reason field: none, optional, or required with every answer.
+REASON_MODES = ("off", "optional", "required")
+MAX_CRITERIA = 8
+MAX_REASON_CHARS = 1000
+_CRITERION_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # A check's expected answer -> the answers it accepts, in its own order (+1 = first better).
 CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)}
 
 # kind -> (required fields, optional fields)
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "study": (frozenset({"name"}), frozenset({"criterion", "instructions", "text_format", *STUDY_SETTINGS})),
+    "study": (frozenset({"name"}),
+              frozenset({"criterion", "criteria", "instructions", "text_format", *STUDY_SETTINGS})),
     "item": (frozenset({"id", "input"}), frozenset({"reference"})),
     "output": (frozenset({"item", "system", "text"}), frozenset({"sample"})),
     "metric_score": (frozenset({"item", "system", "metric", "score"}), frozenset()),
@@ -81,7 +87,7 @@ SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "human_score": (frozenset({"item", "system", "score"}), frozenset({"annotator"})),
     "human_preference": (
         frozenset({"item", "first", "second", "preference"}),
-        frozenset({"annotator"}),
+        frozenset({"annotator", "criterion", "strength", "reason"}),
     ),
     # An attention or gold check: an input, two output texts and the expected answer. Not an
     # item of the study: no system, no pair, never counted by the protocol.
@@ -91,6 +97,68 @@ KIND_ORDER = tuple(SCHEMA)
 
 
 Message = tuple[str, str]  # (role, content)
+
+
+@dataclass(frozen=True, slots=True)
+class Criterion:
+    """One question of a rubric: its answers are A / tie / B, on a 5-point scale with
+    ``strength`` (much / slightly better), with a short reason "off", "optional" or "required";
+    ``metric`` names the bundle metric whose labels this criterion's protocol uses (None: the
+    study's metric for the first criterion, none for the others)."""
+
+    name: str
+    label: str
+    strength: bool = False
+    reason: str = "off"
+    metric: str | None = None
+
+    def as_dict(self) -> dict:
+        row = {"name": self.name, "label": self.label, "strength": self.strength, "reason": self.reason}
+        if self.metric:
+            row["metric"] = self.metric
+        return row
+
+
+def parse_criteria(value) -> tuple[tuple[Criterion, ...], list[str]]:
+    """A rubric's criteria from their JSON (the study line's ``criteria``, Study.criteria):
+    (criteria, problems); every problem names the criterion and field at fault."""
+    problems: list[str] = []
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_CRITERIA:
+        return (), [f"'criteria' must be a list of 1 to {MAX_CRITERIA} criteria, got {json.dumps(value)[:80]}"]
+    criteria: list[Criterion] = []
+    for position, row in enumerate(value, 1):
+        where = f"criterion {position}"
+        if not isinstance(row, dict):
+            problems.append(f"{where} must be an object with a 'name', got {json.dumps(row)[:60]}")
+            continue
+        unknown = sorted(set(row) - {"name", "label", "strength", "reason", "metric"})
+        if unknown:
+            problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
+        name = row.get("name")
+        if not isinstance(name, str) or not _CRITERION_NAME.fullmatch(name):
+            problems.append(f"{where}: 'name' must be lower-case letters, digits and _ (at most 40, starting "
+                            f"with a letter), got {json.dumps(name)}")
+            continue
+        where = f"criterion {name!r}"
+        label = row.get("label", name)
+        if not isinstance(label, str) or not label.strip() or len(label) > 200:
+            problems.append(f"{where}: 'label' must be a non-empty string of at most 200 characters")
+            label = name
+        strength = row.get("strength", False)
+        if not isinstance(strength, bool):
+            problems.append(f"{where}: 'strength' must be true or false, got {json.dumps(strength)}")
+        reason = row.get("reason", "off")
+        if reason not in REASON_MODES:
+            problems.append(f"{where}: 'reason' must be one of {', '.join(map(json.dumps, REASON_MODES))}, "
+                            f"got {json.dumps(reason)}")
+        metric = row.get("metric")
+        if metric is not None and (not isinstance(metric, str) or not metric.strip()):
+            problems.append(f"{where}: 'metric' must be a metric's name, got {json.dumps(metric)}")
+        if any(c.name == name for c in criteria):
+            problems.append(f"{where} appears twice")
+        criteria.append(Criterion(name, label.strip(), strength is True, reason if reason in REASON_MODES else "off",
+                                  metric if isinstance(metric, str) and metric.strip() else None))
+    return tuple(criteria), problems
 
 
 def messages_text(messages: tuple[Message, ...]) -> str:
@@ -161,6 +229,9 @@ class HumanPreference:
     preference: int
     annotator: str = ""
     line: int = 0
+    criterion: str = ""     # a rubric study: which criterion (one line per criterion)
+    strength: int = 0       # with a strength scale: 1 slightly, 2 much better (0: not given / tie)
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +451,12 @@ def _parse_study(obj: dict, line: int, check: _Checker) -> dict:
         else:
             check.add(line, f"study setting 'text_format' must be one of {', '.join(map(json.dumps, TEXT_FORMATS))}, "
                             f"got {json.dumps(obj['text_format'])}")
+    if "criteria" in obj:
+        criteria, problems = parse_criteria(obj["criteria"])
+        for problem in problems:
+            check.add(line, f"study: {problem}")
+        if not problems:
+            study["criteria"] = [c.as_dict() for c in criteria]
     for key, kind in STUDY_SETTINGS.items():
         if key not in obj:
             continue
@@ -527,7 +604,18 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
             order = ""
         return MetricPreference(item, first, second, _text(obj, "metric", line, check), preference, line,
                                 judge or "", prompt or "", order)
-    return HumanPreference(item, first, second, preference, _annotator(obj, line, check), line)
+    criterion = _text(obj, "criterion", line, check) if "criterion" in obj else ""
+    strength = obj.get("strength", 0)
+    if "strength" in obj and (isinstance(strength, bool) or strength not in (1, 2) or preference == 0):
+        check.add(line, f"field 'strength' must be 1 (slightly) or 2 (much better) on a preference of -1 or 1, "
+                        f"got {json.dumps(strength)}" + (" on a tie" if preference == 0 else ""))
+        strength = 0
+    reason = obj.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        check.add(line, f"field 'reason' must be a string of at most {MAX_REASON_CHARS} characters")
+        reason = ""
+    return HumanPreference(item, first, second, preference, _annotator(obj, line, check), line,
+                           criterion or "", int(strength), reason.strip())
 
 
 def _messages(obj: dict, key: str, line: int, check: _Checker) -> tuple[Message, ...] | None:
@@ -653,13 +741,42 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
         if row.annotator:
             unique(row, ("hs", row.item, row.system, row.annotator), seen,
                    f"human_score for item {row.item!r}, system {row.system!r}, annotator {row.annotator!r}")
+    criteria = {c["name"]: c for c in bundle.study.get("criteria", ())}
+    answered: dict[tuple, set] = {}
     for row in bundle.human_preferences:
         refs(row, ("first", "second"))
+        pair = tuple(sorted((row.first, row.second)))
+        if criteria:
+            if row.criterion not in criteria:
+                check.add(row.line, f"human_preference: field 'criterion' must name one of the study's criteria "
+                                    f"({', '.join(criteria)}), got {json.dumps(row.criterion or None)}")
+            elif row.strength and not criteria[row.criterion].get("strength"):
+                check.add(row.line, f"human_preference: criterion {row.criterion!r} has no strength scale")
+            if not row.annotator:
+                check.add(row.line, "human_preference: a rubric study's preferences need an 'annotator' "
+                                    "(one judgement is one annotator's answers to every criterion)")
+            answered.setdefault((row.item, pair, row.annotator), set()).add(row.criterion)
+        elif row.criterion or row.strength or row.reason:
+            check.add(row.line, "human_preference: 'criterion', 'strength' and 'reason' need the study's 'criteria'")
         if row.annotator:
-            pair = tuple(sorted((row.first, row.second)))
-            unique(row, ("hp", row.item, pair, row.annotator), seen,
+            unique(row, ("hp", row.item, pair, row.annotator, row.criterion), seen,
                    f"human_preference for item {row.item!r}, pair {pair[0]!r}/{pair[1]!r}, "
-                   f"annotator {row.annotator!r}")
+                   f"annotator {row.annotator!r}" + (f", criterion {row.criterion!r}" if row.criterion else ""))
+    if criteria:
+        lines = {}
+        for row in bundle.human_preferences:
+            lines.setdefault((row.item, tuple(sorted((row.first, row.second))), row.annotator), row.line)
+        for key, names in answered.items():
+            missing = [name for name in criteria if name not in names]
+            if missing:
+                check.add(lines[key], f"human_preference: annotator {key[2]!r} on item {key[0]!r}, pair "
+                                      f"{key[1][0]!r}/{key[1][1]!r} answers no criterion {', '.join(missing)} "
+                                      "(a rubric judgement answers every criterion)")
+        metrics = {r.metric for r in bundle.metric_scores} | {r.metric for r in bundle.metric_preferences}
+        for c in criteria.values():
+            if c.get("metric") and c["metric"] not in metrics:
+                check.add(0, f"study: criterion {c['name']!r} names metric {c['metric']!r}, which no "
+                             "metric_score or metric_preference line has")
 
 
 def iter_bundle_lines(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int | None = None,
@@ -756,6 +873,7 @@ def bundle_rows(bundle: Bundle) -> Iterator[dict]:
                "preference": r.preference}
         if r.annotator:
             row["annotator"] = r.annotator
+        row.update({k: v for k, v in (("criterion", r.criterion), ("strength", r.strength), ("reason", r.reason)) if v})
         yield row
     for r in bundle.checks:
         row = {"kind": "check", "id": r.id, "input": r.input, "first": r.first, "second": r.second,

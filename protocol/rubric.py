@@ -119,6 +119,11 @@ class RubricState:
         return self.budget_left <= 0 or WAITING not in statuses
 
 
+def with_settings(state: RubricState, settings: ProtocolSettings) -> RubricState:
+    """The same state under other settings (e.g. a changed budget), in every lane."""
+    return replace(state, lanes=tuple(replace(lane, settings=settings) for lane in state.lanes))
+
+
 def single(state: ProtocolState, criterion: str = "") -> RubricState:
     """A one-criterion study's state as a rubric (HITs = the lane's judgements)."""
     return RubricState((criterion,), (state,), tuple(p.judgements for p in state.pairs))
@@ -273,4 +278,4 @@ def pair_changed(before: RubricState, after: RubricState, index: int) -> bool:
 
 
 __all__ = ["RubricState", "close_rounds", "open_rounds", "pair_changed", "rebuild_pairs", "record_judgements",
-           "seed_judgements", "single", "start"]
+           "seed_judgements", "single", "start", "with_settings"]

@@ -119,7 +119,7 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
         if row.leased > row.quota_left:
             problems.append(f"pair {row.pk}: {row.leased} live leases beyond its open quota {row.quota_left}")
             consistent = False
-        recorded = protocol_pair_of(row).judgements if row.state else 0
+        recorded = protocol_state.pair_hits_of(row) if row.state else 0
         if recorded != row.stored:
             problems.append(f"pair {row.pk}: protocol recorded {recorded}, stored {row.stored}")
             consistent = False

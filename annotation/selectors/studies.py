@@ -13,6 +13,7 @@ from protocol.plan import hours_to_finish
 from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
+from ..rubrics import lane_values
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
@@ -171,6 +172,17 @@ def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[
     labels: dict[tuple[str, str], list[tuple[str, int]]] = {}
     for a, b, item, value in rows.iterator():
         labels.setdefault((a, b), []).append((item, value))
+    return labels
+
+
+def study_judgement_answers(*, study: Study, criteria) -> dict[tuple[str, str], list[tuple[str, dict[str, int]]]]:
+    """(first, second) -> [(item external id, {criterion: value})] of every counted judgement,
+    oldest first: what each protocol lane of the study's rubric (annotation/rubrics.py) counts."""
+    rows = counted_judgements(study=study).order_by("id").values_list(
+        "comparison__first__name", "comparison__second__name", "comparison__item__external_id", "value", "answers")
+    labels: dict[tuple[str, str], list[tuple[str, dict[str, int]]]] = {}
+    for a, b, item, value, answers in rows.iterator():
+        labels.setdefault((a, b), []).append((item, lane_values(criteria=criteria, value=value, answers=answers)))
     return labels
 
 

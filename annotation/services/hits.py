@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from protocol import adaptive
+from protocol import adaptive, rubric
 from protocol.allocation import choose_items, selection_probability
 
 from .. import jobs
@@ -45,6 +46,7 @@ from ..models import (
     JudgementKind,
     Study,
 )
+from ..rubrics import answers_from_screen, is_rubric, lane_values, study_rubric
 from ..selectors.quality import annotator_is_excluded
 from ..selectors.serving import crowd_session
 from ..serving import protocol_state, store
@@ -311,11 +313,17 @@ def judgement_submit(
     shown_value: int,
     idempotency_key: str,
     seconds_on_task: float | None = None,
+    answers: Mapping[str, Mapping] | None = None,
+    read_seconds: float | None = None,
 ) -> Judgement:
     """Store the annotator's answer for a HIT; idempotent on ``idempotency_key``.
 
     ``shown_value`` is in screen order: +1 = the left output is better, -1 = the right one,
-    0 = tie; it is stored in canonical order. Submitting the same key again returns the first
+    0 = tie; it is stored in canonical order. A rubric study (annotation/rubrics.py) takes
+    ``answers`` instead, criterion -> {"value": screen order, -2..2 with a strength scale,
+    "reason": "..."} (``shown_value`` is then ignored; ValueError naming a criterion that is
+    missing, out of range or lacks a required reason). ``read_seconds``: the browser's measure
+    of the time from the texts shown to the first answer chosen. Submitting the same key again returns the first
     judgement unchanged. An answer sooner than the study's ``min_seconds_per_hit`` after the
     HIT was issued (``issued_at``, when it was first rendered) is refused, and so is any answer
     of a worker excluded from the study. The judgement stores the client's
@@ -326,25 +334,43 @@ def judgement_submit(
     dead for good (never served again). A submit that fills the pair's round schedules the
     round close after commit.
     """
-    if shown_value not in (-1, 0, 1):
+    if answers is None and shown_value not in (-1, 0, 1):
         raise HitError(f"answer must be -1, 0 or 1, got {shown_value!r}")
+    if read_seconds is not None and not 0 <= read_seconds < 86400:
+        read_seconds = None
     if not idempotency_key or len(idempotency_key) > 64:
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
     if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
         # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
-        _refuse_too_soon(assignment, (assignment.check_item if assignment.check_item_id
-                                      else assignment.comparison).study, idempotency_key)
+        study = (assignment.check_item if assignment.check_item_id else assignment.comparison).study
+        if is_rubric(study):
+            # a rubric's check looks like any HIT; its first criterion is the answer checked
+            shown_value = _rubric_answers(study, answers, swapped=False)[study_rubric(study)[0].name]["value"]
+        _refuse_too_soon(assignment, study, idempotency_key)
         return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
                             idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    _refuse_too_soon(assignment, assignment.comparison.study, idempotency_key)
-    outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
+    study = assignment.comparison.study
+    canonical = None
+    if is_rubric(study):
+        canonical = _rubric_answers(study, answers, swapped=assignment.shown_swapped)
+    elif answers is not None:
+        raise HitError("this study has one criterion: answer with shown_value, not answers")
+    _refuse_too_soon(assignment, study, idempotency_key)
+    outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task, canonical, read_seconds)
     if isinstance(outcome, HitError):
         raise outcome
     return outcome
+
+
+def _rubric_answers(study: Study, answers: Mapping | None, *, swapped: bool) -> dict:
+    try:
+        return answers_from_screen(study=study, shown=answers or {}, swapped=swapped)
+    except ValueError as error:
+        raise HitError(str(error)) from None
 
 
 def _refuse_too_soon(assignment: Assignment, study: Study, idempotency_key: str) -> None:
@@ -362,10 +388,10 @@ class _Refused(Exception):
 
 @retry_transient
 def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
-            seconds_on_task: float | None) -> Judgement | HitError:
+            seconds_on_task: float | None, answers: dict | None, read_seconds: float | None) -> Judgement | HitError:
     try:
         with transaction.atomic():
-            return _submit_locked(assignment, annotator_id, shown_value, key, seconds_on_task)
+            return _submit_locked(assignment, annotator_id, shown_value, key, seconds_on_task, answers, read_seconds)
     except IntegrityError:
         # Rolled back whole (no savepoint: nothing before the insert needs keeping).
         return HitError("this submission key was already used for another HIT")
@@ -374,7 +400,8 @@ def _submit(assignment: Assignment, annotator_id: int, shown_value: int, key: st
 
 
 def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, key: str,
-                   seconds_on_task: float | None) -> Judgement | HitError:
+                   seconds_on_task: float | None, answers: dict | None = None,
+                   read_seconds: float | None = None) -> Judgement | HitError:
     """The submit's transaction (the caller holds it open). Precondition: ``assignment.comparison``
     and its ``study`` and ``item`` are loaded.
 
@@ -395,11 +422,11 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
             if earlier.idempotency_key == key:  # the same submit again (a retry, or a double click)
                 return Judgement.objects.get(assignment_id=assignment.pk)
             return HitError("this HIT was already answered")
-    pair = protocol_state.pair_state_of(row)
+    state = protocol_state.pair_rubric_of(study, row)
     refusal = None
     if is_excluded:
         refusal = "your answers are no longer needed in this study; thank you for your time"
-    elif pair.status != adaptive.OPEN:
+    elif state.status(0) != adaptive.OPEN:
         refusal = "this comparison is no longer needed: its pair was decided or its round is full"
     elif any(earlier.annotator_id == annotator_id for earlier in done):
         refusal = "you have already judged this comparison"
@@ -407,14 +434,16 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
         # Committed (not rolled back with an exception): the dead lease is never served again.
         _expire_locked(assignment.pk)
         return HitError(refusal)
-    value = -shown_value if assignment.shown_swapped else shown_value
+    # canonical order (answers arrive canonical: annotation/rubrics.answers_from_screen)
+    value = answers[state.criteria[0]]["value"] if answers is not None else \
+        -shown_value if assignment.shown_swapped else shown_value
     # The server's own measure of time on task: the lease is made when the HIT is rendered
     # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
     now = timezone.now()
     server_seconds = max((now - assignment.issued_at).total_seconds(), 0.0)
     judgement = Judgement(comparison_id=comparison.pk, annotator_id=annotator_id, assignment_id=assignment.pk,
-                          value=value, seconds_on_task=seconds_on_task, server_seconds=server_seconds,
-                          idempotency_key=key, created_at=now)
+                          value=value, answers=answers, seconds_on_task=seconds_on_task,
+                          read_seconds=read_seconds, server_seconds=server_seconds, idempotency_key=key, created_at=now)
     # Field validation only: the references were just read under the lock, and uniqueness
     # is the database's (a query per constraint would double the submit's cost).
     judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
@@ -432,11 +461,12 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
             raise _Refused("this HIT expired and its comparison is no longer needed")
         store.assignment_submitted(assignment.pk, only_if_leased=False)
     store.comparison_judged(comparison.pk, lease_ended=holds_lease)
-    one_pair = adaptive.ProtocolState(protocol_state.protocol_settings(study), (pair,), study.protocol_closes)
-    recorded = adaptive.record_judgement(one_pair, *pair.key, comparison.item.external_id, value,
-                                         probability=assignment.draw_probability).pairs[0]
+    recorded = rubric.record_judgements(
+        state, *state.keys[0], [comparison.item.external_id],
+        [lane_values(criteria=study_rubric(study), value=value, answers=answers)],
+        probabilities=[assignment.draw_probability])
     protocol_state.pair_write(row, recorded)
     protocol_state.pair_row_save(row, leases_change=-1 if holds_lease else 0)
-    if recorded.status == adaptive.FILLED:
+    if recorded.status(0) == adaptive.FILLED:
         transaction.on_commit(lambda: jobs.rounds_close(study.pk))
     return judgement

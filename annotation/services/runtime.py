@@ -27,11 +27,12 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F
 
-from protocol import adaptive
+from protocol import adaptive, rubric
 
-from ..models import Comparison, Judgement, JudgementKind, PairState, Study
+from ..models import Comparison, Judgement, JudgementKind, Metric, PairState, Study
+from ..rubrics import study_rubric
 from ..selectors.quality import counted_judgements, excluded_annotators
-from ..selectors.studies import study_draw_chances, study_judgement_labels, study_metric_labels, study_pair_capacities
+from ..selectors.studies import study_draw_chances, study_judgement_answers, study_metric_labels, study_pair_capacities
 from ..serving import protocol_state
 from .hits import leases_reclaim
 from .planner import plan_jobs_resume
@@ -43,26 +44,33 @@ CLOSE_PASSES = 5
 REDECIDE_PASSES = 10
 
 
-def protocol_start(*, study: Study) -> adaptive.ProtocolState:
+def protocol_start(*, study: Study) -> rubric.RubricState:
     """Build the protocol state of a freshly imported study and open its first rounds.
 
     Call inside the import's transaction, after comparisons, pair rows and imported
     judgements are stored. Judgements imported with the bundle are recorded as each pair's
     round 0 and decided, so a pair they settle is never served; the protocol's budget counts
-    them on top of the study's budget of live judgements.
+    them on top of the study's budget of live judgements. A rubric study starts one lane per
+    criterion, each with its criterion's metric (the first criterion: the study's metric
+    unless it names its own).
     """
     rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
     capacities = study_pair_capacities(study=study)
-    metric = study_metric_labels(study=study)
-    existing = study_judgement_labels(study=study)
+    criteria = study_rubric(study)
+    metrics = {}
+    for position, criterion in enumerate(criteria):
+        metric = study.metric if position == 0 and not criterion.metric else \
+            Metric.objects.filter(study=study, name=criterion.metric).first() if criterion.metric else None
+        metrics[criterion.name] = study_metric_labels(study=study, metric=metric) if metric is not None else None
+    existing = study_judgement_answers(study=study, criteria=criteria)
     for key, labels in existing.items():
         # Imported labels beyond ratings_per_item still count: the pair has them all.
         capacities[key] = max(capacities.get(key, 0), len(labels))
     study.protocol_imported_judgements = sum(len(v) for v in existing.values())
     study.save(update_fields=["protocol_imported_judgements"])
-    state = adaptive.start(protocol_state.protocol_settings(study), capacities, metric)
-    closed = _seed_judgements(state, existing) if existing else None
-    opened = adaptive.open_rounds(closed or state)
+    state = rubric.start(protocol_state.protocol_settings(study), [c.name for c in criteria], capacities, metrics)
+    closed = rubric.seed_judgements(state, existing) if existing else None
+    opened = rubric.open_rounds(closed or state)
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened
 
@@ -81,22 +89,6 @@ def protocol_ensure_started(*, study: Study) -> bool:
             return False
         protocol_start(study=study)
         return True
-
-
-def _seed_judgements(state: adaptive.ProtocolState, existing: dict) -> adaptive.ProtocolState:
-    """Record judgements collected before the protocol started as one closed round per pair."""
-    pairs = list(state.pairs)
-    for index, pair in enumerate(pairs):
-        labels = existing.get(pair.key)
-        if labels:
-            quota = min(len(labels), pair.remaining)
-            pairs[index] = replace(pair, round=1, quota=quota, status=adaptive.OPEN)
-    state = replace(state, pairs=tuple(pairs))
-    for (first, second), labels in existing.items():
-        quota = state.pair(first, second).quota
-        items, values = zip(*labels[:quota])
-        state = adaptive.record_judgements(state, first, second, list(items), list(values))
-    return adaptive.close_rounds(state)
 
 
 def rounds_close(*, study_id: int) -> int:
@@ -119,8 +111,8 @@ def rounds_close(*, study_id: int) -> int:
         if snapshot is None:
             return 0
         read_at, before = snapshot
-        after_close = adaptive.close_rounds(before)  # the expensive part: no transaction, no lock
-        opened = adaptive.open_rounds(after_close)
+        after_close = rubric.close_rounds(before)  # the expensive part: no transaction, no lock
+        opened = rubric.open_rounds(after_close)
         if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
             time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
         applied = _rounds_apply(study, read_at, before, after_close, opened)
@@ -131,14 +123,13 @@ def rounds_close(*, study_id: int) -> int:
 
 
 @retry_transient
-def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]], before: adaptive.ProtocolState,
-                  after_close: adaptive.ProtocolState, opened: adaptive.ProtocolState) -> int | None:
+def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]], before: rubric.RubricState,
+                  after_close: rubric.RubricState, opened: rubric.RubricState) -> int | None:
     """Write a close computed from a snapshot, unless what it read has moved (then None).
 
     ``read_at``: each pair's (row id, version) in the snapshot ``before``.
     """
-    earlier = {p.key: p for p in before.pairs}
-    writes = [read_at[p.key] for p in opened.pairs if p != earlier[p.key]]
+    writes = [read_at[key] for index, key in enumerate(opened.keys) if rubric.pair_changed(before, opened, index)]
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if (locked.budget, locked.protocol_closes, locked.protocol_lost_judgements) != \
@@ -149,7 +140,7 @@ def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]],
         if len(targets) != len(writes) or any(versions[row.pk] != row.version for row in targets):
             return None
         protocol_state.study_state_save(locked, targets, opened, before=before, closed=after_close)
-    return sum(p.status != a.status for p, a in zip(before.pairs, after_close.pairs))
+    return sum(before.status(i) != after_close.status(i) for i in range(len(before.keys)))
 
 
 def protocol_sweep() -> dict:
@@ -195,23 +186,24 @@ def protocol_redecide(*, study_id: int) -> int:
         if not redecide_pending(study):
             return 0
         rows = list(PairState.objects.filter(study=study))
-        labels = study_judgement_labels(study=study)
+        criteria = study_rubric(study)
+        labels = study_judgement_answers(study=study, criteria=criteria)
         lost = Judgement.objects.filter(comparison__study=study, kind=JudgementKind.REAL,
                                         annotator_id__in=excluded_annotators(study=study)).count()
-        before = protocol_state.study_state_load(study, rows)
+        before = protocol_state.study_rubric_load(study, rows)
         changed = {}
-        for pair in before.pairs:
-            mine = labels.get(pair.key, [])
+        for index, key in enumerate(before.keys):
+            mine = labels.get(key, [])
             votes: dict[str, int] = {}
-            for item, value in mine:
-                votes[item] = votes.get(item, 0) + value
-            if pair.judgements != len(mine) or dict(pair.votes) != votes:
-                changed[pair.key] = ([i for i, _ in mine], [v for _, v in mine])
+            for item, answer in mine:
+                votes[item] = votes.get(item, 0) + answer[criteria[0].name]
+            if before.hits[index] != len(mine) or dict(before.primary.pairs[index].votes) != votes:
+                changed[key] = ([i for i, _ in mine], [a for _, a in mine])
         settings = protocol_state.protocol_settings(study)
         budget = study.budget + study.protocol_imported_judgements - lost
-        rebuilt = adaptive.rebuild_pairs(adaptive.replace(before, settings=adaptive.replace(settings, budget=budget)),
-                                         changed, study_draw_chances(study=study))
-        opened = adaptive.open_rounds(rebuilt)
+        resized = rubric.with_settings(before, replace(settings, budget=budget))
+        rebuilt = rubric.rebuild_pairs(resized, changed, study_draw_chances(study=study))
+        opened = rubric.open_rounds(rebuilt)
         applied = _redecide_apply(study, rows, before, rebuilt, opened, lost=lost)
         if applied is not None:
             return applied
@@ -220,14 +212,13 @@ def protocol_redecide(*, study_id: int) -> int:
 
 
 @retry_transient
-def _redecide_apply(study: Study, rows: list[PairState], before: adaptive.ProtocolState,
-                    rebuilt: adaptive.ProtocolState, opened: adaptive.ProtocolState, *, lost: int) -> int | None:
+def _redecide_apply(study: Study, rows: list[PairState], before: rubric.RubricState,
+                    rebuilt: rubric.RubricState, opened: rubric.RubricState, *, lost: int) -> int | None:
     """Write a re-decision computed from a snapshot, unless what it read has moved (then None)."""
-    earlier = {p.key: p for p in before.pairs}
-    writes = {p.key for p in opened.pairs if p != earlier[p.key]}
+    writes = {key for index, key in enumerate(opened.keys) if rubric.pair_changed(before, opened, index)}
     targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
-    recounted = {p.key for p, b in zip(rebuilt.pairs, before.pairs) if p.judgements != b.judgements
-                 or dict(p.votes) != dict(b.votes)}
+    recounted = {key for index, key in enumerate(before.keys) if rebuilt.hits[index] != before.hits[index]
+                 or dict(rebuilt.primary.pairs[index].votes) != dict(before.primary.pairs[index].votes)}
     try:
         with transaction.atomic():
             return _redecide_write(study, rows, targets, before, rebuilt, opened, recounted, lost=lost)

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 from rest_framework.authtoken.models import Token
 
-from protocol import adaptive
+from protocol import rubric
 from protocol.separability import compute_alignments
 
 from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, messages_rows, read_bundle
@@ -40,6 +40,7 @@ from ..models import (
     System,
 )
 from .. import jobs
+from ..rubrics import answer_row
 from ..selectors.exports import SETTING_FIELDS
 from ..selectors.studies import comparison_sample_texts
 from ..serving import protocol_state
@@ -166,6 +167,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         slug=slug,
         name=bundle.study["name"],
         criterion=bundle.study.get("criterion", ""),
+        criteria=bundle.study.get("criteria", []),
         instructions=bundle.study.get("instructions", ""),
         text_format=settings_chosen.get("text_format", "plain"),
         **{field: settings_chosen[key] for key, field in SETTING_FIELDS.items() if key in settings_chosen},
@@ -313,8 +315,25 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
     for a in Annotator.objects.bulk_create(missing):
         annotators[a.external_id] = a
     judgements = []
+    # A rubric study's lines are one per criterion: one judgement per (item, pair, annotator)
+    # holds them all, its value the first criterion's (the bundle reader checked completeness).
+    rubric = [c["name"] for c in bundle.study.get("criteria", ())]
+    by_judgement: dict[tuple, Judgement] = {}
     for r in bundle.human_preferences:
         first, second, sign = canonical_pair(r.first, r.second)
+        if rubric:
+            key = (r.item, first, second, r.annotator)
+            judgement = by_judgement.get(key)
+            if judgement is None:
+                judgement = by_judgement[key] = Judgement(
+                    comparison=comparisons[(r.item, first, second)], annotator=annotators[r.annotator],
+                    value=0, answers={}, source=Judgement.Source.IMPORT)
+                judgements.append(judgement)
+            judgement.answers[r.criterion] = answer_row(value=sign * r.preference, strength=r.strength,
+                                                        reason=r.reason)
+            if r.criterion == rubric[0]:
+                judgement.value = sign * r.preference
+            continue
         judgements.append(Judgement(
             comparison=comparisons[(r.item, first, second)],
             annotator=annotators[r.annotator or "anonymous"],
@@ -389,7 +408,7 @@ def study_settings_update(
         if study.status == Study.Status.DRAFT:
             raise ValueError("the study is a draft: set its protocol parameters and launch it on its settings page")
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
-        state = protocol_state.study_state_load(study, rows)
+        state = protocol_state.study_rubric_load(study, rows)
         imported = study.protocol_imported_judgements
         committed = state.spent + state.reserved - imported
         if budget < committed:
@@ -404,8 +423,8 @@ def study_settings_update(
         study.item_choice_temperature = item_choice_temperature
         study.full_clean()
         study.save()
-        resized = replace(state, settings=protocol_state.protocol_settings(study))
-        protocol_state.study_state_save(study, rows, adaptive.open_rounds(resized), before=state)
+        resized = rubric.with_settings(state, protocol_state.protocol_settings(study))
+        protocol_state.study_state_save(study, rows, rubric.open_rounds(resized), before=state)
         return study
 
 

@@ -1,6 +1,11 @@
-"""The one codec between PairState rows and ``protocol.adaptive`` state.
+"""The one codec between PairState rows and ``protocol.adaptive`` / ``protocol.rubric`` state.
 
-Nothing else reads or writes ``PairState.state`` or the columns that mirror it. Every load
+Nothing else reads or writes ``PairState.state``, ``PairState.criteria_state`` or the columns
+that mirror them. A study's protocol is a ``rubric.RubricState``: one lane per criterion of the
+study's rubric (annotation/rubrics.py). ``state`` holds the first criterion's lane of the pair,
+``criteria_state`` the other lanes and the pair's HITs ({} for one criterion: its HITs are its
+judgements); the mirror columns show the pair as serving sees it (status and quota of the
+round its lanes share) and the first criterion's decision and theta. Every load
 validates (``adaptive.ProtocolState.from_dict`` / ``PairState.from_dict``), every write sets
 the JSON and its mirror columns together and bumps the row's ``version``.
 
@@ -16,12 +21,13 @@ from dataclasses import asdict
 
 from django.utils import timezone
 
-from protocol import adaptive
+from protocol import adaptive, rubric
 
 from . import store
 from ..models import PairState, PairStateHistory, Study
+from ..rubrics import study_rubric
 
-MIRRORED = ["state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
+MIRRORED = ["state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
 MIRRORED_COLUMNS = tuple(MIRRORED)
 
 
@@ -53,6 +59,49 @@ def pair_state_of(row: PairState) -> adaptive.PairState:
     return adaptive.PairState.from_dict(row.state)
 
 
+def pair_hits_of(row: PairState) -> int:
+    """HITs the pair's protocol has recorded (every lane of a rubric counts a HIT once)."""
+    if row.criteria_state:
+        return int(row.criteria_state["hits"])
+    return pair_state_of(row).judgements
+
+
+def _lane_pairs(row: PairState, names: tuple[str, ...]) -> tuple[tuple[adaptive.PairState, ...], int]:
+    """The pair in every lane (one per criterion name) and its HITs."""
+    first = pair_state_of(row)
+    if len(names) == 1:
+        return (first,), first.judgements
+    stored = row.criteria_state or {}
+    lanes = stored.get("lanes", {})
+    missing = [name for name in names[1:] if name not in lanes]
+    if missing:
+        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state for criterion {missing[0]!r}")
+    return (first, *(adaptive.PairState.from_dict(lanes[name]) for name in names[1:])), int(stored["hits"])
+
+
+def _criteria_names(study: Study) -> tuple[str, ...]:
+    return tuple(c.name for c in study_rubric(study))
+
+
+def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
+    """The protocol state of one pair row in every lane (validated), as a one-pair rubric: what
+    a submit records into (call holding the pair's lock)."""
+    names = _criteria_names(study)
+    pairs, hits = _lane_pairs(row, names)
+    settings = protocol_settings(study)
+    return rubric.RubricState(names, tuple(adaptive.ProtocolState(settings, (p,), study.protocol_closes)
+                                           for p in pairs), (hits,))
+
+
+def _rubric_from(study: Study, names: tuple[str, ...], lanes_by_pair: list[tuple[tuple, int]]) -> rubric.RubricState:
+    """A study's rubric state from each pair's lanes and HITs, pairs in canonical order."""
+    lanes_by_pair = sorted(lanes_by_pair, key=lambda entry: entry[0][0].key)
+    settings = protocol_settings(study)
+    lanes = tuple(adaptive.ProtocolState.from_pairs(settings, [pairs[c] for pairs, _ in lanes_by_pair],
+                                                    study.protocol_closes) for c in range(len(names)))
+    return rubric.RubricState(names, lanes, tuple(hits for _, hits in lanes_by_pair))
+
+
 def pair_row_save(row: PairState, *, leases_change: int = 0) -> None:
     """Write back a row (locked by ``store.pair_row_locked``) that ``pair_write`` filled: its
     JSON, mirror columns and version, and its live-lease counter moved by ``leases_change``."""
@@ -61,27 +110,33 @@ def pair_row_save(row: PairState, *, leases_change: int = 0) -> None:
 
 
 def study_state_load(study: Study, rows: Iterable[PairState]) -> adaptive.ProtocolState:
-    """The whole protocol state from the study row and all its pair rows (validated).
+    """The first criterion's protocol state (every study has one; a rubric's other lanes:
+    ``study_rubric_load``), validated: for readers."""
+    return study_rubric_load(study, rows).primary
+
+
+def study_rubric_load(study: Study, rows: Iterable[PairState]) -> rubric.RubricState:
+    """The whole protocol state, every lane, from the study row and all its pair rows (validated).
 
     ``rows``: every PairState of the study, e.g. locked with ``select_for_update`` by a caller
     that will write back with ``study_state_save``.
     """
-    blobs = sorted((row.state for row in rows), key=lambda blob: (blob.get("first", ""), blob.get("second", "")))
-    if not blobs or not all(blobs):
+    rows = list(rows)
+    if not rows or not all(row.state for row in rows):
         raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
-    return adaptive.ProtocolState.from_dict(
-        {"settings": asdict(protocol_settings(study)), "closes": study.protocol_closes, "pairs": blobs})
+    names = _criteria_names(study)
+    return _rubric_from(study, names, [_lane_pairs(row, names) for row in rows])
 
 
 # Pairs already parsed by this process, by row id: ((version, updated_at), pair). A round close
 # reads the whole study, but between two closes only the pairs judged since have moved (every
 # write bumps the version), so the others are neither fetched (their JSON) nor parsed again.
 # updated_at is part of the key because a row id can come back after a rollback (SQLite).
-_parsed: dict[int, tuple[tuple, adaptive.PairState]] = {}
+_parsed: dict[int, tuple[tuple, tuple[tuple[adaptive.PairState, ...], int]]] = {}
 PARSED_MAX = 50_000
 
 
-def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], adaptive.ProtocolState] | None:
+def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState] | None:
     """The whole protocol state (validated) and each pair's (row id, version) it was read at, or
     None when no pair's round is filled (nothing to close). No lock: for a caller that writes
     back compare-and-set on the versions (services/runtime.rounds_close).
@@ -92,38 +147,46 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     heads = list(PairState.objects.filter(study=study).values_list("pk", "version", "updated_at", "status"))
     if not any(status == adaptive.FILLED for *_, status in heads):
         return None
+    names = _criteria_names(study)
     stale = [pk for pk, version, updated_at, _ in heads if _parsed.get(pk, (None,))[0] != (version, updated_at)]
     if len(_parsed) + len(stale) > PARSED_MAX:
         _parsed.clear()
-    for pk, version, updated_at, blob in (PairState.objects.filter(pk__in=stale)
-                                          .values_list("pk", "version", "updated_at", "state")):
-        if not blob:
+    for row in PairState.objects.filter(pk__in=stale).only("pk", "study_id", "version", "updated_at", "state",
+                                                           "criteria_state"):
+        if not row.state:
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
-        _parsed[pk] = ((version, updated_at), adaptive.PairState.from_dict(blob))
+        _parsed[row.pk] = ((row.version, row.updated_at), _lane_pairs(row, names))
     read = {pk: _parsed[pk] for pk, *_ in heads}  # a row that moved meanwhile: its newer version
-    state = adaptive.ProtocolState.from_pairs(protocol_settings(study), [pair for _, pair in read.values()],
-                                              study.protocol_closes)
-    return {pair.key: (pk, version) for pk, ((version, _), pair) in read.items()}, state
+    if any(len(lanes) != len(names) for _, (lanes, _) in read.values()):
+        _parsed.clear()
+        raise ValueError(f"study {study.slug!r}: a cached pair has other criteria than the study; read it again")
+    state = _rubric_from(study, names, [entry for _, entry in read.values()])
+    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
 
 
-def pair_write(row: PairState, pair: adaptive.PairState) -> None:
-    """Put ``pair`` into ``row`` (JSON and mirror columns) and bump its version; no save."""
-    row.state = pair.to_dict()
-    row.status = pair.status
-    row.decision = pair.decision
-    row.theta = pair.theta[-1] if pair.theta else None
-    row.round = pair.round
-    row.quota_left = pair.quota
+def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> None:
+    """Put pair ``index`` of ``state`` into ``row`` (JSON and mirror columns) and bump its
+    version; no save."""
+    pairs = state.lane_pairs(index)
+    first = pairs[0]
+    row.state = first.to_dict()
+    row.criteria_state = {} if len(pairs) == 1 else {
+        "hits": state.hits[index], "lanes": {name: pair.to_dict() for name, pair in zip(state.criteria[1:], pairs[1:])}}
+    row.status = state.status(index)
+    row.decision = first.decision
+    row.theta = first.theta[-1] if first.theta else None
+    row.round = max(pair.round for pair in pairs)
+    row.quota_left = state.quota(index)
     row.version += 1
 
 
 def study_state_save(
     study: Study,
     rows: Iterable[PairState],
-    state: adaptive.ProtocolState,
+    state: rubric.RubricState,
     *,
-    before: adaptive.ProtocolState,
-    closed: adaptive.ProtocolState | None = None,
+    before: rubric.RubricState,
+    closed: rubric.RubricState | None = None,
 ) -> list[PairState]:
     """Write the pairs of ``state`` that differ from ``before``; returns the rows written.
 
@@ -132,20 +195,17 @@ def study_state_save(
     locks of those rows — or has checked, under the study's lock, that their versions are
     the ones ``before`` was loaded from — and of the study when its closes counter moves.
     ``closed``: the state right after ``close_rounds`` (before new rounds opened) — a history
-    row is written for every pair it closed, with the closed round's number.
+    row is written for every pair whose first criterion it closed, with the closed round's number.
     """
     by_key = {(row.state.get("first"), row.state.get("second")): row for row in rows if row.state}
-    earlier = {p.key: p for p in before.pairs}
-    closed_pairs = {p.key: p for p in closed.pairs} if closed is not None else {}
     changed, history = [], []
-    for pair in state.pairs:
-        old = earlier[pair.key]
-        was_closed = closed_pairs.get(pair.key)
-        if was_closed is not None and len(was_closed.theta) > len(old.theta):
-            history.append(_history_row(by_key[pair.key], was_closed))
-        if pair != old:
-            row = by_key[pair.key]
-            pair_write(row, pair)
+    for index, key in enumerate(state.keys):
+        old = before.primary.pairs[index]
+        if closed is not None and len(closed.primary.pairs[index].theta) > len(old.theta):
+            history.append(_history_row(by_key[key], closed.primary.pairs[index]))
+        if rubric.pair_changed(before, state, index):
+            row = by_key[key]
+            pair_write(row, state, index)
             changed.append(row)
     PairState.objects.bulk_update(changed, MIRRORED)
     PairStateHistory.objects.bulk_create(history)
@@ -163,18 +223,16 @@ def _history_row(row: PairState, pair: adaptive.PairState) -> PairStateHistory:
         judgements=pair.judgements)
 
 
-def study_state_first_save(study: Study, rows: Iterable[PairState], state: adaptive.ProtocolState, *,
-                           closed: adaptive.ProtocolState | None = None) -> None:
+def study_state_first_save(study: Study, rows: Iterable[PairState], state: rubric.RubricState, *,
+                           closed: rubric.RubricState | None = None) -> None:
     """Write a freshly started protocol into rows that hold no state yet (and its history)."""
     by_key = {(row.first.name, row.second.name): row for row in rows}
-    closed_pairs = {p.key: p for p in closed.pairs} if closed is not None else {}
     history = []
-    for pair in state.pairs:
-        row = by_key[pair.key]
-        pair_write(row, pair)
-        was_closed = closed_pairs.get(pair.key)
-        if was_closed is not None and was_closed.theta:
-            history.append(_history_row(row, was_closed))
+    for index, key in enumerate(state.keys):
+        row = by_key[key]
+        pair_write(row, state, index)
+        if closed is not None and closed.primary.pairs[index].theta:
+            history.append(_history_row(row, closed.primary.pairs[index]))
     PairState.objects.bulk_update(list(by_key.values()), MIRRORED)
     PairStateHistory.objects.bulk_create(history)
     study.protocol_closes = state.closes

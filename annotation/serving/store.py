@@ -63,10 +63,10 @@ ASSIGNMENT, JUDGEMENT, EXCLUSION, CHECK_ITEM = (_table(Assignment), _table(Judge
 ASSIGNMENT_COLUMNS = ("id", "annotator_id", "comparison_id", "check_item_id", "shown_swapped", "round", "issued_at",
                       "expires_at", "state", "kind", "draw_probability")
 PAIR_COLUMNS = ("id", "study_id", "first_id", "second_id", "status", "decision", "theta", "theta_se", "round",
-                "quota_left", "leased", "version", "state", "updated_at")
+                "quota_left", "leased", "version", "state", "criteria_state", "updated_at")
 # The columns a submit writes of a new Judgement (its primary key comes back).
-JUDGEMENT_COLUMNS = ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", "seconds_on_task",
-                     "server_seconds", "kind", "idempotency_key", "source", "created_at")
+JUDGEMENT_COLUMNS = ("comparison_id", "check_item_id", "annotator_id", "assignment_id", "value", "answers",
+                     "seconds_on_task", "read_seconds", "server_seconds", "kind", "idempotency_key", "source", "created_at")
 _ASSIGNMENT_SELECT = _select(ASSIGNMENT_COLUMNS, "a.")
 _PAIR_SELECT = _select(PAIR_COLUMNS)
 # The one expression that moves the live-lease counter.

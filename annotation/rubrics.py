@@ -1,0 +1,81 @@
+"""A study's rubric: the criteria one HIT answers, and the shape of a judgement's answers.
+
+Every study has a rubric: a study without ``Study.criteria`` has one criterion (its
+``criterion`` label), decided by one protocol lane from ``Judgement.value``; a rubric study
+has several, each decided by its own lane (protocol.rubric) from ``Judgement.answers``.
+The criteria's JSON is validated by ``protocol.bundle.parse_criteria`` (bundle, admin, API).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from protocol.bundle import MAX_REASON_CHARS, Criterion, parse_criteria
+
+SINGLE = "overall"
+
+
+def study_rubric(study) -> tuple[Criterion, ...]:
+    """The study's criteria, in order (the first is the one its summary columns show)."""
+    if study.criteria:
+        criteria, problems = parse_criteria(study.criteria)
+        if problems:
+            raise ValueError(f"study {study.slug!r} has invalid criteria: {problems[0]}")
+        return criteria
+    return (Criterion(name=SINGLE, label=study.criterion or "Which output is better?"),)
+
+
+def is_rubric(study) -> bool:
+    return bool(study.criteria)
+
+
+def answer_row(*, value: int, strength: int = 0, reason: str = "") -> dict:
+    """One criterion's answer as stored in ``Judgement.answers`` (canonical order)."""
+    row: dict = {"value": int(value)}
+    if strength:
+        row["strength"] = int(strength)
+    if reason:
+        row["reason"] = reason
+    return row
+
+
+def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -> dict:
+    """Canonical ``Judgement.answers`` from what the annotator chose on screen.
+
+    shown   criterion -> {"value": -2..2 with a strength scale, else -1..1, as shown (+ = left
+            better), "reason": str}
+    ValueError naming the criterion when one is missing, out of range or lacks a required
+    reason, or when an unknown criterion is answered.
+    """
+    criteria = study_rubric(study)
+    names = {c.name for c in criteria}
+    unknown = sorted(set(shown) - names)
+    if unknown:
+        raise ValueError(f"unknown criterion {unknown[0]!r}; this study asks {', '.join(sorted(names))}")
+    answers = {}
+    for criterion in criteria:
+        given = shown.get(criterion.name)
+        if given is None or given.get("value") is None:
+            raise ValueError(f"choose an answer for {criterion.label!r}")
+        scale = (-2, -1, 0, 1, 2) if criterion.strength else (-1, 0, 1)
+        value = given["value"]
+        if isinstance(value, bool) or value not in scale:
+            raise ValueError(f"{criterion.label!r}: the answer must be one of {', '.join(map(str, scale))}, "
+                             f"got {value!r}")
+        reason = str(given.get("reason") or "").strip()
+        if criterion.reason == "required" and not reason:
+            raise ValueError(f"{criterion.label!r}: give a short reason")
+        if criterion.reason == "off":
+            reason = ""
+        if len(reason) > MAX_REASON_CHARS:
+            raise ValueError(f"{criterion.label!r}: the reason is longer than {MAX_REASON_CHARS} characters")
+        sign = (value > 0) - (value < 0)
+        answers[criterion.name] = answer_row(value=-sign if swapped else sign,
+                                             strength=abs(value) if criterion.strength else 0, reason=reason)
+    return answers
+
+
+def lane_values(*, criteria: tuple[Criterion, ...], value: int, answers: Mapping | None) -> dict[str, int]:
+    """criterion -> canonical value of one judgement, for the protocol's lanes."""
+    if answers is None:
+        return {criteria[0].name: value}
+    return {c.name: answers[c.name]["value"] for c in criteria if c.name in answers}
