@@ -41,6 +41,7 @@ from .api_errors import (
 )
 from .errors import QualityError
 from .models import Annotator, Assignment, Study
+from .rubrics import rubric_screen
 from .services import hits as serving
 from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
 from .throttles import ApiTokenThrottle, SubmitThrottle
@@ -374,7 +375,8 @@ class HitNextApi(APIView):
         hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
         if hit is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(serializers.HitSerializer(selectors.hit_display(assignment=hit)).data)
+        return Response(serializers.HitSerializer({**selectors.hit_display(assignment=hit, study=study),
+                                                   "criteria": rubric_screen(study)}).data)
 
 
 class HitSubmitApi(APIView):
@@ -403,8 +405,9 @@ class HitSubmitApi(APIView):
         try:
             judgement = serving.judgement_submit(
                 assignment=assignment, annotator=assignment.annotator,
-                shown_value=ANSWERS[form.validated_data["answer"]], idempotency_key=key,
-                seconds_on_task=form.validated_data.get("seconds_on_task"))
+                shown_value=ANSWERS.get(form.validated_data.get("answer"), 99), idempotency_key=key,
+                answers=form.validated_data.get("answers"), seconds_on_task=form.validated_data.get("seconds_on_task"),
+                read_seconds=form.validated_data.get("read_seconds"))
         except serving.HitError as exc:
             raise Conflict(str(exc)) from exc
         return Response({"judgement": judgement.pk, "value": judgement.value}, status=status.HTTP_200_OK)

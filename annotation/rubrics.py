@@ -79,3 +79,35 @@ def lane_values(*, criteria: tuple[Criterion, ...], value: int, answers: Mapping
     if answers is None:
         return {criteria[0].name: value}
     return {c.name: answers[c.name]["value"] for c in criteria if c.name in answers}
+
+
+#: the answers on screen, in key order (keys 1, 2, 3 / 1 ... 5): value (+ = left better), text
+SCALE = ((1, "A is better"), (0, "About the same"), (-1, "B is better"))
+STRENGTH_SCALE = ((2, "A is much better"), (1, "A is slightly better"), (0, "About the same"),
+                  (-1, "B is slightly better"), (-2, "B is much better"))
+
+
+def rubric_screen(study) -> list[dict]:
+    """What the HIT form shows of a rubric study: each criterion with its scale and reason
+    field ([] for a one-criterion study, whose form has three buttons)."""
+    if not is_rubric(study):
+        return []
+    return [{"name": c.name, "label": c.label, "reason": c.reason,
+             "scale": [{"value": value, "text": text, "key": key}
+                       for key, (value, text) in enumerate(STRENGTH_SCALE if c.strength else SCALE, 1)]}
+            for c in study_rubric(study)]
+
+
+def answers_from_post(study, data: Mapping[str, str]) -> dict:
+    """Screen-order answers (``answers_from_screen``'s ``shown``) from the HIT form's fields:
+    ``criterion-<name>`` the chosen value, ``reason-<name>`` the reason. A value that is not
+    a whole number counts as not given."""
+    shown = {}
+    for criterion in study_rubric(study):
+        raw = data.get(f"criterion-{criterion.name}", "")
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        shown[criterion.name] = {"value": value, "reason": data.get(f"reason-{criterion.name}", "")}
+    return shown

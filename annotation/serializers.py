@@ -100,11 +100,31 @@ class HitSerializer(serializers.Serializer):
     left = serializers.CharField()
     right = serializers.CharField()
     expires_at = serializers.DateTimeField(source="assignment.expires_at")
+    criteria = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="a rubric study's criteria (name, label, reason off/optional/required, scale of "
+                  "{value, text}); empty: answer left / tie / right")
+
+
+class CriterionAnswerSerializer(serializers.Serializer):
+    value = serializers.IntegerField(min_value=-2, max_value=2,
+                                     help_text="as shown: + = left better; -2..2 on a strength scale, else -1..1")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
 
 
 class SubmitSerializer(serializers.Serializer):
-    answer = StrictChoiceField(choices=["left", "tie", "right"])
+    answer = StrictChoiceField(choices=["left", "tie", "right"], required=False,
+                               help_text="a one-criterion study's answer")
+    answers = serializers.DictField(child=CriterionAnswerSerializer(), required=False,
+                                    help_text="a rubric study's answers: criterion -> {value, reason}")
     seconds_on_task = StrictFloatField(required=False, min_value=0, max_value=86400)
+    read_seconds = StrictFloatField(required=False, min_value=0, max_value=86400,
+                                    help_text="time from the texts shown to the first answer chosen")
+
+    def validate(self, data):
+        if ("answer" in data) == ("answers" in data):
+            raise serializers.ValidationError("give either 'answer' (one criterion) or 'answers' (a rubric)")
+        return data
 
 
 class BudgetSerializer(serializers.Serializer):

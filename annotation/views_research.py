@@ -27,6 +27,7 @@ from .forms import (
     StudySettingsForm,
 )
 from .models import Annotator, Study
+from .rubrics import is_rubric, study_rubric
 from .selectors import dashboard as dashboard_reads
 from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
 
@@ -250,21 +251,27 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
         rows = rows.filter(Q(comparison__first__name=first, comparison__second__name=second)
                            | Q(comparison__first__name=second, comparison__second__name=first))
     writer = csv.writer(_Echo())
+    # a rubric's criteria: value, strength and reason of each, in canonical order like "value"
+    criteria = [c.name for c in study_rubric(study)] if is_rubric(study) else []
 
     def lines():
         # kind and excluded mark the rows the protocol does not count (checks, repeats,
         # excluded workers); "counted" says it in one column.
         yield writer.writerow(["item", "first", "second", "value", "annotator", "platform", "source",
                                "shown_swapped", "seconds_on_task", "server_seconds", "kind", "excluded", "counted",
-                               "created_at"])
+                               "created_at", "read_seconds",
+                               *(f"{name}{part}" for name in criteria for part in ("", "_strength", "_reason"))])
         for j in rows.iterator():
+            answers = j.answers or {}
             yield writer.writerow([spreadsheet_safe(v) for v in (
                 j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
                 j.value, j.annotator.external_id, j.annotator.platform, j.source,
                 "" if j.assignment is None else int(j.assignment.shown_swapped),
                 "" if j.seconds_on_task is None else j.seconds_on_task,
                 "" if j.server_seconds is None else round(j.server_seconds, 3), j.kind, int(j.excluded),
-                int(j.kind == "real" and not j.excluded), j.created_at.isoformat())])
+                int(j.kind == "real" and not j.excluded), j.created_at.isoformat(),
+                "" if j.read_seconds is None else round(j.read_seconds, 3),
+                *(answers.get(name, {}).get(part, "") for name in criteria for part in ("value", "strength", "reason")))])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")
     suffix = f"-{first}-{second}" if first else ""

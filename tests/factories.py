@@ -175,6 +175,36 @@ def chat_rows(n_items=3, answers=("A", "B"), *, texts=None, roles=None, **settin
     return rows
 
 
+RUBRIC = [
+    {"name": "helpfulness", "label": "Which answer helps more?", "strength": True, "reason": "optional",
+     "metric": "judge_help"},
+    {"name": "correctness", "label": "Which answer is more correct?", "reason": "required"},
+    {"name": "style", "label": "Which answer reads better?"},
+]
+
+
+def rubric_rows(items=40, *, imported=2, budget=150, batch=5):
+    """A three-criterion rubric study of systems A, B, C: a judge metric for helpfulness, and
+    ``imported`` items of pair A/B judged on every criterion by annotator e1."""
+    rows = [{"kind": "study", "name": "Rubric study", "criteria": [dict(c) for c in RUBRIC], "batch_size": batch, "budget": budget,
+             "text_format": "markdown"}]
+    rows += [{"kind": "item", "id": f"r{n:02d}", "input": f"Question {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"r{n:02d}", "system": s, "text": f"**{s}** answers {n}"}
+             for n in range(items) for s in "ABC"]
+    rows += [{"kind": "metric_preference", "item": f"r{n:02d}", "first": a, "second": b, "metric": "judge_help",
+              "preference": 1, "judge": "gpt-x", "order": "AB"} for n in range(items) for a, b in ("AB", "AC", "BC")]
+    for n in range(imported):
+        rows += [
+            {"kind": "human_preference", "item": f"r{n:02d}", "first": "B", "second": "A", "preference": -1,
+             "annotator": "e1", "criterion": "helpfulness", "strength": 2, "reason": "A is complete"},
+            {"kind": "human_preference", "item": f"r{n:02d}", "first": "B", "second": "A", "preference": 1,
+             "annotator": "e1", "criterion": "correctness", "reason": "A has a bug"},
+            {"kind": "human_preference", "item": f"r{n:02d}", "first": "B", "second": "A", "preference": 0,
+             "annotator": "e1", "criterion": "style"},
+        ]
+    return rows
+
+
 # ---- people --------------------------------------------------------------------------------
 
 def worker(name: str) -> Annotator:

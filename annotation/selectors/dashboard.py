@@ -17,6 +17,8 @@ from protocol.report import compare_metric, report_json
 
 from .. import figures
 from ..models import AnnotatorExclusion, Comparison, Judgement, PairState, PairStateHistory, Study
+from ..rubrics import is_rubric, study_rubric
+from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
 from .exports import study_bundle
@@ -282,9 +284,53 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "separability": separability,
         "metric": study.metric.name if study.metric_id else None,
         "judges": study_judges(study=study),
+        "criteria": rubric_side_by_side(study=study, states=states, order=order) if is_rubric(study) else None,
         "decided": sum(1 for p in pairs if p["decision"]),
         "judgements": live + imported,
     }
+
+
+def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[str]) -> dict:
+    """A rubric study's criteria side by side: each criterion's summary (decided pairs, the
+    judgements its protocol counted, its metric's agreement with the humans on the judged items,
+    its ranking by pairs won) and, per pair, every criterion's decision and status.
+
+    ``states``: the study's pair rows with first and second loaded; ``order``: the systems in
+    leaderboard order (the rows' order)."""
+    criteria = study_rubric(study)
+    rank = {name: k for k, name in enumerate(order)}
+    rows, totals = [], {c.name: {"decided": 0, "judgements": 0, "agree": 0, "paired": 0, "wins": {}} for c in criteria}
+    for s in sorted(states, key=lambda s: (rank.get(s.first.name, 0), rank.get(s.second.name, 0))):
+        if not s.state:
+            continue
+        lanes = pair_lanes_of(study, s)
+        cells = []
+        for c in criteria:
+            pair, total = lanes[c.name], totals[c.name]
+            paired = np.asarray(pair.paired)
+            total["judgements"] += pair.judgements
+            total["agree"] += int(np.trace(paired))
+            total["paired"] += int(paired.sum())
+            if pair.decision:
+                total["decided"] += 1
+                winner = s.first.name if pair.decision > 0 else s.second.name
+                total["wins"][winner] = total["wins"].get(winner, 0) + 1
+            cells.append({"criterion": c.name, "decision": pair.decision, "status": pair.status,
+                          "judgements": pair.judgements,
+                          "winner": (s.first.name if pair.decision > 0 else s.second.name) if pair.decision else None})
+        rows.append({"first": s.first.name, "second": s.second.name, "hits": pair_hits_of(s), "cells": cells})
+    summary = []
+    for c in criteria:
+        total = totals[c.name]
+        wins = total["wins"]
+        summary.append({
+            "name": c.name, "label": c.label, "metric": c.metric or (study.metric.name if c is criteria[0] and study.metric_id else None),
+            "decided": total["decided"], "pairs": len(rows), "judgements": total["judgements"],
+            "agreement": total["agree"] / total["paired"] if total["paired"] else None,
+            "ranking": sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0))),
+            "wins": [wins.get(name, 0) for name in sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0)))],
+        })
+    return {"criteria": summary, "pairs": rows, "hits": sum(row["hits"] for row in rows)}
 
 
 def _pair_design(study: Study, protocol_pair) -> dict | None:

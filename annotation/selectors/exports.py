@@ -41,6 +41,8 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
     head = {"kind": "study", "name": study.name}
     if study.criterion:
         head["criterion"] = study.criterion
+    if study.criteria:
+        head["criteria"] = study.criteria
     if study.instructions:
         head["instructions"] = study.instructions
     if study.text_format != "plain":
@@ -94,9 +96,16 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         # A crowd worker is one platform session of a worker id: both name them (models.Annotator).
         label = a.external_id if a.platform == Annotator.Platform.IMPORT else ":".join(
             filter(None, (a.platform, a.external_id, a.session_id)))
-        yield {"kind": "human_preference", "item": j.comparison.item.external_id,
+        row = {"kind": "human_preference", "item": j.comparison.item.external_id,
                "first": j.comparison.first.name, "second": j.comparison.second.name,
                "preference": j.value, "annotator": label}
+        if j.answers is None:
+            yield row
+            continue
+        # a rubric judgement: one line per criterion, with its strength and reason
+        for criterion, answer in j.answers.items():
+            yield {**row, "criterion": criterion, "preference": answer["value"],
+                   **{k: answer[k] for k in ("strength", "reason") if answer.get(k)}}
     yield from _check_rows(study)
 
 

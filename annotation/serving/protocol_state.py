@@ -83,6 +83,12 @@ def _criteria_names(study: Study) -> tuple[str, ...]:
     return tuple(c.name for c in study_rubric(study))
 
 
+def pair_lanes_of(study: Study, row: PairState) -> dict[str, adaptive.PairState]:
+    """criterion -> the pair's protocol state in that criterion's lane (validated), for readers."""
+    names = _criteria_names(study)
+    return dict(zip(names, _lane_pairs(row, names)[0]))
+
+
 def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
     """The protocol state of one pair row in every lane (validated), as a one-pair rubric: what
     a submit records into (call holding the pair's lock)."""

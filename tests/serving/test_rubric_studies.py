@@ -1,0 +1,192 @@
+"""Rubric studies: several criteria in one HIT, each decided by its own protocol lane."""
+import gzip
+import json
+import random
+
+import pytest
+
+from annotation.errors import HitError
+from annotation.models import Judgement, PairState
+from annotation.selectors.exports import study_export
+from annotation.selectors.serving import study_serving_audit
+from annotation.services import hits as serving
+from annotation.services import study_import
+from annotation.serving import protocol_state
+from protocol.bundle import BundleError
+from tests.factories import RUBRIC, bundle_bytes, rubric_rows, worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# what the crowd says, canonical order (+1 = first better): helpfulness A > B > C strongly;
+# correctness the other way round; style a coin
+TRUTH = {"helpfulness": {"A": 3, "B": 2, "C": 1}, "correctness": {"A": 1, "B": 2, "C": 3}}
+
+
+def _answers_on_screen(assignment, rng):
+    """Each criterion's answer as the worker sees the texts (left = second system when swapped)."""
+    comparison = assignment.comparison
+    left, right = comparison.first.name, comparison.second.name
+    if assignment.shown_swapped:
+        left, right = right, left
+    shown = {}
+    for name, quality in TRUTH.items():
+        better = 1 if quality[left] > quality[right] else -1
+        shown[name] = {"value": better * (2 if name == "helpfulness" else 1) if rng.random() < 0.9 else -better,
+                       "reason": f"{name} reason"}
+    shown["style"] = {"value": rng.choice([-1, 0, 1])}
+    return shown
+
+
+def _lanes(study):
+    rows = list(PairState.objects.filter(study=study))
+    return protocol_state.study_rubric_load(study, rows)
+
+
+def test_import_groups_one_judgement_per_annotator_with_every_criterion():
+    study = study_import(source=bundle_bytes(rubric_rows(imported=3)))
+    assert [c["name"] for c in study.criteria] == ["helpfulness", "correctness", "style"]
+    judgements = list(Judgement.objects.filter(comparison__study=study).order_by("id"))
+    assert len(judgements) == 3
+    # the bundle said B vs A; canonical order is (A, B): signs flip, strength and reasons stay
+    assert judgements[0].answers == {"helpfulness": {"value": 1, "strength": 2, "reason": "A is complete"},
+                                     "correctness": {"value": -1, "reason": "A has a bug"},
+                                     "style": {"value": 0}}
+    assert judgements[0].value == 1  # the first criterion's
+    state = _lanes(study)
+    ab = state.keys.index(("A", "B"))
+    assert state.hits[ab] == 3
+    assert [lane.pairs[ab].judgements for lane in state.lanes] == [3, 3, 3]
+    assert study.protocol_imported_judgements == 3
+    # each criterion its own metric: helpfulness has the judge's labels, the others none
+    assert len(state.lane("helpfulness").pairs[ab].metric) == 40
+    assert len(state.lane("style").pairs[ab].metric) == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: rows[-1].pop("criterion"), "must name one of the study's criteria"),
+    (lambda rows: rows.pop(), "answers no criterion style"),
+    (lambda rows: rows[-2].update(strength=2), "criterion 'correctness' has no strength scale"),
+    (lambda rows: rows[0].update(criteria=[{"name": "Bad name"}]), "'name' must be lower-case"),
+    (lambda rows: rows[0].update(criteria=[{"name": "x", "reason": "maybe"}]), "'reason' must be one of"),
+    (lambda rows: rows[0]["criteria"][0].update(metric="nope"), "names metric 'nope'"),
+])
+def test_bad_rubric_bundles_are_refused_naming_the_problem(change, message):
+    rows = rubric_rows(imported=1)
+    change(rows)
+    with pytest.raises(BundleError, match=message):
+        study_import(source=bundle_bytes(rows))
+    assert not PairState.objects.exists()
+
+
+def test_each_criterion_is_decided_by_its_own_protocol_and_a_hit_counts_once():
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
+    rng = random.Random(3)
+    workers = [worker(f"w{n}") for n in range(6)]
+    submitted = 0
+    for _ in range(400):
+        progressed = False
+        for annotator in workers:
+            assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+            if assignment is None:
+                continue
+            serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                     answers=_answers_on_screen(assignment, rng), read_seconds=4.5,
+                                     idempotency_key=f"k{submitted}")
+            submitted += 1
+            progressed = True
+        if not progressed:
+            break
+    state = _lanes(study)
+    assert state.lane("helpfulness").decisions()[("A", "C")] == 1
+    assert state.lane("correctness").decisions()[("A", "C")] == -1
+    # the criteria disagree, so they stop at different times: a lane that stopped took none
+    # of the HITs its pair was served afterwards
+    hits = dict(zip(state.keys, state.hits))
+    assert any(lane.pair(*key).judgements < hits[key] for lane in state.lanes for key in state.keys)
+    assert sum(state.hits) == submitted == Judgement.objects.filter(comparison__study=study).count()
+    assert submitted <= study.budget
+    audit = study_serving_audit(study=study)
+    assert audit["protocol_consistent"], audit["problems"]
+    stored = Judgement.objects.filter(comparison__study=study).first()
+    assert stored.read_seconds == 4.5 and set(stored.answers) == {"helpfulness", "correctness", "style"}
+
+
+def test_a_rubric_submit_names_the_missing_criterion_and_the_required_reason():
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
+    annotator = worker("w1")
+    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    good = {"helpfulness": {"value": 2}, "correctness": {"value": -1, "reason": "B cites the docs"},
+            "style": {"value": 0}}
+    with pytest.raises(HitError, match="choose an answer for 'Which answer reads better\\?'"):
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                                 answers={k: v for k, v in good.items() if k != "style"})
+    with pytest.raises(HitError, match="'Which answer is more correct\\?': give a short reason"):
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                                 answers={**good, "correctness": {"value": -1, "reason": "  "}})
+    with pytest.raises(HitError, match="must be one of -1, 0, 1"):
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                                 answers={**good, "style": {"value": 2}})
+    assert not Judgement.objects.exists()
+    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                         idempotency_key="k1", answers=good)
+    sign = -1 if assignment.shown_swapped else 1
+    assert judgement.answers["helpfulness"] == {"value": sign, "strength": 2}
+    assert judgement.answers["correctness"] == {"value": -sign, "reason": "B cites the docs"}
+    assert judgement.value == sign
+    # the same submit again is the same judgement
+    again = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                     idempotency_key="k1", answers=good)
+    assert again.pk == judgement.pk and Judgement.objects.count() == 1
+
+
+def test_export_carries_every_criterion_and_reason_and_imports_again(tmp_path):
+    study = study_import(source=bundle_bytes(rubric_rows(imported=2)))
+    annotator = worker("w1")
+    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                             answers={"helpfulness": {"value": -1, "reason": "shorter"},
+                                      "correctness": {"value": 1, "reason": "no bug"}, "style": {"value": 1}})
+    path = tmp_path / "rubric.jsonl.gz"
+    study_export(study=study, path=path)
+    rows = [json.loads(line) for line in gzip.open(path, "rt")]
+    assert rows[0]["criteria"] == [{"name": c["name"], "label": c["label"], "strength": c.get("strength", False),
+                                    "reason": c.get("reason", "off"), **({"metric": c["metric"]} if "metric" in c
+                                                                         else {})} for c in RUBRIC]
+    prefs = [r for r in rows if r["kind"] == "human_preference"]
+    assert len(prefs) == 3 * 3
+    assert {r["criterion"] for r in prefs} == {"helpfulness", "correctness", "style"}
+    assert {r.get("reason") for r in prefs if r["annotator"].startswith("prolific")} == {"shorter", "no bug", None}
+    again = study_import(source=path, slug="rubric-again")
+    before = sorted(json.dumps(j.answers, sort_keys=True) for j in Judgement.objects.filter(comparison__study=study))
+    after = sorted(json.dumps(j.answers, sort_keys=True) for j in Judgement.objects.filter(comparison__study=again))
+    assert before == after
+
+
+def test_the_dashboard_shows_the_criteria_side_by_side(client):
+    from annotation.selectors.dashboard import study_dashboard_heavy
+    from tests.factories import researcher_client
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
+    rng = random.Random(5)
+    workers = [worker(f"w{n}") for n in range(4)]
+    for n in range(150):
+        annotator = workers[n % 4]
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        if assignment is None:
+            break
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                 answers=_answers_on_screen(assignment, rng), idempotency_key=f"d{n}")
+    data = study_dashboard_heavy(study=study)["criteria"]
+    state = _lanes(study)
+    by_name = {c["name"]: c for c in data["criteria"]}
+    for name in ("helpfulness", "correctness", "style"):
+        lane = state.lane(name)
+        assert by_name[name]["decided"] == sum(1 for p in lane.pairs if p.decision)
+        assert by_name[name]["judgements"] == lane.spent
+    assert by_name["helpfulness"]["ranking"][0] == "A" and by_name["correctness"]["ranking"][0] == "C"
+    assert by_name["helpfulness"]["metric"] == "judge_help" and by_name["style"]["agreement"] is None
+    assert data["hits"] == sum(state.hits)
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert 'id="criteria"' in page and "Which answer is more correct?" in page
+    assert page.count('class="status-') == 3 * 3
