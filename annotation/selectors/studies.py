@@ -13,7 +13,7 @@ from protocol.plan import hours_to_finish
 from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
-from ..rubrics import lane_values
+from ..rubrics import lane_values, study_rubric
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
@@ -259,16 +259,26 @@ def plan_job_rows(*, job) -> list[dict]:
 
 def study_judges(*, study: Study) -> list[dict]:
     """Each LLM judge of the study (a preference metric, split by the judge its rows name):
-    position bias and agreement with the counted human judgements (protocol.judges)."""
-    human_sum: dict[tuple[str, str, str], list[int]] = {}
-    for (a, b), labels in study_judgement_labels(study=study).items():
-        for item, value in labels:
-            human_sum.setdefault((item, a, b), []).append(value)
-    human = {key: sum(values) / len(values) for key, values in human_sum.items()}
+    position bias and agreement with the counted human judgements (protocol.judges). In a
+    rubric study a judge is compared with the humans' answers to the criterion whose metric it
+    is (``criterion``; the first criterion's metric is the study's unless it names its own)."""
+    criteria = study_rubric(study)
+    criterion_of = {c.metric: c.name for c in reversed(criteria) if c.metric}
+    if study.metric_id and not criteria[0].metric:
+        criterion_of.setdefault(study.metric.name, criteria[0].name)
+    human_sum: dict[str, dict[tuple[str, str, str], list[int]]] = {c.name: {} for c in criteria}
+    for (a, b), labels in study_judgement_answers(study=study, criteria=criteria).items():
+        for item, answer in labels:
+            for name, value in answer.items():
+                human_sum[name].setdefault((item, a, b), []).append(value)
+    human = {name: {key: sum(values) / len(values) for key, values in by_key.items()}
+             for name, by_key in human_sum.items()}
     verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
     rows = MetricPreference.objects.filter(metric__study=study).values_list(
         "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
     for metric, judge, item, a, b, value, order in rows.iterator():
         verdicts.setdefault((metric, judge), []).append(JudgeVerdict(item, a, b, value, order))
-    return [{"metric": metric, "judge": judge, **dataclasses.asdict(judge_stats(found, human))}
+    return [{"metric": metric, "judge": judge,
+             "criterion": criterion_of.get(metric, criteria[0].name) if study.criteria else "",
+             **dataclasses.asdict(judge_stats(found, human[criterion_of.get(metric, criteria[0].name)]))}
             for (metric, judge), found in sorted(verdicts.items())]

@@ -190,3 +190,16 @@ def test_the_dashboard_shows_the_criteria_side_by_side(client):
     page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
     assert 'id="criteria"' in page and "Which answer is more correct?" in page
     assert page.count('class="status-') == 3 * 3
+
+
+def test_a_judge_is_compared_with_the_answers_to_its_own_criterion():
+    from annotation.selectors.studies import study_judges
+
+    rows = rubric_rows(imported=3)
+    del rows[0]["criteria"][0]["metric"]
+    rows[0]["criteria"][1]["metric"] = "judge_help"  # now the correctness criterion's judge
+    study = study_import(source=bundle_bytes(rows))
+    [judge] = study_judges(study=study)
+    # e1 found A more helpful, as the judge did, but B more correct: compared with the
+    # correctness answers the judge agrees on none of the three (on all with helpfulness)
+    assert (judge["criterion"], judge["human_compared"], judge["human_agreement"]) == ("correctness", 3, 0.0)
