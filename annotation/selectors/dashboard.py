@@ -350,6 +350,16 @@ def _pair_design(study: Study, protocol_pair) -> dict | None:
             "items": len(protocol_pair.judged_items), "ess": ess}
 
 
+def _pair_criteria(study: Study, row: PairState) -> list[dict]:
+    """Each criterion's protocol state of one pair of a rubric study (the pair page)."""
+    lanes = pair_lanes_of(study, row)
+    return [{"name": c.name, "label": c.label, "status": lanes[c.name].status, "decision": lanes[c.name].decision,
+             "theta": lanes[c.name].theta[-1] if lanes[c.name].theta else None,
+             "judgements": lanes[c.name].judgements, "quota": lanes[c.name].quota,
+             "evidence": float(np.exp(min(lanes[c.name].log_evidence, 700.0)))}
+            for c in study_rubric(study)]
+
+
 def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     """One system pair (canonical order) as plain data: its protocol state, θ by round with
     the credible interval of the share of judgements preferring ``first``, every item with
@@ -403,6 +413,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         # How the last close computed θ (protocol.decision: method, Kish ESS, draws, standard error).
         "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
         "design": _pair_design(study, protocol_pair),
+        "criteria": _pair_criteria(study, row) if is_rubric(study) and row.state else None,
         "annotator_agreement": judgement_agreement(study=study, pair=row),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,

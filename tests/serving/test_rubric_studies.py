@@ -203,3 +203,15 @@ def test_a_judge_is_compared_with_the_answers_to_its_own_criterion():
     # e1 found A more helpful, as the judge did, but B more correct: compared with the
     # correctness answers the judge agrees on none of the three (on all with helpfulness)
     assert (judge["criterion"], judge["human_compared"], judge["human_agreement"]) == ("correctness", 3, 0.0)
+
+
+def test_the_pair_page_shows_each_criterions_protocol(client):
+    from tests.factories import researcher_client
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=3)))
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/pair/?first=A&second=B")
+    assert page.status_code == 200
+    criteria = page.context["pair"]["criteria"]
+    assert [(c["name"], c["judgements"]) for c in criteria] == [("helpfulness", 3), ("correctness", 3), ("style", 3)]
+    assert 'id="pair-criteria"' in page.content.decode()
