@@ -15,6 +15,8 @@ rules         the decision rules: Bayesian thresholds, e-process bets and eviden
               binomial boundary, looks and futility, family control across pairs
 machine       the state machine: start, open_rounds, record_judgement(s), close_rounds,
               rebuild_pairs, run_rounds
+rubric        several criteria answered in one HIT: one lane (a protocol) per criterion sharing
+              the HITs and the budget
 allocation    which items of a pair to judge next: uniform, separability-weighted, stratified
 spa           soft pairwise accuracy and pairwise accuracy (§6)
 separability  separability of comparisons (§7), from the text similarities of ``similarity``
