@@ -114,17 +114,12 @@ class CriterionAnswerSerializer(serializers.Serializer):
 
 class SubmitSerializer(serializers.Serializer):
     answer = StrictChoiceField(choices=["left", "tie", "right"], required=False,
-                               help_text="a one-criterion study's answer")
+                               help_text="a one-criterion study's answer (a rubric study: 409, it takes answers)")
     answers = serializers.DictField(child=CriterionAnswerSerializer(), required=False,
-                                    help_text="a rubric study's answers: criterion -> {value, reason}")
+                                    help_text="a rubric study's answers: criterion -> {value, reason} (a one-criterion study: 409)")
     seconds_on_task = StrictFloatField(required=False, min_value=0, max_value=86400)
     read_seconds = StrictFloatField(required=False, min_value=0, max_value=86400,
                                     help_text="time from the texts shown to the first answer chosen")
-
-    def validate(self, data):
-        if ("answer" in data) == ("answers" in data):
-            raise serializers.ValidationError("give either 'answer' (one criterion) or 'answers' (a rubric)")
-        return data
 
 
 class BudgetSerializer(serializers.Serializer):
@@ -142,7 +137,8 @@ class StudyDetailSerializer(StudySerializer):
     spa = serializers.JSONField(allow_null=True)
     judges = serializers.ListField(child=serializers.DictField(), help_text=(
         "per preference metric and judge: verdicts, ordered, decisive, first_position_share, both_orders, "
-        "flip_rate, human_compared, human_agreement (protocol.judges.JudgeStats)"))
+        "flip_rate, human_compared, human_agreement (protocol.judges.JudgeStats); criterion: in a rubric study, "
+        "the criterion whose human answers it is compared with"))
     pairs = PairSerializer(many=True)
 
     class Meta(StudySerializer.Meta):
@@ -220,6 +216,9 @@ class JudgementSerializer(serializers.Serializer):
                                    help_text="only real judgements are counted by the protocol")
     excluded = serializers.BooleanField(help_text="by a worker excluded from the study: not counted")
     created_at = serializers.DateTimeField()
+    answers = serializers.JSONField(allow_null=True, help_text="a rubric study's answers, canonical order: "
+                                    "criterion -> {value, strength, reason}")
+    read_seconds = serializers.FloatField(allow_null=True, help_text="browser-measured: texts shown to first answer")
 
 
 class ReportPairSerializer(serializers.Serializer):

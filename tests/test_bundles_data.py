@@ -20,7 +20,8 @@ SUMMEVAL_SYSTEMS = {"M0", "M1", "M2", "M5", "M8", "M9", "M10", "M11", "M12", "M1
 SUMMEVAL_METRICS = {"bert_score_f", "mover_score", "bart_score_cnn_src_hypo", "prism_src_hypo",
                     "rouge1_f", "rouge2_f", "rougel_f", "CTC_D_CNNDM_Consistency",
                     "CTC_D_XSUM_Consistency", "CTC_E_RoBERTa_Relevance", "CTC_D_CNNDM_Relevance",
-                    "CTC_D_XSUM_Relevance", "llm_gpt4_rts", "llm_gpt35_h2h"}
+                    "CTC_D_XSUM_Relevance", "llm_gpt4_rts", "llm_gpt35_h2h",
+                    "llm_gpt35_h2h_orders"}
 # llm_gpt4_rts rows: 1,200 minus the responses whose score could not be parsed.
 GPT4_RTS_ROWS = {"coherence": 1192, "consistency": 1189, "fluency": 1154, "relevance": 1198}
 
@@ -28,7 +29,7 @@ GPT4_RTS_ROWS = {"coherence": 1192, "consistency": 1189, "fluency": 1154, "relev
 EXPECTED = {
     **{
         f"summeval_{c}.jsonl.gz": (100, 16, {"output": 1600, "metric_score": 12 * 1600 + n,
-                                             "metric_preference": 1100, "human_score": 4000,
+                                             "metric_preference": 3 * 1100, "human_score": 4000,
                                              "human_preference": 0})
         for c, n in GPT4_RTS_ROWS.items()
     },
@@ -81,6 +82,22 @@ def test_summeval_content(bundles, criterion):
     assert all(1 <= r.score <= 5 for r in b.human_scores)
 
 
+@pytest.mark.parametrize("criterion", sorted(GPT4_RTS_ROWS))
+def test_summeval_carries_both_orders_of_the_gpt35_judge(bundles, criterion):
+    """llm_gpt35_h2h_orders: each of the 1,100 comparisons once per order, naming the judge, its
+    prompt and the order; llm_gpt35_h2h (unchanged) is their sign(v1 + v2)."""
+    b = bundles[f"summeval_{criterion}.jsonl.gz"]
+    orders = [r for r in b.metric_preferences if r.metric == "llm_gpt35_h2h_orders"]
+    assert {(r.judge, r.prompt) for r in orders} == {
+        ("gpt-3.5-turbo-0301", f"LLM_summeval prompt_templates.py prepare_comp_prompt_mcq ({criterion}), temperature 0")}
+    by_comparison = {}
+    for r in orders:
+        by_comparison.setdefault((r.item, r.first, r.second), {})[r.order] = r.preference
+    assert len(by_comparison) == 1100 and all(set(v) == {"AB", "BA"} for v in by_comparison.values())
+    combined = {(r.item, r.first, r.second): r.preference for r in b.metric_preferences if r.metric == "llm_gpt35_h2h"}
+    assert combined == {key: (v["AB"] + v["BA"] > 0) - (v["AB"] + v["BA"] < 0) for key, v in by_comparison.items()}
+
+
 def test_pandalm_orientation(bundles):
     b = bundles["pandalm.jsonl.gz"]
     # Source idx 0: bloom-7b (response1) vs llama-7b (response2), human labels [2, 2, 2].
@@ -129,11 +146,15 @@ def test_wmt21_every_item_has_all_systems(bundles):
     ("pandalm", "pandalm.jsonl.gz", "pandalm_pairwise"),
     ("pandalm_chat", "pandalm_chat.jsonl.gz", "pandalm_pairwise"),
     ("wmt21", "wmt21_ende.jsonl.gz", "wmt21_mqm"),
+    ("summeval", "summeval_relevance.jsonl.gz", "summeval"),
 ])
 def test_regeneration_is_byte_identical(tmp_path, script, name, source):
     import importlib
 
     module = importlib.import_module(f"scripts.convert.{script}")
     out = tmp_path / name
-    module.main(["--source", str(SHARED / source), "--out", str(out)])
+    if script == "summeval":  # one bundle per criterion, into a folder
+        module.main(["--source", str(SHARED / source), "--out-dir", str(tmp_path), "--criteria", "relevance"])
+    else:
+        module.main(["--source", str(SHARED / source), "--out", str(out)])
     assert out.read_bytes() == (BUNDLES / name).read_bytes()

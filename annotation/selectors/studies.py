@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Avg, Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from protocol.judges import JudgeVerdict, judge_stats
@@ -257,11 +257,32 @@ def plan_job_rows(*, job) -> list[dict]:
             for row in job.result["plans"]]
 
 
+def study_rating_means(*, study: Study) -> dict[tuple[str, str], float]:
+    """(item external id, system) -> the mean of the output's imported human ratings
+    (HumanScore, e.g. SummEval's expert Likert scores), as protocol.preferences averages them."""
+    rows = HumanScore.objects.filter(output__item__study=study).order_by().values(
+        "output__item__external_id", "output__system__name").annotate(mean=Avg("value")).values_list(
+        "output__item__external_id", "output__system__name", "mean")
+    return {(item, system): float(mean) for item, system, mean in rows.iterator()}
+
+
 def study_judges(*, study: Study) -> list[dict]:
     """Each LLM judge of the study (a preference metric, split by the judge its rows name):
-    position bias and agreement with the counted human judgements (protocol.judges). In a
-    rubric study a judge is compared with the humans' answers to the criterion whose metric it
-    is (``criterion``; the first criterion's metric is the study's unless it names its own)."""
+    position bias and agreement with the humans (protocol.judges).
+
+    The humans of a comparison are its counted judgements and, when the study imported human
+    ratings, one more label: the sign of the difference of the two outputs' mean ratings (as
+    protocol.preferences.human_labels counts them); the judge agrees when its verdict equals
+    the sign of the humans' mean. In a rubric study a judge is compared with the humans'
+    answers to the criterion whose metric it is (``criterion``; the first criterion's metric
+    is the study's unless it names its own); imported ratings belong to the first criterion."""
+    verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
+    rows = MetricPreference.objects.filter(metric__study=study).values_list(
+        "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
+    for metric, judge, item, a, b, value, order in rows.iterator():
+        verdicts.setdefault((metric, judge), []).append(JudgeVerdict(item, a, b, value, order))
+    if not verdicts:
+        return []
     criteria = study_rubric(study)
     criterion_of = {c.metric: c.name for c in reversed(criteria) if c.metric}
     if study.metric_id and not criteria[0].metric:
@@ -271,13 +292,17 @@ def study_judges(*, study: Study) -> list[dict]:
         for item, answer in labels:
             for name, value in answer.items():
                 human_sum[name].setdefault((item, a, b), []).append(value)
+    ratings = study_rating_means(study=study)
+    if ratings:
+        rated = sorted({(v.item, *sorted((v.first, v.second))) for found in verdicts.values() for v in found
+                        if (v.item, v.first) in ratings and (v.item, v.second) in ratings})
+        if rated:
+            values = preferences_from_scores([ratings[(item, a)] for item, a, _ in rated],
+                                             [ratings[(item, b)] for item, _, b in rated])
+            for key, value in zip(rated, values.tolist()):
+                human_sum[criteria[0].name].setdefault(key, []).append(value)
     human = {name: {key: sum(values) / len(values) for key, values in by_key.items()}
              for name, by_key in human_sum.items()}
-    verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
-    rows = MetricPreference.objects.filter(metric__study=study).values_list(
-        "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
-    for metric, judge, item, a, b, value, order in rows.iterator():
-        verdicts.setdefault((metric, judge), []).append(JudgeVerdict(item, a, b, value, order))
     return [{"metric": metric, "judge": judge,
              "criterion": criterion_of.get(metric, criteria[0].name) if study.criteria else "",
              **dataclasses.asdict(judge_stats(found, human[criterion_of.get(metric, criteria[0].name)]))}

@@ -118,7 +118,9 @@ def study_import(
     if unknown:
         raise ValueError(f"unknown study settings {unknown}; known: {sorted(SETTING_FIELDS)}")
     chosen = {**bundle.study, **{k: v for k, v in (study_settings or {}).items() if v is not None}}
-    chosen_metric = bundle.study.get("metric") if metric is None else (metric or None)
+    # A rubric's first criterion may name its metric: it is then the study's metric.
+    named = bundle.study.get("metric") or next(iter(c.get("metric") for c in bundle.study.get("criteria", ())), None)
+    chosen_metric = named if metric is None else (metric or None)
     if metric_required and metric is None and chosen_metric is None and bundle.metrics:
         known = ", ".join(sorted(bundle.metrics))
         raise BundleError([BundleProblem(0, f"the bundle names no metric for the protocol; choose one of its "

@@ -32,7 +32,9 @@ FIELDS = {
     "item": ({"kind", "id", "input"}, {"reference"}),
     "output": ({"kind", "item", "system", "text"}, {"sample"}),
     "metric_score": ({"kind", "item", "system", "metric", "score"}, set()),
-    "metric_preference": ({"kind", "item", "first", "second", "metric", "preference"}, set()),
+    # judge, prompt, order: which judge gave the verdict, with which prompt, in which position
+    # order ("AB": first shown first); both orders of one comparison are two rows.
+    "metric_preference": ({"kind", "item", "first", "second", "metric", "preference"}, {"judge", "prompt", "order"}),
     "human_score": ({"kind", "item", "system", "score"}, {"annotator"}),
     "human_preference": ({"kind", "item", "first", "second", "preference"}, {"annotator"}),
 }
@@ -55,7 +57,7 @@ def _row_key(row: dict) -> tuple:
     if k == "metric_score":
         return (3, row["metric"], nk(row["item"]), nk(row["system"]))
     if k == "metric_preference":
-        return (4, row["metric"], nk(row["item"]), nk(row["first"]), nk(row["second"]))
+        return (4, row["metric"], nk(row["item"]), nk(row["first"]), nk(row["second"]), row.get("order", ""))
     if k == "human_score":
         return (5, nk(row["item"]), nk(row["system"]), row.get("annotator", ""))
     if k == "human_preference":
@@ -87,7 +89,7 @@ def check_rows(rows: list[dict]) -> list[str]:
         if n > 1 and KIND_ORDER[kind] < KIND_ORDER[rows[n - 2].get("kind", "study")]:
             problems.append(f"row {n}: {kind} after {rows[n - 2].get('kind')}")
         for f in ("name", "criterion", "instructions", "id", "input", "item", "system",
-                  "metric", "first", "second", "annotator"):
+                  "metric", "first", "second", "annotator", "judge", "prompt"):
             if f in row and (not isinstance(row[f], str) or not row[f].strip()):
                 problems.append(f"row {n}: {f} must be a non-empty string")
         if "text" in row and not isinstance(row["text"], str):
@@ -101,6 +103,8 @@ def check_rows(rows: list[dict]) -> list[str]:
                     problems.append(f"row {n}: {f} must be a finite number, got {v!r}")
         if "preference" in row and row["preference"] not in (-1, 0, 1):
             problems.append(f"row {n}: preference {row['preference']!r} not in -1/0/1")
+        if "order" in row and row["order"] not in ("AB", "BA"):
+            problems.append(f"row {n}: order must be \"AB\" or \"BA\", got {row['order']!r}")
         if "sample" in row and (not isinstance(row["sample"], int) or row["sample"] < 0):
             problems.append(f"row {n}: sample must be an int >= 0")
         if kind == "item":
@@ -124,7 +128,9 @@ def check_rows(rows: list[dict]) -> list[str]:
             if kind == "metric_score":
                 key = (kind, row["item"], row["system"], row["metric"])
             elif kind == "metric_preference":
-                key = (kind, row["item"], *sorted((row["first"], row["second"])), row["metric"])
+                # Both orders of a judge may be given: the output shown first is part of the key.
+                shown_first = {"AB": row["first"], "BA": row["second"]}.get(row.get("order", ""), "")
+                key = (kind, row["item"], *sorted((row["first"], row["second"])), row["metric"], shown_first)
             elif kind == "human_score":
                 key = (kind, row["item"], row["system"], row.get("annotator"))
             else:

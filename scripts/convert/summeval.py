@@ -14,6 +14,10 @@ Each bundle ``summeval_<criterion>.jsonl.gz`` holds:
   pairs. Each (doc, pair) was judged in both presentation orders; the verdict is re-derived
   from the raw response letter (A = the summary shown first, B = the other, C = tie) and the
   two orders are combined as sign(v1 + v2), so a position-biased disagreement becomes a tie;
+- metric_preference ``llm_gpt35_h2h_orders``: the same verdicts, one row per presentation order,
+  naming the judge (the source's ``evaluator``), its prompt (``H2H_PROMPT``) and the order it
+  saw (``AB``: ``model_1`` shown first, ``BA``: ``model_2`` first), so the dashboard's Judges
+  table shows the judge's position bias (docs/bundle-format.md, "Judge metadata");
 - human_score: the three expert ratings (annotators e1, e2, e3) where they exist (M8-M23),
   else the expert average as one row with annotator ``expert_avg`` (M0, M1, M2, M5).
 """
@@ -23,7 +27,9 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -34,7 +40,13 @@ from scripts.convert.bundle_io import read_jsonl, write_bundle  # noqa: E402
 DEFAULT_SOURCE = Path("/work/shared/data/summeval")
 CRITERIA = ("coherence", "consistency", "fluency", "relevance")
 POINTWISE_JUDGES = {("gpt-4-0314", "rts"): "llm_gpt4_rts"}
-H2H_METRIC = "llm_gpt35_h2h"
+H2H_METRIC = "llm_gpt35_h2h"  # both orders combined as sign(v1 + v2)
+H2H_ORDERS_METRIC = "llm_gpt35_h2h_orders"  # one row per order, with judge, prompt and order
+H2H_FILE = "llm_judge_pairwise_h2h.jsonl.gz"
+# The head-to-head prompt: DAMO-NLP-SG/LLM_summeval calls prepare_comp_prompt_mcq(aspect, summ1,
+# summ2, article) of prompt_templates.py (commit 262414587fea7b17f152010fdaeff06e6ae6d380) at
+# temperature 0, with the two summaries swapped for its "_toggle" results; answers A / B / C.
+H2H_PROMPT = "LLM_summeval prompt_templates.py prepare_comp_prompt_mcq ({aspect}), temperature 0"
 
 PREPROCESSING_NOTE = (
     " All summaries (and only the summaries) come from the SummEval release, which lower-cased "
@@ -70,6 +82,51 @@ INSTRUCTIONS = {
 }
 
 
+class H2HVerdict(NamedTuple):
+    """One head-to-head verdict of the judge in one presentation order.
+
+    system_a / system_b: the source's ``model_1`` / ``model_2`` (one of the 11 adjacent pairs);
+    shown_first: the system whose summary the judge saw as "Summary #1"; verdict: +1 system_a
+    better, -1 system_b better, 0 tie (``h2h_vote``); judge: the source's ``evaluator``.
+    """
+    doc: str
+    system_a: str
+    system_b: str
+    shown_first: str
+    verdict: int
+    judge: str
+
+    @property
+    def order(self) -> str:
+        """"AB" when system_a was shown first, "BA" when system_b was (the bundle's ``order``)."""
+        return "AB" if self.shown_first == self.system_a else "BA"
+
+
+def h2h_verdicts_of(rows: Iterable[dict], aspect: str) -> list[H2HVerdict]:
+    """The head-to-head verdicts of one aspect from the source rows, sorted by (doc, system_a,
+    system_b, shown_first). Raises ValueError unless every (doc, pair) has exactly its two
+    orders (each system shown first once)."""
+    out = sorted(H2HVerdict(r["doc_id"], r["model_1"], r["model_2"], r["shown_first"], h2h_vote(r), r["evaluator"])
+                 for r in rows if r["aspect"] == aspect)
+    shown: dict = defaultdict(list)
+    for v in out:
+        shown[(v.doc, v.system_a, v.system_b)].append(v.shown_first)
+    for (doc, a, b), firsts in shown.items():
+        if sorted(firsts) != sorted((a, b)):
+            raise ValueError(f"head-to-head {doc} {a}-{b} ({aspect}): shown first {firsts}, expected each of {a}, {b} once")
+    if not out:
+        raise ValueError(f"no head-to-head rows for aspect {aspect!r}")
+    return out
+
+
+def h2h_verdicts(path: str | Path, aspect: str) -> list[H2HVerdict]:
+    """The judge's head-to-head verdicts of one aspect (``relevance``, ``coherence``,
+    ``consistency``, ``fluency``) in both presentation orders, read from the source file
+    (``/work/shared/data/summeval/llm_judge_pairwise_h2h.jsonl.gz``): 2 rows per document and
+    pair, see ``H2HVerdict`` and ``h2h_verdicts_of``."""
+    return h2h_verdicts_of(read_jsonl(path), aspect)
+
+
 def h2h_vote(row: dict) -> int:
     """Verdict of one head-to-head row relative to model_1: +1, 0 or -1.
 
@@ -91,7 +148,7 @@ def load(source: Path) -> dict:
     docs = list(read_jsonl(source / "documents.jsonl.gz"))
     summaries = list(read_jsonl(source / "summaries.jsonl.gz"))
     pointwise = list(read_jsonl(source / "llm_judge_pointwise.jsonl.gz"))
-    h2h = list(read_jsonl(source / "llm_judge_pairwise_h2h.jsonl.gz"))
+    h2h = list(read_jsonl(source / H2H_FILE))
     return {"docs": docs, "summaries": summaries, "pointwise": pointwise, "h2h": h2h}
 
 
@@ -137,16 +194,15 @@ def build(data: dict, criterion: str) -> tuple[dict, list[dict], dict]:
         rows.append({"kind": "metric_score", "item": p["doc_id"], "system": p["model_id"],
                      "metric": name, "score": float(p["score_parsed"])})
     votes: dict = defaultdict(list)
-    for h in data["h2h"]:
-        if h["aspect"] != criterion:
-            continue
-        votes[(h["doc_id"], h["model_1"], h["model_2"])].append((h["shown_first"], h2h_vote(h)))
+    for v in h2h_verdicts_of(data["h2h"], criterion):
+        votes[(v.doc, v.system_a, v.system_b)].append(v.verdict)
+        rows.append({"kind": "metric_preference", "item": v.doc, "first": v.system_a, "second": v.system_b,
+                     "metric": H2H_ORDERS_METRIC, "preference": v.verdict, "judge": v.judge,
+                     "prompt": H2H_PROMPT.format(aspect=criterion), "order": v.order})
     for (item, m1, m2), vs in votes.items():
-        if sorted(sf for sf, _ in vs) != sorted((m1, m2)):
-            raise ValueError(f"head-to-head {item} {m1}-{m2}: orders {vs}")
-        total = sum(v for _, v in vs)
+        total = sum(vs)
         pref = (total > 0) - (total < 0)
-        notes[f"h2h_orders_agree_{vs[0][1] == vs[1][1]}"] += 1
+        notes[f"h2h_orders_agree_{vs[0] == vs[1]}"] += 1
         rows.append({"kind": "metric_preference", "item": item, "first": m1, "second": m2,
                      "metric": H2H_METRIC, "preference": pref})
     study = {"kind": "study", "name": f"SummEval {criterion}", "criterion": criterion,

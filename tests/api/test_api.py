@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services import study_membership_set
-from tests.factories import api_for, api_upload, crowd_rows
+from tests.factories import api_for, api_upload, crowd_rows, rubric_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +91,7 @@ def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
 def test_hit_next_and_idempotent_submit(study_with_annotator):
     _, client = study_with_annotator
     hit = client.post("/api/studies/s2/hits/next/").json()
-    assert set(hit) == {"id", "input", "left", "right", "expires_at"}
+    assert set(hit) == {"id", "input", "left", "right", "expires_at", "criteria"} and hit["criteria"] == []
     for _ in range(2):
         response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "right"}, format="json",
                                HTTP_IDEMPOTENCY_KEY="key-123")
@@ -326,3 +326,27 @@ def test_settings_api_changes_crowd_and_quality_settings(study_with_annotator):
     assert "no check items" in str(response.json())
     study.refresh_from_db()
     assert (study.check_every, study.session_minutes) == (0, 25)
+
+
+def test_a_rubric_hit_lists_its_criteria_and_takes_answers():
+    researcher, _ = api_for("r", researcher=True)
+    assert api_upload(researcher, rubric_rows(imported=0), slug="rub").status_code == 201
+    client, user = api_for("ann")
+    study_membership_set(study=Study.objects.get(slug="rub"), user=user, role="annotator")
+    hit = client.post("/api/studies/rub/hits/next/").json()
+    assert [c["name"] for c in hit["criteria"]] == ["helpfulness", "correctness", "style"]
+    assert [o["value"] for o in hit["criteria"][0]["scale"]] == [2, 1, 0, -1, -2]
+    response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "left"}, format="json",
+                           HTTP_IDEMPOTENCY_KEY="r1")
+    assert_error(response, 409, "conflict")
+    assert "choose an answer for" in response.json()["detail"]
+    answers = {"helpfulness": {"value": -2}, "correctness": {"value": 1, "reason": "fewer bugs"},
+               "style": {"value": 0}}
+    response = client.post(f"/api/hits/{hit['id']}/submit/", {"answers": answers, "read_seconds": 7.5},
+                           format="json", HTTP_IDEMPOTENCY_KEY="r2")
+    assert response.status_code == 200, response.json()
+    judgement = Judgement.objects.get()
+    sign = -1 if judgement.assignment.shown_swapped else 1
+    assert judgement.answers["helpfulness"] == {"value": -sign, "strength": 2}
+    assert judgement.answers["correctness"] == {"value": sign, "reason": "fewer bugs"}
+    assert judgement.read_seconds == 7.5

@@ -130,6 +130,26 @@ def test_summeval_relevance_dashboard_pair_page_and_metrics_render(page, live_se
     assert page.locator("tr.protocol-metric").inner_text().startswith("bert_score_f")
 
 
+@pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
+def test_summeval_judges_table_shows_gpt35_position_bias(page, live_server, width, height):
+    """The demo's SummEval relevance study: GPT-3.5's verdicts in both orders give its position
+    bias and its agreement with the experts' ratings (numbers from the raw source:
+    tests/cockpit/test_judges_summeval.py), readable at desktop and phone widths."""
+    study = study_import(source=BUNDLES / "summeval_relevance.jsonl.gz", slug=f"judges-{width}", metric="bert_score_f")
+    page.set_viewport_size({"width": width, "height": height})
+    browser_login(page, live_server, study, username=f"judges-{width}")
+    page.wait_for_selector("#judges")
+    row = page.locator("table.judges tbody tr", has_text="llm_gpt35_h2h_orders").inner_text()
+    # 1,220 of 2,114 non-tie verdicts won by the first position; 364 of 1,100 flipped; 509 of 1,100 agree.
+    assert "gpt-3.5-turbo-0301" in row and "2200" in row
+    assert "0.577 of 2114" in row and "0.331 of 1100" in row and "0.463 of 1100" in row
+    assert "order unknown" in page.locator("table.judges tbody tr", has_text="llm_gpt35_h2h").first.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways page scroll
+    card = page.locator("#metric-vs-humans")
+    card.scroll_into_view_if_needed()
+    card.screenshot(path=f"docs/screenshots/dashboard-judges-summeval-{width}x{height}.png")
+
+
 HEATMAP_STATE = """() => {
   const div = document.getElementById('plot-matrix');
   const card = div.closest('.card').getBoundingClientRect(), plot = div.getBoundingClientRect();

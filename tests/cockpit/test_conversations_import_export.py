@@ -61,9 +61,10 @@ def test_dashboard_and_api_show_the_judges_position_bias_and_human_agreement(cli
     table = html.split('id="judges"')[1].split("</table>")[0]
     # Two verdicts, both won by the output shown first; one comparison in both orders, flipped;
     # the combined verdict (a tie) disagrees with the human's A.
-    assert "<td>gpt35</td><td>gpt-3.5-turbo</td><td>2</td>" in table
+    assert ('<td data-label="Metric">gpt35</td><td data-label="Judge">gpt-3.5-turbo</td>'
+            '<td data-label="Verdicts">2</td>') in table
     assert "1.000 <span" in table and "0.000 <span" in table
     judges = client.get(f"/api/studies/{study.slug}/").json()["judges"]
-    assert judges == [{"metric": "gpt35", "judge": "gpt-3.5-turbo", "verdicts": 2, "ordered": 2, "decisive": 2,
+    assert judges == [{"metric": "gpt35", "judge": "gpt-3.5-turbo", "criterion": "", "verdicts": 2, "ordered": 2, "decisive": 2,
                        "first_position_share": 1.0, "both_orders": 1, "flip_rate": 1.0, "human_compared": 1,
                        "human_agreement": 0.0}]
