@@ -4,7 +4,10 @@ For each bundle with human labels and each of its metrics, ``protocol.plan.fit_a
 estimates the metric error, the human tie rate and the spread (human / metric pair margins).
 The defaults of ``protocol.plan.DEFAULT_ASSUMPTIONS`` are the medians over bundles of each
 bundle's median over its metrics (so that the 56 SummEval fits do not outvote WMT and
-PandaLM), their ranges the smallest and largest of those per-bundle medians.
+PandaLM), their ranges the smallest and largest of those per-bundle medians. A judge is fitted
+once: ``SAME_VERDICTS`` lists the metrics that repeat another metric's verdicts in another form
+(SummEval's ``llm_gpt35_h2h_orders``: GPT-3.5's head-to-head verdicts per presentation order,
+the same verdicts as ``llm_gpt35_h2h``), which are left out.
 
     python scripts/report/planner_defaults.py [--json]
 """
@@ -26,6 +29,8 @@ from protocol.preferences import human_labels, metric_labels  # noqa: E402
 
 BUNDLES = ("summeval_relevance", "summeval_coherence", "summeval_consistency", "summeval_fluency",
            "wmt21_ende", "pandalm")
+# metric -> the metric whose verdicts it repeats (fitted instead).
+SAME_VERDICTS = {"llm_gpt35_h2h_orders": "llm_gpt35_h2h"}
 
 
 def fits(bundles=BUNDLES) -> dict[str, dict[str, dict]]:
@@ -36,6 +41,8 @@ def fits(bundles=BUNDLES) -> dict[str, dict[str, dict]]:
         human = human_labels(bundle)
         out[name] = {}
         for metric in bundle.metrics:
+            if SAME_VERDICTS.get(metric) in bundle.metrics:
+                continue
             fitted = fit_assumptions(metric_labels(bundle, metric), human, bootstrap=0)
             out[name][metric] = {k: getattr(fitted, k) for k in ASSUMPTION_NAMES}
     return out
