@@ -37,6 +37,9 @@ EXPECTED = {
                                   "human_score": 0, "human_preference": 2997}),
     "pandalm_chat.jsonl.gz": (222, 5, {"output": 865, "metric_score": 0, "metric_preference": 1973,
                                        "human_score": 0, "human_preference": 0}),  # a live study
+    # a live rubric study: GPT-3.5's verdicts of 4 judged pairs x 100 documents x 2 orders per criterion
+    "summeval_rubric.jsonl.gz": (100, 5, {"output": 500, "metric_score": 0, "metric_preference": 3 * 4 * 100 * 2,
+                                          "human_score": 0, "human_preference": 0}),
     "wmt21_ende.jsonl.gz": (527, 8, {"output": 4216, "metric_score": 8432, "metric_preference": 0,
                                      "human_score": 4216, "human_preference": 0}),
 }
@@ -62,6 +65,15 @@ def test_bundle_parses_with_expected_counts(bundles, name):
     assert _counts(b) == by_kind
     assert b.line_count() == 1 + items + sum(by_kind.values())
     assert b.study["name"] and b.study["instructions"]
+
+
+def test_the_rubric_bundle_has_a_judge_per_criterion_in_both_orders(bundles):
+    b = bundles["summeval_rubric.jsonl.gz"]
+    assert [c["name"] for c in b.study["criteria"]] == ["relevance", "coherence", "consistency"]
+    for c in b.study["criteria"]:
+        rows = [r for r in b.metric_preferences if r.metric == c["metric"]]
+        assert {r.order for r in rows} == {"AB", "BA"} and {r.judge for r in rows} == {"gpt-3.5-turbo-0301"}
+        assert len({(r.item, r.first, r.second) for r in rows}) == len(rows) // 2
 
 
 def test_bundles_fit_the_size_budget():
@@ -147,6 +159,7 @@ def test_wmt21_every_item_has_all_systems(bundles):
     ("pandalm_chat", "pandalm_chat.jsonl.gz", "pandalm_pairwise"),
     ("wmt21", "wmt21_ende.jsonl.gz", "wmt21_mqm"),
     ("summeval", "summeval_relevance.jsonl.gz", "summeval"),
+    ("summeval_rubric", "summeval_rubric.jsonl.gz", "summeval"),
 ])
 def test_regeneration_is_byte_identical(tmp_path, script, name, source):
     import importlib

@@ -323,12 +323,13 @@ def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[st
     for c in criteria:
         total = totals[c.name]
         wins = total["wins"]
+        ranking_order = sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0)))
         summary.append({
             "name": c.name, "label": c.label, "metric": c.metric or (study.metric.name if c is criteria[0] and study.metric_id else None),
             "decided": total["decided"], "pairs": len(rows), "judgements": total["judgements"],
             "agreement": total["agree"] / total["paired"] if total["paired"] else None,
-            "ranking": sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0))),
-            "wins": [wins.get(name, 0) for name in sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0)))],
+            "ranking": ranking_order,
+            "ranking_wins": [(name, wins.get(name, 0)) for name in ranking_order],
         })
     return {"criteria": summary, "pairs": rows, "hits": sum(row["hits"] for row in rows)}
 

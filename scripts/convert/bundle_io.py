@@ -28,7 +28,8 @@ KIND_ORDER = {
     "human_preference": 6,
 }
 FIELDS = {
-    "study": ({"kind", "name", "criterion", "instructions"}, set()),
+    # a study of one criterion names it; a rubric lists its criteria (protocol.bundle checks them)
+    "study": ({"kind", "name", "instructions"}, {"criterion", "criteria", "batch_size"}),
     "item": ({"kind", "id", "input"}, {"reference"}),
     "output": ({"kind", "item", "system", "text"}, {"sample"}),
     "metric_score": ({"kind", "item", "system", "metric", "score"}, set()),

@@ -56,3 +56,58 @@ def test_a_rubric_hit_is_answered_by_keyboard_alone(browser, live_server, size):
         "style": {"value": 0}}
     assert 0 < judgement.read_seconds <= judgement.seconds_on_task
     context.close()
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_the_demo_rubric_study_serves_real_summaries_and_shows_each_criterion(browser, live_server, size):
+    """docs/screenshots/annotate-summeval-rubric-*.png and dashboard-rubric-*.png: the demo's
+    SummEval rubric (real articles, summaries and GPT-3.5 verdicts in both orders), a HIT as a
+    worker sees it, and the dashboard after 400 HITs answered by simulated workers."""
+    import random
+
+    from annotation.services import hits as serving
+    from tests.factories import BUNDLES, browser_login, worker
+
+    study = study_import(source=BUNDLES / "summeval_rubric.jsonl.gz", slug="summeval-rubric")
+    assert study.metric.name == "gpt35_relevance"
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=shot-{width}&STUDY_ID=s&SESSION_ID=t")
+    page.wait_for_selector("fieldset[data-criterion=consistency]")
+    assert page.locator("#input").inner_text().count(" ") > 100  # a real article
+    assert page.locator("fieldset[data-criterion=consistency] input[required][type=text]").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(SCREENSHOTS / f"annotate-summeval-rubric-{width}x{height}.png"))
+    context.close()
+    # Simulated workers (seeded): relevance follows the system order M23 > M17 > M12 > M13 > M15,
+    # consistency the reverse, coherence a coin.
+    rank = {name: k for k, name in enumerate(("M23", "M17", "M12", "M13", "M15"))}
+    rng = random.Random(1)
+    workers = [worker(f"sim{n}") for n in range(5)]
+    for n in range(400):
+        annotator = workers[n % 5]
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        if assignment is None:
+            break
+        c = assignment.comparison
+        left, right = (c.second.name, c.first.name) if assignment.shown_swapped else (c.first.name, c.second.name)
+        better = 1 if rank[left] < rank[right] else -1
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key=f"s{n}",
+                                 answers={"relevance": {"value": 2 * better if rng.random() < 0.85 else -better},
+                                          "coherence": {"value": rng.choice([-1, 0, 1])},
+                                          "consistency": {"value": -better if rng.random() < 0.85 else better,
+                                                          "reason": "simulated"}})
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    browser_login(page, live_server, study)
+    page.goto(f"{live_server.url}/s/{study.slug}/dashboard/")
+    page.wait_for_selector("#criteria table.criteria-pairs")
+    assert page.locator("#criteria table.criteria-pairs tbody tr").count() == 10
+    judges = page.locator("table.judges tbody tr")
+    assert judges.count() == 3
+    assert {judges.nth(k).locator("td").first.inner_text() for k in range(3)} == {
+        "relevance", "coherence", "consistency"}
+    page.locator("#criteria").scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / f"dashboard-rubric-{width}x{height}.png"))
+    context.close()

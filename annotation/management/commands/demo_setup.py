@@ -22,6 +22,8 @@ DEMO_STUDIES = [
     ("summeval_relevance.jsonl.gz", "summeval-relevance", "bert_score_f"),
     ("pandalm.jsonl.gz", "pandalm", "gpt35"),
     ("pandalm_chat.jsonl.gz", "pandalm-chat", "gpt35"),  # the same data as a one-turn chat, markdown
+    # three criteria in one HIT, each its own protocol with its own GPT-3.5 judge (both orders)
+    ("summeval_rubric.jsonl.gz", "summeval-rubric", None),
     ("separability_prefs.jsonl.gz", "separability-prefs", None),
 ]
 # Crowd-session settings of a freshly imported demo study (docs/crowd.md): a Prolific or MTurk
@@ -39,7 +41,8 @@ ACCOUNTS = [
 
 
 class Command(BaseCommand):
-    help = ("Import the demo studies (SummEval relevance, PandaLM, PandaLM as a chat, separability preferences) "
+    help = ("Import the demo studies (SummEval relevance, PandaLM, PandaLM as a chat, SummEval as a rubric, "
+            "separability preferences) "
             "and demo accounts.")
 
     def handle(self, *args, **options):
