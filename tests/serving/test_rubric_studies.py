@@ -215,3 +215,41 @@ def test_the_pair_page_shows_each_criterions_protocol(client):
     criteria = page.context["pair"]["criteria"]
     assert [(c["name"], c["judgements"]) for c in criteria] == [("helpfulness", 3), ("correctness", 3), ("style", 3)]
     assert 'id="pair-criteria"' in page.content.decode()
+
+
+def test_excluding_a_worker_rebuilds_every_criterion_and_including_them_again_restores_it():
+    from annotation.services import quality, runtime
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
+    rng = random.Random(11)
+    workers = [worker(f"w{n}") for n in range(3)]
+    spammer = worker("spammer")
+    for n in range(90):
+        annotator = (workers + [spammer])[n % 4]
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        if assignment is None:
+            continue
+        answers = _answers_on_screen(assignment, rng)
+        if annotator is spammer:  # always "left", strongly, on every criterion
+            answers = {name: {"value": 2 if name == "helpfulness" else 1, "reason": "x"} for name in answers}
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, answers=answers,
+                                 idempotency_key=f"x{n}")
+    before = _lanes(study)
+    spam = Judgement.objects.filter(annotator=spammer).count()
+    assert spam > 0
+    quality.annotator_exclude(study=study, annotator=spammer, reason="spam")
+    runtime.protocol_redecide(study_id=study.pk)
+    study.refresh_from_db()
+    after = _lanes(study)
+    assert sum(after.hits) == sum(before.hits) - spam
+    rebuilt = [i for i, (a, b) in enumerate(zip(after.hits, before.hits)) if a != b]
+    assert rebuilt
+    for i in rebuilt:  # a rebuilt pair's every criterion counts exactly the HITs left (docs/bundle-format.md)
+        assert [lane.pairs[i].judgements for lane in after.lanes] == [after.hits[i]] * 3
+    assert study_serving_audit(study=study)["protocol_consistent"]
+    quality.annotator_include(study=study, annotator=spammer)
+    runtime.protocol_redecide(study_id=study.pk)
+    study.refresh_from_db()
+    again = _lanes(study)
+    assert sum(again.hits) == sum(before.hits)
+    assert study_serving_audit(study=study)["protocol_consistent"]
