@@ -14,7 +14,7 @@ from django.db.models import F, Q
 
 from protocol.allocation import MIN_TEMPERATURE
 from protocol.allocation import TEMPERATURE_REASON as _TEMPERATURE_REASON
-from protocol.bundle import CHECK_EXPECTED
+from protocol.bundle import CHECK_EXPECTED, parse_criteria
 
 from . import guarantees
 
@@ -146,7 +146,7 @@ class Study(models.Model):
     # The protocol's own parameters: every round's decision was made under them, so they are
     # fixed once the protocol has started (budget and item choice stay a researcher's to change).
     PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
-                           "ratings_per_item", "protocol_seed", "protocol_strict")
+                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria")
 
     @property
     def guarantee(self) -> str:
@@ -178,6 +178,10 @@ class Study(models.Model):
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
                                 "choose one of this study's metrics")
+        if self.criteria:
+            _, problems = parse_criteria(self.criteria)
+            if problems:
+                errors["criteria"] = problems
         started = self.pk is not None and self.protocol_started
         if started and self.status == self.Status.DRAFT:
             errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"

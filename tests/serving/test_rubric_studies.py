@@ -253,3 +253,16 @@ def test_excluding_a_worker_rebuilds_every_criterion_and_including_them_again_re
     again = _lanes(study)
     assert sum(again.hits) == sum(before.hits)
     assert study_serving_audit(study=study)["protocol_consistent"]
+
+
+def test_the_criteria_are_validated_and_fixed_once_the_protocol_started():
+    from django.core.exceptions import ValidationError
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
+    study.criteria = [{"name": "helpfulness"}, {"name": "helpfulness"}]
+    with pytest.raises(ValidationError, match="appears twice"):
+        study.full_clean()
+    study.refresh_from_db()
+    study.criteria = study.criteria[:2]
+    with pytest.raises(ValidationError, match="fixed once the protocol has started"):
+        study.full_clean()
