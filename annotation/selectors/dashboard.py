@@ -361,6 +361,23 @@ def _pair_criteria(study: Study, row: PairState) -> list[dict]:
             for c in study_rubric(study)]
 
 
+def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
+    """The reasons given on a rubric pair's counted judgements, oldest first: item, annotator,
+    criterion, its answer in canonical order (+1 = ``first`` better) and strength, the reason."""
+    labels = {c.name: c.label for c in study_rubric(study)}
+    rows = counted_judgements(study=study).filter(
+        comparison__first__name=first, comparison__second__name=second, answers__isnull=False).order_by("id")
+    reasons = []
+    for item, annotator, answers in rows.values_list("comparison__item__external_id", "annotator__external_id",
+                                                     "answers").iterator():
+        for name, answer in answers.items():
+            if answer.get("reason"):
+                reasons.append({"item": item, "annotator": annotator, "criterion": name,
+                                "label": labels.get(name, name), "value": answer["value"],
+                                "strength": answer.get("strength", 0), "reason": answer["reason"]})
+    return reasons
+
+
 def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     """One system pair (canonical order) as plain data: its protocol state, θ by round with
     the credible interval of the share of judgements preferring ``first``, every item with
@@ -415,6 +432,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "diagnostics": dict(protocol_pair.diagnostics) if protocol_pair and protocol_pair.diagnostics else None,
         "design": _pair_design(study, protocol_pair),
         "criteria": _pair_criteria(study, row) if is_rubric(study) and row.state else None,
+        "reasons": _pair_reasons(study, first, second) if is_rubric(study) else [],
         "annotator_agreement": judgement_agreement(study=study, pair=row),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision,

@@ -111,3 +111,27 @@ def test_the_demo_rubric_study_serves_real_summaries_and_shows_each_criterion(br
     page.locator("#criteria").scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / f"dashboard-rubric-{width}x{height}.png"))
     context.close()
+
+
+def test_hostile_reasons_are_shown_as_text_on_the_pair_page(page, live_server):
+    from annotation.services import hits as serving
+    from tests.factories import PAYLOADS, browser_login, worker
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)), slug="rubric-x")
+    annotator = worker("hostile")
+    given = []
+    for n, payload in enumerate(PAYLOADS[:6]):
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key=f"h{n}",
+                                 answers={"helpfulness": {"value": 1, "reason": payload},
+                                          "correctness": {"value": -1, "reason": payload}, "style": {"value": 0}})
+        given.append(assignment.comparison)
+    first, second = given[0].first.name, given[0].second.name
+    browser_login(page, live_server, study)
+    page.goto(f"{live_server.url}/s/{study.slug}/pair/?first={first}&second={second}")
+    page.wait_for_selector("#reasons")
+    shown = page.locator("#reasons .reason-text").all_inner_texts()
+    assert shown and set(shown) <= {p.strip() for p in PAYLOADS[:6]}
+    assert page.locator("#reasons script, #reasons img, #reasons a").count() == 0
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__xss") is None
