@@ -332,19 +332,19 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
-    if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
-        # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
-        _refuse_too_soon(assignment, (assignment.check_item if assignment.check_item_id
-                                      else assignment.comparison).study, idempotency_key)
-        return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
-                            idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
-    if not Assignment._meta.get_field("comparison").is_cached(assignment):
+    real = assignment.kind == JudgementKind.REAL  # else a check or a repeat: never the protocol's
+    if real and not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    _refuse_too_soon(assignment, assignment.comparison.study, idempotency_key)
-    outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
-    if isinstance(outcome, HitError):
-        raise outcome
-    return outcome
+    # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
+    _refuse_too_soon(assignment, (assignment.check_item if assignment.check_item_id
+                                  else assignment.comparison).study, idempotency_key)
+    if real:
+        outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task)
+        if isinstance(outcome, HitError):
+            raise outcome
+        return outcome
+    return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
+                        idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
 
 
 def _refuse_too_soon(assignment: Assignment, study: Study, idempotency_key: str) -> None:
