@@ -98,7 +98,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     elif lease:
         hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
     else:
-        hit = serving.hit_current(study=study, annotator=annotator)
+        hit = selectors.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
@@ -208,7 +208,7 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
 @retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
-    assignment = serving.hit_of_study(study=study, assignment_id=assignment_id)
+    assignment = selectors.hit_of_study(study=study, assignment_id=assignment_id)
     if assignment is None:
         raise Http404("No HIT with this id.")
     error = ""
