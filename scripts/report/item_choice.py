@@ -13,7 +13,6 @@ margin p+ − p- that the decision's counts estimate, without and with the desig
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -28,6 +27,7 @@ from protocol.allocation import choose_items, design_weights, selection_probabil
 from protocol.bundle import read_bundle  # noqa: E402
 from protocol.decision import counts_from_labels  # noqa: E402
 from protocol.separability import bundle_separability  # noqa: E402
+from scripts.report.results_md import publish  # noqa: E402
 
 BUNDLE = ROOT / "data" / "bundles" / "separability_prefs.jsonl.gz"
 DESIGNS = (("uniform", None), ("weighted", 0.25), ("weighted", 0.1), ("stratified", None))
@@ -115,11 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     result = run(args.replicates, args.draws)
     text = markdown(result, args.replicates, args.draws, time.perf_counter() - began)
-    if not args.no_write:
-        from scripts.report.results_md import replace_section
-
-        replace_section("item_choice", text)
-    print(json.dumps(result, indent=1) if args.json else text)
+    publish("item_choice", text, result, write=not args.no_write, as_json=args.json)
     return 0
 
 
