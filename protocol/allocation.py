@@ -205,26 +205,17 @@ def selection_probability(
     return 1.0 / (len(set(open_strata.tolist())) * int((open_strata == strata[at]).sum()))
 
 
-def choose_one(
-    candidates: Sequence[str],
-    separability: np.ndarray | Sequence[float],
-    judged: Collection[str],
-    *,
-    policy: str = "uniform",
-    temperature: float = 0.1,
-    bins: int | Sequence[float] = 4,
-    seed: int | np.random.Generator | None = None,
-) -> tuple[str, float]:
+def choose_one(candidates: Sequence[str], separability: np.ndarray | Sequence[float], judged: Collection[str], *,
+               seed: int | np.random.Generator | None = None, **options) -> tuple[str, float]:
     """One draw, ``choose_items(..., count=1)``, and its chance, ``selection_probability``.
 
-    Same arguments as :func:`choose_items`; ValueError when no candidate is open.
+    The arguments of :func:`choose_items` (``options``: policy, temperature, bins); ValueError
+    when no candidate is open.
     """
-    drawn = choose_items(candidates, separability, judged, 1, policy=policy, temperature=temperature, bins=bins,
-                         seed=seed)
+    drawn = choose_items(candidates, separability, judged, 1, seed=seed, **options)
     if not drawn:
         raise ValueError("no open candidate to draw")
-    return drawn[0], selection_probability(candidates, separability, judged, drawn[0], policy=policy,
-                                           temperature=temperature, bins=bins)
+    return drawn[0], selection_probability(candidates, separability, judged, drawn[0], **options)
 
 
 def smallest_selection_probability(

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from protocol.allocation import choose_items, design_weights, selection_probability  # noqa: E402
+from protocol.allocation import choose_one, design_weights  # noqa: E402
 from protocol.bundle import read_bundle  # noqa: E402
 from protocol.decision import counts_from_labels  # noqa: E402
 from protocol.separability import bundle_separability  # noqa: E402
@@ -60,10 +60,9 @@ def run(replicates: int, draws: int) -> dict:
             for _ in range(replicates):
                 judged, chances = [], []
                 for _ in range(draws):
-                    chosen = choose_items(items, d, judged, 1, policy=policy, temperature=temperature or 0.1,
-                                          seed=rng)[0]
-                    chances.append(selection_probability(items, d, judged, chosen, policy=policy,
-                                                         temperature=temperature or 0.1))
+                    chosen, chance = choose_one(items, d, judged, policy=policy, temperature=temperature or 0.1,
+                                                seed=rng)
+                    chances.append(chance)
                     judged.append(chosen)
                 values = [labels[i] for i in judged]
                 plain.append(margin(counts_from_labels(judged, values, [], [])))
