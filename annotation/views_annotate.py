@@ -20,9 +20,8 @@ from .access import access_study_running, access_study_worker, session_annotator
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
 from .rubrics import answers_from_post, is_rubric, rubric_screen
-from .selectors.quality import annotator_is_excluded
 from .services import hits as serving
-from .services.checks import onboarding_state
+from .services.checks import worker_screened_out
 from .services.transactions import retry_transient
 from .throttles import CrowdNewWorkerThrottle, too_many_requests
 
@@ -100,7 +99,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     elif lease:
         hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
     else:
-        hit = serving.hit_current(study=study, annotator=annotator)
+        hit = selectors.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
@@ -110,7 +109,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "stopped"
     elif study.status == Study.Status.PAUSED:
         screen = "paused"
-    elif _screened_out(study, annotator):
+    elif worker_screened_out(study=study, annotator=annotator):
         screen = "screened"
     elif study.status == Study.Status.FINISHED or not selectors.study_work_left(study=study):
         screen = "finished"
@@ -133,16 +132,16 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     return context
 
 
-def _screened_out(study: Study, annotator: Annotator) -> bool:
-    """The worker failed the onboarding checks, or was excluded: no more HITs for them."""
-    if study.onboarding_checks and onboarding_state(study=study, annotator=annotator) == "failed":
-        return True
-    return bool(study.exclusions_active) and annotator_is_excluded(study=study, annotator=annotator)
+def _screen_template(request: HttpRequest) -> str:
+    """The HIT as a fragment for htmx to swap in, or the whole page."""
+    return "annotation/_hit.html" if request.headers.get("HX-Request") else "annotation/annotate.html"
 
 
-def _render_screen(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
-    template = "annotation/_hit.html" if request.headers.get("HX-Request") else "annotation/annotate.html"
-    return render(request, template, context, status=status)
+def _render_screen(request: HttpRequest, study: Study, annotator: Annotator, *, status: int = 200,
+                   **screen) -> HttpResponse:
+    """Render the annotator's screen (``screen``: the arguments of ``_screen_context``)."""
+    template = _screen_template(request)
+    return render(request, template, _screen_context(request, study, annotator, **screen), status=status)
 
 
 def _study_or_404(slug: str) -> Study:
@@ -168,12 +167,10 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     worker = access_study_worker(request, study)
     if worker.annotator is None:  # a member who never annotated: nothing of theirs to show yet
-        return _render_screen(request, {"study": study, "screen": "ready", "done": 0,
-                                        "annotator": Annotator(platform=Annotator.Platform.LOCAL)})
-    context = _screen_context(request, study, worker.annotator, lease=False,
-                              finishing=request.GET.get("finish") == "1",
-                              notice=NOTICES.get(request.GET.get("notice", ""), ""))
-    return _render_screen(request, context)
+        return render(request, _screen_template(request), {
+            "study": study, "screen": "ready", "done": 0, "annotator": Annotator(platform=Annotator.Platform.LOCAL)})
+    return _render_screen(request, study, worker.annotator, lease=False, finishing=request.GET.get("finish") == "1",
+                          notice=NOTICES.get(request.GET.get("notice", ""), ""))
 
 
 @crowd_frameable
@@ -190,9 +187,8 @@ def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, not
     """Answer a POST: lease the next HIT, then show it (htmx) or redirect to the page that
     shows it (post/redirect/get; an error is shown at once, with ``status``)."""
     if error or request.headers.get("HX-Request"):
-        context = _screen_context(request, study, annotator, lease=True, error=error,
-                                  notice=NOTICES.get(notice, ""))
-        return _render_screen(request, context, status=status)
+        return _render_screen(request, study, annotator, status=status, lease=True, error=error,
+                              notice=NOTICES.get(notice, ""))
     serving.hit_next_for_annotator(study=study, annotator=annotator)
     suffix = f"?notice={notice}" if notice else ""
     return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
@@ -222,7 +218,7 @@ def _client_time(raw: str | None, *, below: float) -> float | None:
 @retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
-    assignment = serving.hit_of_study(study=study, assignment_id=assignment_id)
+    assignment = selectors.hit_of_study(study=study, assignment_id=assignment_id)
     if assignment is None:
         raise Http404("No HIT with this id.")
     error = ""

@@ -122,14 +122,7 @@ def choose_items(
 
     Returns the ids in draw order (the first is the one to serve first).
     """
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    ids = [str(c) for c in candidates]
-    delta = np.asarray(separability, dtype=float)
-    if delta.shape != (len(ids),):
-        raise ValueError(
-            f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}"
-        )
+    ids, delta, open_ = _open_candidates(candidates, separability, judged, policy)
     if len(set(ids)) != len(ids):
         raise ValueError("candidates contain duplicate item ids")
     if not np.all(np.isfinite(delta)):
@@ -146,10 +139,9 @@ def choose_items(
     order = np.argsort(np.asarray(ids, dtype=object), kind="stable")
     ids = [ids[i] for i in order]
     delta = delta[order]
+    open_ = open_[order]
     # Bins come from all candidates so that judging items does not move the bin edges.
     strata = _bin_index(delta, bins) if policy == "stratified" else None
-    judged_set = set(map(str, judged))
-    open_ = np.array([i not in judged_set for i in ids])
     count = min(int(count), int(open_.sum()))
     if count == 0:
         return []
@@ -178,6 +170,7 @@ def _open_candidates(candidates, separability, judged, policy: str) -> tuple[lis
         raise ValueError(f"separability must have shape ({len(ids)},) like candidates, got {delta.shape}")
     judged_set = set(map(str, judged))
     return ids, delta, np.array([i not in judged_set for i in ids], dtype=bool)
+
 
 def selection_probability(
     candidates: Sequence[str],
@@ -210,6 +203,19 @@ def selection_probability(
     strata = _bin_index(delta, bins)
     open_strata = strata[open_]
     return 1.0 / (len(set(open_strata.tolist())) * int((open_strata == strata[at]).sum()))
+
+
+def choose_one(candidates: Sequence[str], separability: np.ndarray | Sequence[float], judged: Collection[str], *,
+               seed: int | np.random.Generator | None = None, **options) -> tuple[str, float]:
+    """One draw, ``choose_items(..., count=1)``, and its chance, ``selection_probability``.
+
+    The arguments of :func:`choose_items` (``options``: policy, temperature, bins); ValueError
+    when no candidate is open.
+    """
+    drawn = choose_items(candidates, separability, judged, 1, seed=seed, **options)
+    if not drawn:
+        raise ValueError("no open candidate to draw")
+    return drawn[0], selection_probability(candidates, separability, judged, drawn[0], **options)
 
 
 def smallest_selection_probability(

@@ -305,6 +305,23 @@ def current_hit(client, slug):
     return context.get("assignment"), context
 
 
+def served_hits(client, slug, at_most):
+    """The worker's HITs one after another, as ``current_hit`` gives them (the caller answers
+    each), until none is left or ``at_most`` were served."""
+    for _ in range(at_most):
+        assignment, context = current_hit(client, slug)
+        if assignment is None:
+            return
+        yield assignment, context
+
+
+def answer_truthfully(client, slug, at_most) -> None:
+    """Answer the worker's HITs as ``truthful_answer`` does, one after another (``served_hits``)."""
+    for assignment, context in served_hits(client, slug, at_most):
+        client.post(f"/s/{slug}/hits/{assignment.pk}/",
+                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+
+
 def truthful_answer(page_left: str, page_right: str) -> str:
     """The answer QUALITY gives for the two texts a crowd_rows HIT shows."""
     left, right = page_left.split()[0], page_right.split()[0]
@@ -326,12 +343,7 @@ def judged_crowd_study(client, budget=60):
     study = study_import(source=bundle_bytes(rows))
     worker = client.__class__()
     start_worker(worker, study.slug, "pid-judged")
-    for _ in range(budget):
-        assignment, context = current_hit(worker, study.slug)
-        if assignment is None:
-            break
-        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
-                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    answer_truthfully(worker, study.slug, budget)
     return study
 
 

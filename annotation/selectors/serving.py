@@ -17,6 +17,19 @@ from .quality import counted_judgements
 from .studies import ACTIVE_PAIR_STATUSES
 
 
+def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
+    """The annotator's live lease in the study (a check's too, when the study has checks), if any."""
+    return store.lease_current(study.pk, annotator.pk, timezone.now(),
+                               with_checks=bool(study.check_every or study.onboarding_checks))
+
+
+def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
+    """The HIT ``assignment_id`` of ``study`` (a comparison's or a check's), or None.
+
+    A comparison's HIT comes with its comparison (``study`` attached) and the item's external
+    id loaded, as a submit needs them: one statement.
+    """
+    return store.hit_of_study(study, assignment_id)
 
 
 def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:

@@ -40,6 +40,7 @@ from protocol.quality import QualityThresholds
 
 from ..errors import HitError
 from ..models import Annotator, Assignment, CheckItem, Judgement, JudgementKind, Study
+from ..selectors.quality import annotator_is_excluded
 
 
 class CheckTurn(NamedTuple):
@@ -72,6 +73,13 @@ def onboarding_state(*, study: Study, annotator: Annotator | int) -> str:
                 ((c.pk, c.accepted) for c in CheckItem.objects.filter(pk__in={pk for pk, _ in answers}))}
     correct = sum(value in accepted[pk] for pk, value in answers)
     return "passed" if correct / needed >= QualityThresholds().min_gold_accuracy else "failed"
+
+
+def worker_screened_out(*, study: Study, annotator: Annotator) -> bool:
+    """The worker failed the onboarding checks, or was excluded: no more HITs for them (a read)."""
+    if study.onboarding_checks and onboarding_state(study=study, annotator=annotator) == "failed":
+        return True
+    return bool(study.exclusions_active) and annotator_is_excluded(study=study, annotator=annotator)
 
 
 def check_turn(*, study: Study, annotator: Annotator) -> CheckTurn | None:

@@ -33,7 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from protocol import adaptive, rubric
-from protocol.allocation import choose_items, selection_probability
+from protocol.allocation import choose_one
 
 from .. import jobs
 from ..errors import HitError
@@ -48,7 +48,7 @@ from ..models import (
 )
 from ..rubrics import answers_from_screen, is_rubric, lane_values, study_rubric
 from ..selectors.quality import annotator_is_excluded
-from ..selectors.serving import crowd_session
+from ..selectors.serving import crowd_session, hit_current
 from ..serving import protocol_state, store
 from .checks import check_release, check_submit, check_turn
 from .transactions import retry_transient
@@ -75,21 +75,6 @@ def annotator_for_worker(*, platform: str, worker_id: str, session_id: str = "")
         raise HitError("a worker id is required (PROLIFIC_PID or workerId in the study link)")
     annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id, session_id=session_id)
     return annotator
-
-
-def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
-    """The annotator's live lease in the study (a check's too, when the study has checks), if any (a read)."""
-    return store.lease_current(study.pk, annotator.pk, timezone.now(),
-                               with_checks=bool(study.check_every or study.onboarding_checks))
-
-
-def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
-    """The HIT ``assignment_id`` of ``study`` (a comparison's or a check's), or None (a read).
-
-    A comparison's HIT comes with its comparison (``study`` attached) and the item's external
-    id loaded, as a submit needs them: one statement.
-    """
-    return store.hit_of_study(study, assignment_id)
 
 
 @retry_transient
@@ -168,33 +153,38 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     Precondition: the caller holds the pair's row lock (or SQLite's write lock).
     """
     now = timezone.now()
-    # The decision weights each item by its draw's chance (protocol.allocation.design_weights);
-    # a uniform draw needs none.
-    chance = None
+    uniform = study.item_choice == Study.ItemChoice.UNIFORM
     if study.item_choice == Study.ItemChoice.STRATIFIED:
-        chosen, lease, chance = _choose_stratified(study, pair_id, annotator, now, rng)
+        # The strata's bins come from all the pair's comparisons (they do not move as items are
+        # judged): read them all, and exclude the unavailable ones from the draw.
+        rows = store.comparisons_of_pair(pair_id, annotator.pk)
+        unavailable = [str(c.id) for c in rows
+                       if c.judgement_count >= study.ratings_per_item
+                       or (c.lease_expires_at is not None and c.lease_expires_at > now) or c.mine or c.withdrawn]
+        if len(unavailable) == len(rows):
+            return None
     else:
         # A uniform or weighted draw depends on the available comparisons only: read only those
         # (a uniform one draws in the database and reads one row).
-        uniform = study.item_choice == Study.ItemChoice.UNIFORM
         rows = store.comparisons_available(pair_id, study.ratings_per_item, now, annotator.pk, one_at_random=uniform)
         if not rows:
             return None
-        if uniform:
-            chosen, lease = rows[0].id, rows[0].lease_expires_at
-        else:
-            policy = study.item_choice if any(r.separability is not None for r in rows) else Study.ItemChoice.UNIFORM
-            candidates = [str(r.id) for r in rows]
-            separability = [r.separability if r.separability is not None else 0.0 for r in rows]
-            chosen = int(choose_items(candidates, separability, [], 1, policy=policy,
-                                      temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
-            lease = next(r.lease_expires_at for r in rows if r.id == chosen)
-            if policy != Study.ItemChoice.UNIFORM:
-                chance = selection_probability(candidates, separability, [], str(chosen), policy=policy,
-                                               temperature=study.item_choice_temperature)
-    if chosen is None:
-        return None
-    expired_lease = lease is not None
+        unavailable = []
+    # The decision weights each item by its draw's chance (protocol.allocation.design_weights);
+    # a uniform draw needs none.
+    chance = None
+    if uniform:
+        chosen = rows[0].id
+    else:
+        policy = study.item_choice if any(r.separability is not None for r in rows) else Study.ItemChoice.UNIFORM
+        drawn, chance = choose_one([str(r.id) for r in rows],
+                                   [r.separability if r.separability is not None else 0.0 for r in rows],
+                                   unavailable, policy=policy, temperature=study.item_choice_temperature,
+                                   seed=rng.randrange(2**31))
+        chosen = int(drawn)
+        if policy == Study.ItemChoice.UNIFORM:
+            chance = None
+    expired_lease = next(r.lease_expires_at for r in rows if r.id == chosen) is not None
     if expired_lease:
         # Taking over an expired lease: the pair's live-lease count stays the same.
         store.leases_of_comparison_expire(chosen)
@@ -206,30 +196,6 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
                             round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
     store.assignment_insert(assignment)
     return assignment
-
-
-def _choose_stratified(study: Study, pair_id: int, annotator: Annotator, now, rng: random.Random):
-    """(comparison id, its expired lease or None, the draw's chance) drawn by strata, or
-    (None, None, None).
-
-    All the pair's comparisons are read: the strata's bins come from all of them (they do not
-    move as items are judged); the unavailable ones are excluded from the draw.
-    """
-    comparisons = store.comparisons_of_pair(pair_id, annotator.pk)
-    unavailable = [str(c.id) for c in comparisons
-                   if c.judgement_count >= study.ratings_per_item
-                   or (c.lease_expires_at is not None and c.lease_expires_at > now) or c.mine or c.withdrawn]
-    if len(unavailable) == len(comparisons):
-        return None, None, None
-    has_separability = any(c.separability is not None for c in comparisons)
-    policy = study.item_choice if has_separability else Study.ItemChoice.UNIFORM
-    candidates = [str(c.id) for c in comparisons]
-    separability = [c.separability if c.separability is not None else 0.0 for c in comparisons]
-    chosen = int(choose_items(candidates, separability, unavailable, 1, policy=policy,
-                              temperature=study.item_choice_temperature, seed=rng.randrange(2**31))[0])
-    chance = None if policy == Study.ItemChoice.UNIFORM else selection_probability(
-        candidates, separability, unavailable, str(chosen), policy=policy, temperature=study.item_choice_temperature)
-    return chosen, next(c.lease_expires_at for c in comparisons if c.id == chosen), chance
 
 
 def hit_release(*, assignment: Assignment, skipped: bool = False) -> bool:
@@ -251,7 +217,7 @@ def _release(assignment_id: int, state: str) -> bool:
         if pair_id is None:
             return False
         store.pair_row_locked(pair_id)
-        return _expire_locked(assignment_id, state)
+        return store.lease_expire(assignment_id, state)
 
 
 def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note: str = "") -> ItemFlag:
@@ -280,18 +246,6 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
     return flag
 
 
-def _expire_locked(assignment_id: int, state: str = Assignment.State.EXPIRED) -> bool:
-    """Mark a LEASED assignment ``state`` (expired or skipped) and free its comparison; call
-    holding its pair's lock."""
-    lease = store.lease_live(assignment_id)
-    if lease is None:
-        return False
-    store.lease_end(assignment_id, state)
-    store.comparison_lease_set(lease.comparison_id, None)
-    store.pair_leases_add(lease.pair_id, -1)
-    return True
-
-
 @retry_transient
 def leases_reclaim(*, study: Study) -> int:
     """Give expired leases of the study back to the pool; returns how many."""
@@ -303,7 +257,7 @@ def _reclaim_pair(pair_id: int, now) -> int:
     with transaction.atomic():
         store.pair_row_locked(pair_id)
         # Repeats hold no counter (services/checks.py): they simply lapse.
-        return sum(_expire_locked(pk) for pk in store.leases_expired_of_pair(pair_id, now))
+        return sum(store.lease_expire(pk) for pk in store.leases_expired_of_pair(pair_id, now))
 
 
 def judgement_submit(
@@ -342,28 +296,28 @@ def judgement_submit(
         raise HitError("a submit needs an idempotency key of at most 64 characters")
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
-    if assignment.kind != JudgementKind.REAL:  # a check or a repeat: never the protocol's
-        # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
-        study = (assignment.check_item if assignment.check_item_id else assignment.comparison).study
-        if is_rubric(study):
-            # a rubric's check looks like any HIT; its first criterion is the answer checked
-            shown_value = _rubric_answers(study, answers, swapped=False)[study_rubric(study)[0].name]["value"]
-        _refuse_too_soon(assignment, study, idempotency_key)
-        return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
-                            idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
-    if not Assignment._meta.get_field("comparison").is_cached(assignment):
+    real = assignment.kind == JudgementKind.REAL  # else a check or a repeat: never the protocol's
+    if real and not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment = Assignment.objects.select_related("comparison__study", "comparison__item").get(pk=assignment.pk)
-    study = assignment.comparison.study
+    study = (assignment.check_item if assignment.check_item_id else assignment.comparison).study
     canonical = None
     if is_rubric(study):
         canonical = _rubric_answers(study, answers, swapped=assignment.shown_swapped)
+        # a rubric's check looks like any HIT: its first criterion, as shown, is the answer checked
+        first = canonical[study_rubric(study)[0].name]["value"]
+        shown_value = -first if assignment.shown_swapped else first
     elif answers is not None:
         raise HitError("this study has one criterion: answer with shown_value, not answers")
+    # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
     _refuse_too_soon(assignment, study, idempotency_key)
-    outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task, canonical, read_seconds)
-    if isinstance(outcome, HitError):
-        raise outcome
-    return outcome
+    if real:
+        outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task, canonical,
+                          read_seconds)
+        if isinstance(outcome, HitError):
+            raise outcome
+        return outcome
+    return check_submit(assignment=assignment, annotator=annotator, shown_value=shown_value,
+                        idempotency_key=idempotency_key, seconds_on_task=seconds_on_task)
 
 
 def _rubric_answers(study: Study, answers: Mapping | None, *, swapped: bool) -> dict:
@@ -422,20 +376,20 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
             if earlier.idempotency_key == key:  # the same submit again (a retry, or a double click)
                 return Judgement.objects.get(assignment_id=assignment.pk)
             return HitError("this HIT was already answered")
-    state = protocol_state.pair_rubric_of(study, row)
     refusal = None
     if is_excluded:
         refusal = "your answers are no longer needed in this study; thank you for your time"
-    elif state.status(0) != adaptive.OPEN:
+    elif row.status != adaptive.OPEN:  # the row's mirror of its protocol state's (serving) status
         refusal = "this comparison is no longer needed: its pair was decided or its round is full"
     elif any(earlier.annotator_id == annotator_id for earlier in done):
         refusal = "you have already judged this comparison"
     if refusal is not None:
         # Committed (not rolled back with an exception): the dead lease is never served again.
-        _expire_locked(assignment.pk)
+        store.lease_expire(assignment.pk)
         return HitError(refusal)
+    criteria = study_rubric(study)
     # canonical order (answers arrive canonical: annotation/rubrics.answers_from_screen)
-    value = answers[state.criteria[0]]["value"] if answers is not None else \
+    value = answers[criteria[0].name]["value"] if answers is not None else \
         -shown_value if assignment.shown_swapped else shown_value
     # The server's own measure of time on task: the lease is made when the HIT is rendered
     # (the POST that ends the previous HIT, or the start link), so issued_at is render time.
@@ -461,9 +415,9 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
             raise _Refused("this HIT expired and its comparison is no longer needed")
         store.assignment_submitted(assignment.pk, only_if_leased=False)
     store.comparison_judged(comparison.pk, lease_ended=holds_lease)
+    state = protocol_state.pair_rubric_of(study, row)
     recorded = rubric.record_judgements(
-        state, *state.keys[0], [comparison.item.external_id],
-        [lane_values(criteria=study_rubric(study), value=value, answers=answers)],
+        state, *state.keys[0], [comparison.item.external_id], [lane_values(criteria=criteria, value=value, answers=answers)],
         probabilities=[assignment.draw_probability])
     protocol_state.pair_write(row, recorded)
     protocol_state.pair_row_save(row, leases_change=-1 if holds_lease else 0)

@@ -342,6 +342,19 @@ def lease_end(assignment_id: int, state: str) -> None:
     _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "id" = %s', [state, assignment_id])
 
 
+def lease_expire(assignment_id: int, state: str = Assignment.State.EXPIRED) -> bool:
+    """End a LEASED assignment as ``state`` (expired or skipped), free its comparison and take it
+    off its pair's live-lease counter; False (nothing written) when it is not a live comparison
+    lease. Call holding the pair's lock."""
+    lease = lease_live(assignment_id)
+    if lease is None:
+        return False
+    lease_end(assignment_id, state)
+    comparison_lease_set(lease.comparison_id, None)
+    pair_leases_add(lease.pair_id, -1)
+    return True
+
+
 def pair_of_assignment(assignment_id: int) -> int | None:
     """The pair of the assignment's comparison (None for a check)."""
     row = _one(f'SELECT c."pair_id" FROM {ASSIGNMENT} a JOIN {COMPARISON} c ON c."id" = a."comparison_id" '

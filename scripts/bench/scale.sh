@@ -26,34 +26,21 @@ SYSTEMS=${2:-50}
 PROMPTS=${3:-2000}
 DB=${4:--}
 shift $(( $# > 4 ? 4 : $# ))
-PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SLUG=arena-scale
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/evalapp-bench-scale.XXXXXX")
-
-export DJANGO_SETTINGS_MODULE=evalapp.settings.dev DJANGO_DEBUG=0 DJANGO_LOG_LEVEL=WARNING
-export EVALAPP_VAR_DIR="$LOGS/var"
+. scripts/bench/lib.sh
+bench_settings
 unset DATABASE_URL CELERY_BROKER_URL EVALAPP_CACHE_URL
 if [ "$DB" != - ]; then
   export DATABASE_URL="$PG/$DB"
 fi
-# One load generator on one IP stands for 20 workers: raise the per-IP and per-session limits.
-export EVALAPP_THROTTLE_SUBMIT=${EVALAPP_THROTTLE_SUBMIT:-100000/minute}
-export EVALAPP_THROTTLE_CROWD_START=${EVALAPP_THROTTLE_CROWD_START:-100000/minute}
-export EVALAPP_THROTTLE_CROWD_NEW=${EVALAPP_THROTTLE_CROWD_NEW:-100000/minute}
 export EVALAPP_THROTTLE_LOGIN=${EVALAPP_THROTTLE_LOGIN:-100000/minute}
 
-server=""
 cleanup() {
-  if [ -n "$server" ]; then kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  server_stop
   if [ "${KEEP:-0}" != 1 ]; then
-    if [ "$DB" != - ]; then
-      "$PYTHON" - "$PG" "$DB" <<'PY' || true
-import sys, psycopg
-with psycopg.connect(sys.argv[1] + "/postgres", autocommit=True) as c:
-    c.execute(f'DROP DATABASE IF EXISTS "{sys.argv[2]}" WITH (FORCE)')
-PY
-    fi
+    if [ "$DB" != - ]; then pg_drop "$PG" "$DB" || true; fi
     rm -rf "$LOGS"
   else
     echo "kept the database ($DB), bundle and logs in $LOGS" >&2
@@ -62,15 +49,7 @@ PY
 trap cleanup EXIT
 
 if [ "$DB" != - ]; then
-  "$PYTHON" - "$PG" "$DB" <<'PY'
-import sys, psycopg
-pg, db = sys.argv[1:]
-if not db.replace("_", "").isalnum():
-    raise SystemExit(f"database name {db!r}: letters, digits and _ only")
-with psycopg.connect(pg + "/postgres", autocommit=True) as c:
-    c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-    c.execute(f'CREATE DATABASE "{db}"')
-PY
+  pg_create "$PG" "$DB"
 fi
 
 "$PYTHON" -m protocol.arena make --systems "$SYSTEMS" --prompts "$PROMPTS" --seed "${SEED:-0}" --no-human \
@@ -92,22 +71,13 @@ PY
 )
 fi
 
-"$PYTHON" -m gunicorn evalapp.wsgi --preload --bind "127.0.0.1:$PORT" --workers 3 --worker-class gthread \
-  --threads 4 --keep-alive 5 --log-level warning >"$LOGS/gunicorn.log" 2>&1 &
-server=$!
-for _ in $(seq 150); do
-  "$PYTHON" -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 1)" 2>/dev/null && break
-  sleep 0.2
-done
+server_start "$PORT" "$LOGS/gunicorn.log"
 
 "$PYTHON" scripts/bench/scale_probe.py "http://127.0.0.1:$PORT" "$SLUG" scale-bench scale-bench-pw >"$LOGS/probe.json"
 status=0
 "$PYTHON" scripts/bench/load_annotators.py "http://127.0.0.1:$PORT" "$SLUG" --scenario embedded "$@" \
   >"$LOGS/load.json" || status=$?
-if grep -q -E "Traceback|ERROR" "$LOGS/gunicorn.log"; then
-  echo "the server logged errors:" >&2
-  grep -h -E -A3 "Traceback|ERROR" "$LOGS/gunicorn.log" | tail -20 >&2
-fi
+logs_errors "$LOGS/gunicorn.log"
 "$PYTHON" - "$LOGS" "$SYSTEMS" "$PROMPTS" "$DB" "$db_bytes" <<'PY'
 import json, sys
 from pathlib import Path

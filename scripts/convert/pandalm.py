@@ -109,15 +109,21 @@ def build(rows: list[dict]) -> tuple[dict, list[dict], dict]:
     return study, out, dict(sorted(notes.items()))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def source_built(argv, description: str, out_name: str) -> tuple[Path, tuple[dict, list[dict], dict]]:
+    """The command line of a PandaLM converter (``--source DIR``, ``--out FILE``, default
+    data/bundles/``out_name``) read, and ``build`` of its source: (out, (study, rows, notes))."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--out", type=Path, default=ROOT / "data" / "bundles" / "pandalm.jsonl.gz")
+    ap.add_argument("--out", type=Path, default=ROOT / "data" / "bundles" / out_name)
     args = ap.parse_args(argv)
     with gzip.open(args.source / "pandalm_testset_v1.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    study, out, notes = build(rows)
-    summary = write_bundle(args.out, study, out)
+    return args.out, build(rows)
+
+
+def main(argv=None) -> int:
+    out_path, (study, out, notes) = source_built(argv, __doc__.splitlines()[0], "pandalm.jsonl.gz")
+    summary = write_bundle(out_path, study, out)
     print(json.dumps({**summary, "notes": notes}))
     return 0
 

@@ -17,8 +17,6 @@ The bundle is validated with protocol.bundle.read_bundle before it is written.
 """
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -28,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from protocol.bundle import read_bundle, write_bundle_rows  # noqa: E402
-from scripts.convert.pandalm import DEFAULT_SOURCE, INSTRUCTIONS, build  # noqa: E402
+from scripts.convert.pandalm import INSTRUCTIONS, source_built  # noqa: E402
 
 JUDGES = {
     "gpt35": ("gpt-3.5-turbo", "PandaLM data/gpt-3.5-turbo-testset-v1.json"),
@@ -55,17 +53,11 @@ def chat_rows(study: dict, rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--out", type=Path, default=ROOT / "data" / "bundles" / "pandalm_chat.jsonl.gz")
-    args = ap.parse_args(argv)
-    with gzip.open(args.source / "pandalm_testset_v1.jsonl.gz", "rt", encoding="utf-8") as fh:
-        source = [json.loads(line) for line in fh if line.strip()]
-    study, rows, notes = build(source)
+    out_path, (study, rows, notes) = source_built(argv, __doc__.splitlines()[0], "pandalm_chat.jsonl.gz")
     out = chat_rows(study, rows)
     read_bundle("\n".join(json.dumps(r) for r in out).encode())  # refuse to write a bad bundle
-    lines = write_bundle_rows(out, args.out)
-    print(json.dumps({"lines": lines, "out": str(args.out), "notes": notes}))
+    lines = write_bundle_rows(out, out_path)
+    print(json.dumps({"lines": lines, "out": str(out_path), "notes": notes}))
     return 0
 
 

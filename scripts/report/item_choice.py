@@ -13,7 +13,6 @@ margin p+ − p- that the decision's counts estimate, without and with the desig
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -24,10 +23,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from protocol.allocation import choose_items, design_weights, selection_probability  # noqa: E402
+from protocol.allocation import choose_one, design_weights  # noqa: E402
 from protocol.bundle import read_bundle  # noqa: E402
 from protocol.decision import counts_from_labels  # noqa: E402
 from protocol.separability import bundle_separability  # noqa: E402
+from scripts.report.results_md import publish  # noqa: E402
 
 BUNDLE = ROOT / "data" / "bundles" / "separability_prefs.jsonl.gz"
 DESIGNS = (("uniform", None), ("weighted", 0.25), ("weighted", 0.1), ("stratified", None))
@@ -60,10 +60,9 @@ def run(replicates: int, draws: int) -> dict:
             for _ in range(replicates):
                 judged, chances = [], []
                 for _ in range(draws):
-                    chosen = choose_items(items, d, judged, 1, policy=policy, temperature=temperature or 0.1,
-                                          seed=rng)[0]
-                    chances.append(selection_probability(items, d, judged, chosen, policy=policy,
-                                                         temperature=temperature or 0.1))
+                    chosen, chance = choose_one(items, d, judged, policy=policy, temperature=temperature or 0.1,
+                                                seed=rng)
+                    chances.append(chance)
                     judged.append(chosen)
                 values = [labels[i] for i in judged]
                 plain.append(margin(counts_from_labels(judged, values, [], [])))
@@ -115,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     result = run(args.replicates, args.draws)
     text = markdown(result, args.replicates, args.draws, time.perf_counter() - began)
-    if not args.no_write:
-        from scripts.report.results_md import replace_section
-
-        replace_section("item_choice", text)
-    print(json.dumps(result, indent=1) if args.json else text)
+    publish("item_choice", text, result, write=not args.no_write, as_json=args.json)
     return 0
 
 

@@ -6,6 +6,7 @@ it is new), so the scripts can run in any order and rerunning one leaves the oth
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -27,3 +28,11 @@ def replace_section(name: str, markdown: str, path: Path = RESULTS) -> None:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def publish(name: str, text: str, result, *, write: bool, as_json: bool = False) -> None:
+    """A generator's last step: section ``name`` of docs/results.md becomes ``text`` (unless not
+    ``write``), and ``text`` is printed (or ``result`` as JSON when ``as_json``)."""
+    if write:
+        replace_section(name, text)
+    print(json.dumps(result, indent=1) if as_json else text)

@@ -13,7 +13,6 @@ intervals redraw whole items too.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -28,6 +27,7 @@ from protocol.bundle import read_bundle  # noqa: E402
 from protocol.rating import clustered_spearman, consistency, elo, preference_strength, separability_elo  # noqa: E402
 from protocol.separability import bundle_separability, compute_alignments, synthetic_comparisons  # noqa: E402
 from scripts.convert.separability_prefs import rater_and_sample  # noqa: E402
+from scripts.report.results_md import publish  # noqa: E402
 
 BUNDLE = ROOT / "data" / "bundles" / "separability_prefs.jsonl.gz"
 SIMILARITIES = ("rouge1", "bleu", "length_adjusted_rouge1", "token_jaccard")
@@ -212,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = analyse(args.bundle, args.bootstrap)
     text = markdown(result)
-    if not args.no_write:
-        from scripts.report.results_md import replace_section
-
-        replace_section("separability", text)
-    print(json.dumps(result, indent=1) if args.json else text)
+    publish("separability", text, result, write=not args.no_write, as_json=args.json)
     return 0
 
 

@@ -16,7 +16,6 @@ policy with the e-process rule instead (the default rule) and writes the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from protocol.simulate import Crowd, simulate  # noqa: E402
+from scripts.report.results_md import publish  # noqa: E402
 
 BUNDLE = ROOT / "data" / "bundles" / "summeval_relevance.jsonl.gz"
 SHARES = (0.0, 0.1, 0.2)
@@ -131,11 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     options = dict(policy="adaptive", rule="eprocess") if args.error_controlled else dict(policy="paper", rule="bayes")
     rows = run(args.seeds, options)
     text = markdown(rows, args.seeds, time.perf_counter() - began, args.error_controlled)
-    if not args.no_write:
-        from scripts.report.results_md import replace_section
-
-        replace_section("spammers_eprocess" if args.error_controlled else "spammers", text)
-    print(json.dumps(rows, indent=1) if args.json else text)
+    publish("spammers_eprocess" if args.error_controlled else "spammers", text, rows, write=not args.no_write,
+            as_json=args.json)
     return 0
 
 

@@ -1,9 +1,8 @@
 """The researcher dashboard in a real browser: plotly charts drawn, live update by polling."""
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
-from annotation.services import study_import, study_membership_set
+from annotation.services import study_import
 from tests.factories import (
     BUNDLES,
     browser_login,
@@ -20,12 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_dashboard_draws_charts_and_updates_live(page, live_server, tmp_path):
     study = study_import(source=bundle_bytes(crowd_rows(batch=3, budget=30)))
-    user = User.objects.create_user("res", password="res-pass-123")
-    study_membership_set(study=study, user=user, role="researcher")
-    page.goto(f"{live_server.url}/accounts/login/?next=/s/{study.slug}/dashboard/")
-    page.fill("input[name=username]", "res")
-    page.fill("input[name=password]", "res-pass-123")
-    page.click("button[type=submit]")
+    browser_login(page, live_server, study, username="res")
     page.wait_for_selector("#plot-dag-protocol .main-svg")
     assert "0 spent" in page.locator("#budget").inner_text() and "of 30 human judgements" in page.locator("#budget").inner_text()
     # An annotator judges meanwhile; the polling dashboard shows it without a reload.

@@ -28,6 +28,24 @@ def researcher(username="rita"):
     return user
 
 
+def sized_page(browser, size):
+    """A browser context with a viewport of ``size`` (width, height), and a page in it."""
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    return context, page
+
+
+def upload_page(browser, live_server, size):
+    """A page of ``size`` on the upload form, the researcher rita logged in."""
+    context, page = sized_page(browser, size)
+    researcher()
+    log_in(page, live_server, "rita", "rita-pass-123")
+    page.goto(f"{live_server.url}/studies/upload/")
+    return context, page
+
+
 def assert_no_horizontal_scroll(page):
     wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
         .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className)""")
@@ -36,13 +54,7 @@ def assert_no_horizontal_scroll(page):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, toy_rows, tmp_path, size):
-    width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    researcher()
-    log_in(page, live_server, "rita", "rita-pass-123")
-    page.goto(f"{live_server.url}/studies/upload/")
+    context, page = upload_page(browser, live_server, size)
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(bundle_bytes(toy_rows[:3] + [{"kind": "output", "item": "zzz", "system": "A", "text": "t"}]))
     page.set_input_files("input[name=bundle]", str(bad))
@@ -62,7 +74,7 @@ def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, 
     assert "without a metric" in warning.inner_text() and "active" not in warning.get_attribute("class")
     select.select_option("none")
     assert "active" in warning.get_attribute("class")  # the warning stands out once "none" is chosen
-    page.screenshot(path=str(SCREENSHOTS / f"upload-metric-{width}x{height}.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"upload-metric-{size[0]}x{size[1]}.png"), full_page=True)
     assert_no_horizontal_scroll(page)
     select.select_option("")
     page.click("button:has-text('Import and start the study')")
@@ -83,10 +95,7 @@ def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, 
 def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size):
     from annotation.services import study_import
 
-    width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(15000)
+    context, page = sized_page(browser, size)
     owner = researcher()
     study_import(source=bundle_bytes(toy_rows), slug="team", created_by=owner)
     User.objects.create_user("ann", email="ann@example.org")
@@ -108,7 +117,7 @@ def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size
     assert link.startswith(f"{live_server.url}/accounts/reset/")
     rows = page.locator("table.members tbody tr").all_inner_texts()
     assert [r.split()[0] for r in rows] == ["ann", "newbie", "rita"]
-    page.screenshot(path=str(SCREENSHOTS / f"members-{width}x{height}.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"members-{size[0]}x{size[1]}.png"), full_page=True)
     assert_no_horizontal_scroll(page)
     # The last researcher cannot be removed... while there is another one, rita can demote herself.
     page.click("button[aria-label='Remove ann']")
@@ -122,13 +131,7 @@ def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_upload_as_draft_edit_and_launch(browser, live_server, toy_rows, tmp_path, size):
-    width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    researcher()
-    log_in(page, live_server, "rita", "rita-pass-123")
-    page.goto(f"{live_server.url}/studies/upload/")
+    context, page = upload_page(browser, live_server, size)
     good = tmp_path / "good.jsonl"
     good.write_bytes(bundle_bytes(toy_rows))
     page.set_input_files("input[name=bundle]", str(good))
@@ -143,7 +146,7 @@ def test_upload_as_draft_edit_and_launch(browser, live_server, toy_rows, tmp_pat
     form.locator("button").click()
     assert "Draft saved." in page.content()
     assert "metric judge, γ = 0.05, batch 3" in page.locator("#launch-form").inner_text()
-    page.screenshot(path=str(SCREENSHOTS / f"draft-settings-{width}x{height}.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"draft-settings-{size[0]}x{size[1]}.png"), full_page=True)
     assert_no_horizontal_scroll(page)
     page.click("button:has-text('Launch the study')")
     page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
@@ -177,9 +180,7 @@ def test_front_page_fits_the_screen(browser, live_server, toy_rows, tmp_path, si
     width, height = size
     services.study_import(source=bundle_bytes(toy_rows), slug="toy-study", separability="skip",
                           created_by=researcher())
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(15000)
+    context, page = sized_page(browser, size)
     log_in(page, live_server, "rita", "rita-pass-123")
     page.goto(f"{live_server.url}/")
     assert "Toy study" in page.content()

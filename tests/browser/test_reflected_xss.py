@@ -3,10 +3,9 @@ researcher runs no script with the researcher's session (issue 21, finding 1).""
 from urllib.parse import quote
 
 import pytest
-from django.contrib.auth.models import User
 
-from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes
+from annotation.services import study_import
+from tests.factories import browser_login, bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,12 +18,7 @@ PATHS = ("/s/{slug}/metrics/?sort={p}", "/s/{slug}/dashboard/?qsort={p}", "/s/{s
 
 def test_bad_query_parameters_run_no_script(page, live_server, toy_rows):
     study = study_import(source=bundle_bytes(toy_rows), slug="toy")
-    user = User.objects.create_user("res", password="res-pass-123")
-    study_membership_set(study=study, user=user, role="researcher")
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "res")
-    page.fill("input[name=password]", "res-pass-123")
-    page.click("button[type=submit]")
+    browser_login(page, live_server, study, username="res")
     page.wait_for_load_state()
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

@@ -8,13 +8,13 @@ from annotation.models import Judgement
 from annotation.services import study_import
 from tests.factories import (
     BUNDLES,
+    answer_truthfully,
     bundle_bytes,
     crowd_rows,
     current_hit,
     judged_crowd_study,
     researcher_client,
     start_worker,
-    truthful_answer,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,12 +32,7 @@ def test_dashboard_follows_the_judgements(client):
     study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
     worker = client.__class__()
     start_worker(worker, study.slug, "pid-dash")
-    for _ in range(60):
-        assignment, context = current_hit(worker, study.slug)
-        if assignment is None:
-            break
-        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
-                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    answer_truthfully(worker, study.slug, 60)
     researcher_client(client, study)
     response = client.get(f"/s/{study.slug}/dashboard/")
     assert response.status_code == 200

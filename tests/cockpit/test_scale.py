@@ -73,7 +73,8 @@ def test_many_systems_get_a_heatmap_few_a_table(client):
 
 def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_time(client):
     from annotation.models import Judgement
-    from tests.factories import crowd_rows, current_hit, researcher_client, start_worker, truthful_answer
+    from tests.factories import (answer_truthfully, crowd_rows, current_hit, researcher_client, start_worker,
+                                 truthful_answer)
 
     study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
     researcher = client.__class__()
@@ -88,12 +89,7 @@ def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_ti
     # Within the round: the budget is counted now, the leaderboard is the round's.
     during = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
     assert during["budget"]["spent"] == 1 and sum(r["judgements"] for r in during["leaderboard"]) == 0
-    for _ in range(30):
-        assignment, context = current_hit(worker, study.slug)
-        if assignment is None:
-            break
-        worker.post(f"/s/{study.slug}/hits/{assignment.pk}/",
-                    {"answer": truthful_answer(context["left"], context["right"]), "key": context["key"]})
+    answer_truthfully(worker, study.slug, 30)
     # Rounds closed: this request shows the last computed round and has the new one computed
     # (off the request; at once in the tests), which the next request shows.
     researcher.get(f"/s/{study.slug}/dashboard/")

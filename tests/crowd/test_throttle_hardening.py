@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from annotation.services import study_import
-from tests.factories import assert_throttled, bundle_bytes, crowd_rows, current_hit, rates, start_worker
+from tests.factories import assert_throttled, bundle_bytes, crowd_rows, rates, served_hits, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,10 +76,7 @@ def test_skip_report_and_next_are_limited_per_worker(settings):
     worker = Client()
     start_worker(worker, study.slug, "skipper")
     statuses = []
-    for n in range(6):
-        assignment, context = current_hit(worker, study.slug)
-        if assignment is None:
-            break
+    for n, (assignment, context) in enumerate(served_hits(worker, study.slug, 6)):
         action = ("skip/", "flag/")[n % 2]
         data = {"key": context["key"]} if action == "skip/" else {"key": context["key"], "reason": "broken"}
         statuses.append(worker.post(f"/s/{study.slug}/hits/{assignment.pk}/{action}", data).status_code)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.allocation import choose_items, design_weights, selection_probability
+from protocol.allocation import choose_items, choose_one, design_weights, selection_probability
 from protocol.decision import PairCounts, closed_form_theta, counts_from_labels, decide
 
 BUNDLE = Path(__file__).resolve().parents[2] / "data" / "bundles" / "separability_prefs.jsonl.gz"
@@ -49,9 +49,8 @@ def margin(counts: PairCounts) -> float:
 def sequential_draws(items, delta, count, policy, rng):
     judged, probabilities = [], []
     for _ in range(count):
-        chosen = choose_items(items, delta, judged, 1, policy=policy, temperature=TEMPERATURE, seed=rng)[0]
-        probabilities.append(selection_probability(items, delta, judged, chosen, policy=policy,
-                                                   temperature=TEMPERATURE))
+        chosen, chance = choose_one(items, delta, judged, policy=policy, temperature=TEMPERATURE, seed=rng)
+        probabilities.append(chance)
         judged.append(chosen)
     return judged, probabilities
 
@@ -195,3 +194,15 @@ def test_rebuilding_a_pair_after_an_exclusion_keeps_the_draws_of_the_items_that_
     weights = dict(zip([items[k] for k in kept], design_weights([chances[k] for k in kept])))
     expected = counts_from_labels([items[k] for k in kept], [values[k] for k in kept], [], [], human_weights=weights)
     assert adaptive.pair_counts(pair).key() == expected.key()
+
+
+@pytest.mark.parametrize("policy", ["uniform", "weighted", "stratified"])
+def test_choose_one_is_the_first_draw_and_its_chance(policy):
+    ids = [f"i{n}" for n in range(12)]
+    delta = np.linspace(-1, 1, 12)
+    judged = ["i3", "i7"]
+    chosen, chance = choose_one(ids, delta, judged, policy=policy, temperature=0.5, seed=7)
+    assert chosen == choose_items(ids, delta, judged, 1, policy=policy, temperature=0.5, seed=7)[0]
+    assert chance == selection_probability(ids, delta, judged, chosen, policy=policy, temperature=0.5)
+    with pytest.raises(ValueError, match="no open candidate"):
+        choose_one(ids, delta, ids, policy=policy, temperature=0.5, seed=7)

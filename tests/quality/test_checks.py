@@ -9,7 +9,7 @@ from annotation.selectors.exports import study_export_rows
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
-from tests.factories import GOOD, bundle_bytes, checked_rows, current_hit, start_worker
+from tests.factories import GOOD, bundle_bytes, checked_rows, current_hit, served_hits, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0}
@@ -54,10 +54,7 @@ def test_onboarding_then_interleaved_checks_never_counted(client):
     assert CheckItem.objects.filter(study=study).count() == 4
     start_worker(client, study.slug, "pid-honest")
     kinds = []
-    for _ in range(200):
-        assignment, context = current_hit(client, study.slug)
-        if assignment is None:
-            break
+    for assignment, context in served_hits(client, study.slug, 200):
         kinds.append(assignment.kind)
         response = client.post(f"/s/{study.slug}/hits/{assignment.pk}/",
                                {"answer": answer_for(context), "key": context["key"], "seconds": "5"})
@@ -122,10 +119,7 @@ def test_repeats_swap_sides_and_give_repeat_consistency_without_counting(client)
     study = study_import(source=bundle_bytes([r for r in checked_rows(items=20, repeat_every=1) if r["kind"] != "check"]))
     start_worker(client, study.slug, "pid-repeater")
     seen = []
-    for _ in range(200):
-        assignment, context = current_hit(client, study.slug)
-        if assignment is None:
-            break
+    for assignment, context in served_hits(client, study.slug, 200):
         seen.append(assignment)
         client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {"answer": answer_for(context), "key": context["key"]})
     repeats = [a for a in seen if a.kind == "repeat"]
