@@ -228,6 +228,32 @@ def browser_login(page, live_server, study, username="res2"):
     page.click("button[type=submit]")
 
 
+def worker_page(browser, live_server, slug: str, size: tuple[int, int], pid: str = "w1"):
+    """A fresh browser context of ``size`` on a Prolific worker's start link of ``slug``:
+    (context, page); the caller closes the context."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{slug}/start/?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=t")
+    return context, page
+
+
+def answer_rubric_hits(study: Study, workers: list, at_most: int, answer, key: str = "k",
+                       read_seconds: float | None = None) -> int:
+    """Serve and answer up to ``at_most`` HITs of a rubric study through the services, the workers
+    taking turns; ``answer(assignment)`` gives the screen answers (criterion -> {value, reason}).
+    Returns the HITs answered."""
+    answered = 0
+    for n in range(at_most):
+        annotator = workers[n % len(workers)]
+        assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
+        if assignment is None:
+            continue
+        hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                              answers=answer(assignment), idempotency_key=f"{key}{n}", read_seconds=read_seconds)
+        answered += 1
+    return answered
+
+
 # ---- clients of the cockpit, the admin and the API (researchers, staff)
 
 def api_for(username, researcher=False):

@@ -152,15 +152,22 @@ def load(source: Path) -> dict:
     return {"docs": docs, "summaries": summaries, "pointwise": pointwise, "h2h": h2h}
 
 
-def build(data: dict, criterion: str) -> tuple[dict, list[dict], dict]:
-    rows: list[dict] = []
-    notes: dict = defaultdict(int)
-    for d in data["docs"]:
+def document_items(docs: Iterable[dict]) -> list[dict]:
+    """The documents as item rows: id = doc_id, input = the article, reference = the first
+    reference (the CNN/DM highlights) when there is one."""
+    rows = []
+    for d in docs:
         item = {"kind": "item", "id": d["doc_id"], "input": d["article"].strip()}
         refs = d.get("references") or []
         if refs and refs[0] and refs[0].strip():
             item["reference"] = refs[0].strip()
         rows.append(item)
+    return rows
+
+
+def build(data: dict, criterion: str) -> tuple[dict, list[dict], dict]:
+    rows: list[dict] = document_items(data["docs"])
+    notes: dict = defaultdict(int)
     for s in data["summaries"]:
         item, system = s["doc_id"], s["model_id"]
         rows.append({"kind": "output", "item": item, "system": system,

@@ -25,7 +25,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts.convert.bundle_io import write_bundle  # noqa: E402
-from scripts.convert.summeval import DEFAULT_SOURCE, H2H_PROMPT, PREPROCESSING_NOTE, h2h_verdicts_of, load  # noqa: E402
+from scripts.convert.summeval import (DEFAULT_SOURCE, H2H_PROMPT, PREPROCESSING_NOTE, document_items,  # noqa: E402
+                                     h2h_verdicts_of, load)
 
 SYSTEMS = ("M23", "M17", "M12", "M13", "M15")
 # (aspect, question shown, strength scale, reason)
@@ -48,13 +49,7 @@ def build(data: dict) -> tuple[dict, list[dict]]:
              "criteria": [{"name": aspect, "label": label, "strength": strength, "reason": reason,
                            "metric": f"gpt35_{aspect}"} for aspect, label, strength, reason in RUBRIC],
              "instructions": INSTRUCTIONS, "batch_size": 10}
-    rows: list[dict] = []
-    for d in data["docs"]:
-        item = {"kind": "item", "id": d["doc_id"], "input": d["article"].strip()}
-        refs = d.get("references") or []
-        if refs and refs[0] and refs[0].strip():
-            item["reference"] = refs[0].strip()
-        rows.append(item)
+    rows = document_items(data["docs"])
     rows += [{"kind": "output", "item": s["doc_id"], "system": s["model_id"], "text": s["summary_truecased"].strip(),
               "sample": 0} for s in data["summaries"] if s["model_id"] in SYSTEMS]
     for aspect, *_ in RUBRIC:

@@ -7,7 +7,7 @@ import pytest
 from annotation import models
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
-from tests.factories import BUNDLES, PAYLOADS, bundle_bytes, chat_rows
+from tests.factories import BUNDLES, PAYLOADS, bundle_bytes, chat_rows, worker_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -73,9 +73,7 @@ def test_screenshots_of_the_real_chat_demo(browser, live_server, size):
     lists, shown as the demo serves it (one user turn, two assistant turns, rendered)."""
     study = study_import(source=pandalm_chat_item("p4", ("opt-7b", "pythia-6.9b")), slug="pandalm-chat")
     width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=shot&STUDY_ID=s&SESSION_ID=t")
+    context, page = worker_page(browser, live_server, study.slug, size, pid="shot")
     page.wait_for_selector("#output-left .conversation")
     assert page.locator("#input .turn-user").count() == 1
     for side in ("#output-left", "#output-right"):

@@ -1,11 +1,14 @@
 """A three-criterion rubric answered by keyboard alone, at laptop and phone sizes."""
+import random
 from pathlib import Path
 
 import pytest
 
 from annotation.models import Judgement
+from annotation.services import hits as serving
 from annotation.services import study_import
-from tests.factories import bundle_bytes, rubric_rows
+from tests.factories import (BUNDLES, PAYLOADS, answer_rubric_hits, browser_login, bundle_bytes, rubric_rows, worker,
+                             worker_page)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -20,9 +23,7 @@ def _focused(page) -> str:
 def test_a_rubric_hit_is_answered_by_keyboard_alone(browser, live_server, size):
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)), slug="rubric")
     width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/s/rubric/start/?PROLIFIC_PID=keys-{width}&STUDY_ID=s&SESSION_ID=t")
+    context, page = worker_page(browser, live_server, "rubric", size, pid=f"keys-{width}")
     page.wait_for_selector("fieldset[data-criterion=style]")
     assert page.locator("fieldset[data-criterion]").count() == 3
     assert page.locator("fieldset[data-criterion=helpfulness] input[type=radio]").count() == 5  # strength scale
@@ -63,17 +64,10 @@ def test_the_demo_rubric_study_serves_real_summaries_and_shows_each_criterion(br
     """docs/screenshots/annotate-summeval-rubric-*.png and dashboard-rubric-*.png: the demo's
     SummEval rubric (real articles, summaries and GPT-3.5 verdicts in both orders), a HIT as a
     worker sees it, and the dashboard after 400 HITs answered by simulated workers."""
-    import random
-
-    from annotation.services import hits as serving
-    from tests.factories import BUNDLES, browser_login, worker
-
     study = study_import(source=BUNDLES / "summeval_rubric.jsonl.gz", slug="summeval-rubric")
     assert study.metric.name == "gpt35_relevance"
     width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=shot-{width}&STUDY_ID=s&SESSION_ID=t")
+    context, page = worker_page(browser, live_server, study.slug, size, pid=f"shot-{width}")
     page.wait_for_selector("fieldset[data-criterion=consistency]")
     assert page.locator("#input").inner_text().count(" ") > 100  # a real article
     assert page.locator("fieldset[data-criterion=consistency] input[required][type=text]").count() == 1
@@ -84,20 +78,16 @@ def test_the_demo_rubric_study_serves_real_summaries_and_shows_each_criterion(br
     # consistency the reverse, coherence a coin.
     rank = {name: k for k, name in enumerate(("M23", "M17", "M12", "M13", "M15"))}
     rng = random.Random(1)
-    workers = [worker(f"sim{n}") for n in range(5)]
-    for n in range(400):
-        annotator = workers[n % 5]
-        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-        if assignment is None:
-            break
+
+    def answer(assignment):
         c = assignment.comparison
         left, right = (c.second.name, c.first.name) if assignment.shown_swapped else (c.first.name, c.second.name)
         better = 1 if rank[left] < rank[right] else -1
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key=f"s{n}",
-                                 answers={"relevance": {"value": 2 * better if rng.random() < 0.85 else -better},
-                                          "coherence": {"value": rng.choice([-1, 0, 1])},
-                                          "consistency": {"value": -better if rng.random() < 0.85 else better,
-                                                          "reason": "simulated"}})
+        return {"relevance": {"value": 2 * better if rng.random() < 0.85 else -better},
+                "coherence": {"value": rng.choice([-1, 0, 1])},
+                "consistency": {"value": -better if rng.random() < 0.85 else better, "reason": "simulated"}}
+
+    answer_rubric_hits(study, [worker(f"sim{n}") for n in range(5)], 400, answer, key="s")
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     browser_login(page, live_server, study)
@@ -114,9 +104,6 @@ def test_the_demo_rubric_study_serves_real_summaries_and_shows_each_criterion(br
 
 
 def test_hostile_reasons_are_shown_as_text_on_the_pair_page(page, live_server):
-    from annotation.services import hits as serving
-    from tests.factories import PAYLOADS, browser_login, worker
-
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)), slug="rubric-x")
     annotator = worker("hostile")
     given = []

@@ -13,7 +13,7 @@ from annotation.services import hits as serving
 from annotation.services import study_import
 from annotation.serving import protocol_state
 from protocol.bundle import BundleError
-from tests.factories import RUBRIC, bundle_bytes, rubric_rows, worker
+from tests.factories import RUBRIC, answer_rubric_hits, bundle_bytes, rubric_rows, worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,21 +81,8 @@ def test_bad_rubric_bundles_are_refused_naming_the_problem(change, message):
 def test_each_criterion_is_decided_by_its_own_protocol_and_a_hit_counts_once():
     study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
     rng = random.Random(3)
-    workers = [worker(f"w{n}") for n in range(6)]
-    submitted = 0
-    for _ in range(400):
-        progressed = False
-        for annotator in workers:
-            assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-            if assignment is None:
-                continue
-            serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                     answers=_answers_on_screen(assignment, rng), read_seconds=4.5,
-                                     idempotency_key=f"k{submitted}")
-            submitted += 1
-            progressed = True
-        if not progressed:
-            break
+    submitted = answer_rubric_hits(study, [worker(f"w{n}") for n in range(6)], 400,
+                                   lambda assignment: _answers_on_screen(assignment, rng), key="k", read_seconds=4.5)
     state = _lanes(study)
     assert state.lane("helpfulness").decisions()[("A", "C")] == 1
     assert state.lane("correctness").decisions()[("A", "C")] == -1
@@ -168,14 +155,8 @@ def test_the_dashboard_shows_the_criteria_side_by_side(client):
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
     rng = random.Random(5)
-    workers = [worker(f"w{n}") for n in range(4)]
-    for n in range(150):
-        annotator = workers[n % 4]
-        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-        if assignment is None:
-            break
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                 answers=_answers_on_screen(assignment, rng), idempotency_key=f"d{n}")
+    answer_rubric_hits(study, [worker(f"w{n}") for n in range(4)], 150,
+                       lambda assignment: _answers_on_screen(assignment, rng), key="d")
     data = study_dashboard_heavy(study=study)["criteria"]
     state = _lanes(study)
     by_name = {c["name"]: c for c in data["criteria"]}
@@ -222,18 +203,15 @@ def test_excluding_a_worker_rebuilds_every_criterion_and_including_them_again_re
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
     rng = random.Random(11)
-    workers = [worker(f"w{n}") for n in range(3)]
     spammer = worker("spammer")
-    for n in range(90):
-        annotator = (workers + [spammer])[n % 4]
-        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-        if assignment is None:
-            continue
-        answers = _answers_on_screen(assignment, rng)
-        if annotator is spammer:  # always "left", strongly, on every criterion
-            answers = {name: {"value": 2 if name == "helpfulness" else 1, "reason": "x"} for name in answers}
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, answers=answers,
-                                 idempotency_key=f"x{n}")
+
+    def answer(assignment):
+        if assignment.annotator_id == spammer.pk:  # always "left", strongly, on every criterion
+            return {"helpfulness": {"value": 2, "reason": "x"}, "correctness": {"value": 1, "reason": "x"},
+                    "style": {"value": 1}}
+        return _answers_on_screen(assignment, rng)
+
+    answer_rubric_hits(study, [worker(f"w{n}") for n in range(3)] + [spammer], 90, answer, key="x")
     before = _lanes(study)
     spam = Judgement.objects.filter(annotator=spammer).count()
     assert spam > 0
