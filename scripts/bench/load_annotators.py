@@ -40,6 +40,8 @@ FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
 NEXT = re.compile(r'<form method="post" action="([^"]+/next/)"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
+RUBRIC_OPTION = re.compile(r'name="criterion-([a-z][a-z0-9_]*)" value="(-?\d)"')
+RUBRIC_REASON = re.compile(r'name="reason-([a-z][a-z0-9_]*)"')
 # name -> (workers, seconds, mean think time per HIT in ms, ramp-up seconds). A closed loop
 # with no think time measures saturation: each worker waits only for the server, so latency
 # grows with the queue (Little's law: latency = workers / throughput). The targets' scenarios
@@ -184,12 +186,21 @@ def _work(client, slug, name, mode, think_ms, deadline, budget, lock, stats, rng
                 return
             time.sleep(think)
         key = KEY.search(body).group(1)
-        data = urllib.parse.urlencode({
+        fields = {
             "csrfmiddlewaretoken": CSRF.search(body).group(1),
             "key": key,
             "answer": rng.choice(["left", "left", "tie", "right"]),
             "seconds": f"{rng.uniform(5, 40):.1f}",
-        }).encode()
+            "read_ms": f"{rng.uniform(3000, 30000):.0f}",
+        }
+        # A rubric HIT (docs/bundle-format.md, "Rubrics"): a value for every criterion, a reason
+        # for every reason field (required ones included).
+        options: dict[str, list[str]] = {}
+        for name, value in RUBRIC_OPTION.findall(body):
+            options.setdefault(name, []).append(value)
+        fields.update({f"criterion-{name}": rng.choice(values) for name, values in options.items()})
+        fields.update({f"reason-{name}": "load test" for name in RUBRIC_REASON.findall(body)})
+        data = urllib.parse.urlencode(fields).encode()
         headers = {"Referer": referer}
         if mode == "htmx":
             headers["HX-Request"] = "true"
