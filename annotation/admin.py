@@ -198,7 +198,7 @@ class PairStateAdmin(admin.ModelAdmin):
     inlines = [PairStateHistoryInline]
     # Protocol state is written only by serving/protocol_state.py (one codec, validated).
     readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
-                       "leased", "version", "state", "updated_at"]
+                       "leased", "version", "state", "criteria_state", "updated_at"]
 
 
 @admin.register(models.CrowdSession)

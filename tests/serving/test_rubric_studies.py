@@ -244,3 +244,13 @@ def test_the_criteria_are_validated_and_fixed_once_the_protocol_started():
     study.criteria = study.criteria[:2]
     with pytest.raises(ValidationError, match="fixed once the protocol has started"):
         study.full_clean()
+
+
+def test_the_admin_cannot_edit_what_the_protocol_codec_writes():
+    from django.contrib import admin
+
+    from annotation.models import PairState as Row
+    from annotation.serving.protocol_state import MIRRORED
+
+    readonly = set(admin.site._registry[Row].get_readonly_fields(None))
+    assert set(MIRRORED) <= readonly, set(MIRRORED) - readonly
