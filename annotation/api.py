@@ -41,12 +41,11 @@ from .api_errors import (
 )
 from .errors import QualityError
 from .models import Annotator, Assignment, Study
-from .rubrics import rubric_screen
+from .rubrics import SHOWN_ANSWERS
 from .services import hits as serving
 from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
-ANSWERS = {"left": 1, "tie": 0, "right": -1}
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64}
 SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
 CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
@@ -375,8 +374,7 @@ class HitNextApi(APIView):
         hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
         if hit is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(serializers.HitSerializer({**selectors.hit_display(assignment=hit, study=study),
-                                                   "criteria": rubric_screen(study)}).data)
+        return Response(serializers.HitSerializer(selectors.hit_display(assignment=hit, study=study)).data)
 
 
 class HitSubmitApi(APIView):
@@ -405,7 +403,7 @@ class HitSubmitApi(APIView):
         try:
             judgement = serving.judgement_submit(
                 assignment=assignment, annotator=assignment.annotator,
-                shown_value=ANSWERS.get(form.validated_data.get("answer"), 99), idempotency_key=key,
+                shown_value=SHOWN_ANSWERS.get(form.validated_data.get("answer"), 99), idempotency_key=key,
                 answers=form.validated_data.get("answers"), seconds_on_task=form.validated_data.get("seconds_on_task"),
                 read_seconds=form.validated_data.get("read_seconds"))
         except serving.HitError as exc:

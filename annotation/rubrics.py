@@ -1,4 +1,5 @@
-"""A study's rubric: the criteria one HIT answers, and the shape of a judgement's answers.
+"""A study's rubric: the criteria one HIT answers, the shape of a judgement's answers, and a
+HIT's answer as the annotate page and the API send it.
 
 Every study has a rubric: a study without ``Study.criteria`` has one criterion (its
 ``criterion`` label), decided by one protocol lane from ``Judgement.value``; a rubric study
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from protocol.bundle import MAX_REASON_CHARS, Criterion, parse_criteria
 
 SINGLE = "overall"
+#: a one-criterion HIT's answer as sent (page and API) -> its value as shown (+1 = left better)
+SHOWN_ANSWERS = {"left": 1, "tie": 0, "right": -1}
 
 
 def study_rubric(study) -> tuple[Criterion, ...]:
@@ -111,3 +114,25 @@ def answers_from_post(study, data: Mapping[str, str]) -> dict:
             value = None
         shown[criterion.name] = {"value": value, "reason": data.get(f"reason-{criterion.name}", "")}
     return shown
+
+
+def _client_time(raw: str | None, *, below: float) -> float | None:
+    """A client's time measure, or None when absent, not a number or not in [0, below)."""
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value < below else None
+
+
+def hit_answer_from_post(study, data: Mapping[str, str]) -> dict:
+    """The annotate page's HIT form as ``services.hits.judgement_submit``'s keyword arguments
+    (but the assignment and annotator): ``answer`` (left / tie / right) or, in a rubric study,
+    the criteria's fields (``answers_from_post``); ``key``; the browser's ``seconds`` on task
+    and ``read_ms`` to the first answer (absent or implausible: None)."""
+    read_ms = _client_time(data.get("read_ms"), below=86_400_000)
+    return {"shown_value": SHOWN_ANSWERS.get(data.get("answer", ""), 99),
+            "answers": answers_from_post(study, data) if is_rubric(study) else None,
+            "idempotency_key": data.get("key", ""),
+            "seconds_on_task": _client_time(data.get("seconds"), below=86_400),
+            "read_seconds": None if read_ms is None else read_ms / 1000}

@@ -19,13 +19,11 @@ from . import selectors, services
 from .access import access_study_running, access_study_worker, session_annotator_key
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
-from .rubrics import answers_from_post, is_rubric, rubric_screen
+from .rubrics import hit_answer_from_post
 from .services import hits as serving
 from .services.checks import worker_screened_out
 from .services.transactions import retry_transient
 from .throttles import CrowdNewWorkerThrottle, too_many_requests
-
-ANSWERS = {"left": 1, "tie": 0, "right": -1}
 
 
 def _annotator(request: HttpRequest, study: Study) -> Annotator:
@@ -103,7 +101,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
-                       flag_reasons=ItemFlag.Reason.choices, rubric=rubric_screen(study))
+                       flag_reasons=ItemFlag.Reason.choices)
         return context
     if finishing:
         screen = "stopped"
@@ -204,15 +202,6 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
                              _of_study(study), pk=assignment_id, annotator=annotator)
 
 
-def _client_time(raw: str | None, *, below: float) -> float | None:
-    """A client's time measure, or None when absent, not a number or not in [0, below)."""
-    try:
-        value = float(raw) if raw else None
-    except ValueError:
-        return None
-    return value if value is not None and 0 <= value < below else None
-
-
 @crowd_frameable
 @require_POST
 @retry_transient
@@ -223,17 +212,8 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
         raise Http404("No HIT with this id.")
     error = ""
     try:
-        seconds = _client_time(request.POST.get("seconds"), below=86_400)
-        read_ms = _client_time(request.POST.get("read_ms"), below=86_400_000)
-        serving.judgement_submit(
-            assignment=assignment,
-            annotator=annotator,
-            shown_value=ANSWERS.get(request.POST.get("answer", ""), 99),
-            answers=answers_from_post(study, request.POST) if is_rubric(study) else None,
-            idempotency_key=request.POST.get("key", ""),
-            seconds_on_task=seconds,
-            read_seconds=None if read_ms is None else read_ms / 1000,
-        )
+        serving.judgement_submit(assignment=assignment, annotator=annotator,
+                                 **hit_answer_from_post(study, request.POST))
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
     status = 409 if error and not request.headers.get("HX-Request") else 200

@@ -11,6 +11,7 @@ from django.utils.crypto import salted_hmac
 
 from ..models import Annotator, Assignment, CheckItem, Comparison, Judgement, PairState, Study
 from ..models import CrowdSession as CrowdEntry  # the name CrowdSession is the session dataclass below
+from ..rubrics import rubric_screen
 from ..serving import protocol_state, store
 from ..serving.protocol_state import pair_state_of
 from .quality import counted_judgements
@@ -33,7 +34,8 @@ def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
 
 
 def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
-    """What the annotator sees for a HIT: input, and the two outputs in screen order.
+    """What the annotator sees for a HIT: input, the two outputs in screen order, and a rubric
+    study's criteria with their scales (``criteria``; [] for one criterion: annotation/rubrics.py).
 
     ``done``: the annotator's judgements in the study, when the caller has counted them already.
     """
@@ -45,7 +47,7 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
         if done is None:
             done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
         return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done,
-                "left_messages": None, "right_messages": None}
+                "left_messages": None, "right_messages": None, "criteria": rubric_screen(study or check.study)}
     # The comparison, its item and the outputs of its two systems in one statement (the serving
     # store: this read is on every HIT's path).
     shown = store.hit_texts(assignment.comparison_id)
@@ -61,7 +63,7 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
     if done is None:
         done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
     return {"assignment": assignment, "item": item, "left": left[0], "right": right[0], "done": done,
-            "left_messages": left[1], "right_messages": right[1]}
+            "left_messages": left[1], "right_messages": right[1], "criteria": rubric_screen(study)}
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:
