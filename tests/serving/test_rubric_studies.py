@@ -254,3 +254,28 @@ def test_the_admin_cannot_edit_what_the_protocol_codec_writes():
 
     readonly = set(admin.site._registry[Row].get_readonly_fields(None))
     assert set(MIRRORED) <= readonly, set(MIRRORED) - readonly
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_a_rubrics_onboarding_checks_look_like_any_hit_and_check_the_first_criterion(client, honest):
+    from tests.factories import GOOD, current_hit, start_worker
+
+    rows = rubric_rows(imported=0) + [
+        {"kind": "check", "id": f"gold-{n}", "input": f"Check {n}", "first": GOOD, "second": "x", "expected": "first"}
+        for n in range(2)]
+    rows[0]["onboarding_checks"] = 2
+    study = study_import(source=bundle_bytes(rows))
+    start_worker(client, study.slug, f"pid-{honest}")
+    for _ in range(2):
+        assignment, context = current_hit(client, study.slug)
+        assert assignment.kind == "check" and [c["name"] for c in context["criteria"]] == [
+            "helpfulness", "correctness", "style"]
+        good_left = context["left"] == GOOD
+        first = (2 if good_left else -2) * (1 if honest else -1)
+        client.post(f"/s/{study.slug}/hits/{assignment.pk}/", {
+            "key": context["key"], "criterion-helpfulness": str(first),
+            # the other criteria right whatever the worker: only the first is checked
+            "criterion-correctness": "1" if good_left else "-1", "reason-correctness": "checked",
+            "criterion-style": "0"})
+    screen = client.get(f"/s/{study.slug}/annotate/").context
+    assert (screen["screen"] == "screened") is (not honest)
