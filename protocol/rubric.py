@@ -47,16 +47,17 @@ class RubricState:
             raise ValueError(f"{len(self.criteria)} criteria but {len(self.lanes)} lanes")
         if len(set(self.criteria)) != len(self.criteria):
             raise ValueError(f"criteria must be distinct, got {list(self.criteria)}")
+        if len(self.hits) != len(self.lanes[0].pairs):
+            raise ValueError(f"{len(self.lanes[0].pairs)} pairs but {len(self.hits)} HIT counts")
+        if len(self.lanes) == 1:
+            return  # one criterion: its HITs are its judgements (``single``, the codec)
         keys = [p.key for p in self.lanes[0].pairs]
         for name, lane in zip(self.criteria, self.lanes):
             if [p.key for p in lane.pairs] != keys:
                 raise ValueError(f"criterion {name!r} has other pairs than {self.criteria[0]!r}")
-        if len(self.hits) != len(keys):
-            raise ValueError(f"{len(keys)} pairs but {len(self.hits)} HIT counts")
-        for lane_name, lane in zip(self.criteria, self.lanes):
             for pair, hits in zip(lane.pairs, self.hits):
                 if pair.judgements > hits:
-                    raise ValueError(f"pair {pair.key} holds {pair.judgements} judgements of {lane_name!r} "
+                    raise ValueError(f"pair {pair.key} holds {pair.judgements} judgements of {name!r} "
                                      f"but only {hits} HITs")
 
     @property

@@ -68,15 +68,22 @@ def pair_hits_of(row: PairState) -> int:
 
 def _lane_pairs(row: PairState, names: tuple[str, ...]) -> tuple[tuple[adaptive.PairState, ...], int]:
     """The pair in every lane (one per criterion name) and its HITs."""
-    first = pair_state_of(row)
+    if not row.state:
+        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    return _lanes_of(row.state, row.criteria_state, names, f"pair {row.pk} of study {row.study_id}")
+
+
+def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...],
+              where: str) -> tuple[tuple[adaptive.PairState, ...], int]:
+    """_lane_pairs from the row's two JSON columns (``where`` names the row in errors)."""
+    first = adaptive.PairState.from_dict(state)
     if len(names) == 1:
         return (first,), first.judgements
-    stored = row.criteria_state or {}
-    lanes = stored.get("lanes", {})
+    lanes = (criteria_state or {}).get("lanes", {})
     missing = [name for name in names[1:] if name not in lanes]
     if missing:
-        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state for criterion {missing[0]!r}")
-    return (first, *(adaptive.PairState.from_dict(lanes[name]) for name in names[1:])), int(stored["hits"])
+        raise ValueError(f"{where} has no protocol state for criterion {missing[0]!r}")
+    return (first, *(adaptive.PairState.from_dict(lanes[name]) for name in names[1:])), int(criteria_state["hits"])
 
 
 def _criteria_names(study: Study) -> tuple[str, ...]:
@@ -157,11 +164,11 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     stale = [pk for pk, version, updated_at, _ in heads if _parsed.get(pk, (None,))[0] != (version, updated_at)]
     if len(_parsed) + len(stale) > PARSED_MAX:
         _parsed.clear()
-    for row in PairState.objects.filter(pk__in=stale).only("pk", "study_id", "version", "updated_at", "state",
-                                                           "criteria_state"):
-        if not row.state:
+    for pk, version, updated_at, blob, lanes in (PairState.objects.filter(pk__in=stale).values_list(
+            "pk", "version", "updated_at", "state", "criteria_state")):
+        if not blob:
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
-        _parsed[row.pk] = ((row.version, row.updated_at), _lane_pairs(row, names))
+        _parsed[pk] = ((version, updated_at), _lanes_of(blob, lanes, names, f"pair {pk} of study {study.slug!r}"))
     read = {pk: _parsed[pk] for pk, *_ in heads}  # a row that moved meanwhile: its newer version
     if any(len(lanes) != len(names) for _, (lanes, _) in read.values()):
         _parsed.clear()
