@@ -31,6 +31,14 @@ def is_rubric(study) -> bool:
     return bool(study.criteria)
 
 
+def criterion_metrics(study) -> dict[str, str | None]:
+    """criterion -> the name of the metric its protocol uses: the first criterion's own, else the
+    study's metric; every other criterion its own or None (human only)."""
+    criteria = study_rubric(study)
+    study_metric = study.metric.name if study.metric_id else None
+    return {c.name: c.metric or (study_metric if k == 0 else None) for k, c in enumerate(criteria)}
+
+
 def answer_row(*, value: int, strength: int = 0, reason: str = "") -> dict:
     """One criterion's answer as stored in ``Judgement.answers`` (canonical order)."""
     row: dict = {"value": int(value)}

@@ -17,7 +17,7 @@ from protocol.report import compare_metric, report_json
 
 from .. import figures
 from ..models import AnnotatorExclusion, Comparison, Judgement, PairState, PairStateHistory, Study
-from ..rubrics import is_rubric, study_rubric
+from ..rubrics import criterion_metrics, is_rubric, study_rubric
 from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
@@ -298,6 +298,7 @@ def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[st
     ``states``: the study's pair rows with first and second loaded; ``order``: the systems in
     leaderboard order (the rows' order)."""
     criteria = study_rubric(study)
+    metrics = criterion_metrics(study)
     rank = {name: k for k, name in enumerate(order)}
     rows, totals = [], {c.name: {"decided": 0, "judgements": 0, "agree": 0, "paired": 0, "wins": {}} for c in criteria}
     for s in sorted(states, key=lambda s: (rank.get(s.first.name, 0), rank.get(s.second.name, 0))):
@@ -311,13 +312,12 @@ def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[st
             total["judgements"] += pair.judgements
             total["agree"] += int(np.trace(paired))
             total["paired"] += int(paired.sum())
-            if pair.decision:
+            winner = None if not pair.decision else s.first.name if pair.decision > 0 else s.second.name
+            if winner:
                 total["decided"] += 1
-                winner = s.first.name if pair.decision > 0 else s.second.name
                 total["wins"][winner] = total["wins"].get(winner, 0) + 1
             cells.append({"criterion": c.name, "decision": pair.decision, "status": pair.status,
-                          "judgements": pair.judgements,
-                          "winner": (s.first.name if pair.decision > 0 else s.second.name) if pair.decision else None})
+                          "judgements": pair.judgements, "winner": winner})
         rows.append({"first": s.first.name, "second": s.second.name, "hits": pair_hits_of(s), "cells": cells})
     summary = []
     for c in criteria:
@@ -325,7 +325,7 @@ def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[st
         wins = total["wins"]
         ranking_order = sorted(order, key=lambda name: (-wins.get(name, 0), rank.get(name, 0)))
         summary.append({
-            "name": c.name, "label": c.label, "metric": c.metric or (study.metric.name if c is criteria[0] and study.metric_id else None),
+            "name": c.name, "label": c.label, "metric": metrics[c.name],
             "decided": total["decided"], "pairs": len(rows), "judgements": total["judgements"],
             "agreement": total["agree"] / total["paired"] if total["paired"] else None,
             "ranking": ranking_order,

@@ -13,7 +13,7 @@ from protocol.plan import hours_to_finish
 from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
-from ..rubrics import lane_values, study_rubric
+from ..rubrics import criterion_metrics, lane_values, study_rubric
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
@@ -284,9 +284,7 @@ def study_judges(*, study: Study) -> list[dict]:
     if not verdicts:
         return []
     criteria = study_rubric(study)
-    criterion_of = {c.metric: c.name for c in reversed(criteria) if c.metric}
-    if study.metric_id and not criteria[0].metric:
-        criterion_of.setdefault(study.metric.name, criteria[0].name)
+    criterion_of = {metric: name for name, metric in reversed(criterion_metrics(study).items()) if metric}
     human_sum: dict[str, dict[tuple[str, str, str], list[int]]] = {c.name: {} for c in criteria}
     for (a, b), labels in study_judgement_answers(study=study, criteria=criteria).items():
         for item, answer in labels:

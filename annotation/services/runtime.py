@@ -30,7 +30,7 @@ from django.db.models import Count, F
 from protocol import adaptive, rubric
 
 from ..models import Comparison, Judgement, JudgementKind, Metric, PairState, Study
-from ..rubrics import study_rubric
+from ..rubrics import criterion_metrics, study_rubric
 from ..selectors.quality import counted_judgements, excluded_annotators
 from ..selectors.studies import study_draw_chances, study_judgement_answers, study_metric_labels, study_pair_capacities
 from ..serving import protocol_state
@@ -57,11 +57,9 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
     capacities = study_pair_capacities(study=study)
     criteria = study_rubric(study)
-    metrics = {}
-    for position, criterion in enumerate(criteria):
-        metric = study.metric if position == 0 and not criterion.metric else \
-            Metric.objects.filter(study=study, name=criterion.metric).first() if criterion.metric else None
-        metrics[criterion.name] = study_metric_labels(study=study, metric=metric) if metric is not None else None
+    by_name = {m.name: m for m in Metric.objects.filter(study=study)}
+    metrics = {name: study_metric_labels(study=study, metric=by_name[metric]) if metric else None
+               for name, metric in criterion_metrics(study).items()}
     existing = study_judgement_answers(study=study, criteria=criteria)
     for key, labels in existing.items():
         # Imported labels beyond ratings_per_item still count: the pair has them all.

@@ -319,11 +319,11 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
     judgements = []
     # A rubric study's lines are one per criterion: one judgement per (item, pair, annotator)
     # holds them all, its value the first criterion's (the bundle reader checked completeness).
-    rubric = [c["name"] for c in bundle.study.get("criteria", ())]
+    criteria = [c["name"] for c in bundle.study.get("criteria", ())]
     by_judgement: dict[tuple, Judgement] = {}
     for r in bundle.human_preferences:
         first, second, sign = canonical_pair(r.first, r.second)
-        if rubric:
+        if criteria:
             key = (r.item, first, second, r.annotator)
             judgement = by_judgement.get(key)
             if judgement is None:
@@ -333,7 +333,7 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
                 judgements.append(judgement)
             judgement.answers[r.criterion] = answer_row(value=sign * r.preference, strength=r.strength,
                                                         reason=r.reason)
-            if r.criterion == rubric[0]:
+            if r.criterion == criteria[0]:
                 judgement.value = sign * r.preference
             continue
         judgements.append(Judgement(
