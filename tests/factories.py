@@ -26,7 +26,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotation.access import RESEARCHER_GROUP
-from annotation.models import Annotator, Assignment, Comparison, Study
+from annotation.models import Annotator, Assignment, Comparison, Item, Output, PairState, Study
 from annotation.services import hits, study_import, study_membership_set
 from protocol.bundle import write_bundle_rows
 
@@ -98,11 +98,24 @@ def weighted_study(choice):
     study = study_import(source=bundle_bytes(one_pair_rows(items=20, batch=8, budget=8)))
     Study.objects.filter(pk=study.pk).update(item_choice=choice, item_choice_temperature=0.25)
     study.refresh_from_db()
-    comparisons = list(Comparison.objects.filter(study=study).order_by("item__position"))
+    comparisons = comparisons_stored(study)
     for n, c in enumerate(comparisons):
         c.separability = n / len(comparisons)
     Comparison.objects.bulk_update(comparisons, ["separability"])
     return study
+
+
+def comparisons_stored(study):
+    """Every pair's comparison of every item of ``study``, stored now where it is not yet (as
+    the separability job stores the scored ones; serving stores the others when it first leases
+    them), ordered by pair and item position."""
+    outputs = set(Output.objects.filter(item__study=study).values_list("item_id", "system_id"))
+    rows = [Comparison(study=study, item_id=item_id, first_id=pair.first_id, second_id=pair.second_id, pair=pair)
+            for pair in PairState.objects.filter(study=study).order_by("id")
+            for item_id in Item.objects.filter(study=study).order_by("position").values_list("id", flat=True)
+            if (item_id, pair.first_id) in outputs and (item_id, pair.second_id) in outputs]
+    Comparison.objects.bulk_create(rows, ignore_conflicts=True)
+    return list(Comparison.objects.filter(study=study).order_by("pair_id", "item__position"))
 
 
 SCRIPT = "<script>window.__xss=1</script>"

@@ -22,7 +22,7 @@ from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
 from .exports import study_bundle
-from .studies import study_judgement_labels, study_judges, study_metric_labels
+from .studies import pair_item_names, study_judgement_labels, study_judges, study_metric_labels
 
 
 def pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
@@ -52,6 +52,10 @@ LEADERBOARD_REPLICATES = 200
 
 
 PROJECTION_DRAWS = 300
+# Predictive draws of all running pairs together: 300 per pair up to 200 pairs, fewer beyond
+# (at least 60; the interval is of the total, a sum over pairs, which many pairs steady).
+# 1,225 pairs x 300 draws took 15 s for one dashboard.
+PROJECTION_ENTRIES = 60_000
 
 
 def dashboard_version(*, study: Study) -> tuple:
@@ -257,7 +261,8 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     projection = None
     if running:
         result = judgements_to_finish([c for c, _ in running], [r for _, r in running], batch=study.batch_size,
-                                      gamma=study.gamma, draws=PROJECTION_DRAWS, seed=study.protocol_seed)
+                                      gamma=study.gamma, seed=study.protocol_seed,
+                                      draws=max(60, min(PROJECTION_DRAWS, PROJECTION_ENTRIES // len(running))))
         projection = {"pairs": len(running), "total": result.total, "low": result.low, "high": result.high,
                       "level": result.level}
     categories = {c: 0 for c in ranking.CATEGORIES}
@@ -403,13 +408,13 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
                        "wins": wins, "ties": int((prefix == 0).sum()), "losses": losses,
                        "share": (wins + 1) / (wins + losses + 2), "share_low": float(low), "share_high": float(high)})
     metric_labels = study_metric_labels(study=study, pair=(first, second)).get((first, second), {})
-    separability = dict(Comparison.objects.filter(study=study, first__name=first, second__name=second)
+    separability = dict(Comparison.objects.filter(pair=row).exclude(separability=None)
                         .values_list("item__external_id", "separability"))
     by_item: dict[str, list[int]] = {}
     for item, value, _, _ in judgements:
         by_item.setdefault(item, []).append(value)
     items = []
-    for item in _natural(set(separability) | set(by_item)):
+    for item in _natural(pair_item_names(study=study, first_id=row.first_id, second_id=row.second_id)):
         human = by_item.get(item, [])
         majority = int(np.sign(sum(human))) if human else None
         label = metric_labels.get(item)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, F, Min, OuterRef, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
+
+from protocol import adaptive
 
 from ..models import Annotator, Assignment, CheckItem, Comparison, Judgement, PairState, Study
 from ..models import CrowdSession as CrowdEntry  # the name CrowdSession is the session dataclass below
@@ -278,15 +280,11 @@ def annotator_has_work(*, study: Study, annotator, skipped_too: bool = False) ->
     skip by this annotator. ``skipped_too``: their skipped comparisons count as work (whether
     it was their skips that emptied their queue: the completion code does not pay for those).
     """
-    open_pairs = PairState.objects.filter(study=study, status="open", quota_left__gt=F("leased")).values("id")
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
-    comparisons = (Comparison.objects.filter(free, pair_id__in=open_pairs,
-                                             judgement_count__lt=study.ratings_per_item, item__withdrawn=False)
-                   .exclude(pk__in=Judgement.objects.filter(annotator=annotator).values("comparison_id")))
-    if not skipped_too:
-        comparisons = comparisons.exclude(pk__in=Assignment.objects.filter(
-            annotator=annotator, state=Assignment.State.SKIPPED).values("comparison_id"))
-    return comparisons.exists()
+    now = timezone.now()
+    annotator_id = getattr(annotator, "pk", annotator)
+    return any(store.pair_items(study.pk, pair, annotator_id, ratings_per_item=study.ratings_per_item, now=now,
+                                one_at_random=True, skips_free=skipped_too)
+               for pair in store.open_pairs(study.pk, adaptive.OPEN))
 
 
 def protocol_pair_of(row: PairState):

@@ -3,6 +3,7 @@ judgements, members, its bundle and planner jobs."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 from django.db.models import Avg, Count, Exists, OuterRef, Q, QuerySet, Subquery
@@ -14,7 +15,7 @@ from protocol.preferences import canonical_pair, combine_verdicts, preferences_f
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..rubrics import criterion_metrics, lane_values, study_rubric
-from ..models import (AnnotatorExclusion, Comparison, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
+from ..models import (AnnotatorExclusion, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
 
@@ -73,41 +74,72 @@ def study_progress(*, study: Study) -> dict:
     }
 
 
-def comparison_sample_texts(*, study: Study) -> tuple[list[int], list[list[str]], list[list[str]]]:
-    """Comparisons whose two outputs have >= 2 samples, with the sample texts in sample order.
+def study_pair_item_counts(*, study: Study) -> dict[tuple[str, str], int]:
+    """(first, second) -> the pair's items: items on which both systems have an output.
 
-    Returns (comparison ids (n,), first system's samples [n][k1], second's [n][k2]).
+    From the outputs (an items x systems presence array, one matrix product), not from stored
+    comparisons: a pair's comparison of an item is stored only once it is leased, judged or
+    scored for separability.
+    """
+    rows = list(Output.objects.filter(item__study=study).values_list("item_id", "system_id").distinct())
+    names = dict(System.objects.filter(study=study).values_list("pk", "name"))
+    if not rows:
+        return {}
+    item_ids, system_ids = (np.array(column) for column in zip(*rows))
+    _, item_index = np.unique(item_ids, return_inverse=True)
+    systems, system_index = np.unique(system_ids, return_inverse=True)
+    present = np.zeros((item_index.max() + 1, len(systems)), dtype=np.int64)
+    present[item_index, system_index] = 1
+    shared = present.T @ present
+    counts = {}
+    for a, b in itertools.combinations(range(len(systems)), 2):
+        first, second = sorted((names[int(systems[a])], names[int(systems[b])]))
+        if shared[a, b]:
+            counts[(first, second)] = int(shared[a, b])
+    return counts
+
+
+def pair_item_names(*, study: Study, first_id: int, second_id: int) -> list[str]:
+    """External ids of the pair's items (both systems have an output there), by position."""
+
+    def has_output(system_id: int):
+        return Exists(Output.objects.filter(item=OuterRef("pk"), system_id=system_id))
+
+    return list(Item.objects.filter(has_output(first_id), has_output(second_id), study=study)
+                .order_by("position").values_list("external_id", flat=True))
+
+
+def study_pair_capacities(*, study: Study) -> dict[tuple[str, str], int]:
+    """(first, second) -> human judgements the pair can receive (its items x ratings)."""
+
+    return {key: n * study.ratings_per_item for key, n in study_pair_item_counts(study=study).items()}
+
+
+def comparison_sample_texts(*, study: Study) -> tuple[list[tuple[int, int, int, int]], list[list[str]],
+                                                        list[list[str]]]:
+    """The pairs' items whose two outputs have >= 2 samples, with the sample texts in sample order.
+
+    Returns ((item id, first id, second id, pair id) (n,), first system's samples [n][k1],
+    second's [n][k2]), by pair then item.
     """
 
     texts: dict[tuple[int, int], list[str]] = {}
     rows = Output.objects.filter(item__study=study).order_by("item_id", "system_id", "sample")
     for item_id, system_id, text in rows.values_list("item_id", "system_id", "text").iterator():
         texts.setdefault((item_id, system_id), []).append(text)
-    ids, first, second = [], [], []
-    comparisons = Comparison.objects.filter(study=study).order_by("id")
-    for pk, item_id, first_id, second_id in comparisons.values_list("id", "item_id", "first_id", "second_id"):
-        a, b = texts.get((item_id, first_id), []), texts.get((item_id, second_id), [])
-        if len(a) >= 2 and len(b) >= 2:
-            ids.append(pk)
-            first.append(a)
-            second.append(b)
-    return ids, first, second
-
-
-def study_pair_ids(*, study: Study) -> dict[tuple[str, str], tuple[int, int]]:
-    """(first name, second name) -> (first id, second id) for every pair with comparisons."""
-
-    rows = (Comparison.objects.filter(study=study)
-            .values_list("first__name", "second__name", "first_id", "second_id").distinct())
-    return {(a, b): (i, j) for a, b, i, j in rows}
-
-
-def study_pair_capacities(*, study: Study) -> dict[tuple[str, str], int]:
-    """(first, second) -> human judgements the pair can receive (comparisons x ratings)."""
-
-    rows = (Comparison.objects.filter(study=study).values("first__name", "second__name")
-            .annotate(n=Count("id")).values_list("first__name", "second__name", "n"))
-    return {(a, b): n * study.ratings_per_item for a, b, n in rows}
+    sampled: dict[int, list[int]] = {}
+    for (item_id, system_id), samples in texts.items():
+        if len(samples) >= 2:
+            sampled.setdefault(system_id, []).append(item_id)
+    keys, first, second = [], [], []
+    for pk, first_id, second_id in PairState.objects.filter(study=study).order_by("id").values_list(
+            "id", "first_id", "second_id"):
+        both = sorted(set(sampled.get(first_id, ())) & set(sampled.get(second_id, ())))
+        for item_id in both:
+            keys.append((item_id, first_id, second_id, pk))
+            first.append(texts[(item_id, first_id)])
+            second.append(texts[(item_id, second_id)])
+    return keys, first, second
 
 
 def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | None = None

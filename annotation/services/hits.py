@@ -117,8 +117,7 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
         open_pairs = store.open_pairs(study.pk, adaptive.OPEN)
         if not open_pairs:
             return None
-        order = [(pk, round_) for *_, pk, round_ in sorted(
-            (p.quota_left - p.leased, rng.random(), p.id, p.round) for p in open_pairs)]
+        order = [pair for *_, pair in sorted((p.quota_left - p.leased, rng.random(), p.id, p) for p in open_pairs)]
         # SQLite: this transaction holds the database's write lock, so the rows just read are
         # current. PostgreSQL: lock the pair row, skipping rows that other leases hold. (One
         # query that picks and locks, ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED, saves a
@@ -126,47 +125,48 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
         # busy pair ran down the sorted rows while holding the pairs already tried.)
         row_locks = connection.features.has_select_for_update
         busy = []
-        for pk, round_ in order:
-            if row_locks and not store.pair_lock_open(pk, adaptive.OPEN, skip_locked=True):
-                busy.append((pk, round_))
+        for pair in order:
+            if row_locks and not store.pair_lock_open(pair.id, adaptive.OPEN, skip_locked=True):
+                busy.append(pair)
                 continue
-            lease = _lease_in_pair(study, pk, round_, annotator, rng)
+            lease = _lease_in_pair(study, pair, annotator, rng)
             if lease is not None:
                 return lease
     # Every open pair that might serve them was locked by another lease: wait for one rather
     # than say "no work" -- each wait in a transaction of its own, holding no other pair's lock
     # (two leases that waited for each other's pair while holding the pairs they had tried
     # deadlocked on PostgreSQL). Nothing was written above: no lease, no change.
-    for pk, round_ in busy[:3]:
+    for pair in busy[:3]:
         with transaction.atomic():
-            if store.pair_lock_open(pk, adaptive.OPEN, skip_locked=False):
-                lease = _lease_in_pair(study, pk, round_, annotator, rng)
+            if store.pair_lock_open(pair.id, adaptive.OPEN, skip_locked=False):
+                lease = _lease_in_pair(study, pair, annotator, rng)
                 if lease is not None:
                     return lease
     return None
 
 
-def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annotator,
-                   rng: random.Random) -> Assignment | None:
-    """Lease a comparison of the pair ``pair_id`` to ``annotator`` (None if none fits).
+def _lease_in_pair(study: Study, pair: store.OpenPair, annotator: Annotator, rng: random.Random) -> Assignment | None:
+    """Lease an item of ``pair`` to ``annotator`` (None if none fits), storing the pair's
+    comparison of the item if this is its first lease.
 
     Precondition: the caller holds the pair's row lock (or SQLite's write lock).
     """
     now = timezone.now()
     uniform = study.item_choice == Study.ItemChoice.UNIFORM
     if study.item_choice == Study.ItemChoice.STRATIFIED:
-        # The strata's bins come from all the pair's comparisons (they do not move as items are
+        # The strata's bins come from all the pair's items (they do not move as items are
         # judged): read them all, and exclude the unavailable ones from the draw.
-        rows = store.comparisons_of_pair(pair_id, annotator.pk)
-        unavailable = [str(c.id) for c in rows
-                       if c.judgement_count >= study.ratings_per_item
-                       or (c.lease_expires_at is not None and c.lease_expires_at > now) or c.mine or c.withdrawn]
+        rows = store.pair_items(study.pk, pair, annotator.pk)
+        unavailable = [str(r.item_id) for r in rows
+                       if r.judgement_count >= study.ratings_per_item
+                       or (r.lease_expires_at is not None and r.lease_expires_at > now) or r.mine or r.withdrawn]
         if len(unavailable) == len(rows):
             return None
     else:
-        # A uniform or weighted draw depends on the available comparisons only: read only those
+        # A uniform or weighted draw depends on the available items only: read only those
         # (a uniform one draws in the database and reads one row).
-        rows = store.comparisons_available(pair_id, study.ratings_per_item, now, annotator.pk, one_at_random=uniform)
+        rows = store.pair_items(study.pk, pair, annotator.pk, ratings_per_item=study.ratings_per_item, now=now,
+                                one_at_random=uniform)
         if not rows:
             return None
         unavailable = []
@@ -174,26 +174,29 @@ def _lease_in_pair(study: Study, pair_id: int, pair_round: int, annotator: Annot
     # a uniform draw needs none.
     chance = None
     if uniform:
-        chosen = rows[0].id
+        chosen = rows[0]
     else:
         policy = study.item_choice if any(r.separability is not None for r in rows) else Study.ItemChoice.UNIFORM
-        drawn, chance = choose_one([str(r.id) for r in rows],
+        drawn, chance = choose_one([str(r.item_id) for r in rows],
                                    [r.separability if r.separability is not None else 0.0 for r in rows],
                                    unavailable, policy=policy, temperature=study.item_choice_temperature,
                                    seed=rng.randrange(2**31))
-        chosen = int(drawn)
+        chosen = next(r for r in rows if str(r.item_id) == drawn)
         if policy == Study.ItemChoice.UNIFORM:
             chance = None
-    expired_lease = next(r.lease_expires_at for r in rows if r.id == chosen) is not None
-    if expired_lease:
+    if chosen.lease_expires_at is not None:
         # Taking over an expired lease: the pair's live-lease count stays the same.
-        store.leases_of_comparison_expire(chosen)
+        store.leases_of_comparison_expire(chosen.comparison_id)
     else:
-        store.pair_leases_add(pair_id, +1)
+        store.pair_leases_add(pair.id, +1)
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
-    store.comparison_lease_set(chosen, expires)
-    assignment = Assignment(annotator=annotator, comparison_id=chosen, shown_swapped=rng.random() < 0.5,
-                            round=pair_round, issued_at=now, expires_at=expires, draw_probability=chance)
+    if chosen.comparison_id is None:  # the item's first lease in this pair
+        comparison_id = store.comparison_leased_new(study.pk, pair, chosen.item_id, expires)
+    else:
+        comparison_id = chosen.comparison_id
+        store.comparison_lease_set(comparison_id, expires)
+    assignment = Assignment(annotator=annotator, comparison_id=comparison_id, shown_swapped=rng.random() < 0.5,
+                            round=pair.round, issued_at=now, expires_at=expires, draw_probability=chance)
     store.assignment_insert(assignment)
     return assignment
 

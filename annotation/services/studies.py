@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections import Counter, defaultdict
-from dataclasses import replace
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -261,47 +260,30 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     for r in bundle.human_preferences:
         first, second, _ = canonical_pair(r.first, r.second)
         judged.add((r.item, first, second))
-    count, by_key = _store_comparisons(study, items, systems, pairs, systems_of_item, judged, progress)
+    by_key = _store_judged_comparisons(study, items, systems, pairs, judged, progress)
     _store_imported_judgements(bundle, by_key, progress)
     # Checks are no items: no comparison, no pair, so the protocol never sees them.
     _bulk(CheckItem, [CheckItem(study=study, external_id=r.id, input=r.input, reference=r.reference, first=r.first,
                                 second=r.second, expected=r.expected, position=n)
                       for n, r in enumerate(bundle.checks)], progress, "checks")
-    if not study.budget:
-        study.budget = count * study.ratings_per_item
+    if not study.budget:  # every item of every pair, rated ratings_per_item times
+        study.budget = sum(len(names) * (len(names) - 1) // 2 for names in systems_of_item.values()) \
+            * study.ratings_per_item
         study.save(update_fields=["budget"])
     return study
 
 
-def _store_comparisons(study: Study, items: dict, systems: dict, pairs: dict, systems_of_item: dict, judged: set,
-                       progress: Progress) -> tuple[int, dict]:
-    """One comparison per item and pair of its systems, inserted a batch at a time so that
-    only a batch is held in memory (2.45 M comparisons at 50 systems x 2,000 items; the import
-    that held them all peaked at 2.2 GB). Returns how many, and the comparisons of the ``judged`` keys
-    (item external id, first, second), which imported judgements refer to."""
-    total = sum(len(names) * (len(names) - 1) // 2 for names in systems_of_item.values())
-    count, kept, batch, keys = 0, {}, [], []
+def _store_judged_comparisons(study: Study, items: dict, systems: dict, pairs: dict, judged: set,
+                              progress: Progress) -> dict:
+    """The comparisons that imported judgements refer to, by (item external id, first, second).
 
-    def flush() -> None:
-        nonlocal count
-        for key, comparison in zip(keys, Comparison.objects.bulk_create(batch)):
-            if key in judged:
-                kept[key] = comparison
-        count += len(batch)
-        batch.clear()
-        keys.clear()
-        progress("comparisons", count, total)
-
-    for external_id, item in items.items():
-        for a, b in itertools.combinations(sorted(systems_of_item[external_id]), 2):
-            batch.append(Comparison(study_id=study.pk, item_id=item.pk, first_id=systems[a].pk, second_id=systems[b].pk,
-                                    pair_id=pairs[(a, b)].pk))
-            keys.append((external_id, a, b))
-            if len(batch) == BATCH:
-                flush()
-    if batch:
-        flush()
-    return count, kept
+    A pair's comparison of an item is stored when it is first used (judged here, leased by
+    serving, scored for separability): storing one per item and pair made the import grow with
+    items x pairs (2.45 M rows at 50 systems x 2,000 items)."""
+    keys = sorted(judged)
+    batch = [Comparison(study_id=study.pk, item_id=items[item].pk, first_id=systems[a].pk, second_id=systems[b].pk,
+                        pair_id=pairs[(a, b)].pk) for item, a, b in keys]
+    return dict(zip(keys, _bulk(Comparison, batch, progress, "comparisons")))
 
 
 def _message_rows(messages) -> list[dict] | None:
@@ -350,15 +332,15 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
 
 
 def study_separability_compute(*, study_id: int, progress: Progress = _no_progress) -> int:
-    """Score and store the separability of every comparison whose two outputs have >= 2 samples.
+    """Score and store the separability of every pair's item whose two outputs have >= 2 samples.
 
     Long-running: call outside any transaction. Progress is written to the Study row as it
-    goes (so another process can show it); the comparisons are updated in one transaction at
-    the end, so a crash leaves the old values and status "failed". Returns the number of
-    comparisons updated.
+    goes (so another process can show it); the comparisons are stored (or, leased or judged
+    already, updated) in one transaction at the end, so a crash leaves the old values and
+    status "failed". Returns the number of comparisons scored.
     """
     study = Study.objects.get(pk=study_id)
-    ids, first_texts, second_texts = comparison_sample_texts(study=study)
+    keys, first_texts, second_texts = comparison_sample_texts(study=study)
     Study.objects.filter(pk=study_id).update(separability_status="running", separability_done=0,
                                              separability_error="")
 
@@ -369,23 +351,20 @@ def study_separability_compute(*, study_id: int, progress: Progress = _no_progre
     try:
         raw = compute_alignments(first_texts, second_texts, study.separability_similarity, progress=report)
         normalised = raw.normalised()
-        delta = normalised.separability
+        scored = ["self_first", "self_second", "cross", "separability"]
+        rows = [Comparison(study_id=study_id, item_id=item_id, first_id=first_id, second_id=second_id, pair_id=pair_id,
+                           self_first=float(normalised.self_first[n]), self_second=float(normalised.self_second[n]),
+                           cross=float(normalised.cross[n]), separability=float(normalised.separability[n]))
+                for n, (item_id, first_id, second_id, pair_id) in enumerate(keys)]
         with transaction.atomic():
-            rows = list(Comparison.objects.filter(pk__in=ids).only("id"))
-            position = {pk: n for n, pk in enumerate(ids)}
-            for c in rows:
-                n = position[c.id]
-                c.self_first = float(normalised.self_first[n])
-                c.self_second = float(normalised.self_second[n])
-                c.cross = float(normalised.cross[n])
-                c.separability = float(delta[n])
-            Comparison.objects.bulk_update(rows, ["self_first", "self_second", "cross", "separability"],
-                                           batch_size=BATCH)
+            # A comparison leased or judged meanwhile keeps its counters; only its scores change.
+            Comparison.objects.bulk_create(rows, batch_size=BATCH, update_conflicts=True,
+                                           unique_fields=["item", "first", "second"], update_fields=scored)
             Study.objects.filter(pk=study_id).update(separability_status="done")
     except Exception as exc:
         Study.objects.filter(pk=study_id).update(separability_status="failed", separability_error=str(exc)[:2000])
         raise
-    return len(ids)
+    return len(keys)
 
 
 def study_settings_update(

@@ -17,7 +17,6 @@ excluded workers (``Study.protocol_lost_judgements``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict
 
 from django.utils import timezone
 

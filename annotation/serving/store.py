@@ -82,25 +82,25 @@ class OpenPair:
     round: int
     quota_left: int
     leased: int
+    first_id: int
+    second_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A comparison a lease may take: free, needed, not judged or skipped by the annotator."""
-    id: int
-    lease_expires_at: datetime | None   # an expired lease it would take over, else None
-    separability: float | None
+class PairItem:
+    """One item of a pair (both systems have an output for it) as a lease sees it.
 
-
-@dataclass(frozen=True, slots=True)
-class PairComparison:
-    """One of a pair's comparisons as a stratified draw sees it."""
-    id: int
+    A pair's comparison of an item is stored when it is first leased, judged or scored for
+    separability (docs/architecture.md, "Comparisons exist for what is used"): until then
+    ``comparison_id`` is None and the item is free, unjudged and unscored.
+    """
+    item_id: int
+    comparison_id: int | None
     judgement_count: int
-    lease_expires_at: datetime | None
+    lease_expires_at: datetime | None   # a live or expired lease's expiry, else None
     separability: float | None
     mine: bool        # judged or skipped by the annotator
-    withdrawn: bool   # its item is withdrawn
+    withdrawn: bool   # the item is withdrawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,43 +380,68 @@ def pairs_with_expired_leases(study_id: int, now: datetime) -> set[int]:
 
 # --- Comparisons ---------------------------------------------------------------------------
 
-def _available_sql() -> str:
-    return (f'SELECT c."id", c."lease_expires_at", c."separability" FROM {COMPARISON} c '
-            f'JOIN {ITEM} i ON i."id" = c."item_id" '
-            'WHERE c."pair_id" = %s AND c."judgement_count" < %s AND NOT i."withdrawn" '
-            'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) '
-            f'AND NOT EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."comparison_id" = c."id") '
-            f'AND NOT EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."annotator_id" = %s '
-            'AND s."comparison_id" = c."id" AND s."state" = %s)')
+_JUDGED_BY = f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s)'
+_SKIPPED_BY = (f'EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
+               'AND s."state" = %s)')
 
 
-_CANDIDATE_COLUMNS = ("id", "lease_expires_at", "separability")
+@lru_cache(maxsize=None)
+def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool = False) -> str:
+    """The items of a pair with their comparison if it is stored (LEFT JOIN on the comparison's
+    unique (item, first, second)); ``available_only``: only those a lease may take
+    (``skips_free``: the annotator's skipped ones too)."""
+    if available_only:
+        skipped = "" if skips_free else f" AND NOT {_SKIPPED_BY}"
+        mine, where = "FALSE", (
+            ' AND NOT i."withdrawn" AND (c."id" IS NULL OR (c."judgement_count" < %s '
+            f'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) AND NOT {_JUDGED_BY}{skipped}))')
+    else:
+        mine, where = f'(c."id" IS NOT NULL AND ({_JUDGED_BY} OR {_SKIPPED_BY}))', ""
+    return (f'SELECT i."id", c."id", COALESCE(c."judgement_count", 0), c."lease_expires_at", c."separability", {mine}, '
+            f'i."withdrawn" FROM {ITEM} i LEFT JOIN {COMPARISON} c '
+            'ON c."item_id" = i."id" AND c."first_id" = %s AND c."second_id" = %s '
+            'WHERE i."study_id" = %s '
+            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s) '
+            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s)'
+            + where + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else ""))
 
 
-def comparisons_available(pair_id: int, ratings_per_item: int, now: datetime, annotator_id: int, *,
-                          one_at_random: bool = False) -> list[Candidate]:
-    """The pair's comparisons a lease to the annotator may take (``one_at_random``: one of them
-    drawn by the database, or none)."""
-    params = [pair_id, ratings_per_item, _datetime(Comparison, "lease_expires_at", now), annotator_id,
-              annotator_id, Assignment.State.SKIPPED]
-    sql = _available_sql() + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else "")
-    return [Candidate(*_read(Comparison, _CANDIDATE_COLUMNS, row)) for row in _rows(sql, params)]
+def pair_items(study_id: int, pair: OpenPair, annotator_id: int, *, ratings_per_item: int | None = None,
+               now: datetime | None = None, one_at_random: bool = False, skips_free: bool = False) -> list[PairItem]:
+    """The pair's items as a lease sees them. With ``ratings_per_item`` and ``now``: only the
+    items a lease to the annotator may take (not withdrawn; no comparison yet, or one with
+    fewer judgements, no live lease and no judgement or skip by the annotator -- ``skips_free``:
+    their skips do not count), and with ``one_at_random`` one of those drawn by the database
+    (or none). Without: every item of the pair (a stratified draw bins all of them)."""
+    available_only = ratings_per_item is not None
+    head = [pair.first_id, pair.second_id, study_id, pair.first_id, pair.second_id]
+    if available_only:
+        params = [*head, ratings_per_item, _datetime(Comparison, "lease_expires_at", now), annotator_id]
+        if not skips_free:
+            params += [annotator_id, Assignment.State.SKIPPED]
+    else:
+        params = [annotator_id, annotator_id, Assignment.State.SKIPPED, *head]
+    rows = _rows(_pair_items_sql(available_only, one_at_random, skips_free), params)
+    return [PairItem(item_id, comparison_id, *_read(Comparison, _PAIR_ITEM_COLUMNS, rest[:3]), mine=bool(rest[3]),
+                     withdrawn=_read(Item, ("withdrawn",), rest[4:5])[0])
+            for item_id, comparison_id, *rest in rows]
 
 
-def comparisons_of_pair(pair_id: int, annotator_id: int) -> list[PairComparison]:
-    """Every comparison of the pair (a stratified draw bins all of them), with whether the
-    annotator judged or skipped it and whether its item is withdrawn."""
-    rows = _rows(
-        f'SELECT c."id", c."judgement_count", c."lease_expires_at", c."separability", i."withdrawn", '
-        f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s) '
-        f'OR EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
-        f'AND s."state" = %s) FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" WHERE c."pair_id" = %s',
-        [annotator_id, annotator_id, Assignment.State.SKIPPED, pair_id])
-    return [PairComparison(*_read(Comparison, _PAIR_COMPARISON_COLUMNS, row[:4]), mine=bool(row[5]),
-                           withdrawn=_read(Item, ("withdrawn",), row[4:5])[0]) for row in rows]
+_PAIR_ITEM_COLUMNS = ("judgement_count", "lease_expires_at", "separability")
 
 
-_PAIR_COMPARISON_COLUMNS = ("id", "judgement_count", "lease_expires_at", "separability")
+def comparison_leased_new(study_id: int, pair: OpenPair, item_id: int, expires: datetime) -> int:
+    """Store the pair's comparison of the item, leased until ``expires`` (its first lease);
+    returns its id. Call holding the pair's lock. (The separability job may have stored it
+    meanwhile, unleased and unjudged: the upsert takes that row.)"""
+    return _one(_COMPARISON_LEASED_NEW, [study_id, item_id, pair.first_id, pair.second_id, pair.id,
+                                         _datetime(Comparison, "lease_expires_at", expires)])[0]
+
+
+_COMPARISON_LEASED_NEW = (
+    f'INSERT INTO {COMPARISON} ("study_id", "item_id", "first_id", "second_id", "pair_id", "judgement_count", '
+    '"lease_expires_at") VALUES (%s, %s, %s, %s, %s, 0, %s) ON CONFLICT ("item_id", "first_id", "second_id") '
+    'DO UPDATE SET "pair_id" = excluded."pair_id", "lease_expires_at" = excluded."lease_expires_at" RETURNING "id"')
 
 
 def comparison_lease_set(comparison_id: int, expires: datetime | None) -> None:
@@ -471,7 +496,7 @@ def judgement_insert(judgement: Judgement) -> None:
 def open_pairs(study_id: int, open_status: str) -> list[OpenPair]:
     """The study's pairs with status ``open_status`` and quota beyond their live leases."""
     return [OpenPair(*row) for row in _rows(
-        f'SELECT "id", "round", "quota_left", "leased" FROM {PAIR} '
+        f'SELECT "id", "round", "quota_left", "leased", "first_id", "second_id" FROM {PAIR} '
         'WHERE "study_id" = %s AND "status" = %s AND "quota_left" > "leased"', [study_id, open_status])]
 
 

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.selectors.exports import study_export_rows
+from annotation.selectors.studies import study_pair_capacities
 from annotation.services import study_import, study_membership_set
 from protocol.bundle import BundleError, read_bundle
 from tests.factories import BUNDLES, bundle_bytes
@@ -31,7 +32,10 @@ def test_import_stores_every_kind_in_canonical_order(toy_rows):
     assert study.slug == "toy-study" and study.batch_size == 2 and study.metric.name == "rouge"
     assert list(study.systems.values_list("name", flat=True)) == ["A", "B", "C"]
     assert models.Output.objects.filter(item__study=study).count() == 12
-    assert study.comparisons.count() == 2 * 3
+    # A comparison is stored once it is used: here the one the imported judgements refer to
+    # (2 items x 3 pairs would be every one); each pair still counts its 2 items.
+    assert list(study.comparisons.values_list("item__external_id", "first__name", "second__name")) == [("i2", "A", "C")]
+    assert study_pair_capacities(study=study) == {("A", "B"): 2, ("A", "C"): 2, ("B", "C"): 2}
     assert study.budget == 6
     assert models.PairState.objects.filter(study=study).count() == 3
     pref = models.MetricPreference.objects.get()

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 
 from annotation.models import Comparison, PairState, Study
 from annotation.services import hits, quality, study_import
-from tests.factories import bundle_bytes, one_pair_rows, worker
+from tests.factories import bundle_bytes, comparisons_stored, one_pair_rows, worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def null_study(run: int) -> Study:
     study = study_import(source=bundle_bytes(rows), slug=f"null-{run}")
     Study.objects.filter(pk=study.pk).update(item_choice=Study.ItemChoice.WEIGHTED, item_choice_temperature=0.1,
                                              protocol_seed=run)
-    comparisons = list(Comparison.objects.filter(study=study).order_by("item__position"))
+    comparisons = comparisons_stored(study)
     for n, c in enumerate(comparisons):  # separability spread over [-1, 1]; the top half is the "+" half
         c.separability = -1 + 2 * n / (len(comparisons) - 1)
     Comparison.objects.bulk_update(comparisons, ["separability"])

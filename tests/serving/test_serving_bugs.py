@@ -5,7 +5,7 @@ import pytest
 
 from annotation.models import Assignment, Comparison, Judgement, PairState, Study
 from annotation.services import hits, study_import
-from tests.factories import bundle_bytes, expire, one_pair_rows, worker
+from tests.factories import bundle_bytes, comparisons_stored, expire, one_pair_rows, worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +35,7 @@ def test_stratified_choice_spreads_one_item_per_hit_over_the_strata():
     study = study_import(source=bundle_bytes(one_pair_rows(items=40, batch=10, budget=400)))
     Study.objects.filter(pk=study.pk).update(item_choice=Study.ItemChoice.STRATIFIED)
     study.refresh_from_db()
-    comparisons = list(Comparison.objects.filter(study=study).order_by("item__position"))
+    comparisons = comparisons_stored(study)
     for n, c in enumerate(comparisons):  # δ spread evenly over [0, 1): 10 items per bin
         c.separability = n / len(comparisons)
     Comparison.objects.bulk_update(comparisons, ["separability"])

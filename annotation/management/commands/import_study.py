@@ -50,5 +50,6 @@ class Command(BaseCommand):
             study_dashboard_refresh(study_id=study.pk)
         self.stdout.write(self.style.SUCCESS(
             f"imported study {study.slug!r} ({study.systems.count()} systems, {study.items.count()} items, "
-            f"{study.comparisons.count()} comparisons) in {imported:.1f} s, dashboard computed in "
+            f"{study.pair_states.count()} pairs, {study.budget} judgements in the budget) in {imported:.1f} s, "
+            f"dashboard computed in "
             f"{time.monotonic() - started - imported:.1f} s"))
