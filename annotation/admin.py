@@ -136,7 +136,11 @@ class MetricAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A metric's scores belong to its study's outputs: it cannot move to another study.
-        return ["study", "kind"] if obj is not None else []
+        # Its tie margin makes the labels the protocol computes from the scores
+        # (serving/metric_labels.py): fixed once the study's protocol has started.
+        if obj is None:
+            return []
+        return ["study", "kind", "tie_margin"] if obj.study.protocol_started else ["study", "kind"]
 
 
 @admin.register(models.MetricScore)

@@ -8,7 +8,7 @@ the state machine that advances the data in ``protocol.machine`` (overview:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 
@@ -242,9 +242,11 @@ class PairState:
         """(3,) all human judgements of the pair, order (+, =, -)."""
         return np.asarray(self.paired).sum(axis=0) + np.asarray(self.human_only)
 
-    def to_dict(self) -> dict:
-        """JSON-able dict (what the app stores in PairState)."""
-        return {
+    def to_dict(self, *, with_metric: bool = True) -> dict:
+        """JSON-able dict. ``with_metric=False`` leaves the metric's labels out: the app stores
+        the rest (PairState) and gives the labels back to ``from_dict``, computed from the
+        metric's scores (2,000 labels per pair at 2,000 items were most of each stored state)."""
+        data = {
             "first": self.first,
             "second": self.second,
             "capacity": int(self.capacity),
@@ -267,15 +269,21 @@ class PairState:
             "draws": [[item, float(chance)] for item, chance in self.draws],
             "steps": [[item, int(value), float(wager), float(rho)] for item, value, wager, rho in self.steps],
         }
+        if not with_metric:
+            del data["metric"]
+        return data
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> PairState:
+    def from_dict(cls, data: Mapping, *, metric: Mapping[str, int] | None = None) -> PairState:
+        """The state ``to_dict`` wrote; ``metric``: the pair's metric labels when ``data`` was
+        written without them (they are taken as given, e.g. a ``LazyLabels``)."""
         try:
             state = cls(
                 first=str(data["first"]),
                 second=str(data["second"]),
                 capacity=int(data["capacity"]),
-                metric=MappingProxyType({str(k): int(v) for k, v in data["metric"].items()}),
+                metric=metric if metric is not None else MappingProxyType(
+                    {str(k): int(v) for k, v in data["metric"].items()}),
                 paired=tuple(tuple(int(x) for x in row) for row in data["paired"]),
                 human_only=tuple(int(x) for x in data["human_only"]),
                 metric_only=tuple(int(x) for x in data["metric_only"]),
@@ -303,6 +311,35 @@ class PairState:
             raise ValueError(f"pair state is missing the field {missing}") from None
         _check_pair_state(state)
         return state
+
+
+class LazyLabels(Mapping):
+    """item -> metric label in {-1, 0, 1}, computed by ``compute`` (a function returning a dict)
+    on first use: a round close loads every pair of a study but reads the labels of the pairs
+    whose round it closes only. Immutable once computed."""
+
+    __slots__ = ("_compute", "_labels")
+
+    def __init__(self, compute: Callable[[], Mapping[str, int]]):
+        self._compute = compute
+        self._labels: Mapping[str, int] | None = None
+
+    def _all(self) -> Mapping[str, int]:
+        if self._labels is None:
+            self._labels = MappingProxyType(dict(self._compute()))
+        return self._labels
+
+    def __getitem__(self, item: str) -> int:
+        return self._all()[item]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"LazyLabels({'not computed' if self._labels is None else len(self._labels)})"
 
 
 def _check_pair_state(state: PairState) -> None:

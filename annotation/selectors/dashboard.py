@@ -221,7 +221,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     pairs, running = [], []
     for s in states:
         key = (s.first.name, s.second.name)
-        protocol_pair = protocol_pair_of(s)
+        protocol_pair = protocol_pair_of(study, s)
         f = favi.get(key)
         status = protocol_pair.status if protocol_pair else "—"
         pairs.append({
@@ -323,7 +323,7 @@ def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[st
                 total["wins"][winner] = total["wins"].get(winner, 0) + 1
             cells.append({"criterion": c.name, "decision": pair.decision, "status": pair.status,
                           "judgements": pair.judgements, "winner": winner})
-        rows.append({"first": s.first.name, "second": s.second.name, "hits": pair_hits_of(s), "cells": cells})
+        rows.append({"first": s.first.name, "second": s.second.name, "hits": pair_hits_of(study, s), "cells": cells})
     summary = []
     for c in criteria:
         total = totals[c.name]
@@ -392,7 +392,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     row = PairState.objects.filter(study=study, first__name=first, second__name=second).first()
     if row is None:
         return None
-    protocol_pair = protocol_pair_of(row)
+    protocol_pair = protocol_pair_of(study, row)
     judgements = list(counted_judgements(study=study).filter(
         comparison__first__name=first, comparison__second__name=second).order_by("id")
         .values_list("comparison__item__external_id", "value", "annotator__external_id", "source"))

@@ -136,7 +136,7 @@ def study_serving_audit(*, study: Study, acknowledged_keys: list[str] | None = N
         if row.leased > row.quota_left:
             problems.append(f"pair {row.pk}: {row.leased} live leases beyond its open quota {row.quota_left}")
             consistent = False
-        recorded = protocol_state.pair_hits_of(row) if row.state else 0
+        recorded = protocol_state.pair_hits_of(study, row) if row.state else 0
         if recorded != row.stored:
             problems.append(f"pair {row.pk}: protocol recorded {recorded}, stored {row.stored}")
             consistent = False
@@ -287,10 +287,10 @@ def annotator_has_work(*, study: Study, annotator, skipped_too: bool = False) ->
                for pair in store.open_pairs(study.pk, adaptive.OPEN))
 
 
-def protocol_pair_of(row: PairState):
+def protocol_pair_of(study: Study, row: PairState):
     """The protocol's state of one pair row (protocol.adaptive.PairState), None before the start.
 
     Decoded by the one codec (serving/protocol_state.py), validated.
     """
 
-    return pair_state_of(row) if row.state else None
+    return pair_state_of(study, row) if row.state else None

@@ -11,11 +11,12 @@ from django.db.models.functions import Coalesce
 
 from protocol.judges import JudgeVerdict, judge_stats
 from protocol.plan import hours_to_finish
-from protocol.preferences import canonical_pair, combine_verdicts, preferences_from_scores
+from protocol.preferences import canonical_pair, preferences_from_scores
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..rubrics import criterion_metrics, lane_values, study_rubric
-from ..models import (AnnotatorExclusion, HumanScore, Item, Judgement, Metric, MetricPreference, MetricScore,
+from ..serving.metric_labels import metric_label_source
+from ..models import (AnnotatorExclusion, HumanScore, Item, Judgement, MetricPreference,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
 
@@ -157,43 +158,15 @@ def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | No
     metric = study.metric if metric is None else metric
     if metric is None:
         return {}
-    labels: dict[tuple[str, str], dict[str, int]] = {}
-    if metric.kind == Metric.Kind.PREFERENCE:
-        rows = MetricPreference.objects.filter(metric=metric)
-        if pair is not None:
-            rows = rows.filter(first__name=pair[0], second__name=pair[1])
-        verdicts: dict[tuple[str, str], dict[str, list[int]]] = {}
-        for a, b, item, value in rows.values_list("first__name", "second__name", "item__external_id",
-                                                  "value").iterator():
-            verdicts.setdefault((a, b), {}).setdefault(item, []).append(value)
-        # Both position orders of a judge are two rows; one function decides what they say.
-        return {pair: {item: combine_verdicts(values) for item, values in by_item.items()}
-                for pair, by_item in verdicts.items()}
+    source = metric_label_source(study, metric)
     pairs = PairState.objects.filter(study=study)
-    scores = MetricScore.objects.filter(metric=metric)
     if pair is not None:
         pairs = pairs.filter(first__name=pair[0], second__name=pair[1])
-        scores = scores.filter(output__system__name__in=pair)
-    keys = list(pairs.values_list("first_id", "second_id", "first__name", "second__name"))
-    rows = list(scores.values_list("output__item_id", "output__system_id", "value"))
-    if not keys or not rows:
-        return labels
-    item_ids, system_ids, values = (np.array(column) for column in zip(*rows))
-    items, item_index = np.unique(item_ids, return_inverse=True)
-    systems, system_index = np.unique(system_ids, return_inverse=True)
-    table = np.full((len(items), len(systems)), np.nan)
-    table[item_index, system_index] = values.astype(float)
-    names = dict(Item.objects.filter(pk__in=items.tolist()).values_list("pk", "external_id"))
-    item_names = np.array([names[i] for i in items.tolist()], dtype=object)
-    column = {int(s): k for k, s in enumerate(systems.tolist())}
-    for first_id, second_id, a, b in keys:
-        if first_id not in column or second_id not in column:
-            continue
-        first, second = table[:, column[first_id]], table[:, column[second_id]]
-        scored = ~(np.isnan(first) | np.isnan(second))
-        if scored.any():
-            values_of_pair = preferences_from_scores(first[scored], second[scored], eps=metric.tie_margin)
-            labels[(a, b)] = dict(zip(item_names[scored].tolist(), values_of_pair.tolist()))
+    labels = {}
+    for a, b in pairs.values_list("first__name", "second__name"):
+        found = source.pair(a, b)
+        if found:
+            labels[(a, b)] = found
     return labels
 
 

@@ -29,11 +29,12 @@ from django.db.models import Count, F
 
 from protocol import adaptive, rubric
 
-from ..models import Comparison, Judgement, JudgementKind, Metric, PairState, Study
-from ..rubrics import criterion_metrics, study_rubric
+from ..models import Comparison, Judgement, JudgementKind, PairState, Study
+from ..rubrics import study_rubric
 from ..selectors.quality import counted_judgements, excluded_annotators
-from ..selectors.studies import study_draw_chances, study_judgement_answers, study_metric_labels, study_pair_capacities
+from ..selectors.studies import study_draw_chances, study_judgement_answers, study_pair_capacities
 from ..serving import protocol_state
+from ..serving.metric_labels import lane_label_sources
 from .hits import leases_reclaim
 from .planner import plan_jobs_resume
 from .quality import exclusion_rules_apply
@@ -57,9 +58,9 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
     capacities = study_pair_capacities(study=study)
     criteria = study_rubric(study)
-    by_name = {m.name: m for m in Metric.objects.filter(study=study)}
-    metrics = {name: study_metric_labels(study=study, metric=by_name[metric]) if metric else None
-               for name, metric in criterion_metrics(study).items()}
+    # Each lane's labels from the source the codec reads them from later (metric_labels).
+    metrics = {c.name: None if source is None else {key: source.pair(*key) for key in capacities}
+               for c, source in zip(criteria, lane_label_sources(study))}
     existing = study_judgement_answers(study=study, criteria=criteria)
     for key, labels in existing.items():
         # Imported labels beyond ratings_per_item still count: the pair has them all.

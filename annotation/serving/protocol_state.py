@@ -17,12 +17,14 @@ excluded workers (``Study.protocol_lost_judgements``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import MappingProxyType
 
 from django.utils import timezone
 
 from protocol import adaptive, rubric
 
 from . import store
+from .metric_labels import MetricLabelSource, lane_label_sources
 from ..models import PairState, PairStateHistory, Study
 from ..rubrics import study_rubric
 
@@ -51,38 +53,56 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     )
 
 
-def pair_state_of(row: PairState) -> adaptive.PairState:
-    """The protocol state of one pair row (validated); ValueError when the row holds none."""
+def _parsed_pair(data: dict, source: MetricLabelSource | None) -> adaptive.PairState:
+    """One lane's pair from its stored JSON, with the metric's labels of the pair computed from
+    ``source`` on first use (None: a human-only lane). JSON stored before the labels were left
+    out still holds them: the source's are the same, computed by the same formula."""
+    if source is None:
+        return adaptive.PairState.from_dict(data, metric=EMPTY_LABELS)
+    first, second = str(data.get("first")), str(data.get("second"))
+    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: source.pair(first, second)))
+
+
+EMPTY_LABELS = MappingProxyType({})
+
+
+def pair_state_of(study: Study, row: PairState) -> adaptive.PairState:
+    """The first criterion's protocol state of one pair row (validated); ValueError when the row
+    holds none."""
     if not row.state:
         raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
-    return adaptive.PairState.from_dict(row.state)
+    return _parsed_pair(row.state, lane_label_sources(study)[0])
 
 
-def pair_hits_of(row: PairState) -> int:
+def pair_hits_of(study: Study, row: PairState) -> int:
     """HITs the pair's protocol has recorded (every lane of a rubric counts a HIT once)."""
     if row.criteria_state:
         return int(row.criteria_state["hits"])
-    return pair_state_of(row).judgements
+    if not row.state:
+        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    return int(row.state["judgements"])
 
 
-def _lane_pairs(row: PairState, names: tuple[str, ...]) -> tuple[tuple[adaptive.PairState, ...], int]:
+def _lane_pairs(study: Study, row: PairState, names: tuple[str, ...]) -> tuple[tuple[adaptive.PairState, ...], int]:
     """The pair in every lane (one per criterion name) and its HITs."""
     if not row.state:
         raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
-    return _lanes_of(row.state, row.criteria_state, names, f"pair {row.pk} of study {row.study_id}")
+    return _lanes_of(row.state, row.criteria_state, names, lane_label_sources(study),
+                     f"pair {row.pk} of study {row.study_id}")
 
 
-def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...],
+def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...], sources: tuple[MetricLabelSource | None, ...],
               where: str) -> tuple[tuple[adaptive.PairState, ...], int]:
     """_lane_pairs from the row's two JSON columns (``where`` names the row in errors)."""
-    first = adaptive.PairState.from_dict(state)
+    first = _parsed_pair(state, sources[0])
     if len(names) == 1:
         return (first,), first.judgements
     lanes = (criteria_state or {}).get("lanes", {})
     missing = [name for name in names[1:] if name not in lanes]
     if missing:
         raise ValueError(f"{where} has no protocol state for criterion {missing[0]!r}")
-    return (first, *(adaptive.PairState.from_dict(lanes[name]) for name in names[1:])), int(criteria_state["hits"])
+    return (first, *(_parsed_pair(lanes[name], source) for name, source in zip(names[1:], sources[1:]))), \
+        int(criteria_state["hits"])
 
 
 def _criteria_names(study: Study) -> tuple[str, ...]:
@@ -92,14 +112,14 @@ def _criteria_names(study: Study) -> tuple[str, ...]:
 def pair_lanes_of(study: Study, row: PairState) -> dict[str, adaptive.PairState]:
     """criterion -> the pair's protocol state in that criterion's lane (validated), for readers."""
     names = _criteria_names(study)
-    return dict(zip(names, _lane_pairs(row, names)[0]))
+    return dict(zip(names, _lane_pairs(study, row, names)[0]))
 
 
 def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
     """The protocol state of one pair row in every lane (validated), as a one-pair rubric: what
     a submit records into (call holding the pair's lock)."""
     names = _criteria_names(study)
-    pairs, hits = _lane_pairs(row, names)
+    pairs, hits = _lane_pairs(study, row, names)
     settings = protocol_settings(study)
     return rubric.RubricState(names, tuple(adaptive.ProtocolState(settings, (p,), study.protocol_closes)
                                            for p in pairs), (hits,))
@@ -137,7 +157,7 @@ def study_rubric_load(study: Study, rows: Iterable[PairState]) -> rubric.RubricS
     if not rows or not all(row.state for row in rows):
         raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
     names = _criteria_names(study)
-    return _rubric_from(study, names, [_lane_pairs(row, names) for row in rows])
+    return _rubric_from(study, names, [_lane_pairs(study, row, names) for row in rows])
 
 
 # Pairs already parsed by this process, by row id: ((version, updated_at), pair). A round close
@@ -160,6 +180,7 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     if not any(status == adaptive.FILLED for *_, status in heads):
         return None
     names = _criteria_names(study)
+    sources = lane_label_sources(study)
     stale = [pk for pk, version, updated_at, _ in heads if _parsed.get(pk, (None,))[0] != (version, updated_at)]
     if len(_parsed) + len(stale) > PARSED_MAX:
         _parsed.clear()
@@ -167,7 +188,8 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
             "pk", "version", "updated_at", "state", "criteria_state")):
         if not blob:
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
-        _parsed[pk] = ((version, updated_at), _lanes_of(blob, lanes, names, f"pair {pk} of study {study.slug!r}"))
+        _parsed[pk] = ((version, updated_at), _lanes_of(blob, lanes, names, sources,
+                                                        f"pair {pk} of study {study.slug!r}"))
     read = {pk: _parsed[pk] for pk, *_ in heads}  # a row that moved meanwhile: its newer version
     if any(len(lanes) != len(names) for _, (lanes, _) in read.values()):
         _parsed.clear()
@@ -181,9 +203,11 @@ def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> Non
     version; no save."""
     pairs = state.lane_pairs(index)
     first = pairs[0]
-    row.state = first.to_dict()
+    # The metric's labels are not stored: the codec computes them from the scores (metric_labels).
+    row.state = first.to_dict(with_metric=False)
     row.criteria_state = {} if len(pairs) == 1 else {
-        "hits": state.hits[index], "lanes": {name: pair.to_dict() for name, pair in zip(state.criteria[1:], pairs[1:])}}
+        "hits": state.hits[index],
+        "lanes": {name: pair.to_dict(with_metric=False) for name, pair in zip(state.criteria[1:], pairs[1:])}}
     row.status = state.status(index)
     row.decision = first.decision
     row.theta = first.theta[-1] if first.theta else None

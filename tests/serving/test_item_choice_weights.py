@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from annotation.models import Assignment, PairState, Study
+from annotation.serving import protocol_state
 from annotation.services import hits
 from protocol import adaptive
 from protocol.allocation import design_weights
@@ -25,7 +26,7 @@ def test_each_draw_records_its_chance_and_the_pair_decides_on_design_weighted_co
                               idempotency_key=hits.new_idempotency_key())
         answers[hit.comparison.item.external_id] = (value, hit.draw_probability)
     row = PairState.objects.get(study=study)
-    pair = adaptive.PairState.from_dict(row.state)
+    pair = protocol_state.pair_state_of(study, row)
     assert [item for item, _ in pair.draws] == list(answers)
     assert adaptive.design_weighted(pair)
     items = list(answers)
@@ -63,7 +64,7 @@ def test_uniform_choice_records_no_chance_and_counts_stay_whole():
     hit = hits.hit_next_for_annotator(study=study, annotator=who)
     assert hit.draw_probability is None
     hits.judgement_submit(assignment=hit, annotator=who, shown_value=1, idempotency_key=hits.new_idempotency_key())
-    pair = adaptive.PairState.from_dict(PairState.objects.get(study=study).state)
+    pair = protocol_state.pair_state_of(study, PairState.objects.get(study=study))
     assert pair.draws == () and not adaptive.design_weighted(pair)
     assert Assignment.objects.get(pk=hit.pk).draw_probability is None
 
@@ -82,7 +83,7 @@ def test_exclusion_and_reinclusion_keep_the_pair_design_weighted(django_user_mod
         chance_of[hit.comparison.item.external_id] = (who.pk, hit.draw_probability)
 
     def pair_now():
-        return adaptive.PairState.from_dict(PairState.objects.get(study=study).state)
+        return protocol_state.pair_state_of(study, PairState.objects.get(study=study))
 
     researcher = django_user_model.objects.create_user("res", password="x")
     assert quality.annotator_exclude(study=study, annotator=workers[2], user=researcher, reason="test")

@@ -63,7 +63,7 @@ def test_a_submit_writes_its_judgement_counters_and_protocol_state_as_the_orm_re
     row = PairState.objects.get(pk=pair_id)
     assert (row.leased, row.version) == (0, version + 1)
     # The JSON is an object (not a string of one), valid for the codec, and holds the judgement.
-    pair = protocol_state.pair_state_of(row)
+    pair = protocol_state.pair_state_of(row.study, row)
     assert isinstance(row.state, dict) and pair.judgements >= 1
     assert row.quota_left == pair.quota and row.status == pair.status
     with transaction.atomic():

@@ -1,0 +1,119 @@
+"""A metric's label of every item of a system pair (``protocol.adaptive.PairState.metric``),
+computed from the metric's scores (or a judge's verdicts) when needed, never stored per pair.
+
+Stored in each pair's protocol state, the labels were most of it (2,000 per pair at 2,000
+items: 1,225 states of 30 KB at 50 systems), and a process's first round close decoded them
+all, holding the interpreter for seconds while annotators waited. A metric's scores do not
+change once imported, so each process keeps a study's label sources (the scores as an items x
+systems table, or the verdicts) keyed by the study's identity and metrics; the protocol codec
+(``protocol_state.py``) hands each pair a ``LazyLabels`` that computes its labels from them on
+first use. ``selectors.studies.study_metric_labels`` reads through here too: one formula.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocol.preferences import combine_verdicts, preferences_from_scores
+
+from ..models import Item, Metric, MetricPreference, MetricScore, Study
+from ..rubrics import criterion_metrics
+
+
+@dataclass(frozen=True)
+class MetricLabelSource:
+    """Every label one metric gives.
+
+    items       (I,) item external ids, the rows of ``table``
+    columns     system name -> column of ``table``
+    table       (I, S) scores, NaN where an output has none
+    tie_margin  |s1 - s2| <= margin is a tie (docs/formulas.md §1)
+    verdicts    a preference metric's labels, (first, second) -> {item: label}; None for scores
+    """
+
+    items: np.ndarray
+    columns: dict[str, int]
+    table: np.ndarray
+    tie_margin: float
+    verdicts: dict[tuple[str, str], dict[str, int]] | None = None
+
+    def pair(self, first: str, second: str) -> dict[str, int]:
+        """{item: the metric's preference of ``first`` over ``second``} on the items where both
+        have a score (or a verdict); canonical order first < second."""
+        if self.verdicts is not None:
+            return dict(self.verdicts.get((first, second), {}))
+        if first not in self.columns or second not in self.columns:
+            return {}
+        a, b = self.table[:, self.columns[first]], self.table[:, self.columns[second]]
+        scored = ~(np.isnan(a) | np.isnan(b))
+        labels = preferences_from_scores(a[scored], b[scored], eps=self.tie_margin)
+        return dict(zip(self.items[scored].tolist(), labels.tolist()))
+
+
+def _load(metric: Metric) -> MetricLabelSource:
+    if metric.kind == Metric.Kind.PREFERENCE:
+        verdicts: dict[tuple[str, str], dict[str, list[int]]] = {}
+        for a, b, item, value in MetricPreference.objects.filter(metric=metric).values_list(
+                "first__name", "second__name", "item__external_id", "value").iterator():
+            verdicts.setdefault((a, b), {}).setdefault(item, []).append(value)
+        # Both position orders of a judge are two rows; one function decides what they say.
+        combined = {pair: {item: combine_verdicts(values) for item, values in by_item.items()}
+                    for pair, by_item in verdicts.items()}
+        return MetricLabelSource(np.array([], dtype=object), {}, np.zeros((0, 0)), metric.tie_margin, combined)
+    rows = list(MetricScore.objects.filter(metric=metric).values_list("output__item_id", "output__system__name",
+                                                                       "value"))
+    if not rows:
+        return MetricLabelSource(np.array([], dtype=object), {}, np.zeros((0, 0)), metric.tie_margin)
+    item_ids, systems, values = (np.array(column) for column in zip(*rows))
+    items, item_index = np.unique(item_ids, return_inverse=True)
+    names, system_index = np.unique(systems, return_inverse=True)
+    table = np.full((len(items), len(names)), np.nan)
+    table[item_index, system_index] = values.astype(float)
+    external = dict(Item.objects.filter(pk__in=items.tolist()).values_list("pk", "external_id"))
+    return MetricLabelSource(np.array([external[i] for i in items.tolist()], dtype=object),
+                             {str(name): k for k, name in enumerate(names.tolist())}, table, metric.tie_margin)
+
+
+# (study id, study created_at, metric id, tie margin) -> source. created_at tells a study from an
+# earlier one whose ids came back (a rolled-back import); the tie margin is fixed once the
+# study's protocol has started (admin), so a source never goes stale while it is used.
+_sources: dict[tuple, MetricLabelSource] = {}
+# (study id, created_at, study metric id, criteria) -> one metric (or None) per rubric lane
+_lanes: dict[tuple, tuple[Metric | None, ...]] = {}
+_guard = threading.Lock()
+CACHED_MAX = 64
+
+
+def metric_label_source(study: Study, metric: Metric) -> MetricLabelSource:
+    """The label source of one of ``study``'s metrics (loaded once per process)."""
+    key = (study.pk, study.created_at, metric.pk, metric.tie_margin)
+    found = _sources.get(key)
+    if found is None:
+        found = _load(metric)
+        with _guard:
+            if len(_sources) >= CACHED_MAX:
+                _sources.clear()
+            _sources[key] = found
+    return found
+
+
+def lane_metrics(study: Study) -> tuple[Metric | None, ...]:
+    """The metric of each lane of the study's rubric (rubrics.criterion_metrics), None for a
+    human-only lane; read once per process and study setup."""
+    key = (study.pk, study.created_at, study.metric_id, repr(study.criteria))
+    found = _lanes.get(key)
+    if found is None:
+        by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk)}
+        found = tuple(by_name[name] if name else None for name in criterion_metrics(study).values())
+        with _guard:
+            if len(_lanes) >= CACHED_MAX:
+                _lanes.clear()
+            _lanes[key] = found
+    return found
+
+
+def lane_label_sources(study: Study) -> tuple[MetricLabelSource | None, ...]:
+    """One label source per lane of the study's rubric (None: human only)."""
+    return tuple(None if metric is None else metric_label_source(study, metric) for metric in lane_metrics(study))

@@ -1,0 +1,42 @@
+"""A pair's metric labels are computed from the metric's scores when needed, not stored in its
+protocol state (issue 22: 2,000 labels per pair made each state 30 KB of JSON, decoded for all
+1,225 pairs by every process's first round close)."""
+import numpy as np
+import pytest
+
+from annotation.models import PairState
+from annotation.serving import metric_labels, protocol_state
+from annotation.services import hits, study_import
+from tests.factories import bundle_bytes, crowd_rows, worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_stored_state_holds_no_labels_and_a_new_process_computes_the_same_from_the_scores():
+    rows = crowd_rows(items=40, batch=5, budget=90)
+    study = study_import(source=bundle_bytes(rows))
+    scores = {(r["item"], r["system"]): r["score"] for r in rows if r["kind"] == "metric_score"}
+    for row in PairState.objects.filter(study=study).select_related("first", "second"):
+        assert "metric" not in row.state
+        metric_labels._sources.clear()  # as in another process: nothing cached
+        metric_labels._lanes.clear()
+        pair = protocol_state.pair_state_of(study, row)
+        a, b = row.first.name, row.second.name
+        expected = {f"i{n:02d}": int(np.sign(scores[(f"i{n:02d}", a)] - scores[(f"i{n:02d}", b)])) for n in range(40)}
+        assert dict(pair.metric) == expected
+        assert pair.metric_only == tuple(sum(v == label for v in expected.values()) for label in (1, 0, -1))
+
+
+def test_submits_record_the_judged_items_metric_label_with_an_empty_cache():
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
+    who = worker("w")
+    lease = hits.hit_next_for_annotator(study=study, annotator=who)
+    metric_labels._sources.clear()
+    metric_labels._lanes.clear()
+    hits.judgement_submit(assignment=lease, annotator=who, shown_value=1, idempotency_key="k")
+    row = PairState.objects.get(pk=lease.comparison.pair_id)
+    pair = protocol_state.pair_state_of(study, row)
+    item = lease.comparison.item.external_id
+    paired = np.asarray(pair.paired)
+    label_row = {1: 0, 0: 1, -1: 2}[pair.metric[item]]
+    assert paired.sum() == 1 and paired[label_row].sum() == 1  # counted with its own metric label
