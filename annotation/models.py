@@ -495,8 +495,9 @@ class Judgement(models.Model):
 class PairState(models.Model):
     """The protocol state of one system pair.
 
-    ``state`` is ``protocol.adaptive.PairState.to_dict()``; the protocol's settings come from
-    the Study row. Only serving/protocol_state.py reads or writes ``state`` and the columns
+    ``state`` is ``protocol.adaptive.PairState.to_dict(with_metric=False)`` (the metric's labels
+    come from its scores: serving/metric_labels.py); the protocol's settings come from the
+    Study row. Only serving/protocol_state.py reads or writes ``state`` and the columns
     that mirror it (status, decision, theta, round, quota_left), always together, and bumps
     ``version`` on every write so that a round close computed from a snapshot can be applied
     compare-and-set. ``leased`` counts the pair's live leases (serving's counter, not protocol
@@ -516,7 +517,7 @@ class PairState(models.Model):
     version = models.PositiveIntegerField(default=0)
     state = models.JSONField(default=dict)
     # A rubric study's other lanes and the pair's HITs (protocol.rubric):
-    # {"hits": n, "lanes": {criterion: PairState.to_dict()}}; {} for one criterion.
+    # {"hits": n, "lanes": {criterion: PairState.to_dict(with_metric=False)}}; {} for one criterion.
     criteria_state = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
