@@ -86,32 +86,31 @@ _guard = threading.Lock()
 CACHED_MAX = 64
 
 
+def _cached(cache: dict, key: tuple, load):
+    found = cache.get(key)
+    if found is None:
+        found = load()
+        with _guard:
+            if len(cache) >= CACHED_MAX:
+                cache.clear()
+            cache[key] = found
+    return found
+
+
 def metric_label_source(study: Study, metric: Metric) -> MetricLabelSource:
     """The label source of one of ``study``'s metrics (loaded once per process)."""
-    key = (study.pk, study.created_at, metric.pk, metric.tie_margin)
-    found = _sources.get(key)
-    if found is None:
-        found = _load(metric)
-        with _guard:
-            if len(_sources) >= CACHED_MAX:
-                _sources.clear()
-            _sources[key] = found
-    return found
+    return _cached(_sources, (study.pk, study.created_at, metric.pk, metric.tie_margin), lambda: _load(metric))
 
 
 def lane_metrics(study: Study) -> tuple[Metric | None, ...]:
     """The metric of each lane of the study's rubric (rubrics.criterion_metrics), None for a
     human-only lane; read once per process and study setup."""
-    key = (study.pk, study.created_at, study.metric_id, repr(study.criteria))
-    found = _lanes.get(key)
-    if found is None:
+
+    def load() -> tuple[Metric | None, ...]:
         by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk)}
-        found = tuple(by_name[name] if name else None for name in criterion_metrics(study).values())
-        with _guard:
-            if len(_lanes) >= CACHED_MAX:
-                _lanes.clear()
-            _lanes[key] = found
-    return found
+        return tuple(by_name[name] if name else None for name in criterion_metrics(study).values())
+
+    return _cached(_lanes, (study.pk, study.created_at, study.metric_id, repr(study.criteria)), load)
 
 
 def lane_label_sources(study: Study) -> tuple[MetricLabelSource | None, ...]:
