@@ -250,7 +250,6 @@ class PairState:
             "first": self.first,
             "second": self.second,
             "capacity": int(self.capacity),
-            "metric": dict(sorted(self.metric.items())),
             "paired": [list(row) for row in self.paired],
             "human_only": list(self.human_only),
             "metric_only": list(self.metric_only),
@@ -269,8 +268,9 @@ class PairState:
             "draws": [[item, float(chance)] for item, chance in self.draws],
             "steps": [[item, int(value), float(wager), float(rho)] for item, value, wager, rho in self.steps],
         }
-        if not with_metric:
-            del data["metric"]
+        if with_metric:  # (not read at all otherwise: a LazyLabels stays uncomputed)
+            data = {**{k: data[k] for k in ("first", "second", "capacity")},
+                    "metric": dict(sorted(self.metric.items())), **data}
         return data
 
     @classmethod

@@ -368,6 +368,19 @@ def test_several_judgements_of_one_item_count_once_as_the_sign_of_their_mean():
     assert ProtocolState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 
+def test_a_state_stored_without_its_labels_comes_back_with_them_and_never_computes_them_to_be_stored():
+    metric = {AB: {"x": 1, "y": -1, "z": 0}}
+    state = open_rounds(start(ProtocolSettings.paper(budget=12, batch=6), {AB: 12}, metric))
+    state = record_judgements(state, "A", "B", ["x", "y"], [1, -1])
+    computed = []
+    lazy = adaptive.LazyLabels(lambda: computed.append(1) or metric[AB])
+    stored = json.loads(json.dumps(state.pair(*AB).to_dict(with_metric=False)))
+    assert "metric" not in stored
+    back = adaptive.PairState.from_dict(stored, metric=lazy)
+    assert back.to_dict(with_metric=False) == stored and not computed  # storing it again reads no label
+    assert back == state.pair(*AB) and computed == [1]  # comparing does, once
+
+
 def test_eprocess_bets_never_use_the_judged_items_own_metric_label():
     metric = {AB: {"a": 1, "b": 1, "c": -1, "d": 0}}
     state = open_rounds(start(ProtocolSettings.paper(budget=4, batch=4, rule="eprocess"), {AB: 4}, metric))
