@@ -128,7 +128,8 @@ def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]],
 
     ``read_at``: each pair's (row id, version) in the snapshot ``before``.
     """
-    writes = [read_at[key] for index, key in enumerate(opened.keys) if rubric.pair_changed(before, opened, index)]
+    keys = opened.keys
+    writes = [read_at[keys[index]] for index in rubric.changed_pairs(before, opened)]
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if (locked.budget, locked.protocol_closes, locked.protocol_lost_judgements) != \
@@ -139,7 +140,7 @@ def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]],
         if len(targets) != len(writes) or any(versions[row.pk] != row.version for row in targets):
             return None
         protocol_state.study_state_save(locked, targets, opened, before=before, closed=after_close)
-    return sum(before.status(i) != after_close.status(i) for i in range(len(before.keys)))
+    return sum(before.status(i) != after_close.status(i) for i in rubric.changed_pairs(before, after_close))
 
 
 def protocol_sweep() -> dict:
@@ -214,7 +215,8 @@ def protocol_redecide(*, study_id: int) -> int:
 def _redecide_apply(study: Study, rows: list[PairState], before: rubric.RubricState,
                     rebuilt: rubric.RubricState, opened: rubric.RubricState, *, lost: int) -> int | None:
     """Write a re-decision computed from a snapshot, unless what it read has moved (then None)."""
-    writes = {key for index, key in enumerate(opened.keys) if rubric.pair_changed(before, opened, index)}
+    keys = opened.keys
+    writes = {keys[index] for index in rubric.changed_pairs(before, opened)}
     targets = [row for row in rows if (row.state["first"], row.state["second"]) in writes]
     recounted = {key for index, key in enumerate(before.keys) if rebuilt.hits[index] != before.hits[index]
                  or dict(rebuilt.primary.pairs[index].votes) != dict(before.primary.pairs[index].votes)}

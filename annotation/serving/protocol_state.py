@@ -234,15 +234,16 @@ def study_state_save(
     row is written for every pair whose first criterion it closed, with the closed round's number.
     """
     by_key = {(row.state.get("first"), row.state.get("second")): row for row in rows if row.state}
+    keys = state.keys
     changed, history = [], []
-    for index, key in enumerate(state.keys):
-        old = before.primary.pairs[index]
-        if closed is not None and len(closed.primary.pairs[index].theta) > len(old.theta):
-            history.append(_history_row(by_key[key], closed.primary.pairs[index]))
-        if rubric.pair_changed(before, state, index):
-            row = by_key[key]
-            pair_write(row, state, index)
-            changed.append(row)
+    if closed is not None:
+        for index in rubric.changed_pairs(before, closed):
+            if len(closed.primary.pairs[index].theta) > len(before.primary.pairs[index].theta):
+                history.append(_history_row(by_key[keys[index]], closed.primary.pairs[index]))
+    for index in rubric.changed_pairs(before, state):
+        row = by_key[keys[index]]
+        pair_write(row, state, index)
+        changed.append(row)
     PairState.objects.bulk_update(changed, MIRRORED)
     PairStateHistory.objects.bulk_create(history)
     if study.protocol_closes != state.closes:

@@ -155,3 +155,19 @@ def test_on_a_null_no_criterion_decides_falsely_more_often_than_gamma():
         wrong += sum(any(p.decision for p in lane.pairs) for lane in state.lanes)
     share = wrong / (3 * runs)
     assert share <= gamma + 2 * (gamma * (1 - gamma) / (3 * runs)) ** 0.5, share
+
+
+@hsettings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**16), st.integers(1, 6))
+def test_changed_pairs_are_the_pairs_that_differ_and_equal_copies_are_not_changed(seed, rounds):
+    """changed_pairs (one pass, identity first) finds exactly the pairs pair_changed finds, and a
+    pair rebuilt equal but as another object is not a change (the codec would write it again)."""
+    truth = {"helpfulness": {key: 0.7 for key in CAPACITIES}, "style": {key: 0.5 for key in CAPACITIES}}
+    rng = np.random.default_rng(seed)
+    before = _drive(rubric.start(SETTINGS, ["helpfulness", "style"], CAPACITIES, {}), truth, rng, rounds=rounds)
+    after = rubric.close_rounds(_drive(before, truth, rng, rounds=1))
+    expected = [i for i in range(len(before.keys)) if rubric.pair_changed(before, after, i)]
+    assert rubric.changed_pairs(before, after) == expected
+    copied = rubric.RubricState(before.criteria, tuple(
+        adaptive.ProtocolState.from_dict(lane.to_dict()) for lane in before.lanes), before.hits)
+    assert rubric.changed_pairs(before, copied) == [] and rubric.changed_pairs(before, before) == []
