@@ -23,6 +23,7 @@ thirds of the loop's CPU); the rarer paths (checks, repeats, stratified choice) 
 """
 from __future__ import annotations
 
+import itertools
 import random
 import uuid
 from collections.abc import Mapping
@@ -114,10 +115,11 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
 def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
-        open_pairs = store.open_pairs(study.pk, adaptive.OPEN)
-        if not open_pairs:
-            return None
-        order = [pair for *_, pair in sorted((p.quota_left - p.leased, rng.random(), p.id, p) for p in open_pairs)]
+        # The round closest to full first (a full round is decided sooner than many half-full
+        # ones), ties at random; the first few, then, if none of them serves this annotator, all.
+        order = store.open_pairs(study.pk, adaptive.OPEN, first=OPEN_PAIRS_TRIED_FIRST)
+        if len(order) == OPEN_PAIRS_TRIED_FIRST:
+            order = itertools.chain(order, _later_pairs(study, {pair.id for pair in order}))
         # SQLite: this transaction holds the database's write lock, so the rows just read are
         # current. PostgreSQL: lock the pair row, skipping rows that other leases hold. (One
         # query that picks and locks, ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED, saves a
@@ -143,6 +145,14 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
                 if lease is not None:
                     return lease
     return None
+
+
+OPEN_PAIRS_TRIED_FIRST = 24
+
+
+def _later_pairs(study: Study, tried: set[int]):
+    """The open pairs beyond the first ones tried (read only when none of those served)."""
+    yield from (pair for pair in store.open_pairs(study.pk, adaptive.OPEN) if pair.id not in tried)
 
 
 def _lease_in_pair(study: Study, pair: store.OpenPair, annotator: Annotator, rng: random.Random) -> Assignment | None:

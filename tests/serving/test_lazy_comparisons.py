@@ -47,3 +47,22 @@ def test_every_item_of_a_pair_is_served_once_with_no_comparison_stored_beforehan
         hits.judgement_submit(assignment=lease, annotator=lease.annotator, shown_value=1, idempotency_key=f"k{n}")
     assert sorted(seen) == [f"i{n:02d}" for n in range(6)]
     assert Comparison.objects.filter(study=study).count() == 6
+
+
+def test_a_lease_looks_beyond_the_first_open_pairs_when_none_of_them_serves_the_worker():
+    """A lease tries the open pairs closest to full first (hits.OPEN_PAIRS_TRIED_FIRST of
+    them), then all: here the one pair left for the worker is the farthest from full."""
+    systems = [f"S{n}" for n in range(8)]  # 28 pairs, one item each
+    rows = [{"kind": "study", "name": "Many pairs", "batch_size": 2, "budget": 56, "ratings_per_item": 2},
+            {"kind": "item", "id": "i0", "input": "Input"}]
+    rows += [{"kind": "output", "item": "i0", "system": s, "text": f"{s} answer"} for s in systems]
+    study = study_import(source=bundle_bytes(rows))
+    who = worker("w")
+    pairs = set()
+    for n in range(28):
+        lease = hits.hit_next_for_annotator(study=study, annotator=who)
+        assert lease is not None, f"lease {n + 1} of 28 found no pair"
+        pairs.add(lease.comparison.pair_id)
+        hits.judgement_submit(assignment=lease, annotator=who, shown_value=1, idempotency_key=f"k{n}")
+    assert len(pairs) == 28 > hits.OPEN_PAIRS_TRIED_FIRST
+    assert hits.hit_next_for_annotator(study=study, annotator=who) is None
