@@ -66,11 +66,15 @@ def _parsed_pair(data: dict, source: MetricLabelSource | None) -> adaptive.PairS
 EMPTY_LABELS = MappingProxyType({})
 
 
+def _require_state(row: PairState) -> None:
+    if not row.state:
+        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+
+
 def pair_state_of(study: Study, row: PairState) -> adaptive.PairState:
     """The first criterion's protocol state of one pair row (validated); ValueError when the row
     holds none."""
-    if not row.state:
-        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    _require_state(row)
     return _parsed_pair(row.state, lane_label_sources(study)[0])
 
 
@@ -78,15 +82,13 @@ def pair_hits_of(study: Study, row: PairState) -> int:
     """HITs the pair's protocol has recorded (every lane of a rubric counts a HIT once)."""
     if row.criteria_state:
         return int(row.criteria_state["hits"])
-    if not row.state:
-        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    _require_state(row)
     return int(row.state["judgements"])
 
 
 def _lane_pairs(study: Study, row: PairState, names: tuple[str, ...]) -> tuple[tuple[adaptive.PairState, ...], int]:
     """The pair in every lane (one per criterion name) and its HITs."""
-    if not row.state:
-        raise ValueError(f"pair {row.pk} of study {row.study_id} has no protocol state (protocol not started)")
+    _require_state(row)
     return _lanes_of(row.state, row.criteria_state, names, lane_label_sources(study),
                      f"pair {row.pk} of study {row.study_id}")
 
