@@ -386,7 +386,7 @@ def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
 def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     """One system pair (canonical order) as plain data: its protocol state, θ by round with
     the credible interval of the share of judgements preferring ``first``, every item with
-    its judgements, metric label and separability, and how the metric's sign test compares
+    its judgements, metric label and separability (judged items first), and how the metric's sign test compares
     with the humans'. None when the study has no such pair."""
 
     row = PairState.objects.filter(study=study, first__name=first, second__name=second).first()
@@ -420,6 +420,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         label = metric_labels.get(item)
         items.append({"item": item, "judgements": human, "metric": label, "separability": separability.get(item),
                       "agrees": None if majority is None or label is None else majority == label})
+    items.sort(key=lambda i: not i["judgements"])  # the judged items first, each part in natural order
     human_table = pair_labels_table({(first, second): [(i, v) for i, v, _, _ in judgements]})
     metric_table = pair_labels_table({(first, second): sorted(metric_labels.items())})
     human_decision = ranking.decisions_from_labels(human_table).get((first, second), 0) if human_table else 0

@@ -18,7 +18,7 @@ import numpy as np
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
 
-from ..models import Item, Metric, MetricPreference, MetricScore, Study
+from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
 
 
@@ -62,18 +62,22 @@ def _load(metric: Metric) -> MetricLabelSource:
         combined = {pair: {item: combine_verdicts(values) for item, values in by_item.items()}
                     for pair, by_item in verdicts.items()}
         return MetricLabelSource(np.array([], dtype=object), {}, np.zeros((0, 0)), metric.tie_margin, combined)
-    rows = list(MetricScore.objects.filter(metric=metric).values_list("output__item_id", "output__system__name",
-                                                                       "value"))
+    # Ids, not names, in the 100,000-row read: no join to the systems, and np.unique over
+    # integers rather than strings, and one typed array from the rows rather than a column at a
+    # time (together 250 -> 100 ms at 50 systems x 2,000 items).
+    rows = list(MetricScore.objects.filter(metric=metric).values_list("output__item_id", "output__system_id", "value"))
     if not rows:
         return MetricLabelSource(np.array([], dtype=object), {}, np.zeros((0, 0)), metric.tie_margin)
-    item_ids, systems, values = (np.array(column) for column in zip(*rows))
+    columns = np.fromiter(rows, dtype=[("item", "i8"), ("system", "i8"), ("value", "f8")], count=len(rows))
+    item_ids, system_ids, values = columns["item"], columns["system"], columns["value"]
     items, item_index = np.unique(item_ids, return_inverse=True)
-    names, system_index = np.unique(systems, return_inverse=True)
-    table = np.full((len(items), len(names)), np.nan)
-    table[item_index, system_index] = values.astype(float)
+    systems, system_index = np.unique(system_ids, return_inverse=True)
+    table = np.full((len(items), len(systems)), np.nan)
+    table[item_index, system_index] = values
     external = dict(Item.objects.filter(pk__in=items.tolist()).values_list("pk", "external_id"))
+    names = dict(System.objects.filter(pk__in=systems.tolist()).values_list("pk", "name"))
     return MetricLabelSource(np.array([external[i] for i in items.tolist()], dtype=object),
-                             {str(name): k for k, name in enumerate(names.tolist())}, table, metric.tie_margin)
+                             {names[pk]: k for k, pk in enumerate(systems.tolist())}, table, metric.tie_margin)
 
 
 # (study id, study created_at, metric id, tie margin) -> source. created_at tells a study from an

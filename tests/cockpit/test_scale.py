@@ -79,7 +79,8 @@ def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_ti
     study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
     researcher = client.__class__()
     researcher_client(researcher, study)
-    first = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    response = researcher.get(f"/s/{study.slug}/dashboard/")
+    first, first_html = response.context["data"], response.content.decode()
     assert first["budget"]["spent"] == 0 and sum(r["judgements"] for r in first["leaderboard"]) == 0
     worker = client.__class__()
     start_worker(worker, study.slug, "pid-round")
@@ -93,10 +94,37 @@ def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_ti
     # Rounds closed: this request shows the last computed round and has the new one computed
     # (off the request; at once in the tests), which the next request shows.
     researcher.get(f"/s/{study.slug}/dashboard/")
-    after = researcher.get(f"/s/{study.slug}/dashboard/").context["data"]
+    response = researcher.get(f"/s/{study.slug}/dashboard/")
+    after = response.context["data"]
     spent = Judgement.objects.count()
     assert after["budget"]["spent"] == spent
     assert sum(r["judgements"] for r in after["leaderboard"]) == 2 * spent
+    # The round's figures and their rendered cards are the new round's, not the first view's.
+    assert 'id="figure-favi"' not in first_html and 'id="figure-favi"' in response.content.decode()
+
+
+def test_the_dashboards_figures_are_built_once_per_round_not_per_view(client, monkeypatch):
+    """Building a figure through plotly costs more than reading it (350 ms at 50 systems): the
+    views of one round read the figures cached with the round's data."""
+    from annotation import figures
+    from tests.factories import crowd_rows, researcher_client
+
+    built = []
+
+    def counted(build):
+        def wrapper(*args, **kwargs):
+            built.append(build.__name__)
+            return build(*args, **kwargs)
+        return wrapper
+
+    for name in ("dag_figure", "matrix_figure", "timeline_figure", "favi_box_figure", "separability_figure"):
+        monkeypatch.setattr(figures, name, counted(getattr(figures, name)))
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
+    researcher_client(client, study)
+    htmls = [client.get(f"/s/{study.slug}/dashboard/").content.decode() for _ in range(2)]
+    htmls.append(client.get(f"/s/{study.slug}/dashboard/", headers={"HX-Request": "true"}).content.decode())
+    assert built.count("dag_figure") == 3  # protocol, human, metric: once, by the import's computation
+    assert all('id="figure-dag-protocol"' in html for html in htmls)
 
 
 def test_the_front_page_counts_each_study_on_its_own(client):
@@ -132,3 +160,23 @@ def test_import_study_leaves_the_first_dashboard_computed(tmp_path):
     study = Study.objects.get(slug="warm")
     cached = caches["shared"].get(reports.DASHBOARD_KEY.format(study.pk))
     assert cached is not None and cached[0] == dashboard_version(study=study)
+
+
+def test_the_pair_page_shows_its_items_a_page_at_a_time_judged_first(client):
+    """250 items: the page holds 100 rows (not 250) with the judged item first, and links
+    page through the rest without JavaScript."""
+    from tests.factories import one_pair_rows, researcher_client
+
+    rows = one_pair_rows(items=250)
+    rows.append({"kind": "human_preference", "item": "i249", "first": "A", "second": "B", "preference": 1,
+                 "annotator": "e1"})
+    study = study_import(source=bundle_bytes(rows))
+    researcher_client(client, study)
+    url = f"/s/{study.slug}/pair/?first=A&second=B"
+    html = client.get(url).content.decode()
+    assert html.count('<tr><td title="i') == 100
+    assert html.index('title="i249"') < html.index('title="i00"')  # the judged item leads
+    assert "items 1–100 of 250" in html and f'href="?first=A&amp;second=B&amp;page=2#items"' in html
+    last = client.get(url + "&page=3").content.decode()
+    assert last.count('<tr><td title="i') == 50 and 'title="i248"' in last and "page=2#items" in last
+    assert client.get(url + "&page=x").status_code == 200  # a bad page number shows the first
