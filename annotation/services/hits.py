@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -148,6 +149,47 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
 
 
 OPEN_PAIRS_TRIED_FIRST = 24
+# A uniform draw looks at this many of the study's items, drawn at random, before all of them.
+UNIFORM_SAMPLE = 32
+
+
+def _uniform_draw(study: Study, pair: store.OpenPair, annotator: Annotator, rng: random.Random, now) -> list:
+    """One item drawn uniformly from those of the pair a lease to the annotator may take (as a
+    one-row list; [] if none).
+
+    The database draws among the free items of UNIFORM_SAMPLE of the study's items taken at
+    random, and only when none of those is free among all the pair's items. Still exactly
+    uniform: the sample treats every item alike, so any two free items are equally likely to be
+    in it and drawn from it -- and reading 32 items by their ids replaced a scan of all of them
+    (2,000 at an arena's scale; a sixth of the web processes' time under load).
+    """
+    items = _study_item_ids(study)
+    among = rng.sample(items, UNIFORM_SAMPLE) if len(items) > UNIFORM_SAMPLE else ()
+    rows = store.pair_items(study.pk, pair, annotator.pk, ratings_per_item=study.ratings_per_item, now=now,
+                            one_at_random=True, among=among)
+    if not rows and among:
+        rows = store.pair_items(study.pk, pair, annotator.pk, ratings_per_item=study.ratings_per_item, now=now,
+                                one_at_random=True)
+    return rows
+
+
+# (study id, created_at) -> the study's item ids, read once per process: items are stored by
+# the import alone (a rolled-back import's ids can come back, with another created_at).
+_item_ids: dict[tuple, list[int]] = {}
+_item_ids_guard = threading.Lock()
+ITEM_IDS_CACHED_MAX = 64
+
+
+def _study_item_ids(study: Study) -> list[int]:
+    key = (study.pk, study.created_at)
+    found = _item_ids.get(key)
+    if found is None:
+        found = store.study_item_ids(study.pk)
+        with _item_ids_guard:
+            if len(_item_ids) >= ITEM_IDS_CACHED_MAX:
+                _item_ids.clear()
+            _item_ids[key] = found
+    return found
 
 
 def _later_pairs(study: Study, tried: set[int]):
@@ -172,11 +214,13 @@ def _lease_in_pair(study: Study, pair: store.OpenPair, annotator: Annotator, rng
                        or (r.lease_expires_at is not None and r.lease_expires_at > now) or r.mine or r.withdrawn]
         if len(unavailable) == len(rows):
             return None
+    elif uniform:
+        rows = _uniform_draw(study, pair, annotator, rng, now)
+        if not rows:
+            return None
     else:
-        # A uniform or weighted draw depends on the available items only: read only those
-        # (a uniform one draws in the database and reads one row).
-        rows = store.pair_items(study.pk, pair, annotator.pk, ratings_per_item=study.ratings_per_item, now=now,
-                                one_at_random=uniform)
+        # A weighted draw depends on the available items only: read only those.
+        rows = store.pair_items(study.pk, pair, annotator.pk, ratings_per_item=study.ratings_per_item, now=now)
         if not rows:
             return None
         unavailable = []

@@ -162,10 +162,11 @@ def study_rubric_load(study: Study, rows: Iterable[PairState]) -> rubric.RubricS
     return _rubric_from(study, names, [_lane_pairs(study, row, names) for row in rows])
 
 
-# Pairs already parsed by this process, by row id: ((version, updated_at), pair). A round close
-# reads the whole study, but between two closes only the pairs judged since have moved (every
-# write bumps the version), so the others are neither fetched (their JSON) nor parsed again.
-# updated_at is part of the key because a row id can come back after a rollback (SQLite).
+# Pairs already parsed by this process, by row id: ((version, study created_at), pair). A round
+# close reads the whole study, but between two closes only the pairs judged since have moved
+# (every write bumps the version), so the others are neither fetched (their JSON) nor parsed
+# again. The study's created_at is part of the key because a row id can come back after a
+# rolled-back import (SQLite) -- with another study row, created anew.
 _parsed: dict[int, tuple[tuple, tuple[tuple[adaptive.PairState, ...], int]]] = {}
 PARSED_MAX = 50_000
 
@@ -175,24 +176,26 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     None when no pair's round is filled (nothing to close). No lock: for a caller that writes
     back compare-and-set on the versions (services/runtime.rounds_close).
 
-    Reads every row's version and status, then the JSON of the rows this process has not parsed
-    at that version yet.
+    Asks whether any round is filled (the serving index answers), then reads every row's
+    version, then the JSON of the rows this process has not parsed at that version yet.
     """
-    heads = list(PairState.objects.filter(study=study).values_list("pk", "version", "updated_at", "status"))
-    if not any(status == adaptive.FILLED for *_, status in heads):
+    # Most closes scheduled by a burst of fills find them closed by the first (another thread
+    # or process): that one costs an index probe, not a read of every pair.
+    if not PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
         return None
+    heads = list(PairState.objects.filter(study=study).values_list("pk", "version"))
     names = _criteria_names(study)
     sources = lane_label_sources(study)
-    stale = [pk for pk, version, updated_at, _ in heads if _parsed.get(pk, (None,))[0] != (version, updated_at)]
+    stale = [pk for pk, version in heads if _parsed.get(pk, (None,))[0] != (version, study.created_at)]
     if len(_parsed) + len(stale) > PARSED_MAX:
         _parsed.clear()
-    for pk, version, updated_at, blob, lanes in (PairState.objects.filter(pk__in=stale).values_list(
-            "pk", "version", "updated_at", "state", "criteria_state")):
+    for pk, version, blob, lanes in (PairState.objects.filter(pk__in=stale).values_list(
+            "pk", "version", "state", "criteria_state")):
         if not blob:
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
-        _parsed[pk] = ((version, updated_at), _lanes_of(blob, lanes, names, sources,
-                                                        f"pair {pk} of study {study.slug!r}"))
-    read = {pk: _parsed[pk] for pk, *_ in heads}  # a row that moved meanwhile: its newer version
+        _parsed[pk] = ((version, study.created_at), _lanes_of(blob, lanes, names, sources,
+                                                              f"pair {pk} of study {study.slug!r}"))
+    read = {pk: _parsed[pk] for pk, _ in heads}  # a row that moved meanwhile: its newer version
     if any(len(lanes) != len(names) for _, (lanes, _) in read.values()):
         _parsed.clear()
         raise ValueError(f"study {study.slug!r}: a cached pair has other criteria than the study; read it again")

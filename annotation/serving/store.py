@@ -23,6 +23,7 @@ the protocol codec), built with ``Model.from_db`` (other fields deferred).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -386,10 +387,11 @@ _SKIPPED_BY = (f'EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = 
 
 
 @lru_cache(maxsize=None)
-def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool = False) -> str:
+def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool = False, among: int = 0) -> str:
     """The items of a pair with their comparison if it is stored (LEFT JOIN on the comparison's
     unique (item, first, second)); ``available_only``: only those a lease may take
-    (``skips_free``: the annotator's skipped ones too)."""
+    (``skips_free``: the annotator's skipped ones too); ``among``: only the items of that many
+    ids given last."""
     if available_only:
         skipped = "" if skips_free else f" AND NOT {_SKIPPED_BY}"
         mine, where = "FALSE", (
@@ -403,16 +405,19 @@ def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool 
             'WHERE i."study_id" = %s '
             f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s) '
             f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s)'
-            + where + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else ""))
+            + where + (f' AND i."id" IN ({", ".join(["%s"] * among)})' if among else "")
+            + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else ""))
 
 
 def pair_items(study_id: int, pair: OpenPair, annotator_id: int, *, ratings_per_item: int | None = None,
-               now: datetime | None = None, one_at_random: bool = False, skips_free: bool = False) -> list[PairItem]:
+               now: datetime | None = None, one_at_random: bool = False, skips_free: bool = False,
+               among: Sequence[int] = ()) -> list[PairItem]:
     """The pair's items as a lease sees them. With ``ratings_per_item`` and ``now``: only the
     items a lease to the annotator may take (not withdrawn; no comparison yet, or one with
     fewer judgements, no live lease and no judgement or skip by the annotator -- ``skips_free``:
     their skips do not count), and with ``one_at_random`` one of those drawn by the database
-    (or none). Without: every item of the pair (a stratified draw bins all of them)."""
+    (or none). Without: every item of the pair (a stratified draw bins all of them).
+    ``among``: only the items with these ids (the index finds them: no scan of the pair)."""
     available_only = ratings_per_item is not None
     head = [pair.first_id, pair.second_id, study_id, pair.first_id, pair.second_id]
     if available_only:
@@ -421,13 +426,18 @@ def pair_items(study_id: int, pair: OpenPair, annotator_id: int, *, ratings_per_
             params += [annotator_id, Assignment.State.SKIPPED]
     else:
         params = [annotator_id, annotator_id, Assignment.State.SKIPPED, *head]
-    rows = _rows(_pair_items_sql(available_only, one_at_random, skips_free), params)
+    rows = _rows(_pair_items_sql(available_only, one_at_random, skips_free, len(among)), [*params, *among])
     return [PairItem(item_id, comparison_id, *_read(Comparison, _PAIR_ITEM_COLUMNS, rest[:3]), mine=bool(rest[3]),
                      withdrawn=_read(Item, ("withdrawn",), rest[4:5])[0])
             for item_id, comparison_id, *rest in rows]
 
 
 _PAIR_ITEM_COLUMNS = ("judgement_count", "lease_expires_at", "separability")
+
+
+def study_item_ids(study_id: int) -> list[int]:
+    """The ids of the study's items (withdrawn ones included)."""
+    return [pk for (pk,) in _rows(f'SELECT "id" FROM {ITEM} WHERE "study_id" = %s ORDER BY "id"', [study_id])]
 
 
 def comparison_leased_new(study_id: int, pair: OpenPair, item_id: int, expires: datetime) -> int:

@@ -17,8 +17,12 @@ from tests.factories import bundle_bytes, crowd_rows, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GROWING = ("annotation_judgement", "annotation_comparison", "annotation_assignment", "annotation_output")
+# Tables the loop must not walk by the study either: a lease that read every item of the study
+# (2,000 at an arena's scale) to draw one was a sixth of the web processes' time under load.
+WALKED_BY_STUDY = (*GROWING, "annotation_item")
 FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
+BY_STUDY = re.compile(r"USING (?:COVERING )?INDEX (\S+) \(study_id=\?\)$")
 
 
 @pytest.mark.skipif("connection.vendor != 'sqlite'", reason="plans are checked on SQLite (PostgreSQL "
@@ -42,7 +46,10 @@ def test_submit_and_next_hit_use_indexes_only(client):
                     scans.append((detail, sql[:160]))
                 # An index searched by the study alone walks all the study's rows: a scan too
                 # (the judgements of an annotator once walked the study's every comparison).
-                if any(f" {t} " in f"{detail} " for t in GROWING) and detail.endswith("(study_id=?)"):
+                # The plan names the table's alias, the index its table.
+                by_study = BY_STUDY.search(detail)
+                if by_study and (any(f" {t} " in f"{detail} " for t in WALKED_BY_STUDY)
+                                 or by_study.group(1).startswith(tuple(f"{t}_" for t in WALKED_BY_STUDY))):
                     scans.append((detail, sql[:160]))
     assert scans == []
 
