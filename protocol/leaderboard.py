@@ -20,23 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from natsort import natsort_keygen
 
 DEFAULT_PRIOR_TIES = 0.5
 DEFAULT_REPLICATES = 200
 
 
+_NATURAL = natsort_keygen()
+
+
 def natural_key(name: str):
     """Sort key of a system name in natural order (digits compare as numbers)."""
-    from natsort import natsort_keygen
-
-    return natsort_keygen()(name)
+    return _NATURAL(name)
 
 
 def natural_sorted(names: Sequence[str]) -> tuple[str, ...]:
     """System names in natural order: M0, M1, M2, ..., M10 (digits compare as numbers)."""
-    from natsort import natsorted
-
-    return tuple(natsorted(names))
+    return tuple(sorted(names, key=_NATURAL))
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | No
     metric = study.metric if metric is None else metric
     if metric is None:
         return {}
-    source = metric_label_source(study, metric)
+    source = metric_label_source(study, metric, systems=pair)
     pairs = PairState.objects.filter(study=study)
     if pair is not None:
         pairs = pairs.filter(first__name=pair[0], second__name=pair[1])

@@ -16,7 +16,7 @@ excluded workers (``Study.protocol_lost_judgements``).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 
 from django.utils import timezone
@@ -24,7 +24,7 @@ from django.utils import timezone
 from protocol import adaptive, rubric
 
 from . import store
-from .metric_labels import MetricLabelSource, lane_label_sources
+from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
 from ..models import PairState, PairStateHistory, Study
 from ..rubrics import study_rubric
 
@@ -53,14 +53,18 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     )
 
 
-def _parsed_pair(data: dict, source: MetricLabelSource | None) -> adaptive.PairState:
-    """One lane's pair from its stored JSON, with the metric's labels of the pair computed from
-    ``source`` on first use (None: a human-only lane). JSON stored before the labels were left
-    out still holds them: the source's are the same, computed by the same formula."""
-    if source is None:
+def _parsed_pair(data: dict, labels_of: Callable[[str, str], dict[str, int]] | None) -> adaptive.PairState:
+    """One lane's pair from its stored JSON, with the metric's labels of the pair computed by
+    ``labels_of(first, second)`` on first use (None: a human-only lane). JSON stored before the
+    labels were left out still holds them: the source's are the same, computed by the same formula."""
+    if labels_of is None:
         return adaptive.PairState.from_dict(data, metric=EMPTY_LABELS)
     first, second = str(data.get("first")), str(data.get("second"))
-    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: source.pair(first, second)))
+    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: labels_of(first, second)))
+
+
+def _source_labels(source: MetricLabelSource | None) -> Callable[[str, str], dict[str, int]] | None:
+    return None if source is None else source.pair
 
 
 EMPTY_LABELS = MappingProxyType({})
@@ -75,7 +79,13 @@ def pair_state_of(study: Study, row: PairState) -> adaptive.PairState:
     """The first criterion's protocol state of one pair row (validated); ValueError when the row
     holds none."""
     _require_state(row)
-    return _parsed_pair(row.state, lane_label_sources(study)[0])
+    metric = lane_metrics(study)[0]
+    if metric is None:
+        return _parsed_pair(row.state, None)
+    # A reader of one pair (its page) rarely needs the labels, and then only this pair's: the
+    # study's scores are not read for it (metric_label_source with ``systems``).
+    return _parsed_pair(row.state, lambda first, second: metric_label_source(
+        study, metric, systems=(first, second)).pair(first, second))
 
 
 def pair_hits_of(study: Study, row: PairState) -> int:
@@ -96,14 +106,14 @@ def _lane_pairs(study: Study, row: PairState, names: tuple[str, ...]) -> tuple[t
 def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...], sources: tuple[MetricLabelSource | None, ...],
               where: str) -> tuple[tuple[adaptive.PairState, ...], int]:
     """_lane_pairs from the row's two JSON columns (``where`` names the row in errors)."""
-    first = _parsed_pair(state, sources[0])
+    first = _parsed_pair(state, _source_labels(sources[0]))
     if len(names) == 1:
         return (first,), first.judgements
     lanes = (criteria_state or {}).get("lanes", {})
     missing = [name for name in names[1:] if name not in lanes]
     if missing:
         raise ValueError(f"{where} has no protocol state for criterion {missing[0]!r}")
-    return (first, *(_parsed_pair(lanes[name], source) for name, source in zip(names[1:], sources[1:]))), \
+    return (first, *(_parsed_pair(lanes[name], _source_labels(source)) for name, source in zip(names[1:], sources[1:]))), \
         int(criteria_state["hits"])
 
 

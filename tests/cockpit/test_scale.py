@@ -180,3 +180,24 @@ def test_the_pair_page_shows_its_items_a_page_at_a_time_judged_first(client):
     last = client.get(url + "&page=3").content.decode()
     assert last.count('<tr><td title="i') == 50 and 'title="i248"' in last and "page=2#items" in last
     assert client.get(url + "&page=x").status_code == 200  # a bad page number shows the first
+
+
+def test_a_pair_page_reads_its_two_systems_scores_not_the_studys(client):
+    """The first pair page of a process used to load the study's every score (100,000 at 50 x
+    2,000) to show one pair; it reads the pair's two systems' and gives the same labels."""
+    from annotation.serving import metric_labels
+    from tests.factories import researcher_client
+
+    rows = _rows()
+    study = study_import(source=bundle_bytes(rows))
+    metric_labels._sources.clear()  # a fresh process
+    researcher_client(client, study)
+    response = client.get(f"/s/{study.slug}/pair/?first=s1&second=s2")
+    assert response.status_code == 200
+    assert not any(key[0] == study.pk for key in metric_labels._sources)
+    shown = {i["item"]: i["metric"] for i in response.context["pair"]["items"]}
+    reference = _reference(rows)[("s1", "s2")]
+    assert {item: label for item, label in shown.items() if label is not None} == reference
+    for pair, labels in _reference(rows).items():
+        assert study_metric_labels(study=study, pair=pair) == {pair: labels}  # each pair read alone
+    assert not any(key[0] == study.pk for key in metric_labels._sources)
