@@ -120,6 +120,11 @@ class Study(models.Model):
     protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
     protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
     protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
+    # One closer of the study's rounds at a time, across processes (services/runtime.py): the
+    # closer holds the study until this time; a close asked for meanwhile sets ``close_again``
+    # and the closer closes once more before it lets go.
+    protocol_closer_until = models.DateTimeField(null=True, blank=True, editable=False)
+    protocol_close_again = models.BooleanField(default=False, editable=False)
     protocol_imported_judgements = models.PositiveIntegerField(
         default=0, help_text="judgements imported with the bundle; the protocol's budget is budget + these")
     separability_status = models.CharField(

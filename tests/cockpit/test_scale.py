@@ -176,7 +176,7 @@ def test_the_pair_page_shows_its_items_a_page_at_a_time_judged_first(client):
     html = client.get(url).content.decode()
     assert html.count('<tr><td title="i') == 100
     assert html.index('title="i249"') < html.index('title="i00"')  # the judged item leads
-    assert "items 1–100 of 250" in html and f'href="?first=A&amp;second=B&amp;page=2#items"' in html
+    assert "items 1–100 of 250" in html and 'href="?first=A&amp;second=B&amp;page=2#items"' in html
     last = client.get(url + "&page=3").content.decode()
     assert last.count('<tr><td title="i') == 50 and 'title="i248"' in last and "page=2#items" in last
     assert client.get(url + "&page=x").status_code == 200  # a bad page number shows the first

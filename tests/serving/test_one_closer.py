@@ -1,0 +1,80 @@
+"""One closer of a study's rounds at a time, across processes (services/runtime.rounds_close).
+
+Each web process closes the rounds its own submits filled; closing at once, they undid each
+other's work (the compare-and-set kept the state right, but the loser decided the whole study
+again: on PostgreSQL "rounds moved under 5 close passes" 12 times in a 40-s load run)."""
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from annotation import jobs
+from annotation.models import Annotator, PairState, Study
+from annotation.services import hits, runtime, study_import
+from protocol import adaptive, rubric
+from tests.factories import bundle_bytes, crowd_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _filled_study(settings):
+    settings.EVALAPP_ROUND_CLOSE = "celery"  # no close after the submits: the test runs them
+    study = study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
+    annotators = [Annotator.objects.create(platform="prolific", external_id=f"c{n}") for n in range(4)]
+    original, jobs.rounds_close = jobs.rounds_close, lambda study_id: None
+    try:
+        for _ in range(12):
+            for annotator in annotators:
+                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+                if hit is not None:
+                    hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
+                                          idempotency_key=hits.new_idempotency_key())
+    finally:
+        jobs.rounds_close = original
+    assert PairState.objects.filter(study=study, status=adaptive.FILLED).count() == 3
+    return study
+
+
+def test_a_close_asked_for_while_another_runs_is_left_to_it(settings, monkeypatch):
+    study = _filled_study(settings)
+    decided = []
+    real_close = rubric.close_rounds
+    monkeypatch.setattr(rubric, "close_rounds", lambda state: decided.append(1) or real_close(state))
+    # The first closer pauses between deciding and applying; the second arrives meanwhile.
+    settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY = 1.0
+    results = {}
+
+    def close(name):
+        try:
+            results[name] = runtime.rounds_close(study_id=study.pk)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=close, args=("first",))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not decided and time.monotonic() < deadline:  # the first has decided, and pauses
+        time.sleep(0.01)
+    second = threading.Thread(target=close, args=("second",))
+    second.start()
+    second.join(30)
+    first.join(30)
+    assert results == {"first": 3, "second": 0}
+    assert len(decided) == 1  # the study decided once, not again by a rival
+    after = Study.objects.get(pk=study.pk)
+    assert after.protocol_closes == 1 and after.protocol_closer_until is None and not after.protocol_close_again
+    assert not PairState.objects.filter(study=study, status=adaptive.FILLED).exists()
+
+
+def test_a_hold_left_by_a_dead_closer_lapses(settings):
+    study = _filled_study(settings)
+    held = runtime._closer_take(study.pk)
+    assert held is not None and runtime.rounds_close(study_id=study.pk) == 0  # asked the holder to close again
+    assert Study.objects.get(pk=study.pk).protocol_close_again
+    # The holder died: once its hold lapses the next close (or the sweep) takes over.
+    Study.objects.filter(pk=study.pk).update(protocol_closer_until=held - timedelta(
+        seconds=2 * runtime.CLOSER_SECONDS))
+    assert runtime.rounds_close(study_id=study.pk) == 3
+    assert Study.objects.get(pk=study.pk).protocol_closer_until is None
