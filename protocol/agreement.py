@@ -39,6 +39,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .bundle import BundleError, read_bundle
+from .preferences import canonical_pair
+
 VALUES = (-1, 0, 1)
 _V = len(VALUES)
 _NOMINAL = 1.0 - np.eye(_V)
@@ -251,8 +254,6 @@ def bundle_judgements(bundle) -> tuple[list[tuple[str, str]], list[tuple[str, st
     A comparison is (item, first, second) with the pair in canonical order (first < second)
     and the value signed for that order. A row without an annotator is its own coder.
     """
-    from protocol.preferences import canonical_pair
-
     pairs, comparisons, annotators, values = [], [], [], []
     for row in bundle.human_preferences:
         first, second, sign = canonical_pair(row.first, row.second)
@@ -275,8 +276,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-
-    from protocol.bundle import BundleError, read_bundle
 
     try:
         bundle = read_bundle(args.bundle)

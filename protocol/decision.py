@@ -75,6 +75,8 @@ from typing import Sequence
 import numpy as np
 from scipy.special import betainc, gammaln
 
+from .preferences import sign_of_mean_per_item
+
 CLASSES = (1, 0, -1)  # index 0 = "+", 1 = "=", 2 = "-"
 _REVERSE = np.array([2, 1, 0])
 
@@ -216,8 +218,6 @@ def counts_from_labels(human_items, human_values, metric_items, metric_values, *
         make the evidence (a weighted pseudo-likelihood). The metric-only counts stay
         whole; the population they describe is then only approximately the weighted one.
     """
-    from .preferences import sign_of_mean_per_item
-
     human_items = np.asarray(human_items)
     metric_items = np.asarray(metric_items)
     human_index = _label_index(human_values, "human_values")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .preferences import sign_of_mean_per_item
+
 CLASSES = np.array([1, 0, -1], dtype=np.int8)
 #: W[m, n]: change of the outcome margin when the human label m is rated n by the metric
 #: (positive = in favour of the first system).
@@ -168,8 +170,6 @@ def paired_labels(human_items, human_values, metric_items, metric_values):
 
 def paired_items(human_items, human_values, metric_items, metric_values):
     """paired_labels with the items: (items (n,) object, human (n,), metric (n,))."""
-    from .preferences import sign_of_mean_per_item
-
     metric_items = np.asarray(metric_items, dtype=object)
     metric_values = _labels(metric_values, "metric")
     if len(set(metric_items.tolist())) != len(metric_items):

@@ -72,6 +72,8 @@ import numpy as np
 from scipy.special import expit, logit, ndtri
 
 from . import adaptive
+from .bundle import read_bundle
+from .preferences import human_labels, metric_labels
 from .simulate import _labels_by_pair, _stable_hash, replay
 
 Pair = tuple[str, str]
@@ -533,9 +535,6 @@ def grid_of(budgets: Iterable[int | None], batches: Iterable[int], gammas: Itera
 
 def plan_bundle(bundle_path: str, metric: str, *, use_human: bool = True, **options) -> PlanResult:
     """Read a bundle and plan (options as for ``plan``)."""
-    from .bundle import read_bundle
-    from .preferences import human_labels, metric_labels
-
     bundle = read_bundle(bundle_path)
     if metric not in bundle.metrics:
         raise ValueError(f"{bundle_path} has no metric {metric!r}; it has {', '.join(bundle.metrics) or 'none'}")

@@ -13,6 +13,7 @@ import numpy as np
 from scipy import special, stats
 
 from .leaderboard import natural_key
+from .preferences import sign_of_mean_per_item
 
 CORRECT = "Correct"
 INVERSION = "Inversion"
@@ -176,8 +177,6 @@ def decisions_from_labels(
     Tables with an ``items`` array count every item once, labelled with the sign of the mean
     of its labels (protocol.preferences.sign_of_mean_per_item: the item is the unit).
     """
-    from .preferences import sign_of_mean_per_item
-
     def per_item(table):
         if getattr(table, "items", None) is None:
             return table.values

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from protocol.bundle import BundleError, read_bundle
 from protocol.similarity import PairSimilarity, get_similarity, similarity_names
 
 # Starting spawned workers costs ~3 s here (imports); measured on 2 cores with ROUGE-1:
@@ -413,8 +414,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.bundle:
         parser.error("give a BUNDLE, or --bench")
-
-    from protocol.bundle import BundleError, read_bundle
 
     try:
         bundle = read_bundle(args.bundle)

@@ -56,13 +56,18 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import numpy as np
 
 from . import adaptive
 from .adaptive import ProtocolSettings, ProtocolState
-from .decision import closed_form_theta, decision_from_theta
+from .bundle import read_bundle
+from .decision import closed_form_theta, counts_from_labels, decide_many, decision_from_theta
+from .preferences import human_labels, metric_labels
+from .quality import annotator_quality
+from .ranking import compare_decisions, sign_test
 
 Pair = tuple[str, str]
 SUMMARY_KEYS = (
@@ -142,8 +147,6 @@ def cached_decide(counts, *, gamma: float, method: str, seed: int) -> _Decisions
     result does not depend on the rest of the batch and remembering it changes nothing;
     replays of the same data (another policy, the same seed) then share their early rounds.
     """
-    from .decision import decide_many
-
     keys = [(c.key(), float(gamma), method, int(seed)) for c in counts]
     missing = {}
     for key, c in zip(keys, counts):
@@ -295,8 +298,6 @@ def baselines(human, metric=None, *, fraction: float, gamma: float = 0.05,
     test is protocol.ranking.sign_test (asymptotic, ties discarded); PPI++ uses the metric
     labels of every other item of the pair (without a metric table it is the plain z-test).
     """
-    from .ranking import compare_decisions, sign_test
-
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
     human = {k: v for k, v in _labels_by_pair(human, "human").items() if len(v[1])}
@@ -434,8 +435,6 @@ class _CrowdLog:
     def assess(self) -> set[int]:
         """Flag annotators with protocol.quality; block the newly flagged ones (a newcomer takes
         each one's place) and return them."""
-        from .quality import annotator_quality
-
         if not self.value:
             return set()
         found = annotator_quality(self.annotator, self.comparison, self.value, self.shown, self.seconds,
@@ -475,10 +474,7 @@ class _CrowdLog:
 def _without_excluded(state: ProtocolState, log: _CrowdLog, pairs: set[Pair]) -> ProtocolState:
     """The state with the counts of ``pairs`` rebuilt from their kept judgements; a pair that
     was already closed is marked filled, so that the next close decides it again."""
-    from dataclasses import replace
-    from types import MappingProxyType
 
-    from .decision import counts_from_labels
 
     rebuilt = list(state.pairs)
     for index, pair in enumerate(state.pairs):
@@ -612,8 +608,6 @@ def _replay_decide(counts, *, gamma: float, method: str, seed: int):
 
 
 def _score(state: ProtocolState, human, available: int, gamma: float, began: float) -> ReplayResult:
-    from .ranking import compare_decisions
-
     reference, counts = reference_decisions(human, gamma)
     decisions = state.decisions()
     categories = compare_decisions(reference, decisions)
@@ -651,9 +645,6 @@ def _score(state: ProtocolState, human, available: int, gamma: float, began: flo
 
 def load(bundle_path: str, metric: str):
     """(human, metric) label tables of a bundle; metric "none" gives an empty metric table."""
-    from .bundle import read_bundle
-    from .preferences import human_labels, metric_labels
-
     bundle = read_bundle(bundle_path)
     human = human_labels(bundle)
     if not human:
