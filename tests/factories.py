@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from rest_framework.test import APIClient
 
+from annotation import jobs
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Annotator, Assignment, Comparison, Item, Output, PairState, Study
 from annotation.services import hits, study_import, study_membership_set
@@ -607,3 +608,22 @@ CHAT_ROWS = [
     {"kind": "metric_preference", "item": "c1", "first": "B", "second": "A", "metric": "gpt35",
      "preference": 1, "judge": "gpt-3.5-turbo", "prompt": "pandalm-v1", "order": "AB"},
 ]
+
+
+def first_rounds_filled_unclosed(prefix: str) -> Study:
+    """A 3-pair study (20 items, batch 4) whose every pair's first round is filled and left for
+    the test to close: the close that the submits ask for is switched off while they run."""
+    study = study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
+    annotators = [Annotator.objects.create(platform="prolific", external_id=f"{prefix}{n}") for n in range(4)]
+    original, jobs.rounds_close = jobs.rounds_close, lambda study_id: None
+    try:
+        for _ in range(12):
+            for annotator in annotators:
+                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+                if hit is not None:
+                    hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
+                                          idempotency_key=hits.new_idempotency_key())
+    finally:
+        jobs.rounds_close = original
+    assert PairState.objects.filter(study=study, status="filled").count() == 3
+    return study

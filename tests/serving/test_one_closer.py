@@ -10,31 +10,17 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from annotation import jobs
-from annotation.models import Annotator, PairState, Study
-from annotation.services import hits, runtime, study_import
+from annotation.models import PairState, Study
+from annotation.services import runtime
 from protocol import adaptive, rubric
-from tests.factories import bundle_bytes, crowd_rows
+from tests.factories import first_rounds_filled_unclosed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _filled_study(settings):
-    settings.EVALAPP_ROUND_CLOSE = "celery"  # no close after the submits: the test runs them
-    study = study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
-    annotators = [Annotator.objects.create(platform="prolific", external_id=f"c{n}") for n in range(4)]
-    original, jobs.rounds_close = jobs.rounds_close, lambda study_id: None
-    try:
-        for _ in range(12):
-            for annotator in annotators:
-                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-                if hit is not None:
-                    hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
-                                          idempotency_key=hits.new_idempotency_key())
-    finally:
-        jobs.rounds_close = original
-    assert PairState.objects.filter(study=study, status=adaptive.FILLED).count() == 3
-    return study
+    settings.EVALAPP_ROUND_CLOSE = "celery"  # no close runs in the submits' requests
+    return first_rounds_filled_unclosed("c")
 
 
 def test_a_close_asked_for_while_another_runs_is_left_to_it(settings, monkeypatch):

@@ -18,11 +18,10 @@ from django.test import Client
 
 from annotation.models import Annotator, Judgement, PairState, Study
 from annotation.selectors import study_serving_audit
-from annotation import jobs
 from annotation.serving import protocol_state
 from annotation.services import hits, runtime, study_import
 from protocol import adaptive
-from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, redis_answers
+from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, first_rounds_filled_unclosed, redis_answers
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -150,20 +149,11 @@ def test_a_worker_killed_mid_close_and_restarted_converges_to_the_same_decisions
     and the decisions equal the ones the same close computes in this process."""
     if not redis_answers():
         pytest.skip("no Redis on 127.0.0.1:6379")
-    study = study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
-    annotators = [Annotator.objects.create(platform="prolific", external_id=f"k{n}") for n in range(4)]
-    # Fill every pair's first round with the round close switched off (left to the worker).
+    # Every pair's first round filled with the round close switched off (left to the worker).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(settings, "EVALAPP_ROUND_CLOSE", "celery")
-        patch.setattr(jobs, "rounds_close", lambda study_id: None)  # the task is sent below
-        for _ in range(12):
-            for annotator in annotators:
-                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-                if hit is not None:
-                    hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
-                                          idempotency_key=hits.new_idempotency_key())
+        study = first_rounds_filled_unclosed("k")  # the task is sent below
     rows = list(PairState.objects.filter(study=study))
-    assert sum(r.status == adaptive.FILLED for r in rows) == 3
     expected = adaptive.close_rounds(protocol_state.study_state_load(Study.objects.get(pk=study.pk), rows))
     broker = "redis://127.0.0.1:6379/15"
     env = {**os.environ, "CELERY_BROKER_URL": broker, "DATABASE_URL": database_url(),
