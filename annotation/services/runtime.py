@@ -107,20 +107,21 @@ def rounds_close(*, study_id: int) -> int:
     """
     # Three web processes each closing the rounds its own submits filled undid each other's
     # work: on PostgreSQL "rounds moved under 5 close passes" 12 times in a 40-s load run.
-    until = _closer_take(study_id)
-    while until is None:
+    until = _closer_until()
+    while not _closer_take(study_id, until):
         if _closer_ask_again(study_id):
             return 0
-        until = _closer_take(study_id)  # the closer let go meanwhile
+        until = _closer_until()  # the closer let go meanwhile
     closed = 0
     try:
         while True:
             closed += _rounds_close_passes(study_id)
             if _closer_let_go(study_id, until):
                 return closed
-            until = _closer_renew(study_id, until)  # asked again while closing: once more
-            if until is None:
+            renewed = _closer_until()  # asked again while closing: once more
+            if not _closer_renew(study_id, until, renewed):
                 return closed  # held past CLOSER_SECONDS: another closer took over
+            until = renewed
     except BaseException:
         _closer_let_go(study_id, until, even_if_asked_again=True)
         raise
@@ -131,37 +132,48 @@ def rounds_close(*, study_id: int) -> int:
 CLOSER_SECONDS = 30
 
 
-def _closer_take(study_id: int):
-    """Hold the study's closes (None: another closer holds them); returns the hold's end, its token."""
-    now = timezone.now()
-    until = now + timedelta(seconds=CLOSER_SECONDS)
+def _closer_until():
+    """The end of a new hold: also its token (each statement below names the hold it means)."""
+    return timezone.now() + timedelta(seconds=CLOSER_SECONDS)
+
+
+# Each of these is one statement in autocommit, retried after a transient error (a hold left
+# by a close whose connection was cut stopped a study's closes for CLOSER_SECONDS); a retry
+# after a reply that was lost finds its own token.
+
+@retry_transient
+def _closer_take(study_id: int, until) -> bool:
+    """Hold the study's closes until ``until``; False when another closer holds them."""
     taken = Study.objects.filter(pk=study_id).filter(
-        Q(protocol_closer_until__isnull=True) | Q(protocol_closer_until__lt=now)).update(
+        Q(protocol_closer_until__isnull=True) | Q(protocol_closer_until__lt=timezone.now())).update(
         protocol_closer_until=until, protocol_close_again=False)
-    return until if taken else None
+    return bool(taken) or Study.objects.filter(pk=study_id, protocol_closer_until=until).exists()
 
 
+@retry_transient
 def _closer_ask_again(study_id: int) -> bool:
     """Ask the closer holding the study to close once more; False when none holds it."""
     return bool(Study.objects.filter(pk=study_id, protocol_closer_until__gte=timezone.now()).update(
         protocol_close_again=True))
 
 
+@retry_transient
 def _closer_let_go(study_id: int, until, *, even_if_asked_again: bool = False) -> bool:
-    """Let go of the hold taken until ``until``, unless a close was asked for meanwhile (then
-    False, and the hold is kept)."""
+    """Let go of the hold ``until``, unless a close was asked for meanwhile (then False, and the
+    hold is kept)."""
     held = Study.objects.filter(pk=study_id, protocol_closer_until=until)
     if not even_if_asked_again:
         held = held.filter(protocol_close_again=False)
     return bool(held.update(protocol_closer_until=None))
 
 
-def _closer_renew(study_id: int, until):
-    """Renew the hold for one more close and clear the request; None when it was lost."""
-    renewed = timezone.now() + timedelta(seconds=CLOSER_SECONDS)
+@retry_transient
+def _closer_renew(study_id: int, until, renewed) -> bool:
+    """Move the hold ``until`` to ``renewed`` for one more close and clear the request; False
+    when the hold was lost."""
     kept = Study.objects.filter(pk=study_id, protocol_closer_until=until).update(
         protocol_closer_until=renewed, protocol_close_again=False)
-    return renewed if kept else None
+    return bool(kept) or Study.objects.filter(pk=study_id, protocol_closer_until=renewed).exists()
 
 
 def _rounds_close_passes(study_id: int) -> int:

@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from annotation.models import PairState, Study
 from annotation.services import runtime
@@ -56,11 +56,44 @@ def test_a_close_asked_for_while_another_runs_is_left_to_it(settings, monkeypatc
 
 def test_a_hold_left_by_a_dead_closer_lapses(settings):
     study = _filled_study(settings)
-    held = runtime._closer_take(study.pk)
-    assert held is not None and runtime.rounds_close(study_id=study.pk) == 0  # asked the holder to close again
+    held = runtime._closer_until()
+    assert runtime._closer_take(study.pk, held)
+    assert runtime.rounds_close(study_id=study.pk) == 0  # asked the holder to close again
     assert Study.objects.get(pk=study.pk).protocol_close_again
     # The holder died: once its hold lapses the next close (or the sweep) takes over.
     Study.objects.filter(pk=study.pk).update(protocol_closer_until=held - timedelta(
         seconds=2 * runtime.CLOSER_SECONDS))
     assert runtime.rounds_close(study_id=study.pk) == 3
+    assert Study.objects.get(pk=study.pk).protocol_closer_until is None
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="cuts a PostgreSQL connection")
+def test_a_close_whose_connection_is_cut_lets_go_of_its_hold(settings, monkeypatch):
+    """A close whose connection is terminated under it lets go of its hold on a fresh one: a
+    hold left behind stopped the study's closes for CLOSER_SECONDS, and the PostgreSQL fault
+    test's annotators ran out of open rounds."""
+    study = _filled_study(settings)
+
+    def cut_under_the_close(study_id):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (pid,) = cursor.fetchone()
+
+        def terminate():
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            finally:
+                connection.close()
+
+        killer = threading.Thread(target=terminate)
+        killer.start()
+        killer.join(10)
+        Study.objects.count()  # on the terminated connection: OperationalError
+        raise AssertionError("the connection was not cut")
+
+    monkeypatch.setattr(runtime, "_rounds_close_passes", cut_under_the_close)
+    with pytest.raises(OperationalError):
+        runtime.rounds_close(study_id=study.pk)
+    connection.close()
     assert Study.objects.get(pk=study.pk).protocol_closer_until is None
