@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -52,6 +51,7 @@ from ..rubrics import answers_from_screen, is_rubric, lane_values, study_rubric
 from ..selectors.quality import annotator_is_excluded
 from ..selectors.serving import crowd_session, hit_current
 from ..serving import protocol_state, store
+from ..serving.process_cache import ProcessCache
 from .checks import check_release, check_submit, check_turn
 from .transactions import retry_transient
 
@@ -173,23 +173,13 @@ def _uniform_draw(study: Study, pair: store.OpenPair, annotator: Annotator, rng:
     return rows
 
 
-# (study id, created_at) -> the study's item ids, read once per process: items are stored by
-# the import alone (a rolled-back import's ids can come back, with another created_at).
-_item_ids: dict[tuple, list[int]] = {}
-_item_ids_guard = threading.Lock()
-ITEM_IDS_CACHED_MAX = 64
+# (study id, created_at) -> the study's item ids, read once per process (items are stored by
+# the import alone).
+_item_ids: ProcessCache[list[int]] = ProcessCache()
 
 
 def _study_item_ids(study: Study) -> list[int]:
-    key = (study.pk, study.created_at)
-    found = _item_ids.get(key)
-    if found is None:
-        found = store.study_item_ids(study.pk)
-        with _item_ids_guard:
-            if len(_item_ids) >= ITEM_IDS_CACHED_MAX:
-                _item_ids.clear()
-            _item_ids[key] = found
-    return found
+    return _item_ids.get((study.pk, study.created_at), lambda: store.study_item_ids(study.pk))
 
 
 def _later_pairs(study: Study, tried: set[int]):

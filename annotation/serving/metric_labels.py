@@ -11,7 +11,6 @@ first use. ``selectors.studies.study_metric_labels`` reads through here too: one
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,7 @@ from protocol.preferences import combine_verdicts, preferences_from_scores
 
 from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
+from .process_cache import ProcessCache
 
 
 @dataclass(frozen=True)
@@ -83,25 +83,11 @@ def _load(metric: Metric, systems: tuple[str, str] | None = None) -> MetricLabel
                              {names[pk]: k for k, pk in enumerate(systems.tolist())}, table, metric.tie_margin)
 
 
-# (study id, study created_at, metric id, tie margin) -> source. created_at tells a study from an
-# earlier one whose ids came back (a rolled-back import); the tie margin is fixed once the
+# (study id, study created_at, metric id, tie margin) -> source. The tie margin is fixed once the
 # study's protocol has started (admin), so a source never goes stale while it is used.
-_sources: dict[tuple, MetricLabelSource] = {}
+_sources: ProcessCache[MetricLabelSource] = ProcessCache()
 # (study id, created_at, study metric id, criteria) -> one metric (or None) per rubric lane
-_lanes: dict[tuple, tuple[Metric | None, ...]] = {}
-_guard = threading.Lock()
-CACHED_MAX = 64
-
-
-def _cached(cache: dict, key: tuple, load):
-    found = cache.get(key)
-    if found is None:
-        found = load()
-        with _guard:
-            if len(cache) >= CACHED_MAX:
-                cache.clear()
-            cache[key] = found
-    return found
+_lanes: ProcessCache[tuple[Metric | None, ...]] = ProcessCache()
 
 
 def metric_label_source(study: Study, metric: Metric, *, systems: tuple[str, str] | None = None) -> MetricLabelSource:
@@ -111,9 +97,9 @@ def metric_label_source(study: Study, metric: Metric, *, systems: tuple[str, str
     source if this process holds it already, else one of their scores alone, read now and not
     kept (4,000 scores rather than the 100,000 of 50 systems x 2,000 items)."""
     key = (study.pk, study.created_at, metric.pk, metric.tie_margin)
-    if systems is not None and metric.kind == Metric.Kind.SCORE and key not in _sources:
+    if systems is not None and metric.kind == Metric.Kind.SCORE and not _sources.holds(key):
         return _load(metric, systems)
-    return _cached(_sources, key, lambda: _load(metric))
+    return _sources.get(key, lambda: _load(metric))
 
 
 def lane_metrics(study: Study) -> tuple[Metric | None, ...]:
@@ -124,7 +110,7 @@ def lane_metrics(study: Study) -> tuple[Metric | None, ...]:
         by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk)}
         return tuple(by_name[name] if name else None for name in criterion_metrics(study).values())
 
-    return _cached(_lanes, (study.pk, study.created_at, study.metric_id, repr(study.criteria)), load)
+    return _lanes.get((study.pk, study.created_at, study.metric_id, repr(study.criteria)), load)
 
 
 def lane_label_sources(study: Study) -> tuple[MetricLabelSource | None, ...]:
