@@ -25,6 +25,7 @@ from ..errors import QualityError
 from ..models import (AnnotatorExclusion, Annotator, Assignment, CheckItem, ExclusionEvent, Judgement, JudgementKind,
                       Study)
 from ..selectors.quality import study_annotator_quality
+from .common import model_update
 from .hits import hit_release
 
 log = logging.getLogger(__name__)
@@ -97,13 +98,10 @@ def study_quality_settings_update(*, study: Study, check_every: int, onboarding_
     if (check_every or onboarding_checks) and not CheckItem.objects.filter(study=study).exists():
         raise QualityError("this study has no check items (bundle lines of kind 'check'): checks cannot be served")
     study.refresh_from_db()
-    study.check_every, study.onboarding_checks, study.repeat_every = check_every, onboarding_checks, repeat_every
-    study.exclude_too_fast, study.exclude_failed_checks = exclude_too_fast, exclude_failed_checks
-    study.exclude_low_agreement = exclude_low_agreement
-    study.full_clean()
-    study.save(update_fields=["check_every", "onboarding_checks", "repeat_every", "exclude_too_fast",
-                              "exclude_failed_checks", "exclude_low_agreement"])
-    return study
+    return model_update(instance=study, data={
+        "check_every": check_every, "onboarding_checks": onboarding_checks, "repeat_every": repeat_every,
+        "exclude_too_fast": exclude_too_fast, "exclude_failed_checks": exclude_failed_checks,
+        "exclude_low_agreement": exclude_low_agreement})
 
 
 def exclusion_rules_apply(*, study: Study, thresholds: QualityThresholds = QualityThresholds()) -> list[str]:

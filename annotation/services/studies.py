@@ -44,6 +44,7 @@ from ..selectors.exports import SETTING_FIELDS
 from ..selectors.studies import comparison_sample_texts
 from ..serving import protocol_state
 from . import runtime
+from .common import model_update
 from .members import study_membership_set
 
 BATCH = 2000
@@ -395,15 +396,10 @@ def study_settings_update(
         if budget < committed:
             raise ValueError(f"the budget cannot be below {committed}: judgements already spent and "
                              f"asked for in open rounds ({state.spent - imported} + {state.reserved})")
-        study.status = status
-        study.budget = budget
-        study.lease_timeout_seconds = lease_timeout_seconds
-        study.completion_code = completion_code
-        study.instructions = instructions
-        study.item_choice = item_choice
-        study.item_choice_temperature = item_choice_temperature
-        study.full_clean()
-        study.save()
+        model_update(instance=study, data={
+            "status": status, "budget": budget, "lease_timeout_seconds": lease_timeout_seconds,
+            "completion_code": completion_code, "instructions": instructions, "item_choice": item_choice,
+            "item_choice_temperature": item_choice_temperature})
         resized = rubric.with_settings(state, protocol_state.protocol_settings(study))
         protocol_state.study_state_save(study, rows, rubric.open_rounds(resized), before=state)
         return study
@@ -431,18 +427,10 @@ def study_draft_update(
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.status != Study.Status.DRAFT or study.protocol_started:
             raise ValueError("the study has been launched: its protocol parameters are fixed")
-        study.metric = metric
-        study.gamma = gamma
-        study.batch_size = batch_size
-        study.budget = budget
-        study.ratings_per_item = ratings_per_item
-        study.allocation_policy = allocation_policy
-        study.protocol_rule = protocol_rule
-        study.family_control = family_control
-        study.item_choice = item_choice
-        study.full_clean()
-        study.save()
-        return study
+        return model_update(instance=study, data={
+            "metric": metric, "gamma": gamma, "batch_size": batch_size, "budget": budget,
+            "ratings_per_item": ratings_per_item, "allocation_policy": allocation_policy,
+            "protocol_rule": protocol_rule, "family_control": family_control, "item_choice": item_choice})
 
 
 def study_launch(*, study: Study) -> Study:
@@ -475,16 +463,11 @@ def study_crowd_settings_update(
     ``completion_code`` None leaves it unchanged. Takes effect for the next HIT served.
     """
     study.refresh_from_db()
-    study.session_hits_min = session_hits_min
-    study.session_hits_max = session_hits_max
-    study.session_minutes = session_minutes
-    study.min_seconds_per_hit = min_seconds_per_hit
+    data = {"session_hits_min": session_hits_min, "session_hits_max": session_hits_max,
+            "session_minutes": session_minutes, "min_seconds_per_hit": min_seconds_per_hit}
     if completion_code is not None:
-        study.completion_code = completion_code
-    study.full_clean()
-    study.save(update_fields=["session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit",
-                              "completion_code"])
-    return study
+        data["completion_code"] = completion_code
+    return model_update(instance=study, data=data)
 
 
 def item_withdraw(*, item: Item) -> Item:
