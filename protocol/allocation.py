@@ -172,37 +172,51 @@ def _open_candidates(candidates, separability, judged, policy: str) -> tuple[lis
     return ids, delta, np.array([i not in judged_set for i in ids], dtype=bool)
 
 
-def selection_probability(
+def draw_chances(
     candidates: Sequence[str],
     separability: np.ndarray | Sequence[float],
     judged: Collection[str],
-    chosen: str,
     *,
     policy: str = "uniform",
     temperature: float = 0.1,
     bins: int | Sequence[float] = 4,
-) -> float:
-    """Probability that ``choose_items(..., count=1)`` with these arguments returns ``chosen``.
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Each candidate's chance to be the item ``choose_items(..., count=1)`` returns, with the
+    arguments of :func:`choose_items`.
 
-    Same arguments as :func:`choose_items` (``chosen`` must be an open candidate). uniform:
+    Returns (ids, open, chance): the candidate ids as str, shape (k,); which are open (not
+    judged), bool shape (k,); the chance of each, shape (k,), 0 for a judged one. uniform:
     1 / open candidates; weighted: exp(δ/T) over the open candidates' sum; stratified:
-    1 / (bins with open candidates) x 1 / (open candidates in chosen's bin).
+    1 / (bins with open candidates) x 1 / (open candidates in the candidate's bin).
     """
     ids, delta, open_ = _open_candidates(candidates, separability, judged, policy)
+    chance = np.zeros(len(ids))
+    if not open_.any():
+        return ids, open_, chance
+    if policy == "uniform":
+        chance[open_] = 1.0 / int(open_.sum())
+    elif policy == "weighted":
+        chance[open_] = selection_weights(delta[open_], policy="weighted", temperature=temperature)
+    else:
+        strata = _bin_index(delta, bins)
+        occupied, sizes = np.unique(strata[open_], return_counts=True)
+        size_of = dict(zip(occupied.tolist(), sizes.tolist()))
+        chance[open_] = [1.0 / (len(occupied) * size_of[b]) for b in strata[open_].tolist()]
+    return ids, open_, chance
+
+
+def selection_probability(candidates: Sequence[str], separability: np.ndarray | Sequence[float],
+                          judged: Collection[str], chosen: str, **options) -> float:
+    """Probability that ``choose_items(..., count=1)`` with these arguments returns ``chosen``
+    (an open candidate); ``options`` (policy, temperature, bins) as for :func:`draw_chances`."""
+    ids, open_, chance = draw_chances(candidates, separability, judged, **options)
     try:
         at = ids.index(str(chosen))
     except ValueError:
         raise ValueError(f"chosen item {chosen!r} is not a candidate") from None
     if not open_[at]:
         raise ValueError(f"chosen item {chosen!r} is judged (not open), so it cannot be drawn")
-    if policy == "uniform":
-        return 1.0 / int(open_.sum())
-    if policy == "weighted":
-        chances = selection_weights(delta[open_], policy="weighted", temperature=temperature)
-        return float(chances[int(open_[:at].sum())])
-    strata = _bin_index(delta, bins)
-    open_strata = strata[open_]
-    return 1.0 / (len(set(open_strata.tolist())) * int((open_strata == strata[at]).sum()))
+    return float(chance[at])
 
 
 def choose_one(candidates: Sequence[str], separability: np.ndarray | Sequence[float], judged: Collection[str], *,
@@ -218,29 +232,16 @@ def choose_one(candidates: Sequence[str], separability: np.ndarray | Sequence[fl
     return drawn[0], selection_probability(candidates, separability, judged, drawn[0], **options)
 
 
-def smallest_selection_probability(
-    candidates: Sequence[str],
-    separability: np.ndarray | Sequence[float],
-    judged: Collection[str],
-    *,
-    policy: str = "uniform",
-    temperature: float = 0.1,
-    bins: int | Sequence[float] = 4,
-) -> float:
+def smallest_selection_probability(candidates: Sequence[str], separability: np.ndarray | Sequence[float],
+                                   judged: Collection[str], **options) -> float:
     """The smallest chance any open candidate has in ``choose_items(..., count=1)`` with these
-    arguments (same arguments as :func:`selection_probability`, without ``chosen``). The
-    error-controlled rule takes rho = this / the drawn item's chance for the draw's step
+    arguments (``options`` as for :func:`draw_chances`). The error-controlled rule takes
+    rho = this / the drawn item's chance for the draw's step
     (``protocol.adaptive.record_judgements(smallest=...)``)."""
-    ids, delta, open_ = _open_candidates(candidates, separability, judged, policy)
+    _, open_, chance = draw_chances(candidates, separability, judged, **options)
     if not open_.any():
         raise ValueError("no open candidate: nothing can be drawn")
-    if policy == "uniform":
-        return 1.0 / int(open_.sum())
-    if policy == "weighted":
-        return float(selection_weights(delta[open_], policy="weighted", temperature=temperature).min())
-    open_strata = _bin_index(delta, bins)[open_]
-    _, sizes = np.unique(open_strata, return_counts=True)
-    return 1.0 / (len(sizes) * int(sizes.max()))
+    return float(chance[open_].min())
 
 
 def design_weights(draw_probabilities: Sequence[float]) -> np.ndarray:

@@ -657,37 +657,28 @@ def _annotator(obj: dict, line: int, check: _Checker) -> str:
 
 
 def _check_references(bundle: Bundle, check: _Checker) -> None:
+    def unique(row, key: tuple | str, seen: dict, what: str) -> None:
+        if key in seen:
+            check.add(row.line, f"duplicate {what} (first on line {seen[key]})")
+        else:
+            seen[key] = row.line
+
     items: dict[str, int] = {}
     for row in bundle.items:
-        if row.id is None:
-            continue
-        if row.id in items:
-            check.add(row.line, f"duplicate item id {row.id!r} (first on line {items[row.id]})")
-        else:
-            items[row.id] = row.line
+        if row.id is not None:
+            unique(row, row.id, items, f"item id {row.id!r}")
     checks: dict[str, int] = {}
     for row in bundle.checks:
-        if row.id is None:
-            continue
-        if row.id in checks:
-            check.add(row.line, f"duplicate check id {row.id!r} (first on line {checks[row.id]})")
-        else:
-            checks[row.id] = row.line
+        if row.id is not None:
+            unique(row, row.id, checks, f"check id {row.id!r}")
     systems: set[str] = set()
     outputs: dict[tuple, int] = {}
     for row in bundle.outputs:
         systems.add(row.system)
         if isinstance(row.item, str) and row.item not in items:
             check.add(row.line, f"output refers to unknown item {row.item!r}")
-        key = (row.item, row.system, row.sample)
-        if key in outputs:
-            check.add(
-                row.line,
-                f"duplicate output for item {row.item!r}, system {row.system!r}, sample {row.sample} "
-                f"(first on line {outputs[key]})",
-            )
-        else:
-            outputs[key] = row.line
+        unique(row, (row.item, row.system, row.sample), outputs,
+               f"output for item {row.item!r}, system {row.system!r}, sample {row.sample}")
 
     shown = {(item, system) for item, system, _ in outputs}
 
@@ -708,12 +699,6 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
                 check.add(row.line, f"system {system!r} has no output for item {row.item!r} (field {name!r})")
                 ok = False
         return ok
-
-    def unique(row, key: tuple, seen: dict, what: str) -> None:
-        if key in seen:
-            check.add(row.line, f"duplicate {what} (first on line {seen[key]})")
-        else:
-            seen[key] = row.line
 
     seen: dict = {}
     score_metrics: dict[str, int] = {}

@@ -30,9 +30,9 @@ from .rules import (
     weighted_bet,
     family_thresholds,
 )
-from .rules import _default_decide
+from .rules import default_decide
 from .state import (
-    _LABEL_INDEX,
+    LABEL_INDEX,
     ADAPTIVE,
     BAYES,
     BOUNDARY,
@@ -47,10 +47,10 @@ from .state import (
     PairState,
     ProtocolSettings,
     ProtocolState,
-    _check_state,
-    _diagnostics,
-    _index,
-    _sign,
+    check_state,
+    frozen_diagnostics,
+    pair_index,
+    sign_of,
 )
 
 def start(
@@ -75,12 +75,12 @@ def start(
         if not isinstance(capacity, (int, np.integer)) or capacity < 0:
             raise ValueError(f"capacity of ({first}, {second}) must be a non-negative integer, got {capacity!r}")
         labels = {str(item): int(value) for item, value in metric.get((first, second), {}).items()}
-        bad = [item for item, value in labels.items() if value not in _LABEL_INDEX]
+        bad = [item for item, value in labels.items() if value not in LABEL_INDEX]
         if bad:
             raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
         metric_only = [0, 0, 0]
         for value in labels.values():
-            metric_only[_LABEL_INDEX[value]] += 1
+            metric_only[LABEL_INDEX[value]] += 1
         pairs.append(
             PairState(
                 first=first,
@@ -190,7 +190,7 @@ def record_judgements(
     mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
     annotators of one item are not taken for independent observations.
     """
-    index = _index(state).get((first, second))
+    index = pair_index(state).get((first, second))
     if index is None:
         raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
     pair = state.pairs[index]
@@ -217,7 +217,7 @@ def record_judgements(
     votes = dict(pair.votes)
     log_evidence = pair.log_evidence
     for item, value, chance, floor in zip(items, values, chances, floors):
-        if value not in _LABEL_INDEX:
+        if value not in LABEL_INDEX:
             raise ValueError(f"a judgement must be -1, 0 or 1, got {value!r} for item {item!r}")
         if chance is not None and state.settings.rule == BOUNDARY:
             raise ValueError("rule 'boundary' refuses unequal draws: its sign statistic counts every item alike, "
@@ -233,7 +233,7 @@ def record_judgements(
                                              *pair.human_only, *pair.metric_only)
                 others = list(basis[12:])
                 if metric_value is not None:
-                    others[_LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
+                    others[LABEL_INDEX[metric_value]] -= 1     # never the item's own metric label
                 wager = bet(np.reshape(basis[:9], (3, 3)), basis[9:12], others[:3],
                             max_bet=state.settings.max_bet,
                             confusion=np.reshape(basis[15:24], (3, 3)) if len(basis) >= 24 else None,
@@ -247,20 +247,20 @@ def record_judgements(
             steps.append((item, value, wager, rho))
             if value != 0 and state.settings.mixture is None:
                 log_evidence += math.log1p(value * wager * rho)
-        counts = human_only if metric_value is None else paired[_LABEL_INDEX[metric_value]]
+        counts = human_only if metric_value is None else paired[LABEL_INDEX[metric_value]]
         if item in votes:
             # a further judgement of a judged item replaces the item's label, never adds one
-            counts[_LABEL_INDEX[_sign(votes[item])]] -= 1
+            counts[LABEL_INDEX[sign_of(votes[item])]] -= 1
         elif item in judged:
             pass   # judged before votes were stored (old state): counted per judgement
         elif metric_value is not None:
             # An item's metric label counts as metric-only until its first human label.
-            metric_only[_LABEL_INDEX[metric_value]] -= 1
+            metric_only[LABEL_INDEX[metric_value]] -= 1
         if item in judged and item not in votes:
-            counts[_LABEL_INDEX[value]] += 1
+            counts[LABEL_INDEX[value]] += 1
         else:
             votes[item] = votes.get(item, 0) + value
-            counts[_LABEL_INDEX[_sign(votes[item])]] += 1
+            counts[LABEL_INDEX[sign_of(votes[item])]] += 1
         judged.add(item)
     if state.settings.mixture is not None and (steps or not pair.judgements):
         log_evidence = steps_log_evidence(steps, judged, mixture=state.settings.mixture,
@@ -318,7 +318,7 @@ def rebuild_pairs(
     Precondition: ``state.settings.budget`` already accounts for the change (spent + reserved
     may not exceed it).
     """
-    index = _index(state)
+    index = pair_index(state)
     pairs = list(state.pairs)
     named = []
     for key, (items, values) in sorted(labels.items()):
@@ -329,7 +329,7 @@ def rebuild_pairs(
             raise ValueError(f"pair {key}: {len(items)} items but {len(values)} values")
         metric_only = [0, 0, 0]
         for value in old.metric.values():
-            metric_only[_LABEL_INDEX[value]] += 1
+            metric_only[LABEL_INDEX[value]] += 1
         capacity = max(old.capacity, len(items))
         fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
                           metric_only=tuple(metric_only), round=old.round, theta=old.theta,
@@ -363,7 +363,7 @@ def rebuild_pairs(
         looked = replace(looked, pairs=tuple(pairs))
     filled = [index[key] for key in named if looked.pairs[index[key]].status == FILLED]
     result = _close(looked, filled, decide=None) if filled else looked
-    _check_state(result)
+    check_state(result)
     return result
 
 
@@ -410,7 +410,7 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
         counts = [PairCounts(paired=np.zeros((3, 3)), human_only=np.asarray(c.paired).sum(axis=0) + c.human_only)
                   for c in counts]
         decide = decide_closed_form
-    decide = decide or _default_decide
+    decide = decide or default_decide
     batch = decide(
         counts,
         gamma=settings.gamma,
@@ -513,7 +513,7 @@ def _batch_diagnostics(batch, j: int) -> MappingProxyType:
     ess = getattr(batch, "ess", None)
     draws = getattr(batch, "draws", None)
     se = getattr(batch, "theta_se", None)
-    return _diagnostics({
+    return frozen_diagnostics({
         "method": "closed_form" if method is None else method[j],
         "ess": None if ess is None else ess[j],
         "draws": 0 if draws is None else draws[j],

@@ -74,7 +74,7 @@ from scipy.special import expit, logit, ndtri
 from . import adaptive
 from .bundle import read_bundle
 from .preferences import human_labels, metric_labels
-from .simulate import _labels_by_pair, _stable_hash, replay
+from .simulate import labels_by_pair, stable_hash, replay
 
 Pair = tuple[str, str]
 Labels = tuple[np.ndarray, np.ndarray]
@@ -237,7 +237,7 @@ def spread_from_margins(margins: np.ndarray, systems: int) -> float:
 
 def metric_spread(metric) -> float:
     """What the metric's own pair margins would make of ``spread`` (a hint, not a default)."""
-    metric = _labels_by_pair(metric, "metric")
+    metric = labels_by_pair(metric, "metric")
     return spread_from_margins(np.array([non_tie_margin(v) for _, v in metric.values()]),
                                len(systems_of(metric)))
 
@@ -272,7 +272,7 @@ def fit_assumptions(metric, human, *, bootstrap: int = 100) -> Assumptions:
     stats = _paired_statistics(metric, human)
     if stats is None:
         raise ValueError("no item has both a human and a metric label: nothing to estimate from")
-    systems = len(systems_of(_labels_by_pair(metric, "metric")))
+    systems = len(systems_of(labels_by_pair(metric, "metric")))
     point = _fit_from_statistics(*stats, systems=systems)
     rng = np.random.default_rng(20261123)
     pairs = len(stats[0])
@@ -292,8 +292,8 @@ def _paired_statistics(metric, human):
     """Per pair with paired items: metric class counts (P, 3), non-tie human '+' per metric
     class (P, 3), non-tie human labels per metric class (P, 3), human ties (P,), items (P,),
     metric non-tie margin (P,), human non-tie margin (P,). None without paired items."""
-    metric = _labels_by_pair(metric, "metric")
-    human = _labels_by_pair(human, "human")
+    metric = labels_by_pair(metric, "metric")
+    human = labels_by_pair(human, "human")
     rows = []
     for key in sorted(set(metric) & set(human)):
         metric_of = dict(zip(metric[key][0].tolist(), metric[key][1].tolist()))
@@ -415,8 +415,8 @@ def has_paired_labels(metric, human) -> bool:
 
 def complete_human_pairs(metric, human) -> dict[Pair, Labels]:
     """The pairs whose human labels cover every item the metric labels (replayed as they are)."""
-    metric = _labels_by_pair(metric, "metric")
-    human = _labels_by_pair(human or {}, "human")
+    metric = labels_by_pair(metric, "metric")
+    human = labels_by_pair(human or {}, "human")
     return {key: human[key] for key in metric
             if key in human and set(metric[key][0].tolist()) <= set(human[key][0].tolist())}
 
@@ -431,7 +431,7 @@ def human_table(metric: Mapping[Pair, Labels], real: Mapping[Pair, Labels], assu
             table[key] = real[key]
             continue
         items, values = metric[key]
-        rng = np.random.default_rng([seed, 11, _stable_hash(*key)])
+        rng = np.random.default_rng([seed, 11, stable_hash(*key)])
         table[key] = (items, simulated_human_labels(values, margins[key], assumptions, rng))
     return table
 
@@ -459,7 +459,7 @@ def plan(
             the replay and the app use by default, so the plan predicts what they do)
     progress(done, total) is called before the first replay and after every replay.
     """
-    metric = _labels_by_pair(metric, "metric")
+    metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
     if not metric:
         raise ValueError("no pair has metric labels: the planner needs the study's metric labels")
@@ -467,7 +467,7 @@ def plan(
         raise ValueError("the grid is empty: give at least one (budget, batch, gamma)")
     if not isinstance(reps, int) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
-    human = _labels_by_pair(human, "human") if human else {}
+    human = labels_by_pair(human, "human") if human else {}
     if assumptions is None:
         assumptions = fit_assumptions(metric, human) if has_paired_labels(metric, human) else DEFAULT_ASSUMPTIONS
     real = complete_human_pairs(metric, human)

@@ -145,7 +145,19 @@ def _clustered_draws(members: list[np.ndarray], replicates: int, rng: np.random.
     return out
 
 
-def _elo(comparisons, k_of_delta, *, initial, scale, bootstrap, level, seed, clusters=None) -> EloRatings:
+def _elo(
+    comparisons: Iterable[Sequence],
+    k_of_delta,
+    *,
+    initial: float = 1000.0,
+    scale: float = 400.0,
+    bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int | None = 0,
+    clusters: Sequence | None = None,
+) -> EloRatings:
+    """Elo ratings whose step of each comparison is ``k_of_delta(δ)`` (δ: (n,) -> (n,)); the
+    options of :func:`elo` and :func:`separability_elo`, with their defaults."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     if bootstrap < 0:
@@ -173,27 +185,17 @@ def _elo(comparisons, k_of_delta, *, initial, scale, bootstrap, level, seed, clu
     return EloRatings(systems, point, lower, upper, level, bootstrap)
 
 
-def elo(
-    comparisons: Iterable[Sequence],
-    *,
-    k: float = 4.0,
-    initial: float = 1000.0,
-    scale: float = 400.0,
-    bootstrap: int = 1000,
-    level: float = 0.95,
-    seed: int | None = 0,
-    clusters: Sequence | None = None,
-) -> EloRatings:
+def elo(comparisons: Iterable[Sequence], *, k: float = 4.0, **options) -> EloRatings:
     """Elo ratings over (first, second, outcome, separability) comparisons (δ unused here).
 
-    outcome +1 = first won, 0 = tie, -1 = second won. ``bootstrap`` resamples of the
-    comparisons (with replacement, in resampled order) give the ``level`` interval;
-    ``clusters`` (n,), the item of each comparison: resample whole items instead.
+    outcome +1 = first won, 0 = tie, -1 = second won. ``options``: ``initial`` (1000),
+    ``scale`` (400), ``bootstrap`` (1000) resamples of the comparisons (with replacement, in
+    resampled order) give the ``level`` (0.95) interval, ``seed`` (0); ``clusters`` (n,), the
+    item of each comparison: resample whole items instead.
     """
     if not k > 0:
         raise ValueError(f"k must be > 0, got {k}")
-    return _elo(comparisons, lambda delta: np.full(len(delta), float(k)),
-                initial=initial, scale=scale, bootstrap=bootstrap, level=level, seed=seed, clusters=clusters)
+    return _elo(comparisons, lambda delta: np.full(len(delta), float(k)), **options)
 
 
 def separability_elo(
@@ -203,18 +205,13 @@ def separability_elo(
     tau: float = 0.5,
     alpha: float = 0.5,
     beta: float = 5.0,
-    initial: float = 1000.0,
-    scale: float = 400.0,
-    bootstrap: int = 1000,
-    level: float = 0.95,
-    seed: int | None = 0,
-    clusters: Sequence | None = None,
+    **options,
 ) -> EloRatings:
     """Elo with K_δ = K (1 + α tanh(β (δ − τ))) per comparison (see :func:`separability_k`);
-    ``clusters`` as for :func:`elo`."""
+    ``options`` (initial, scale, bootstrap, level, seed, clusters) as for :func:`elo`."""
     separability_k(0.0, k=k, tau=tau, alpha=alpha, beta=beta)  # validate before the work
     return _elo(comparisons, lambda delta: separability_k(delta, k=k, tau=tau, alpha=alpha, beta=beta),
-                initial=initial, scale=scale, bootstrap=bootstrap, level=level, seed=seed, clusters=clusters)
+                **options)
 
 
 @dataclass(frozen=True)

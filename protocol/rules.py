@@ -20,7 +20,7 @@ from scipy.stats import norm
 
 from .allocation import design_weights
 from .decision import PairCounts, closed_form_theta, counts_from_labels, decide_many
-from .state import ADAPTIVE, MAX_BET, PairState, ProtocolSettings, _sign
+from .state import ADAPTIVE, MAX_BET, PairState, ProtocolSettings, sign_of
 
 def round_size(settings: ProtocolSettings, pair: PairState) -> int:
     """Judgements to ask for in the pair's next round (before capping by what remains).
@@ -215,7 +215,7 @@ def pair_counts(pair: PairState):
                            design_weights([chance for _, chance in pair.draws]).tolist()))
         items = sorted(pair.votes)
         metric_items = sorted(pair.metric)
-        return counts_from_labels(items, [_sign(pair.votes[i]) for i in items], metric_items,
+        return counts_from_labels(items, [sign_of(pair.votes[i]) for i in items], metric_items,
                                   [pair.metric[i] for i in metric_items], human_weights=weights)
     return PairCounts(paired=paired, human_only=human_only, metric_only=metric_only)
 
@@ -242,7 +242,7 @@ def decide_closed_form(counts: Sequence, *, gamma: float = 0.05, method: str = "
     return _ClosedFormBatch(theta=closed_form_theta(human), p_mean=(human + 1) / (human.sum(axis=1, keepdims=True) + 3))
 
 
-def _default_decide(counts: Sequence, *, gamma: float, method: str, seed: int):
+def default_decide(counts: Sequence, *, gamma: float, method: str, seed: int):
     if all(not np.asarray(c.metric_only).any() for c in counts):
         # Without metric-only items the posterior is conjugate: exact and instant.
         return decide_closed_form(counts, gamma=gamma)

@@ -164,7 +164,7 @@ def cached_decide(counts, *, gamma: float, method: str, seed: int) -> _Decisions
     )
 
 
-def _labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray]]:
+def labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray]]:
     out = {}
     for key, labels in table.items():
         items, values = labels if isinstance(labels, tuple) else (labels.items, labels.values)
@@ -178,7 +178,7 @@ def _labels_by_pair(table, what: str) -> dict[Pair, tuple[np.ndarray, np.ndarray
     return out
 
 
-def _stable_hash(*parts: str) -> int:
+def stable_hash(*parts: str) -> int:
     # Python's hash() of str is salted per process; the seed must survive a restart.
     value = 0
     for part in parts:
@@ -213,14 +213,14 @@ def null_labels(human, metric=None, *, seed: int = 0):
     relation to the humans while the two systems become exchangeable. Returns (human, metric)
     as dicts of (items, values) arrays.
     """
-    human = _labels_by_pair(human, "human")
-    metric = _labels_by_pair(metric, "metric") if metric else {}
+    human = labels_by_pair(human, "human")
+    metric = labels_by_pair(metric, "metric") if metric else {}
     null_human, null_metric = {}, {}
     for key in sorted(human):
         items, values = human[key]
         metric_items, metric_values = metric.get(key, (np.array([], dtype=str), np.array([], dtype=np.int64)))
         universe = np.unique(np.concatenate([items, metric_items]))
-        rng = np.random.default_rng([seed, _stable_hash(*key)])
+        rng = np.random.default_rng([seed, stable_hash(*key)])
         flip = dict(zip(universe, rng.integers(0, 2, len(universe)) * 2 - 1))
         null_human[key] = (items, values * np.array([flip[i] for i in items], dtype=np.int64))
         if key in metric:
@@ -300,14 +300,14 @@ def baselines(human, metric=None, *, fraction: float, gamma: float = 0.05,
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
-    human = {k: v for k, v in _labels_by_pair(human, "human").items() if len(v[1])}
-    metric = _labels_by_pair(metric, "metric") if metric else {}
+    human = {k: v for k, v in labels_by_pair(human, "human").items() if len(v[1])}
+    metric = labels_by_pair(metric, "metric") if metric else {}
     reference, _ = reference_decisions(human, gamma)
     decided: dict[str, dict[Pair, int]] = {name: {} for name in BASELINES}
     used = available = 0
     for key in sorted(human):
         items, values = human[key]
-        order = np.random.default_rng([seed, 5, _stable_hash(*key)]).permutation(len(values))
+        order = np.random.default_rng([seed, 5, stable_hash(*key)]).permutation(len(values))
         chosen = order[: max(1, int(round(fraction * len(values))))]
         used += len(chosen)
         available += len(values)
@@ -532,8 +532,8 @@ def replay(
     policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
     """
     began = time.perf_counter()
-    human = _labels_by_pair(human, "human")
-    metric = _labels_by_pair(metric, "metric") if metric else {}
+    human = labels_by_pair(human, "human")
+    metric = labels_by_pair(metric, "metric") if metric else {}
     human = {k: v for k, v in human.items() if len(v[1])}
     if not human:
         raise ValueError("no pair has human labels: the replay needs complete human labels")
@@ -560,7 +560,7 @@ def replay(
     state = adaptive.start(settings, {k: len(v[1]) for k, v in human.items()}, metric_maps)
     # Uniform draws without replacement = walking a seeded random permutation of the labels.
     order = {
-        key: np.random.default_rng([seed, 4, _stable_hash(*key)]).permutation(len(values))
+        key: np.random.default_rng([seed, 4, stable_hash(*key)]).permutation(len(values))
         for key, (_, values) in human.items()
     }
 

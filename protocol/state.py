@@ -48,7 +48,7 @@ POOLED = "pooled"
 PAIR = "pair"
 CONFUSIONS = (PAIR, POOLED)
 SPENDING = ("bonferroni", "pocock")
-_LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
+LABEL_INDEX = {1: 0, 0: 1, -1: 2}  # class order (+, =, -)
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ class PairState:
                 theta=tuple(float(t) for t in data["theta"]),
                 p_mean=None if data["p_mean"] is None else tuple(float(p) for p in data["p_mean"]),
                 # states stored before diagnostics existed have none
-                diagnostics=_diagnostics(data.get("diagnostics")),
+                diagnostics=frozen_diagnostics(data.get("diagnostics")),
                 log_evidence=float(data.get("log_evidence", 0.0)),
                 round_basis=tuple(int(x) for x in data.get("round_basis", ())),
                 # states stored before draws were recorded have none (unweighted counts)
@@ -372,7 +372,7 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: draws must name judged items once each, with probabilities in (0, 1]")
     stepped = [item for item, *_ in state.steps]
     if len(set(stepped)) != len(stepped) or not all(
-            value in _LABEL_INDEX and abs(wager) < 1 and 0 <= rho <= 1 for _, value, wager, rho in state.steps):
+            value in LABEL_INDEX and abs(wager) < 1 and 0 <= rho <= 1 for _, value, wager, rho in state.steps):
         raise ValueError(f"{name}: steps must name items once each, with values in -1/0/1, |bet| < 1 "
                          "and rho in [0, 1]")
 
@@ -408,7 +408,7 @@ class ProtocolState:
         return self.budget_left == 0 or not any(p.status == WAITING for p in self.pairs)
 
     def pair(self, first: str, second: str) -> PairState:
-        index = _index(self).get((first, second))
+        index = pair_index(self).get((first, second))
         if index is None:
             raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
         return self.pairs[index]
@@ -424,7 +424,7 @@ class ProtocolState:
         """The state of ``pairs`` (each valid, e.g. from PairState.from_dict; any order), validated
         as a whole like ``from_dict`` (unique pairs, budget not overspent)."""
         state = cls(settings, tuple(sorted(pairs, key=lambda p: p.key)), int(closes))
-        _check_state(state)
+        check_state(state)
         return state
 
     @classmethod
@@ -438,15 +438,15 @@ class ProtocolState:
         except TypeError as error:
             raise ValueError(f"protocol settings are malformed: {error}") from None
         state = cls(settings, pairs, closes)
-        _check_state(state)
+        check_state(state)
         return state
 
 
-def _index(state: ProtocolState) -> dict[tuple[str, str], int]:
+def pair_index(state: ProtocolState) -> dict[tuple[str, str], int]:
     return {p.key: i for i, p in enumerate(state.pairs)}
 
 
-def _check_state(state: ProtocolState) -> None:
+def check_state(state: ProtocolState) -> None:
     keys = [p.key for p in state.pairs]
     if keys != sorted(set(keys)):
         raise ValueError("pairs must be unique and sorted by (first, second)")
@@ -456,7 +456,7 @@ def _check_state(state: ProtocolState) -> None:
         )
 
 
-def _diagnostics(data: Mapping | None) -> MappingProxyType | None:
+def frozen_diagnostics(data: Mapping | None) -> MappingProxyType | None:
     if data is None:
         return None
     ess = data.get("ess")
@@ -469,6 +469,6 @@ def _diagnostics(data: Mapping | None) -> MappingProxyType | None:
 
 
 
-def _sign(total: int) -> int:
+def sign_of(total: int) -> int:
     return (total > 0) - (total < 0)
 

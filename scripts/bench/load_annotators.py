@@ -59,7 +59,7 @@ SCENARIOS = {
 }
 
 
-def _check_loopback(url: str) -> None:
+def check_loopback(url: str) -> None:
     host = urllib.parse.urlparse(url).hostname or ""
     if not (host == "localhost" or host.startswith("127.") or host == "::1"):
         raise SystemExit(f"refusing to load {host!r}: only loopback addresses are load-tested")
@@ -72,7 +72,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
 
-class _Client:
+class Client:
     """One simulated browser: its cookies and one keep-alive HTTP connection (as a browser keeps).
 
     Lean on purpose: the load generator shares the machine's cores with the server it measures,
@@ -131,7 +131,7 @@ def worker(base: str, slug: str, name: str, mode: str, think_ms: float, start_at
            budget: dict, lock: threading.Lock, stats: dict, seed: int) -> None:
     rng = random.Random(seed)
     time.sleep(max(start_at - time.monotonic(), 0))
-    client = _Client(base)
+    client = Client(base)
     referer = f"{base}/s/{slug}/annotate/"
 
     def timed(method, path, kind, data=None, headers=None):
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (0 < workers <= 500 and 0 < seconds <= 900 and 0 <= ramp < seconds):
         raise SystemExit("workers must be in 1..500, max-seconds in (0, 900] and ramp-seconds in [0, max-seconds)")
     base = args.base_url.rstrip("/")
-    _check_loopback(base)
+    check_loopback(base)
     stats: dict = {"first": [], "submit": [], "next": [], "errors": 0, "refused": 0, "error_examples": set(),
                    "acknowledged": [], "trace": []}
     budget = {"left": args.max_hits}

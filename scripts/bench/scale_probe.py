@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scripts.bench.load_annotators import CSRF, _check_loopback, _Client  # noqa: E402
+from scripts.bench.load_annotators import CSRF, check_loopback, Client  # noqa: E402
 
-def _timed(client: _Client, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[float, int, str]:
+def _timed(client: Client, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[float, int, str]:
     started = time.perf_counter()
     status, body = client.request("POST" if data is not None else "GET", path, data, headers)
     return round((time.perf_counter() - started) * 1000, 1), status, body
@@ -34,8 +34,8 @@ def _ok(status: int, what: str) -> None:
 
 
 def probe(base: str, slug: str, username: str, password: str) -> dict:
-    _check_loopback(base)
-    researcher = _Client(base)
+    check_loopback(base)
+    researcher = Client(base)
     status, body = researcher.request("GET", "/accounts/login/")
     _ok(status, "login page")
     form = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1), "username": username, "next": "/help/",
@@ -63,7 +63,7 @@ def probe(base: str, slug: str, username: str, password: str) -> dict:
     metrics_ms, status, _ = _timed(researcher, f"/s/{slug}/metrics/")
     result["metrics_page_ms"] = metrics_ms if status == 200 else f"HTTP {status}"
     researcher.close()
-    worker = _Client(base)
+    worker = Client(base)
     hit_ms, status, body = _timed(worker, f"/s/{slug}/start/?PROLIFIC_PID=scale-probe&STUDY_ID=scale&SESSION_ID=probe")
     _ok(status, "crowd start link")
     result["first_hit_ms"] = hit_ms

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.allocation import choose_items, selection_weights
+from protocol.allocation import choose_items, draw_chances, selection_weights
 
 IDS = [f"doc-{i}" for i in range(10)]
 DELTA = np.linspace(-1, 1, 10)
@@ -125,3 +125,16 @@ def test_property_valid_draws(delta, count, policy, seed, judged_mask):
     assert len(chosen) == min(count, len(ids) - len(judged))
     assert len(set(chosen)) == len(chosen)
     assert set(chosen) <= set(ids) - judged
+
+
+@pytest.mark.parametrize("policy", ["uniform", "weighted", "stratified"])
+def test_draw_chances_are_a_distribution_over_the_open_items_matching_the_draws(policy):
+    judged = {"doc-0", "doc-4", "doc-5"}
+    ids, open_, chance = draw_chances(IDS, DELTA, judged, policy=policy, temperature=0.5)
+    assert ids == IDS and open_.tolist() == [i not in judged for i in IDS]
+    assert chance[~open_].tolist() == [0.0] * len(judged)
+    assert chance.sum() == pytest.approx(1.0)
+    rng = np.random.default_rng(11)
+    draws = [choose_items(IDS, DELTA, judged, 1, policy=policy, temperature=0.5, seed=rng)[0] for _ in range(4000)]
+    frequency = np.array([draws.count(i) for i in IDS]) / len(draws)
+    np.testing.assert_allclose(frequency, chance, atol=0.03)  # 4,000 draws: sd <= 0.008
