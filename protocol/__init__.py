@@ -33,6 +33,7 @@ arena_replay  the known-truth replay: all pairs, the ranking design, random pair
 ranking_design  a ranking of many systems from O(k log k) pairs (merge sort on decided pairs)
 simulate      offline replay of the protocol on a bundle with complete human labels (command line)
 report        a metric against a bundle's human labels (command line)
+savings       the least share of human labels any metric-assisted rule needs (efficiency bound)
 bench         timing of the decision function and SPA (command line; _bench_decision, _bench_spa)
 
 Section numbers (§n) are those of docs/formulas.md. A researcher can use every module from a
