@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -37,6 +38,10 @@ REDIS = ("127.0.0.1", 6379)
 
 
 # ---- bundles -------------------------------------------------------------------------------
+
+# An SQL statement that writes (GET never writes: tests/serving/test_get_never_writes.py).
+WRITE_STATEMENT = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
 
 def bundle_bytes(rows) -> bytes:
     return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()

@@ -43,7 +43,7 @@ PY
 # WEB_WORKERS processes x WEB_THREADS gthread threads, default 3 x 4), its log in LOG, its pid in
 # $server; returns once the port answers (or after 30 s).
 server_start() {
-  "$PYTHON" -m gunicorn evalapp.wsgi --preload --bind "127.0.0.1:$1" --workers "${WEB_WORKERS:-3}" \
+  "$PYTHON" -m gunicorn evalapp.wsgi -c python:evalapp.gunicorn_conf --preload --bind "127.0.0.1:$1" --workers "${WEB_WORKERS:-3}" \
     --worker-class gthread --threads "${WEB_THREADS:-4}" --keep-alive 5 --log-level warning >"$2" 2>&1 &
   server=$!
   for _ in $(seq 150); do

@@ -3,8 +3,6 @@
 The one exception is the crowd start link, which the platforms send as a GET: it binds the
 worker to their platform session and leases their first HIT.
 """
-import re
-
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -12,10 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment
 from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes, crowd_rows, start_worker
+from tests.factories import WRITE_STATEMENT as WRITE, bundle_bytes, crowd_rows, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
-WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
 
 
 def writes_of(client, url: str) -> list[str]:

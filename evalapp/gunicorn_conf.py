@@ -1,0 +1,13 @@
+"""gunicorn's hooks for evalapp (``gunicorn evalapp.wsgi -c python:evalapp.gunicorn_conf ...``).
+
+The command line keeps the server's sizes (scripts/demo.sh, scripts/bench/lib.sh); this file
+holds what a flag cannot: a warm-up of each worker before it serves (``evalapp.warmup``).
+"""
+from __future__ import annotations
+
+
+def post_worker_init(worker) -> None:
+    """Runs in each worker after it is forked and before it accepts a request."""
+    from evalapp.warmup import warm_worker  # the app is loaded by now (--preload): no settings yet at import
+
+    warm_worker(worker.wsgi)

@@ -1,0 +1,78 @@
+"""A forked worker's first requests, answered before it serves anyone.
+
+``--preload`` builds the app once in the master (evalapp/wsgi.py), but a worker forked from it
+still pays, in its first crowd request, for every memory page that request touches: the fork
+shares the master's pages until Python writes to them, and reading an object writes its
+reference count (copy on write). Measured on the 50 x 2,000 arena (scripts/bench/scale.sh): a
+worker's first start link took 40-57 ms against 11-18 ms for its later ones; answering two
+read-only requests first brings it to about a warm request's cost.
+
+The warm-up reads and never writes (GET never writes, tests/serving/test_get_never_writes.py):
+the start link without a worker id only redirects, and the annotate page of a visitor without
+a session shows the study's landing. It comes from a documentation address (192.0.2.1, RFC
+5737), so it uses no client's request-rate allowance.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import connections
+
+from annotation.models import Study
+
+log = logging.getLogger(__name__)
+WARM_UP_ADDRESS = "192.0.2.1"
+
+
+def _host() -> str | None:
+    """A host name the app accepts (ALLOWED_HOSTS), or None when it names none."""
+    for host in settings.ALLOWED_HOSTS:
+        if host == "*":
+            return "localhost"
+        if host.startswith("."):
+            return host[1:]
+        if host:
+            return host
+    return None
+
+
+def warm_worker(application: Callable) -> list[str]:
+    """Answer the annotator's entry requests of a running study once, in this process, and
+    close the database connections they opened; returns each response's status line ([] when
+    there is nothing to warm). Never raises: a warm-up that fails leaves the worker as it was."""
+    try:
+        host = _host()
+        slug = Study.objects.filter(status=Study.Status.RUNNING).order_by("-pk").values_list("slug", flat=True).first()
+        if host is None or slug is None:
+            return []
+        started = time.perf_counter()
+        statuses = [_get(application, host, f"/s/{slug}/start/"), _get(application, host, f"/s/{slug}/annotate/")]
+        log.info("worker warmed in %.0f ms: %s", (time.perf_counter() - started) * 1000, statuses)
+        return statuses
+    except Exception:  # noqa: BLE001 -- a warm-up must never keep a worker from serving
+        log.warning("worker warm-up failed", exc_info=True)
+        return []
+    finally:
+        connections.close_all()
+
+
+def _get(application: Callable, host: str, path: str) -> str:
+    status: list[str] = []
+    environ = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "", "SCRIPT_NAME": "",
+        "SERVER_NAME": host, "SERVER_PORT": "443", "HTTP_HOST": host, "REMOTE_ADDR": WARM_UP_ADDRESS,
+        "SERVER_PROTOCOL": "HTTP/1.1", "HTTPS": "on", "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(),
+        "wsgi.errors": io.StringIO(), "wsgi.version": (1, 0), "wsgi.multithread": True,
+        "wsgi.multiprocess": True, "wsgi.run_once": False,
+    }
+    body = application(environ, lambda line, headers, exc_info=None: status.append(line))
+    try:
+        for _ in body:
+            pass
+    finally:
+        getattr(body, "close", lambda: None)()
+    return status[0] if status else ""

@@ -1,0 +1,51 @@
+"""A worker's warm-up before it serves (evalapp/warmup.py, gunicorn's post_worker_init)."""
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.wsgi import get_wsgi_application
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotation.models import Annotator, Assignment, Comparison, CrowdSession, Study
+from annotation.services import study_import
+from evalapp.warmup import warm_worker
+from tests.factories import WRITE_STATEMENT, bundle_bytes, crowd_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_warm_up_answers_a_running_studys_entry_and_writes_nothing():
+    study = study_import(source=bundle_bytes(crowd_rows()))
+    assert study.status == Study.Status.RUNNING
+    with CaptureQueriesContext(connection) as captured:
+        statuses = warm_worker(get_wsgi_application())
+    assert statuses == ["302 Found", "302 Found"]  # the start link without a worker id, the landing
+    assert [q["sql"] for q in captured.captured_queries if WRITE_STATEMENT.match(q["sql"])] == []
+    for model in (Annotator, CrowdSession, Assignment, Comparison):
+        assert not model.objects.exists(), model.__name__
+
+
+def test_without_a_running_study_or_with_a_failing_app_the_worker_is_left_as_it_was(caplog):
+    assert warm_worker(get_wsgi_application()) == []
+    study_import(source=bundle_bytes(crowd_rows()))
+
+    def broken(environ, start_response):
+        raise RuntimeError("boom")
+
+    logger = logging.getLogger("evalapp.warmup")
+    logger.addHandler(caplog.handler)  # the project's logging does not propagate to the root
+    try:
+        assert warm_worker(broken) == []
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "warm-up failed" in caplog.text
+
+
+def test_gunicorn_loads_the_hooks():
+    run = subprocess.run([sys.executable, "-m", "gunicorn", "--check-config", "-c", "python:evalapp.gunicorn_conf",
+                          "evalapp.wsgi"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
