@@ -60,12 +60,11 @@ def sign_of_mean_per_item(items, values) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{len(items)} items but {len(values)} label values")
     if values.size and (values.dtype.kind not in "iuf" or not np.all(np.isin(values, (-1, 0, 1)))):
         raise ValueError("labels must all be -1, 0 or 1")
-    sums: dict = defaultdict(int)
-    for item, value in zip(items.tolist(), values.tolist()):
-        sums[item] += int(value)
-    unique = sorted(sums)
-    return (np.array(unique, dtype=object),
-            np.array([np.sign(sums[i]) for i in unique], dtype=np.int8))
+    if not items.size:
+        return np.array([], dtype=object), np.array([], dtype=np.int8)
+    unique, inverse = np.unique(items, return_inverse=True)
+    sums = np.bincount(inverse.reshape(-1), weights=values, minlength=len(unique))
+    return unique.astype(object), np.sign(sums).astype(np.int8)
 
 
 @dataclass(frozen=True)

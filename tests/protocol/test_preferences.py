@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.bundle import read_bundle
@@ -103,3 +103,17 @@ def test_metric_scores_and_score_matrix():
         metric_labels(bundle, "nope")
     with pytest.raises(ValueError, match="no human_score"):
         score_matrix(bundle, "human")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "item-10", "item-9"]), st.sampled_from([-1, 0, 1])),
+                max_size=40))
+def test_sign_of_mean_matches_summing_each_items_labels(pairs):
+    """Against the plain definition: sum each item's labels, sorted ids, the sum's sign."""
+    items, labels = sign_of_mean_per_item([i for i, _ in pairs], [v for _, v in pairs])
+    sums: dict = {}
+    for item, value in pairs:
+        sums[item] = sums.get(item, 0) + value
+    assert items.tolist() == sorted(sums)
+    assert labels.tolist() == [(s > 0) - (s < 0) for _, s in sorted(sums.items())]
+    assert items.dtype == object and labels.dtype == np.int8
