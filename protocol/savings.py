@@ -9,9 +9,10 @@ efficiency bound for a mean with the outcome seen on a random subset of n items:
     uniform draws         V(n) = E[Var(h | m)] / n + Var(E[h | m]) / N
     draws chosen by m     V(n) = (sum_c p_c sigma_c)^2 / n + Var(E[h | m]) / N   (Neyman: pi_c ~ sigma_c)
 
-(p_c: share of class c among the N items, sigma_c^2 = Var(h | m = c)). Prediction-powered
-inference (PPI++) and the control-variate or post-stratified estimators reach it
-asymptotically; a sequential, anytime-valid rule needs more. Equal precision, V(n) =
+(p_c: share of class c among the N items, sigma_c^2 = Var(h | m = c)). The estimator
+post-stratified by the metric's label reaches it asymptotically (prediction-powered inference,
+PPI++, with one coefficient on m only when E[h | m] is linear in m); a sequential,
+anytime-valid rule needs more. Equal precision, V(n) =
 sigma^2 / n_h, gives the least share of the human-only rule's labels any metric-assisted rule
 can make do with:
 
