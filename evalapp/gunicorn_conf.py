@@ -10,4 +10,5 @@ def post_worker_init(worker) -> None:
     """Runs in each worker after it is forked and before it accepts a request."""
     from evalapp.warmup import warm_worker  # the app is loaded by now (--preload): no settings yet at import
 
-    warm_worker(worker.wsgi)
+    # gthread workers hold their request threads in ``tpool`` (made before this hook runs)
+    warm_worker(worker.wsgi, executor=getattr(worker, "tpool", None), threads=worker.cfg.threads)

@@ -5,7 +5,9 @@ still pays, in its first crowd request, for every memory page that request touch
 shares the master's pages until Python writes to them, and reading an object writes its
 reference count (copy on write). Measured on the 50 x 2,000 arena (scripts/bench/scale.sh): a
 worker's first start link took 40-57 ms against 11-18 ms for its later ones; answering two
-read-only requests first brings it to about a warm request's cost.
+read-only requests first brings it close to a warm request's cost. Each request thread answers
+them once, so that it also holds an open database connection (on PostgreSQL a new server
+process is slow at its first statements on a table).
 
 The warm-up reads and never writes (GET never writes, tests/serving/test_get_never_writes.py):
 the start link without a worker id only redirects, and the annotate page of a visitor without
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 from django.conf import settings
 from django.db import connections
@@ -26,6 +30,7 @@ from annotation.models import Study
 
 log = logging.getLogger(__name__)
 WARM_UP_ADDRESS = "192.0.2.1"
+BARRIER_SECONDS = 10
 
 
 def _host() -> str | None:
@@ -40,24 +45,51 @@ def _host() -> str | None:
     return None
 
 
-def warm_worker(application: Callable) -> list[str]:
-    """Answer the annotator's entry requests of a running study once, in this process, and
-    close the database connections they opened; returns each response's status line ([] when
-    there is nothing to warm). Never raises: a warm-up that fails leaves the worker as it was."""
+def warm_worker(application: Callable, *, executor: Executor | None = None, threads: int = 1) -> list[str]:
+    """Answer the annotator's entry requests of a running study once in this process; returns
+    each response's status line ([] when there is nothing to warm). Never raises: a warm-up
+    that fails leaves the worker as it was.
+
+    ``executor``: the worker's request threads (gunicorn's gthread pool), ``threads`` of them:
+    each answers the requests once and keeps its database connection (persistent connections,
+    CONN_MAX_AGE), so a first request finds it open and its server process warm (PostgreSQL
+    loads a table's catalogue entries in each new backend). Without one, this thread answers
+    them and closes the connections it opened.
+    """
     try:
         host = _host()
         slug = Study.objects.filter(status=Study.Status.RUNNING).order_by("-pk").values_list("slug", flat=True).first()
         if host is None or slug is None:
             return []
         started = time.perf_counter()
-        statuses = [_get(application, host, f"/s/{slug}/start/"), _get(application, host, f"/s/{slug}/annotate/")]
+        if executor is None:
+            statuses = _entry(application, host, slug)
+        else:
+            # Each task waits for the others, so the pool starts ``threads`` threads, one per task.
+            barrier = threading.Barrier(threads, timeout=BARRIER_SECONDS)
+            tasks = [executor.submit(_entry_then_wait, application, host, slug, barrier) for _ in range(threads)]
+            statuses = [status for task in tasks for status in task.result()]
         log.info("worker warmed in %.0f ms: %s", (time.perf_counter() - started) * 1000, statuses)
         return statuses
     except Exception:  # noqa: BLE001 -- a warm-up must never keep a worker from serving
         log.warning("worker warm-up failed", exc_info=True)
         return []
     finally:
-        connections.close_all()
+        connections.close_all()  # this thread's: it serves no request
+
+
+def _entry(application: Callable, host: str, slug: str) -> list[str]:
+    return [_get(application, host, f"/s/{slug}/start/"), _get(application, host, f"/s/{slug}/annotate/")]
+
+
+def _entry_then_wait(application: Callable, host: str, slug: str, barrier: threading.Barrier) -> list[str]:
+    try:
+        return _entry(application, host, slug)
+    finally:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass  # fewer threads than asked for: the ones there are warmed
 
 
 def _get(application: Callable, host: str, path: str) -> str:

@@ -2,11 +2,13 @@
 import logging
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from django.core.wsgi import get_wsgi_application
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Annotator, Assignment, Comparison, CrowdSession, Study
@@ -27,6 +29,33 @@ def test_the_warm_up_answers_a_running_studys_entry_and_writes_nothing():
     assert [q["sql"] for q in captured.captured_queries if WRITE_STATEMENT.match(q["sql"])] == []
     for model in (Annotator, CrowdSession, Assignment, Comparison):
         assert not model.objects.exists(), model.__name__
+
+
+def test_each_request_thread_answers_once_and_keeps_its_connection_open():
+    study_import(source=bundle_bytes(crowd_rows()))
+    pool = ThreadPoolExecutor(max_workers=3)
+    try:
+        statuses = warm_worker(get_wsgi_application(), executor=pool, threads=3)
+        assert statuses == ["302 Found", "302 Found"] * 3
+        assert len(pool._threads) == 3  # one thread a task, as a gunicorn worker's pool
+        barrier = threading.Barrier(3, timeout=10)
+
+        def connection_open() -> bool:
+            is_open = connection.connection is not None
+            barrier.wait()  # so each of the three threads answers once
+            return is_open
+
+        assert [task.result() for task in [pool.submit(connection_open) for _ in range(3)]] == [True] * 3
+    finally:
+        closing = threading.Barrier(3, timeout=10)
+
+        def close() -> None:
+            connections.close_all()
+            closing.wait()
+
+        for task in [pool.submit(close) for _ in range(3)]:
+            task.result()
+        pool.shutdown()
 
 
 def test_without_a_running_study_or_with_a_failing_app_the_worker_is_left_as_it_was(caplog):
