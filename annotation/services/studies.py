@@ -173,8 +173,8 @@ def _planner_statistics_refresh() -> None:
 
     Until autovacuum gets to them, a bulk import leaves PostgreSQL planning the serving loop's
     statements on the empty tables' statistics: on the 50 x 2,000 arena the first 20-worker
-    load after an import ran at 54 submits/s, p95 270-325 ms, and at 59 submits/s, p95 216 ms
-    with the tables analysed (scripts/bench/scale.sh). SQLite plans by its indexes alone
+    load after an import ran at 54 submits/s, p95 270-325 ms, and at 58 submits/s, p95 256-258
+    ms with the tables analysed (scripts/bench/scale.sh, README "Scale"). SQLite plans by its indexes alone
     (tests/serving/test_serving_plans.py checks them), so it is left alone.
     """
     if connection.vendor != "postgresql":

@@ -28,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from protocol.favi import paired_labels  # noqa: E402
 from protocol.savings import study_label_savings  # noqa: E402
 from protocol.simulate import baselines, load, null_labels, replay  # noqa: E402
 from scripts.report.results_md import replace_section  # noqa: E402
@@ -275,17 +276,12 @@ def candidates(seeds, dry_run: bool, began: float, bayes_seeds: int) -> int:
     return 0
 
 
-def paired_labels(human, metric_table):
-    """(human, metric) label arrays of each pair on the items both labelled (one label per item)."""
-    for key, labels in human.items():
-        if key not in metric_table:
-            continue
-        by_item = dict(zip(np.asarray(metric_table[key].items).astype(str).tolist(),
-                           np.asarray(metric_table[key].values).tolist()))
-        shared = [(h, by_item[i]) for i, h in zip(np.asarray(labels.items).astype(str).tolist(),
-                                                  np.asarray(labels.values).tolist()) if i in by_item]
-        if shared:
-            yield np.array([h for h, _ in shared]), np.array([m for _, m in shared])
+def paired_labels_by_pair(human, metric_table):
+    """(human, metric) label arrays of each pair on the items both labelled (the item is the unit)."""
+    for key in sorted(set(human) & set(metric_table)):
+        pair = paired_labels(human[key].items, human[key].values, metric_table[key].items, metric_table[key].values)
+        if len(pair[0]):
+            yield pair
 
 
 def bound(dry_run: bool, began: float) -> int:
@@ -305,7 +301,7 @@ def bound(dry_run: bool, began: float) -> int:
              "|---|---|---|---|" + "---|" * len(fractions)]
     for name, bundle, metric, restrict in CASES:
         human, metric_table = tables(bundle, metric, restrict)
-        pairs = list(paired_labels(human, metric_table))
+        pairs = list(paired_labels_by_pair(human, metric_table))
         accuracy = float(np.mean(np.concatenate([h == m for h, m in pairs])))
         found = [study_label_savings(pairs, fraction=f) for f in fractions]
         note = f" ({found[0]['pairs_constant']} with constant labels left out)" if found[0]["pairs_constant"] else ""
