@@ -116,7 +116,8 @@ class StudyListApi(APIView):
                                           (form.validated_data.get("metric") or None),
                                           metric_required=True, created_by=request.user,
                                           study_settings={key: form.validated_data.get(key) for key in (
-                                              "protocol_rule", "allocation_policy", "family_control")})
+                                              "protocol_rule", "allocation_policy", "family_control",
+                                              "pair_design")})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)

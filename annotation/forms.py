@@ -97,6 +97,9 @@ class StudyDraftForm(forms.Form):
                                                    ("paper", f"Paper (Algorithm 2) — {PAPER_POLICY_WARNING}")])
     family_control = forms.ChoiceField(label="Family control across pairs", choices=Study.FamilyControl.choices,
                                        help_text="with the error-controlled rule")
+    pair_design = forms.ChoiceField(label="Pairs decided", choices=Study.PairDesign.choices,
+                                    help_text="ranking (many systems): a merge sort decides the pairs it needs, each "
+                                              "at γ / C(k); needs family control 'none'")
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
 

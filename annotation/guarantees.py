@@ -26,6 +26,11 @@ FAMILY_TEXT = {
 }
 
 
+RANKING = "ranking"
+RANKING_TEXT = ("across the ranking: any wrong pair in its order, decided or implied, ≤ γ "
+                "(each pair the sort runs decided at γ / {planned})")
+
+
 def decision_guarantee(*, rule: str, strict: bool) -> str:
     """The guarantee one pair's ± decision carries under the study's rule.
 
@@ -38,11 +43,14 @@ def decision_guarantee(*, rule: str, strict: bool) -> str:
     return PLANNED_LOOKS if strict else PER_LOOK
 
 
-def family_guarantee(*, rule: str, family: str) -> str:
-    """What holds across the study's pairs (the protocol's ProtocolSettings.family); "" under
-    the Bayesian rule, which claims nothing across pairs."""
+def family_guarantee(*, rule: str, family: str, design: str = "all_pairs", planned: int = 0) -> str:
+    """What holds across the study's pairs (the protocol's ProtocolSettings.family, or the
+    ranking design's statement over its ``planned`` sort runs); "" under the Bayesian rule,
+    which claims nothing across pairs."""
     if rule != EPROCESS:
         return ""
+    if design == RANKING:
+        return RANKING_TEXT.format(planned=planned)
     return FAMILY_TEXT.get(family, "")
 
 

@@ -15,6 +15,7 @@ from django.db.models import F, Q
 from protocol.allocation import MIN_TEMPERATURE
 from protocol.allocation import TEMPERATURE_REASON as _TEMPERATURE_REASON
 from protocol.bundle import CHECK_EXPECTED, parse_criteria
+from protocol.ranking_design import planned_decisions
 
 from . import guarantees
 
@@ -46,6 +47,10 @@ class Study(models.Model):
         FAMILYWISE = "bonferroni", "Family-wise (any false ± over the study's pairs)"
         NONE = "none", "None (each pair on its own)"
 
+    class PairDesign(models.TextChoices):
+        ALL_PAIRS = "all_pairs", "All pairs (every pair decided)"
+        RANKING = "ranking", "Ranking (a merge sort decides only the pairs it needs)"
+
     class ItemChoice(models.TextChoices):
         UNIFORM = "uniform", "Uniform"
         WEIGHTED = "weighted", "Separability-weighted"
@@ -75,6 +80,15 @@ class Study(models.Model):
     family_control = models.CharField(
         max_length=10, choices=FamilyControl.choices, default=FamilyControl.EBH,
         help_text="error control across the study's pairs (decision rule eprocess)")
+    # Which pairs the protocol spends on (docs/ranking.md): all of them, or those a merge sort
+    # over the systems asks for, each decided at γ / C(k) so that the whole ranking is wrong
+    # with probability ≤ γ. ``ranking_order`` is the sort's initial order, fixed at the start.
+    pair_design = models.CharField(
+        max_length=10, choices=PairDesign.choices, default=PairDesign.ALL_PAIRS,
+        help_text="all_pairs: every pair decided; ranking: for many systems, a merge sort decides "
+                  "the pairs it needs (≤ k log₂ k) and the others follow by transitivity")
+    ranking_order = models.JSONField(default=list, blank=True, editable=False,
+                                     help_text="the ranking design's initial order (system names)")
     item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
     item_choice_temperature = models.FloatField(
         default=0.25, validators=[MinValueValidator(MIN_ITEM_CHOICE_TEMPERATURE, message=(
@@ -151,7 +165,7 @@ class Study(models.Model):
     # The protocol's own parameters: every round's decision was made under them, so they are
     # fixed once the protocol has started (budget and item choice stay a researcher's to change).
     PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
-                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria")
+                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria", "pair_design")
 
     @property
     def guarantee(self) -> str:
@@ -161,7 +175,24 @@ class Study(models.Model):
     @property
     def family_guarantee(self) -> str:
         """What holds across the study's pairs; "" when nothing is claimed."""
-        return guarantees.family_guarantee(rule=self.protocol_rule, family=self.family_control)
+        return guarantees.family_guarantee(rule=self.protocol_rule, family=self.family_control,
+                                           design=self.pair_design, planned=self.ranking_planned)
+
+    @property
+    def ranks(self) -> bool:
+        """Does the study run the ranking design?"""
+        return self.pair_design == self.PairDesign.RANKING
+
+    @property
+    def ranking_planned(self) -> int:
+        """The ranking design's most sort runs, C(k), over the systems of its initial order
+        (0 before the protocol starts or under the all-pairs design)."""
+        return planned_decisions(len(self.ranking_order)) if self.ranks else 0
+
+    @property
+    def decision_level(self) -> float:
+        """The level each pair is decided at: γ, or γ / C(k) under the ranking design."""
+        return self.gamma / self.ranking_planned if self.ranking_planned else self.gamma
 
     @property
     def policy_warning(self) -> str:
@@ -187,6 +218,8 @@ class Study(models.Model):
             _, problems = parse_criteria(self.criteria)
             if problems:
                 errors["criteria"] = problems
+        if self.ranks:
+            errors.update(self._ranking_problems())
         started = self.pk is not None and self.protocol_started
         if started and self.status == self.Status.DRAFT:
             errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"
@@ -203,6 +236,21 @@ class Study(models.Model):
                                             "has started: the decisions so far were made with it")
         if errors:
             raise ValidationError(errors)
+
+    def _ranking_problems(self) -> dict[str, str]:
+        """Why the ranking design cannot run with the other settings (docs/ranking.md)."""
+        why = "the ranking design needs "
+        problems = {}
+        if self.protocol_rule != self.Rule.EPROCESS:
+            problems["protocol_rule"] = why + "the e-process rule (its error statement is anytime-valid)"
+        if self.allocation_policy != self.Allocation.ADAPTIVE:
+            problems["allocation_policy"] = why + "the adaptive policy (futile pairs stop; the sort goes on)"
+        if self.family_control != self.FamilyControl.NONE:
+            problems["family_control"] = (why + "family control 'none': it controls the error over the "
+                                          "ranking itself, each pair at γ / C(k)")
+        if len(self.criteria) > 1:
+            problems["pair_design"] = why + "one criterion (its sort follows one decision per pair)"
+        return problems
 
 
 class StudyMembership(models.Model):

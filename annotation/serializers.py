@@ -54,8 +54,9 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
-                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "guarantee",
-                  "family_guarantee", "policy_warning", "item_choice", "metric", "separability_status", "created_at"]
+                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design",
+                  "ranking_order", "guarantee", "family_guarantee", "policy_warning", "item_choice", "metric",
+                  "separability_status", "created_at"]
 
 
 class StudyImportSerializer(serializers.Serializer):
@@ -77,6 +78,10 @@ class StudyImportSerializer(serializers.Serializer):
     family_control = serializers.ChoiceField(
         choices=Study.FamilyControl.choices, required=False,
         help_text="control across the study's pairs; default: the bundle's setting, else ebh")
+    pair_design = serializers.ChoiceField(
+        choices=Study.PairDesign.choices, required=False,
+        help_text="which pairs the protocol decides; default: the bundle's setting, else all_pairs. ranking "
+                  "needs family_control none and a bundle without human judgements")
 
 
 class PairSerializer(serializers.Serializer):

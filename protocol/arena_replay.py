@@ -44,7 +44,7 @@ from scipy.stats import kendalltau
 
 from .arena import Arena, ArenaSpec, make_arena
 from .leaderboard import fit_scores, win_matrix
-from .ranking_design import REFINE, PairOutcome, RankingSettings, decide_pair, item_order, rank
+from .ranking_design import REFINE, PairOutcome, RankingSettings, decide_pair, item_order, rank, start_order
 
 DESIGNS = ("all_pairs", "all_pairs_fwer", "ranking", "uniform")
 
@@ -155,10 +155,7 @@ def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = 
 def initial_order(arena: Arena, *, metric: bool, seed: int) -> np.ndarray:
     """The sort's starting order: by mean metric score (best first) with the metric, else a
     seeded shuffle (system indices)."""
-    size = len(arena.names)
-    if metric:
-        return np.lexsort((np.arange(size), -arena.metric.mean(axis=1)))
-    return np.random.default_rng([seed, 13]).permutation(size)
+    return start_order(len(arena.names), seed=seed, scores=arena.metric.mean(axis=1) if metric else None)
 
 
 def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = False) -> DesignResult:

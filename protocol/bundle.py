@@ -46,6 +46,7 @@ STUDY_SETTINGS = {
     "allocation_policy": str,
     "protocol_rule": str,
     "family_control": str,
+    "pair_design": str,
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,

@@ -59,13 +59,18 @@ the new neighbours are looked at (``ranking_plan``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType, SimpleNamespace
 
 import numpy as np
 
 from .adaptive import (
+    PARKED,
+    STOPPED,
+    WAITING,
+    PairState,
     ProtocolSettings,
+    ProtocolState,
     close_rounds,
     needed,
     open_rounds,
@@ -230,7 +235,11 @@ def decide_pair(labels, *, settings: ProtocolSettings, order=None, metric=None) 
         drawn += want
         state = record_judgements(state, *key, [str(t) for t in chosen], labels[chosen])
         state = close_rounds(state, force=True, decide=_human_theta)
-    pair = state.pairs[0]
+    return pair_outcome(state.pairs[0])
+
+
+def pair_outcome(pair: PairState) -> PairOutcome:
+    """A protocol pair's outcome, oriented as its key (+1 = ``pair.first`` better)."""
     counts = pair.human_counts
     return PairOutcome(decision=int(pair.decision), margin=int(counts[0] - counts[2]),
                        labels=int(pair.judgements), status=pair.status)
@@ -490,6 +499,138 @@ def item_order(seed: int, first: int, second: int, items: int, cap: int = 0) -> 
     lo, hi = min(first, second), max(first, second)
     order = np.random.default_rng([seed, 11, lo, hi]).permutation(items)
     return order[:cap] if cap else order
+
+
+def start_order(systems: int, *, seed: int, scores=None) -> np.ndarray:
+    """The sort's initial order (system indices, best first): by ``scores`` (S,) descending,
+    ties by index, when given (the metric's mean score per system), else a seeded shuffle."""
+    if scores is not None:
+        scores = np.asarray(scores, dtype=float).reshape(-1)
+        if len(scores) != systems or not np.all(np.isfinite(scores)):
+            raise ValueError(f"scores must be {systems} finite numbers, one per system")
+        return np.lexsort((np.arange(systems), -scores))
+    return np.random.default_rng([seed, 13]).permutation(systems)
+
+
+# The design inside the app: the sort over a protocol state -------------------------------
+# The app keeps one ProtocolState of all k (k - 1) / 2 pairs (one criterion, the e-process at
+# ``RankingSettings.level``, family "none"). A pair the sort has not asked for is PARKED, which
+# ``open_rounds`` never funds; after every close the sort is replayed from the stopped pairs'
+# outcomes (``sort_advance``) and the pairs it asks for wait for their first round. One stage
+# only: every run goes to its end (sort_labels = 0).
+
+def _positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
+    """Each system's position in ``order``, which must name every system of ``pairs`` once."""
+    position = {name: n for n, name in enumerate(order)}
+    if len(position) != len(order):
+        raise ValueError("the ranking's initial order names a system twice")
+    named = {name for p in pairs for name in p.key}
+    if named != set(position):
+        missing, extra = sorted(named - set(position)), sorted(set(position) - named)
+        raise ValueError(f"the ranking's initial order does not match the study's systems "
+                         f"(missing {missing}, unknown {extra})")
+    return position
+
+
+def _sort_key(pair: PairState, position: Mapping[str, int]) -> tuple[Pair, bool]:
+    """The pair's (i, j) positions, i < j, and whether its key's first system is position i."""
+    a, b = position[pair.first], position[pair.second]
+    return ((a, b), True) if a < b else ((b, a), False)
+
+
+def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str]) -> dict[Pair, PairOutcome]:
+    """The outcomes of the stopped pairs that ran, keyed by positions in ``order`` ((i, j),
+    i < j, +1 = position i better). A pair stopped without ever being asked for (no items:
+    capacity 0) is one too: its outcome is an undecided comparison with margin 0."""
+    position = _positions(pairs, order)
+    outcomes = {}
+    for pair in pairs:
+        if pair.status in STOPPED:
+            key, as_keyed = _sort_key(pair, position)
+            outcome = pair_outcome(pair)
+            outcomes[key] = outcome if as_keyed else outcome.flipped()
+    return outcomes
+
+
+def sort_advance(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
+    """Let the pairs the sort asks for now wait for a round (PARKED -> WAITING).
+
+    order  system names, the sort's initial order (``start_order``), fixed for the study
+    Replays the merge sort from the stopped pairs' outcomes (``sort_plan``): the pairs it waits
+    for that are parked become waiting (``open_rounds`` funds them within the budget); those
+    already running stay as they are. Unchanged when the sort waits for running pairs only or
+    is complete (then the parked pairs stay parked: the order implies or does not need them).
+    """
+    plan = sort_plan(len(order), sort_outcomes(state.pairs, order))
+    wanted = {(order[i], order[j]) for i, j in plan.pending}
+    wanted |= {(b, a) for a, b in wanted}
+    pairs = tuple(replace(p, status=WAITING) if p.status == PARKED and p.key in wanted else p for p in state.pairs)
+    return state if pairs == state.pairs else replace(state, pairs=pairs)
+
+
+def sort_start(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
+    """Park every waiting pair of a fresh state, then let the sort's first pairs wait.
+
+    ValueError when a pair already holds judgements (imported with the bundle): the design
+    decides only the pairs its sort asks for, each at the level its error statement counts."""
+    held = [p.key for p in state.pairs if p.judgements]
+    if held:
+        raise ValueError(f"the ranking design starts with no human judgements; {len(held)} pairs hold some "
+                         f"(first: {held[0]}): use the all-pairs design for a bundle with judgements")
+    _positions(state.pairs, order)
+    parked = tuple(replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs)
+    return sort_advance(replace(state, pairs=parked), order)
+
+
+@dataclass(frozen=True)
+class SortProgress:
+    """Where a ranking study stands (the app's dashboard).
+
+    systems   (S,) names in the initial order (positions index them)
+    planned   C(S): most pairs the sort runs (its error statement's count)
+    runs      pairs asked for so far (not parked), items permitting
+    running   pairs asked for and not stopped yet, (first, second) names
+    above     (S, S) bool over positions: the partial order of the decisions so far (with
+              their transitive closure)
+    labels    human judgements of the pairs asked for
+    level     the level every pair is decided at
+    result    the ranking once the sort is complete (order, tiers), else None
+    """
+
+    systems: tuple[str, ...]
+    planned: int
+    runs: int
+    running: tuple[tuple[str, str], ...]
+    above: np.ndarray
+    labels: int
+    level: float
+    result: RankingResult | None
+
+    @property
+    def complete(self) -> bool:
+        return self.result is not None
+
+    @property
+    def error_bound(self) -> float:
+        """The bound on P(any wrong pair in the partial order): level x pairs run (<= gamma
+        while the runs stay within the plan; a re-decision after exclusions can add runs)."""
+        return min(1.0, self.level * self.runs)
+
+
+def sort_progress(pairs: Sequence[PairState], order: Sequence[str], level: float) -> SortProgress:
+    """The ranking study's progress and, once the sort is complete, its result."""
+    order = tuple(order)
+    outcomes = sort_outcomes(pairs, order)
+    plan = sort_plan(len(order), outcomes)
+    asked = [p for p in pairs if p.status != PARKED and p.capacity > 0]
+    result = None
+    if plan.complete:
+        result = ranking_result(order, RankingPlan(DONE, (), plan.order), outcomes, {}, level)
+    return SortProgress(
+        systems=order, planned=planned_decisions(len(order)), runs=len(asked),
+        running=tuple(p.key for p in asked if p.status not in STOPPED),
+        above=closure(len(order), _wins(outcomes)), labels=sum(p.judgements for p in asked),
+        level=float(level), result=result)
 
 
 def describe(settings: RankingSettings, systems: int) -> str:

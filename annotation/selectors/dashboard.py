@@ -7,7 +7,7 @@ import numpy as np
 from django.db.models import Count, Max, Q, Sum
 from scipy.stats import beta
 
-from protocol import adaptive, ranking, spa
+from protocol import adaptive, ranking, ranking_design, spa
 from protocol import favi as favi_lib
 from protocol.allocation import design_weights
 from protocol.leaderboard import bradley_terry, natural_sorted
@@ -165,11 +165,15 @@ def _pair_matrix(order: list[str], pairs: list[dict]) -> list[dict]:
                 cells.append({"missing": True, "other": b})
                 continue
             theta = p["theta"] if p["theta"] is None or not flip else 1 - p["theta"]
-            decision = -p["decision"] if flip else p["decision"]
+            implied = p.get("implied", 0)  # a pair the ranking's sort did not run, ordered by transitivity
+            decision = (-1 if flip else 1) * (p["decision"] or implied)
+            status = p["status"] if p["status"] != adaptive.PARKED else (
+                "not run (implied)" if implied else "not run")
             cells.append({"other": b, "first": p["first"], "second": p["second"], "theta": theta,
-                          "decision": decision, "status": p["status"], "judgements": p["judgements"],
-                          "tone": "better" if decision > 0 else "worse" if decision < 0 else
-                          "stopped" if p["status"] in ("exhausted", "futile") else "open"})
+                          "decision": decision, "status": status, "judgements": p["judgements"],
+                          "tone": ("implied-" if implied else "") + ("better" if decision > 0 else "worse")
+                          if decision else "stopped" if p["status"] in ("exhausted", "futile") else
+                          "parked" if p["status"] == adaptive.PARKED else "open"})
         rows.append({"system": a, "cells": cells})
     return rows
 
@@ -218,10 +222,12 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     favi = favi_lib.favi_by_pair(human, metric) if human and metric else {}
     human_decisions = ranking.decisions_from_labels(human) if human else {}
     metric_decisions = ranking.decisions_from_labels(metric) if metric else {}
-    pairs, running = [], []
+    pairs, running, protocol_pairs = [], [], []
     for s in states:
         key = (s.first.name, s.second.name)
         protocol_pair = protocol_pair_of(study, s)
+        if protocol_pair:
+            protocol_pairs.append(protocol_pair)
         f = favi.get(key)
         status = protocol_pair.status if protocol_pair else "—"
         pairs.append({
@@ -234,11 +240,17 @@ def study_dashboard_heavy(*, study: Study) -> dict:
             "category": (ranking.decision_category(human_decisions.get(key, 0), metric_decisions[key])
                          if key in metric_decisions else None),
         })
-        if protocol_pair and status not in ("decided", "exhausted", "futile") and protocol_pair.remaining > 0:
+        if protocol_pair and status not in (*adaptive.STOPPED, adaptive.PARKED) and protocol_pair.remaining > 0:
             running.append((protocol_pair.human_counts, protocol_pair.remaining))
     order_index = {name: k for k, name in enumerate(systems)}
     pairs.sort(key=lambda p: (order_index.get(p["first"], 0), order_index.get(p["second"], 0)))
     protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
+    sort = _ranking(study, protocol_pairs) if study.ranks and len(protocol_pairs) == len(states) else None
+    if sort and sort["complete"]:
+        # the ranking's partial order: its decisions and the pairs they imply by transitivity
+        protocol_decisions = {(a, b): d for a, b, d in sort["decisions"]}
+        for p in pairs:
+            p["implied"] = p["status"] == adaptive.PARKED and protocol_decisions[(p["first"], p["second"])]
     dags = {}
     if systems:
         for name, decisions in (("protocol", protocol_decisions), ("human", human_decisions),
@@ -292,7 +304,40 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "criteria": rubric_side_by_side(study=study, states=states, order=order) if is_rubric(study) else None,
         "decided": sum(1 for p in pairs if p["decision"]),
         "judgements": live + imported,
+        "ranking": sort,
     }
+
+
+def _ranking(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
+    """The ranking design's progress and, once its sort is complete, the ranking (docs/ranking.md)."""
+    progress = ranking_design.sort_progress(protocol_pairs, study.ranking_order, study.decision_level)
+    result = progress.result
+    decisions = [(a, b, d) for (a, b), d in sorted(result.decisions().items())] if result else []
+    return {
+        "complete": progress.complete,
+        "order": list(result.order) if result else [],
+        "tiers": [list(tier) for tier in result.tiers] if result else [],
+        "decisions": decisions,
+        "decided": result.decided if result else int(sum(1 for p in protocol_pairs if p.decision)),
+        "implied": result.implied - result.decided if result else 0,
+        "runs": progress.runs,
+        "planned": progress.planned,
+        "running": len(progress.running),
+        "parked": sum(1 for p in protocol_pairs if p.status == adaptive.PARKED),
+        "labels": progress.labels,
+        "level": progress.level,
+        "gamma": study.gamma,
+        "bound": progress.error_bound,
+    }
+
+
+def study_ranking(*, study: Study) -> dict | None:
+    """A ranking study's sort, read now (the dashboard reads it per round from its cache);
+    None under the all-pairs design."""
+    if not study.ranks:
+        return None
+    states = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    return _ranking(study, [protocol_pair_of(study, s) for s in states])
 
 
 def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[str]) -> dict:

@@ -22,6 +22,7 @@ SETTING_FIELDS = {
     "allocation_policy": "allocation_policy",
     "protocol_rule": "protocol_rule",
     "family_control": "family_control",
+    "pair_design": "pair_design",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
     "prolific_study_id": "prolific_study_id",

@@ -135,6 +135,10 @@ def study_import(
     if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
+    if chosen.get("pair_design") == Study.PairDesign.RANKING and bundle.human_preferences:
+        raise BundleError([BundleProblem(0, "the ranking design starts with no human judgements (it decides only "
+                                            "the pairs its sort asks for); leave the human_preference lines out "
+                                            "or use pair_design 'all_pairs'")])
     with transaction.atomic():
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress,
                               settings_chosen=chosen)
@@ -438,6 +442,7 @@ def study_draft_update(
     item_choice: str,
     protocol_rule: str,
     family_control: str,
+    pair_design: str,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 
@@ -451,7 +456,8 @@ def study_draft_update(
         return model_update(instance=study, data={
             "metric": metric, "gamma": gamma, "batch_size": batch_size, "budget": budget,
             "ratings_per_item": ratings_per_item, "allocation_policy": allocation_policy,
-            "protocol_rule": protocol_rule, "family_control": family_control, "item_choice": item_choice})
+            "protocol_rule": protocol_rule, "family_control": family_control, "pair_design": pair_design,
+            "item_choice": item_choice})
 
 
 def study_launch(*, study: Study) -> Study:

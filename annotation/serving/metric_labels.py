@@ -51,6 +51,25 @@ class MetricLabelSource:
         labels = preferences_from_scores(a[scored], b[scored], eps=self.tie_margin)
         return dict(zip(self.items[scored].tolist(), labels.tolist()))
 
+    def system_scores(self, systems: list[str]) -> np.ndarray:
+        """(S,) how good the metric finds each of ``systems``: its mean score (a preference
+        metric: its wins minus losses); a system it never scored comes last."""
+        if self.verdicts is not None:
+            net = dict.fromkeys(systems, 0.0)
+            for (first, second), labels in self.verdicts.items():
+                total = float(sum(labels.values()))
+                if first in net and second in net:
+                    net[first] += total
+                    net[second] -= total
+            return np.array([net[name] for name in systems])
+        means = np.full(len(systems), np.nan)
+        for n, name in enumerate(systems):
+            column = self.table[:, self.columns[name]] if name in self.columns else np.array([])
+            if np.any(~np.isnan(column)):
+                means[n] = np.nanmean(column)
+        lowest = np.nanmin(means) - 1.0 if np.any(~np.isnan(means)) else 0.0
+        return np.where(np.isnan(means), lowest, means)
+
 
 def _load(metric: Metric, systems: tuple[str, str] | None = None) -> MetricLabelSource:
     if metric.kind == Metric.Kind.PREFERENCE:

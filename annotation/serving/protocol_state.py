@@ -47,7 +47,7 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
         # protocol's counts and its budget together.
         budget=study.budget + study.protocol_imported_judgements - study.protocol_lost_judgements,
         batch=study.batch_size,
-        gamma=study.gamma,
+        gamma=study.decision_level,
         seed=study.protocol_seed,
         **decision_options(study),
     )

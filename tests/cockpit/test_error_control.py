@@ -158,7 +158,7 @@ def test_a_draft_offers_the_rule_labels_the_paper_policy_and_launches_with_the_c
     assert guarantees.ANYTIME in page  # the draft's default
     draft = {"action": "draft", "metric": "metric:rouge", "gamma": "0.05", "batch_size": "2", "budget": "12",
              "ratings_per_item": "1", "allocation_policy": "paper", "item_choice": "uniform",
-             "protocol_rule": "bayes", "family_control": "none"}
+             "protocol_rule": "bayes", "family_control": "none", "pair_design": "all_pairs"}
     assert client.post("/s/d/settings/", draft).status_code == 302
     page = _text(client.get("/s/d/settings/"))
     assert guarantees.PER_LOOK in page and guarantees.PAPER_POLICY_WARNING in page

@@ -332,7 +332,7 @@ def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
     assert client.get("/s/d/dashboard/")["Location"] == "/s/d/settings/"
     draft = {"action": "draft", "metric": "metric:judge", "gamma": "0.1", "batch_size": "3", "budget": "20",
              "ratings_per_item": "2", "allocation_policy": "adaptive", "item_choice": "uniform",
-             "protocol_rule": "bayes", "family_control": "none"}
+             "protocol_rule": "bayes", "family_control": "none", "pair_design": "all_pairs"}
     response = client.post("/s/d/settings/", {**draft, "gamma": "1.5"})
     assert response.status_code == 400 and models.Study.objects.get(pk=study.pk).gamma == 0.05
     response = client.post("/s/d/settings/", draft)
