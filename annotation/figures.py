@@ -123,10 +123,20 @@ def pair_theta_figure(rounds: list[dict], gamma: float) -> dict:
     return _plain(fig)
 
 
+def _decision_mark(cell: dict) -> str:
+    """▲/▼: the protocol decided the row better/worse; △/▽: implied by a ranking's decisions."""
+    decision = cell.get("decision", 0)
+    if not decision:
+        return ""
+    implied = cell.get("tone", "").startswith("implied")
+    return ("△" if implied else "▲") if decision > 0 else ("▽" if implied else "▼")
+
+
 def matrix_figure(order: list[str], matrix: list[dict]) -> dict:
     """The pair matrix as a heatmap (for many systems, where a table of k² cells is too big):
     cell (row, column) = θ that the row system beats the column system (0.5 before any
-    judgement), ▲/▼ where the protocol decided the row better/worse. Per cell only numbers and
+    judgement), ▲/▼ where the protocol decided the row better/worse (△/▽ where a ranking study's
+    decisions imply it, ``_decision_mark``). Per cell only numbers and
     a mark (50 systems: 2,500 cells), no per-cell text or link: static/js/dashboard.js opens
     the pair page of a clicked cell from its row and column."""
     z, text = [], []
@@ -134,8 +144,7 @@ def matrix_figure(order: list[str], matrix: list[dict]) -> dict:
         # No θ yet (no judgement): 0.5, the uniform prior's mean (white: no evidence either way).
         z.append([None if "status" not in c else 0.5 if c["theta"] is None else round(c["theta"], 3)
                   for c in row["cells"]])
-        text.append(["▲" if c.get("decision", 0) > 0 else "▼" if c.get("decision", 0) < 0 else ""
-                     for c in row["cells"]])
+        text.append([_decision_mark(c) for c in row["cells"]])
     size = max(320, min(14 * len(order) + 120, 900))
     fig = go.Figure(go.Heatmap(
         z=z, x=order, y=order, text=text, texttemplate="%{text}",

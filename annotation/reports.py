@@ -27,8 +27,9 @@ LOCK_SECONDS = 600
 
 
 # The format's number is in the key, so a deployment that changes what is cached never reads
-# an entry of the old shape (2: the figures are cached with the data).
-DASHBOARD_KEY = "evalapp:dashboard:2:{}"
+# an entry of the old shape (2: the figures are cached with the data; 3: the ranking design's
+# sort and implied pairs).
+DASHBOARD_KEY = "evalapp:dashboard:3:{}"
 
 
 def study_dashboard(*, study: Study) -> dict:

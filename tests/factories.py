@@ -509,6 +509,53 @@ def workers_of(names) -> dict[str, Annotator]:
 GOOD, BAD = "A clear, correct and complete answer.", "answer answer answer the the"
 
 
+#: the ranking studies' systems: s5 > s4 > ... > s0 (the higher number wins every item)
+RANKING_SYSTEMS = [f"s{n}" for n in range(6)]
+RANKING_SETTINGS = {"pair_design": "ranking", "family_control": "none"}
+
+
+def ranking_rows(items=30, *, metric=False, **settings):
+    """A ranking-design study of RANKING_SYSTEMS (docs/ranking.md); ``metric``: a judge whose
+    mean score orders the systems as the truth does."""
+    rows = [{"kind": "study", "name": "Leaderboard", "batch_size": 10, "budget": 5000, **RANKING_SETTINGS,
+             **settings}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Prompt {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in RANKING_SYSTEMS]
+    if metric:
+        rows[0]["metric"] = "judge"
+        rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "judge",
+                  "score": float(j) + 0.01 * n} for n in range(items) for j, s in enumerate(RANKING_SYSTEMS)]
+    return rows
+
+
+def ranking_truth(first: str, second: str) -> int:
+    """+1 when ``first`` is the better of two RANKING_SYSTEMS."""
+    return (int(first[1:]) > int(second[1:])) - (int(first[1:]) < int(second[1:]))
+
+
+def answer_hits(study: Study, workers: dict, answer, *, stop_after: int | None = None) -> int:
+    """Serve the workers in turn through the services until none gets a HIT (or ``stop_after``
+    judgements); ``answer(first, second, worker)`` is the canonical label. Returns the
+    judgements made."""
+    made = 0
+    while stop_after is None or made < stop_after:
+        progressed = False
+        for name, annotator in workers.items():
+            study.refresh_from_db()
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            value = answer(hit.comparison.first.name, hit.comparison.second.name, name)
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=-value if hit.shown_swapped else value)
+            made += 1
+            progressed = True
+        if not progressed:
+            break
+    return made
+
+
 def checked_rows(items=12, **settings):
     out = [{"kind": "study", "name": "Checked", "batch_size": 5, "budget": 60, "completion_code": "OK1", **settings}]
     out += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(items)]

@@ -5,13 +5,18 @@ from django.test import Client
 from annotation.services import study_import
 from tests.factories import (
     BUNDLES,
+    RANKING_SYSTEMS,
+    answer_hits,
     browser_login,
     bundle_bytes,
     crowd_rows,
     current_hit,
     judged_crowd_study,
     many_systems_rows,
+    ranking_rows,
+    ranking_truth,
     start_worker,
+    workers_of,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -171,3 +176,24 @@ def test_many_systems_show_the_pair_matrix_as_a_heatmap(page, live_server, width
     page.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.25)
     page.wait_for_url("**/pair/?first=*")
     assert page.locator("h1").first.inner_text()
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
+def test_a_ranking_study_shows_its_order_in_tiers_through_refreshes(page, live_server, settings, width, height):
+    """The ranking design's card (docs/ranking.md) after the sort is complete: the order in
+    tiers, the error bound, implied cells in the matrix, all still there after three live
+    refreshes, and no sideways scrolling at phone width."""
+    settings.DASHBOARD_REFRESH_SECONDS = 0.7
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True)), slug=f"ranked-{width}")
+    answer_hits(study, workers_of(["w1", "w2"]), lambda a, b, _: ranking_truth(a, b))
+    page.set_viewport_size({"width": width, "height": height})
+    browser_login(page, live_server, study, username=f"ranker-{width}")
+    page.wait_for_selector("#ranking .ranking-tiers")
+    page.evaluate("() => { window.__settled = 0; document.body.addEventListener('htmx:afterSettle', () => window.__settled++); }")
+    page.wait_for_function("() => window.__settled >= 3", timeout=20000)
+    card = page.locator("#ranking").inner_text()
+    assert "ranking complete" in card and "P(any wrong pair in this order) ≤" in card
+    tiers = page.locator("#ranking .ranking-tiers li").all_inner_texts()
+    assert tiers == list(reversed(RANKING_SYSTEMS)), tiers  # every neighbour decided: one system per tier
+    assert page.locator("#matrix td.tone-implied-better").count() > 0  # pairs the sort never ran
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")

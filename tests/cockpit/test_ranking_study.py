@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -22,51 +21,21 @@ from annotation.services import hits, study_import
 from annotation.services.quality import annotator_exclude
 from protocol.bundle import BundleError
 from protocol.ranking_design import planned_decisions
-from tests.factories import bundle_bytes, workers_of
+from tests.factories import (
+    RANKING_SETTINGS,
+    RANKING_SYSTEMS,
+    answer_hits,
+    bundle_bytes,
+    ranking_rows,
+    ranking_truth,
+    workers_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-K = 6
-SYSTEMS = [f"s{n}" for n in range(K)]
-RANKING = {"pair_design": "ranking", "family_control": "none"}
-
-
-def ranking_rows(items=30, *, metric=False, **settings):
-    rows = [{"kind": "study", "name": "Leaderboard", "batch_size": 10, "budget": 5000, **RANKING, **settings}]
-    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Prompt {n}"} for n in range(items)]
-    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
-             for n in range(items) for s in SYSTEMS]
-    if metric:
-        rows[0]["metric"] = "judge"
-        rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "judge",
-                  "score": float(j) + 0.01 * n} for n in range(items) for j, s in enumerate(SYSTEMS)]
-    return rows
-
-
-def truth(first: str, second: str) -> int:
-    """s5 > s4 > ... > s0: the higher number wins every item."""
-    return int(np.sign(int(first[1:]) - int(second[1:])))
-
-
-def annotate(study: Study, workers: dict, answer, *, stop_after: int | None = None) -> int:
-    """Serve the workers in turn until none gets a HIT (or ``stop_after`` judgements); returns
-    the judgements made. ``answer(first, second, worker)`` is the canonical label."""
-    made = 0
-    while stop_after is None or made < stop_after:
-        progressed = False
-        for name, annotator in workers.items():
-            study.refresh_from_db()
-            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-            if hit is None:
-                continue
-            value = answer(hit.comparison.first.name, hit.comparison.second.name, name)
-            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
-                                  shown_value=-value if hit.shown_swapped else value)
-            made += 1
-            progressed = True
-        if not progressed:
-            break
-    return made
+K = len(RANKING_SYSTEMS)
+SYSTEMS = RANKING_SYSTEMS
+RANKING = RANKING_SETTINGS
 
 
 def served_pairs(study: Study) -> set[tuple[str, str]]:
@@ -85,7 +54,7 @@ def test_a_ranking_study_serves_only_the_sorts_pairs_and_finds_the_true_order(me
     parked = PairState.objects.filter(study=study, status="parked").count()
     assert 0 < parked < K * (K - 1) // 2
 
-    made = annotate(study, workers_of(["w1", "w2", "w3"]), lambda a, b, _: truth(a, b))
+    made = answer_hits(study, workers_of(["w1", "w2", "w3"]), lambda a, b, _: ranking_truth(a, b))
     study.refresh_from_db()
     ranking = study_ranking(study=study)
     assert ranking["complete"] and ranking["order"] == SYSTEMS[::-1]
@@ -98,7 +67,7 @@ def test_a_ranking_study_serves_only_the_sorts_pairs_and_finds_the_true_order(me
     assert made == ranking["labels"]
     # every pair the sort did not run is implied by transitivity, in the truth's direction
     for first, second, decision in ranking["decisions"]:
-        assert decision == truth(first, second)
+        assert decision == ranking_truth(first, second)
 
 
 def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_exclusion():
@@ -110,9 +79,9 @@ def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_excl
     rng = random.Random(5)
     workers = workers_of(["n1", "n2", "n3"])
     coin = lambda a, b, name: rng.choice([-1, 1])  # noqa: E731
-    annotate(study, workers, coin, stop_after=120)
+    answer_hits(study, workers, coin, stop_after=120)
     annotator_exclude(study=study, annotator=workers["n3"], reason="test")
-    annotate(study, {k: v for k, v in workers.items() if k != "n3"}, coin)
+    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, coin)
     study.refresh_from_db()
     assert study.protocol_redecide_done == study.protocol_redecide_requested == 1
     ranking = study_ranking(study=study)
@@ -129,7 +98,7 @@ def test_the_dashboard_and_the_pair_matrix_show_the_ranking():
     page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
     assert "Ranking design" in page and "sorting" in page
     assert "any wrong pair in its order" in page and "0.05 / 11" in page
-    annotate(study, workers_of(["w1"]), lambda a, b, _: truth(a, b))
+    answer_hits(study, workers_of(["w1"]), lambda a, b, _: ranking_truth(a, b))
     study_dashboard_refresh(study_id=study.pk)
     page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
     assert "ranking complete" in page

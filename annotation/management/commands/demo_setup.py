@@ -3,6 +3,7 @@
 Idempotent: studies already present are left alone; demo passwords are reset.
 """
 import os
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from annotation.reports import study_metrics_table, study_metrics_table_refresh
 from annotation.services import (demo_user_ensure, study_crowd_settings_update, study_import,
                                  study_membership_set)
 from annotation.services.runtime import protocol_ensure_started
+from protocol.arena import ArenaSpec, make_arena, write_bundle
 
 BUNDLES = Path(settings.BASE_DIR) / "data" / "bundles"
 # (bundle, slug, metric the protocol uses)
@@ -32,6 +34,11 @@ DEMO_CROWD_SETTINGS = {
     "summeval-relevance": {"session_hits_min": 5, "session_hits_max": 10, "session_minutes": 0,
                            "min_seconds_per_hit": 3, "completion_code": "SUMMEVAL-DEMO"},
 }
+# A leaderboard study run by the ranking design (docs/ranking.md): a synthetic arena of 12
+# systems on 200 prompts with a known order (mean neighbour gap 0.6) and a noisy judge,
+# generated here (no human lines).
+RANKING_DEMO = ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
+                {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000})
 ACCOUNTS = [
     # username, password, staff, role in every demo study
     ("admin", "admin-demo-pass", True, StudyMembership.Role.RESEARCHER),
@@ -60,6 +67,7 @@ class Command(BaseCommand):
                     study_crowd_settings_update(study=study, **DEMO_CROWD_SETTINGS[slug])
             protocol_ensure_started(study=study)
             studies.append(study)
+        studies.append(self._ranking_demo())
         researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
         port = os.environ.get("PORT", "8000")
         self.stdout.write(f"\nDemo accounts (log in at http://127.0.0.1:{port}/accounts/login/):")
@@ -76,3 +84,14 @@ class Command(BaseCommand):
                 self.stdout.write(f"computing the metrics table of {study.slug} ...")
                 study_metrics_table_refresh(study_id=study.pk)
         self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))
+
+    def _ranking_demo(self) -> Study:
+        slug, spec, study_settings = RANKING_DEMO
+        study = Study.objects.filter(slug=slug).first()
+        if study is not None:
+            return study
+        self.stdout.write(f"generating and importing the synthetic arena {slug} ...")
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "arena.jsonl.gz"
+            write_bundle(make_arena(spec), path, human=False)
+            return study_import(source=path, slug=slug, metric="judge_score", study_settings=study_settings)
