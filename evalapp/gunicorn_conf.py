@@ -1,7 +1,8 @@
 """gunicorn's hooks for evalapp (``gunicorn evalapp.wsgi -c python:evalapp.gunicorn_conf ...``).
 
 The command line keeps the server's sizes (scripts/demo.sh, scripts/bench/lib.sh); this file
-holds what a flag cannot: a warm-up of each worker before it serves (``evalapp.warmup``).
+holds what a flag cannot: a warm-up of each worker before it serves (``evalapp.warmup``), and
+stopping the child process of its background "reports" lane when it exits (annotation/jobs.py).
 """
 from __future__ import annotations
 
@@ -12,3 +13,10 @@ def post_worker_init(worker) -> None:
 
     # gthread workers hold their request threads in ``tpool`` (made before this hook runs)
     warm_worker(worker.wsgi, executor=getattr(worker, "tpool", None), threads=worker.cfg.threads)
+
+
+def worker_exit(server, worker) -> None:
+    """Runs in a worker that is exiting (a restart, the server's stop)."""
+    from annotation import jobs  # the app is loaded by now (--preload): no settings yet at import
+
+    jobs.processes_stop()

@@ -212,6 +212,11 @@ if EVALAPP_ROUND_CLOSE not in ("celery", "thread", "inline"):
 EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEFORE_APPLY", "0"))
 # How often the sweep closes filled rounds left behind and reclaims expired leases (seconds).
 EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
+# Lanes of background jobs (annotation/jobs.py) that run in a child process of each web process
+# instead of a thread, in mode "thread": "reports" (the dashboard's data, the metrics table:
+# seconds of CPU a request thread would wait behind). Comma-separated; empty: all in threads.
+EVALAPP_PROCESS_LANES = frozenset(
+    lane.strip() for lane in os.environ.get("EVALAPP_PROCESS_LANES", "reports").split(",") if lane.strip())
 
 # Caches, one declaration. "default" (round-close coalescing; per process is enough),
 # "throttle" (rate-limit counts, which every web process must share, or N processes accept N

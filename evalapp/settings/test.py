@@ -10,6 +10,9 @@ ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
 EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE", "inline")
+# Background jobs in threads of the test process, which share its in-memory caches and test
+# database (a test that wants a lane's child process asks for it, tests/serving/test_process_lanes.py).
+EVALAPP_PROCESS_LANES = frozenset()
 # Tasks run eagerly in the test process, so an in-memory cache is shared with them and
 # nothing survives the run.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
