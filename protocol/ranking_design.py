@@ -552,18 +552,53 @@ def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str]) -> dict[Pair
     return outcomes
 
 
+# A comparison the sort asked for when its planned runs were all spent: not run, so no
+# decision (the two systems share a tier unless other decisions order them).
+NOT_RUN = "not_run"
+
+
+def _runs(pairs: Sequence[PairState]) -> int:
+    """Pair runs so far: the pairs the sort asked for (not parked) that have items."""
+    return sum(1 for p in pairs if p.status != PARKED and p.capacity > 0)
+
+
+def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[SortPlan, dict, set]:
+    """Replay the sort from the stopped pairs' outcomes within its planned runs.
+
+    Returns (the plan, the outcomes it was replayed from, the parked pairs (keys) to run now).
+    The runs never exceed ``planned_decisions(k)``, the count the error statement divides γ by:
+    the sort asks for at most that many pairs, but a re-decision after an exclusion can change
+    an outcome and so the sort's path; a parked pair it then asks for beyond the planned runs
+    is not run and counts as an undecided comparison (``NOT_RUN``, margin 0)."""
+    outcomes = sort_outcomes(pairs, order)
+    by_key = {p.key: p for p in pairs}
+    left = planned_decisions(len(order)) - _runs(pairs)
+    while True:
+        plan = sort_plan(len(order), outcomes)
+        parked = []
+        for i, j in plan.pending:
+            key = (order[i], order[j]) if order[i] < order[j] else (order[j], order[i])
+            if by_key[key].status == PARKED:
+                parked.append(((i, j), key))
+        if len(parked) <= left:
+            return plan, outcomes, {key for _, key in parked}
+        for (i, j), _ in parked[left:]:
+            outcomes[(i, j)] = PairOutcome(decision=0, margin=0, labels=0, status=NOT_RUN)
+        if left:
+            return sort_plan(len(order), outcomes), outcomes, {key for _, key in parked[:left]}
+
+
 def sort_advance(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
     """Let the pairs the sort asks for now wait for a round (PARKED -> WAITING).
 
     order  system names, the sort's initial order (``start_order``), fixed for the study
     Replays the merge sort from the stopped pairs' outcomes (``sort_plan``): the pairs it waits
-    for that are parked become waiting (``open_rounds`` funds them within the budget); those
-    already running stay as they are. Unchanged when the sort waits for running pairs only or
-    is complete (then the parked pairs stay parked: the order implies or does not need them).
+    for that are parked become waiting (``open_rounds`` funds them within the budget), as long
+    as the runs stay within ``planned_decisions(k)`` (``_sort_within_plan``); those already
+    running stay as they are. Unchanged when the sort waits for running pairs only or is
+    complete (then the parked pairs stay parked: the order implies or does not need them).
     """
-    plan = sort_plan(len(order), sort_outcomes(state.pairs, order))
-    wanted = {(order[i], order[j]) for i, j in plan.pending}
-    wanted |= {(b, a) for a, b in wanted}
+    _, _, wanted = _sort_within_plan(state.pairs, order)
     pairs = tuple(replace(p, status=WAITING) if p.status == PARKED and p.key in wanted else p for p in state.pairs)
     return state if pairs == state.pairs else replace(state, pairs=pairs)
 
@@ -620,8 +655,7 @@ class SortProgress:
 def sort_progress(pairs: Sequence[PairState], order: Sequence[str], level: float) -> SortProgress:
     """The ranking study's progress and, once the sort is complete, its result."""
     order = tuple(order)
-    outcomes = sort_outcomes(pairs, order)
-    plan = sort_plan(len(order), outcomes)
+    plan, outcomes, _ = _sort_within_plan(pairs, order)
     asked = [p for p in pairs if p.status != PARKED and p.capacity > 0]
     result = None
     if plan.complete:

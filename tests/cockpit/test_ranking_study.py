@@ -6,8 +6,6 @@ Driven through the app's own paths: import, serving (hit_next_for_annotator), su
 round closes, an exclusion's re-decision, the dashboard and the pair matrix."""
 from __future__ import annotations
 
-import random
-
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -71,23 +69,32 @@ def test_a_ranking_study_serves_only_the_sorts_pairs_and_finds_the_true_order(me
 
 
 def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_exclusion():
-    """Every system equal: any decision is false. Coin-flip workers, one of whom is excluded
-    half-way (the re-decision path), items drawn by the app: the ranking ends with every pair
-    tied and nothing decided at γ / C(k) (the same labels at the per-pair level γ decide one:
-    the seed below was checked against that)."""
+    """Every system equal: any decision is false. Each pair's judgements alternate +1 / -1 in
+    the order they are served (a null whose evidence never accumulates, deterministic whatever
+    items the app draws), one of three workers is excluded half-way (the re-decision path
+    rebuilds the pairs from the others' judgements, which then need not alternate). The sort
+    completes within its C(k) planned runs, decides nothing and ties every system. (The level
+    γ / C(k) itself: test_a_ranking_study_serves_only_the_sorts_pairs...; the false-decision
+    rate on coin-flip nulls: tests/protocol/test_ranking_design.py's null replay.)"""
     study = study_import(source=bundle_bytes(ranking_rows(items=40)), slug="null")
-    rng = random.Random(5)
     workers = workers_of(["n1", "n2", "n3"])
-    coin = lambda a, b, name: rng.choice([-1, 1])  # noqa: E731
-    answer_hits(study, workers, coin, stop_after=120)
+    served: dict[tuple[str, str], int] = {}
+
+    def alternate(first, second, name):
+        served[(first, second)] = served.get((first, second), 0) + 1
+        return 1 if served[(first, second)] % 2 else -1
+
+    answer_hits(study, workers, alternate, stop_after=120)
     annotator_exclude(study=study, annotator=workers["n3"], reason="test")
-    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, coin)
+    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, alternate)
     study.refresh_from_db()
     assert study.protocol_redecide_done == study.protocol_redecide_requested == 1
     ranking = study_ranking(study=study)
-    assert ranking["complete"]
+    assert ranking["complete"] and ranking["runs"] <= planned_decisions(K) and ranking["bound"] <= 0.05 + 1e-12
     assert not PairState.objects.filter(study=study).exclude(decision=0).exists()
-    assert ranking["tiers"] == [ranking["order"]] and ranking["runs"] <= planned_decisions(K)
+    assert ranking["tiers"] == [ranking["order"]] and ranking["decided"] == ranking["implied"] == 0
+    asked = {(p.first.name, p.second.name) for p in PairState.objects.filter(study=study).exclude(status="parked")}
+    assert served_pairs(study) == asked
 
 
 def test_the_dashboard_and_the_pair_matrix_show_the_ranking():
