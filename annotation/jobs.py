@@ -69,7 +69,7 @@ def _where_closes_run(task: str, argument: int, executor: str) -> None:
     elif executor in settings.EVALAPP_PROCESS_LANES:
         _in_child_process(executor, task, argument)
     else:
-        _executor(executor).submit(_in_thread, task, argument)
+        _executor(executor).submit(_in_background, task, argument)
 
 
 def plan_job(job_id: int) -> None:
@@ -125,7 +125,7 @@ def _in_child_process(lane: str, name: str, *args) -> None:
                                                        initializer=_child_start)
             pool = _processes[lane]
         try:
-            pool.submit(_in_thread, name, *args)
+            pool.submit(_in_background, name, *args)
             return
         except BrokenProcessPool:
             with _guard:
@@ -158,10 +158,12 @@ def _close_in_thread(study_id: int) -> None:
     with _guard:
         # Cleared before the close runs: a round that fills meanwhile schedules another close.
         _pending.discard(study_id)
-    _in_thread(ROUNDS_CLOSE, study_id)
+    _in_background(ROUNDS_CLOSE, study_id)
 
 
-def _in_thread(name: str, *args) -> None:
+def _in_background(name: str, *args) -> None:
+    """Run a task in a lane's thread or child process: errors are logged (nobody to raise to),
+    the connection closed."""
     try:
         _task(name)(*args)
     except Exception:  # a background thread has nobody to raise to; the sweep retries

@@ -557,9 +557,9 @@ def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str]) -> dict[Pair
 NOT_RUN = "not_run"
 
 
-def _runs(pairs: Sequence[PairState]) -> int:
-    """Pair runs so far: the pairs the sort asked for (not parked) that have items."""
-    return sum(1 for p in pairs if p.status != PARKED and p.capacity > 0)
+def _asked(pairs: Sequence[PairState]) -> list[PairState]:
+    """The pair runs so far: the pairs the sort asked for (not parked) that have items."""
+    return [p for p in pairs if p.status != PARKED and p.capacity > 0]
 
 
 def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[SortPlan, dict, set]:
@@ -572,7 +572,7 @@ def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple
     is not run and counts as an undecided comparison (``NOT_RUN``, margin 0)."""
     outcomes = sort_outcomes(pairs, order)
     by_key = {p.key: p for p in pairs}
-    left = planned_decisions(len(order)) - _runs(pairs)
+    left = planned_decisions(len(order)) - len(_asked(pairs))
     while True:
         plan = sort_plan(len(order), outcomes)
         parked = []
@@ -647,8 +647,8 @@ class SortProgress:
 
     @property
     def error_bound(self) -> float:
-        """The bound on P(any wrong pair in the partial order): level x pairs run (<= gamma
-        while the runs stay within the plan; a re-decision after exclusions can add runs)."""
+        """The bound on P(any wrong pair in the partial order): level x pairs run, <= gamma
+        (the runs never exceed the plan, ``_sort_within_plan``)."""
         return min(1.0, self.level * self.runs)
 
 
@@ -656,7 +656,7 @@ def sort_progress(pairs: Sequence[PairState], order: Sequence[str], level: float
     """The ranking study's progress and, once the sort is complete, its result."""
     order = tuple(order)
     plan, outcomes, _ = _sort_within_plan(pairs, order)
-    asked = [p for p in pairs if p.status != PARKED and p.capacity > 0]
+    asked = _asked(pairs)
     result = None
     if plan.complete:
         result = ranking_result(order, RankingPlan(DONE, (), plan.order), outcomes, {}, level)

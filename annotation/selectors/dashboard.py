@@ -257,9 +257,8 @@ def study_dashboard_heavy(*, study: Study) -> dict:
                                 ("metric", metric_decisions)):
             dags[name] = ranking.dag_layout(ranking.significance_graph(systems, decisions))
     leaderboard = _leaderboard(systems, judgement_labels, protocol_decisions, study.protocol_seed) if systems else []
-    order = [r["system"] for r in leaderboard]
-    if sort and sort["complete"]:
-        order = sort["order"]  # the matrix reads best first along the ranking the study decided
+    # a ranking study's matrix reads best first along the ranking it decided
+    order = sort["order"] if sort and sort["complete"] else [r["system"] for r in leaderboard]
     summary = favi_lib.summarize(favi) if favi else None
     timeline = [
         {"pair": f"{h.pair_state.first.name} vs {h.pair_state.second.name}", "round": h.round, "theta": h.theta,
