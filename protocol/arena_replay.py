@@ -13,6 +13,11 @@ against the true order:
                       (directly or by transitivity): what the error statement covers
     ordered_pairs     pairs the design reports as decided (its partial order)
     false_pairs       of those, pairs contradicting the truth
+    tau_fit, wrong_adjacent_fit
+                      the same for the order a leaderboard fits to the design's labels
+                      (``fitted_order``: Bradley–Terry over every label the design spent,
+                      whatever pair it was spent on), so that designs are compared with one
+                      estimator of the order as well as with their own
 
 Designs
 -------
@@ -21,6 +26,8 @@ Designs
                 losses), then the share of won labels
 ``ranking``     the merge-sort design of protocol.ranking_design at its settings (error
                 "fwer" by default: P(any wrong pair of the partial order) <= gamma)
+``oracle``      a reference, not a design: labels only on the neighbours of the true order
+                (``replay_neighbours_oracle``)
 ``uniform``     the Arena's baseline: labels on uniformly random (pair, item) draws, ordered
                 by a Bradley–Terry fit (protocol.leaderboard.fit_scores, choix); it decides no
                 pair. Run at the ranking design's label count of the same seed.
@@ -37,6 +44,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -68,6 +76,45 @@ class DesignResult:
     pairs_asked: int
     level: float
     seconds: float
+    tau_fit: float = float("nan")
+    wrong_adjacent_fit: int = -1
+
+
+# The fit's prior: tied pseudo-comparisons between every two systems keep the scores finite
+# when a system wins every label it got; the leaderboard's 0.5 pulls the scores of a sparse
+# design (a sort compares each system with few others) together enough to misorder about five
+# more neighbours at k = 50, so the replays fit with a prior 50 times weaker.
+FIT_PRIOR_TIES = 0.01
+
+
+def _fit(size: int, first, second, values) -> np.ndarray:
+    """Order (system indices, best first, ties by index) of the Bradley–Terry fit of labels
+    ``values`` (n,) in {+1, 0, -1} on pairs (``first``, ``second``) (n,)."""
+    scores = fit_scores(win_matrix(size, first, second, values), prior_ties=FIT_PRIOR_TIES)
+    return np.lexsort((np.arange(size), -scores))
+
+
+def fitted_order(arena: Arena, spent: Mapping[tuple[int, int], int], *, seed: int) -> np.ndarray:
+    """The order (system indices, best first) a leaderboard fits to the labels a design spent.
+
+    ``spent`` maps a pair of system indices to the labels the design took on it: a replay's
+    run of a pair takes its first labels in ``item_order(seed, i, j, prompts)`` (a capped or
+    refined run a prefix of it). Bradley–Terry over all of them (``FIT_PRIOR_TIES``): an
+    estimate of the order that pools every pair; it decides nothing.
+    """
+    prompts = len(arena.items)
+    chunks = [(i, j, item_order(seed, i, j, prompts)[:n]) for (i, j), n in spent.items() if n > 0]
+    if not chunks:
+        raise ValueError("no labels to fit an order to")
+    first = np.concatenate([np.full(len(items), i) for i, _, items in chunks])
+    second = np.concatenate([np.full(len(items), j) for _, j, items in chunks])
+    values = np.concatenate([arena.human(i, j)[items] for i, j, items in chunks])
+    return _fit(len(arena.names), first, second, values)
+
+
+def _fit_score(arena: Arena, order) -> dict:
+    quality = score(arena, order, None)
+    return dict(tau_fit=quality["tau"], wrong_adjacent_fit=quality["wrong_adjacent"])
 
 
 def score(arena: Arena, order, above: np.ndarray | None) -> dict:
@@ -130,10 +177,12 @@ def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = 
     won = np.zeros(size)
     judged = np.zeros(size)
     labels = 0
+    spent = {}
     for i in range(size):
         for j in range(i + 1, size):
             outcome = compare(i, j, REFINE)
             labels += outcome.labels
+            spent[i, j] = outcome.labels
             adjacent_labels += outcome.labels if (i, j) in adjacent else 0
             if outcome.decision:
                 winner, loser = (i, j) if outcome.decision > 0 else (j, i)
@@ -149,7 +198,8 @@ def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = 
                         seed=arena.spec.seed, metric=metric, labels=labels, adjacent_labels=adjacent_labels,
                         **score(arena, order, above),
                         pairs_asked=pairs, level=level,
-                        seconds=time.perf_counter() - began)
+                        seconds=time.perf_counter() - began,
+                        **_fit_score(arena, fitted_order(arena, spent, seed=settings.seed)))
 
 
 def initial_order(arena: Arena, *, metric: bool, seed: int) -> np.ndarray:
@@ -169,13 +219,14 @@ def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = Fa
     above = np.zeros((size, size), dtype=bool)
     above[np.ix_(start, start)] = result.above
     adjacent = _adjacent(arena)
-    adjacent_labels = sum(n for (i, j), n in result.spent.items()
-                          if tuple(sorted((int(start[i]), int(start[j])))) in adjacent)
+    by_systems = {tuple(sorted((int(start[i]), int(start[j])))): n for (i, j), n in result.spent.items()}
+    adjacent_labels = sum(n for pair, n in by_systems.items() if pair in adjacent)
     return DesignResult(design="ranking", systems=size, prompts=len(arena.items), seed=arena.spec.seed,
                         metric=metric, labels=result.labels, adjacent_labels=adjacent_labels,
                         **score(arena, order, above),
                         pairs_asked=result.runs, level=result.level,
-                        seconds=time.perf_counter() - began)
+                        seconds=time.perf_counter() - began,
+                        **_fit_score(arena, fitted_order(arena, by_systems, seed=settings.seed)))
 
 
 def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:
@@ -192,9 +243,27 @@ def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:
         values[where] = arena.human(int(first[p]), int(second[p]))[items[where]]
     scores = fit_scores(win_matrix(size, first[chosen], second[chosen], values))
     order = np.lexsort((np.arange(size), -scores))
+    fitted = _fit(size, first[chosen], second[chosen], values)
     return DesignResult(design="uniform", systems=size, prompts=prompts, seed=arena.spec.seed, metric=False,
                         labels=int(labels), adjacent_labels=0, **score(arena, order, None), pairs_asked=len(np.unique(chosen)),
-                        level=float("nan"), seconds=time.perf_counter() - began)
+                        level=float("nan"), seconds=time.perf_counter() - began, **_fit_score(arena, fitted))
+
+
+def replay_neighbours_oracle(arena: Arena, per_pair: int, *, seed: int) -> DesignResult:
+    """A reference no design can run: ``per_pair`` labels on each of the k - 1 pairs of
+    neighbours in the TRUE order (the pairs no other decision can imply), and nothing else,
+    ordered by the fit of those labels. What ordering the neighbours costs when finding the
+    order is free."""
+    began = time.perf_counter()
+    size, prompts = len(arena.names), len(arena.items)
+    if not 0 < per_pair <= prompts:
+        raise ValueError(f"per_pair must lie in [1, {prompts}], got {per_pair}")
+    spent = {pair: per_pair for pair in _adjacent(arena)}
+    order = fitted_order(arena, spent, seed=seed)
+    return DesignResult(design="oracle", systems=size, prompts=prompts, seed=arena.spec.seed, metric=False,
+                        labels=per_pair * len(spent), adjacent_labels=per_pair * len(spent), **score(arena, order, None),
+                        pairs_asked=len(spent), level=float("nan"), seconds=time.perf_counter() - began,
+                        **_fit_score(arena, order))
 
 
 def replay(spec: ArenaSpec, settings: RankingSettings, *, metric_variants=(False, True),

@@ -93,8 +93,8 @@ class RankingSettings:
     error        "fwer" (every pair at level gamma / planned_decisions) or "per_pair" (gamma)
     sort_labels  most human labels a comparison of the sort stage may take (0 = no cap and
                  no refinement stage: one stage, every comparison run to its end)
-    max_labels   most human labels a pair may take in the refinement stage (0 = all of its
-                 items): the study's resolution
+    max_labels   most human labels a pair run may take (0 = all of its items): the study's
+                 resolution; with a capped sort stage it caps the refinement runs only
     batch        largest round of a pair (the protocol's ``batch``)
     seed         seed of the protocol (rounds, and the item order the replays draw)
     """
@@ -135,7 +135,7 @@ class RankingSettings:
         """Labels a pair run of ``stage`` ("sort" or "refine") may take, of its ``items``."""
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
-        cap = self.sort_labels if stage == SORT else self.max_labels
+        cap = self.sort_labels if stage == SORT and self.refines else self.max_labels
         return min(items, cap) if cap else items
 
     def protocol(self, systems: int, capacity: int) -> ProtocolSettings:

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.arena import ArenaSpec, make_arena
-from protocol.arena_replay import replay_all_pairs, replay_ranking, replay_uniform, score
+from protocol.arena_replay import (
+    fitted_order,
+    replay_all_pairs,
+    replay_neighbours_oracle,
+    replay_ranking,
+    replay_uniform,
+    score,
+)
 from protocol.ranking_design import (
     PairOutcome,
     RankingSettings,
@@ -238,3 +245,59 @@ def test_report_states_the_done_when_from_the_rows():
     assert "**not met**" in findings(fewer, "b", systems=5)
     dearer = [*cheap[:2], row("ranking", 260, 150, 2)]
     assert "**not met**" in findings(dearer, "b", systems=5)
+
+
+def test_max_labels_caps_every_run_of_the_one_stage_sort():
+    """The study's resolution: without a sort stage cap, ``max_labels`` caps the sort's own
+    runs (it capped only refinement runs, so a one-stage sort ignored it)."""
+    arena = make_arena(ArenaSpec(systems=8, prompts=400, seed=3, gap=0.1))
+    capped = RankingSettings(seed=3, max_labels=40)
+    assert capped.capacity("sort", 400) == 40 and capped.capacity("refine", 400) == 40
+    assert RankingSettings(sort_labels=20, max_labels=40).capacity("sort", 400) == 20
+    assert RankingSettings().capacity("sort", 400) == 400
+    result = replay_ranking(arena, capped)
+    full = replay_ranking(arena, RankingSettings(seed=3))
+    assert result.labels <= 40 * result.pairs_asked < full.labels
+
+
+def test_fitted_order_is_the_bradley_terry_fit_of_the_labels_a_design_spent():
+    """Every design is also scored by the order a leaderboard fits to its labels: on an easy
+    arena the fit of all pairs' labels is the true order, and reversing the labels reverses it."""
+    arena = make_arena(ArenaSpec(systems=6, prompts=300, seed=2, gap=1.0))
+    spent = {(i, j): 300 for i in range(6) for j in range(i + 1, 6)}
+    assert list(fitted_order(arena, spent, seed=2)) == list(arena.true_order)
+    all_pairs = replay_all_pairs(arena, RankingSettings(seed=2))
+    assert all_pairs.wrong_adjacent_fit == 0 and all_pairs.tau_fit == pytest.approx(1.0)
+    ranking = replay_ranking(arena, RankingSettings(seed=2))
+    assert 0 <= ranking.wrong_adjacent_fit <= 5 and -1 <= ranking.tau_fit <= 1
+    with pytest.raises(ValueError, match="no labels"):
+        fitted_order(arena, {}, seed=2)
+
+
+def test_the_oracle_spends_only_on_true_neighbours_and_refuses_a_bad_count():
+    arena = make_arena(ArenaSpec(systems=6, prompts=300, seed=2, gap=1.0))
+    oracle = replay_neighbours_oracle(arena, 100, seed=2)
+    assert oracle.labels == oracle.adjacent_labels == 500 and oracle.pairs_asked == 5
+    assert oracle.wrong_adjacent_fit == 0
+    for bad in (0, 301):
+        with pytest.raises(ValueError, match="per_pair"):
+            replay_neighbours_oracle(arena, bad, seed=2)
+
+
+def test_matched_report_compares_at_equal_ordering_quality():
+    """scripts/report/ranking_matched: the ranking is compared with the cheapest all-pairs point
+    that orders the neighbours at least as well; met only at <= 0.25x."""
+    from scripts.report.ranking_matched import matched, points, render
+
+    def row(design, cap, labels, wrong, seed=0):
+        return dict(design=design, cap=cap, seed=seed, labels=labels, wrong_adjacent_fit=wrong, tau_fit=0.9,
+                    wrong_adjacent=wrong, resolved_adjacent=0, ordered_pairs=0, false_pairs=0, level=0.01)
+
+    rows = [row("all_pairs", 30, 1000, 6), row("all_pairs", 0, 4000, 2), row("all_pairs_fwer", 0, 8000, 2),
+            row("ranking", 200, 900, 2), row("oracle", 100, 700, 3)]
+    table = points(rows)
+    assert matched(table, "ranking", 2)["labels"] == 900 and matched(table, "oracle", 2) is None
+    text = render(table, 1)
+    assert "**0.11×**" in text and "**met**" in text and "none orders as well" in text
+    dearer = [r if r["design"] != "ranking" else row("ranking", 200, 2100, 2) for r in rows]
+    assert "**not met**" in render(points(dearer), 1)
