@@ -7,7 +7,9 @@ reference count (copy on write). Measured on the 50 x 2,000 arena (scripts/bench
 worker's first start link took 40-57 ms against 11-18 ms for its later ones; answering two
 read-only requests first brings it close to a warm request's cost. Each request thread answers
 them once, so that it also holds an open database connection (on PostgreSQL a new server
-process is slow at its first statements on a table).
+process is slow at its first statements on a table). It also loads the study's metric labels
+(every score, read once per process), which a worker's first submit decoded a pair's state with:
+170 ms at 50 x 2,000, stalling the first HITs of the workers behind it.
 
 The warm-up reads and never writes (GET never writes, tests/serving/test_get_never_writes.py):
 the start link without a worker id only redirects, and the annotate page of a visitor without
@@ -27,6 +29,7 @@ from django.conf import settings
 from django.db import connections
 
 from annotation.models import Study
+from annotation.serving import protocol_state
 
 log = logging.getLogger(__name__)
 WARM_UP_ADDRESS = "192.0.2.1"
@@ -58,10 +61,13 @@ def warm_worker(application: Callable, *, executor: Executor | None = None, thre
     """
     try:
         host = _host()
-        slug = Study.objects.filter(status=Study.Status.RUNNING).order_by("-pk").values_list("slug", flat=True).first()
-        if host is None or slug is None:
+        study = Study.objects.filter(status=Study.Status.RUNNING).order_by("-pk").first()
+        if host is None or study is None:
             return []
+        slug = study.slug
         started = time.perf_counter()
+        # what the first submit decodes a pair's state with: the metric's labels from every score
+        protocol_state.label_sources_ready(study)
         if executor is None:
             statuses = _entry(application, host, slug)
         else:

@@ -358,6 +358,7 @@ def judgement_submit(
     # A check is a HIT like any other to the worker: it keeps the study's minimum time too.
     _refuse_too_soon(assignment, study, idempotency_key)
     if real:
+        protocol_state.label_sources_ready(study)  # not under the pair's lock: the first load reads every score
         outcome = _submit(assignment, annotator.pk, shown_value, idempotency_key, seconds_on_task, canonical,
                           read_seconds)
         if isinstance(outcome, HitError):

@@ -149,3 +149,6 @@ def test_a_draft_can_choose_the_ranking_design_and_launch_it():
     assert PairState.objects.filter(study=study, status="parked").exists()
     page = client.get("/s/dr/settings/").content.decode()
     assert "Ranking (a merge sort decides only the pairs it needs)" in page and "each pair at γ / 11" in page
+    # the family line names what controls the error across pairs, not "None (each pair on its own)"
+    assert "None (each pair on its own)" not in page
+    assert "the ranking design — across the ranking: any wrong pair" in page

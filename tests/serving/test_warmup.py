@@ -78,3 +78,14 @@ def test_gunicorn_loads_the_hooks():
     run = subprocess.run([sys.executable, "-m", "gunicorn", "--check-config", "-c", "python:evalapp.gunicorn_conf",
                           "evalapp.wsgi"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_warm_up_loads_the_running_studys_metric_labels():
+    """A web process's first submit need not read the study's scores: the warm-up has."""
+    from annotation.serving import metric_labels
+
+    study = study_import(source=bundle_bytes(crowd_rows()))
+    metric_labels._sources.clear()
+    metric_labels._lanes.clear()
+    warm_worker(get_wsgi_application())
+    assert any(key[0] == study.pk for key in metric_labels._sources.keys())
