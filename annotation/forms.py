@@ -100,6 +100,10 @@ class StudyDraftForm(forms.Form):
     pair_design = forms.ChoiceField(label="Pairs decided", choices=Study.PairDesign.choices,
                                     help_text="ranking (many systems): a merge sort decides the pairs it needs, each "
                                               "at γ / C(k); needs family control 'none'")
+    ranking_max_labels = forms.IntegerField(
+        label="Labels per comparison", min_value=0, required=False,
+        help_text="ranking design: most judgements one comparison may take, its resolution (a pair still "
+                  "undecided then is a tie); 0 or empty = all of its items")
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
 
@@ -107,6 +111,9 @@ class StudyDraftForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["metric"].choices = [(METRIC_PREFIX + m, m) for m in metrics] + [
             (HUMAN_ONLY, "No metric: human-only study")]
+
+    def clean_ranking_max_labels(self) -> int:
+        return self.cleaned_data.get("ranking_max_labels") or 0
 
     def chosen_metric(self) -> str:
         """The metric's name; "" for a human-only study."""

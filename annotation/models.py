@@ -87,6 +87,10 @@ class Study(models.Model):
         max_length=10, choices=PairDesign.choices, default=PairDesign.ALL_PAIRS,
         help_text="all_pairs: every pair decided; ranking: for many systems, a merge sort decides "
                   "the pairs it needs (≤ k log₂ k) and the others follow by transitivity")
+    ranking_max_labels = models.PositiveIntegerField(
+        "labels per comparison", default=0,
+        help_text="ranking design: most human judgements one comparison of the sort may take, its "
+                  "resolution (a pair still undecided then is a tie); 0 = all of its items")
     ranking_order = models.JSONField(default=list, blank=True, editable=False,
                                      help_text="the ranking design's initial order (system names)")
     item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
@@ -165,7 +169,8 @@ class Study(models.Model):
     # The protocol's own parameters: every round's decision was made under them, so they are
     # fixed once the protocol has started (budget and item choice stay a researcher's to change).
     PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
-                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria", "pair_design")
+                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria", "pair_design",
+                           "ranking_max_labels")
 
     @property
     def guarantee(self) -> str:
@@ -220,6 +225,9 @@ class Study(models.Model):
                 errors["criteria"] = problems
         if self.ranks:
             errors.update(self._ranking_problems())
+        elif self.ranking_max_labels:
+            errors["ranking_max_labels"] = ("labels per comparison is the ranking design's resolution; "
+                                            "the all-pairs design takes every item of a pair (leave it 0)")
         started = self.pk is not None and self.protocol_started
         if started and self.status == self.Status.DRAFT:
             errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"

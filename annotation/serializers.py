@@ -54,7 +54,7 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
-                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design",
+                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design", "ranking_max_labels",
                   "ranking_order", "guarantee", "family_guarantee", "policy_warning", "item_choice", "metric",
                   "separability_status", "created_at"]
 
@@ -82,6 +82,10 @@ class StudyImportSerializer(serializers.Serializer):
         choices=Study.PairDesign.choices, required=False,
         help_text="which pairs the protocol decides; default: the bundle's setting, else all_pairs. ranking "
                   "needs family_control none and a bundle without human judgements")
+    ranking_max_labels = serializers.IntegerField(
+        min_value=0, required=False,
+        help_text="ranking design: most judgements one comparison may take (its resolution); default: the "
+                  "bundle's setting, else 0 = all of its items")
 
 
 class PairSerializer(serializers.Serializer):

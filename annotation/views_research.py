@@ -315,7 +315,7 @@ QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_t
 
 
 DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "protocol_rule", "allocation_policy",
-                "family_control", "pair_design", "item_choice")
+                "family_control", "pair_design", "ranking_max_labels", "item_choice")
 
 
 def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:

@@ -47,6 +47,7 @@ STUDY_SETTINGS = {
     "protocol_rule": str,
     "family_control": str,
     "pair_design": str,
+    "ranking_max_labels": int,
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,

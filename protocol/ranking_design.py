@@ -603,17 +603,24 @@ def sort_advance(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
     return state if pairs == state.pairs else replace(state, pairs=pairs)
 
 
-def sort_start(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
+def sort_start(state: ProtocolState, order: Sequence[str], *, max_labels: int = 0) -> ProtocolState:
     """Park every waiting pair of a fresh state, then let the sort's first pairs wait.
 
+    max_labels  most human judgements a comparison may take, the study's resolution
+                (``RankingSettings.max_labels`` of the replays): every pair's capacity is
+                capped at it, so a run still undecided then stops (exhausted, or futile
+                earlier) and is a tie; 0 = all of its items
     ValueError when a pair already holds judgements (imported with the bundle): the design
     decides only the pairs its sort asks for, each at the level its error statement counts."""
     held = [p.key for p in state.pairs if p.judgements]
     if held:
         raise ValueError(f"the ranking design starts with no human judgements; {len(held)} pairs hold some "
                          f"(first: {held[0]}): use the all-pairs design for a bundle with judgements")
+    if not isinstance(max_labels, int) or isinstance(max_labels, bool) or max_labels < 0:
+        raise ValueError(f"max_labels must be an integer >= 0, got {max_labels!r}")
     _positions(state.pairs, order)
-    parked = tuple(replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs)
+    parked = tuple(replace(p, status=PARKED, capacity=min(p.capacity, max_labels) if max_labels else p.capacity)
+                   if p.status == WAITING else p for p in state.pairs)
     return sort_advance(replace(state, pairs=parked), order)
 
 

@@ -23,6 +23,7 @@ SETTING_FIELDS = {
     "protocol_rule": "protocol_rule",
     "family_control": "family_control",
     "pair_design": "pair_design",
+    "ranking_max_labels": "ranking_max_labels",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
     "prolific_study_id": "prolific_study_id",

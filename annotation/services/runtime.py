@@ -81,7 +81,8 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     started = closed or state
     if study.ranks:
         # raises on imported judgements: the design runs only the pairs its sort asks for
-        started = rubric.single(ranking_design.sort_start(started.primary, study.ranking_order), started.criteria[0])
+        started = rubric.single(ranking_design.sort_start(
+            started.primary, study.ranking_order, max_labels=study.ranking_max_labels), started.criteria[0])
     opened = rubric.open_rounds(started)
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened

@@ -443,6 +443,7 @@ def study_draft_update(
     protocol_rule: str,
     family_control: str,
     pair_design: str,
+    ranking_max_labels: int = 0,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 
@@ -457,7 +458,7 @@ def study_draft_update(
             "metric": metric, "gamma": gamma, "batch_size": batch_size, "budget": budget,
             "ratings_per_item": ratings_per_item, "allocation_policy": allocation_policy,
             "protocol_rule": protocol_rule, "family_control": family_control, "pair_design": pair_design,
-            "item_choice": item_choice})
+            "ranking_max_labels": ranking_max_labels, "item_choice": item_choice})
 
 
 def study_launch(*, study: Study) -> Study:

@@ -142,13 +142,39 @@ def test_a_draft_can_choose_the_ranking_design_and_launch_it():
              "protocol_rule": "eprocess", "family_control": "ebh", "pair_design": "ranking"}
     response = client.post("/s/dr/settings/", draft)
     assert response.status_code == 400 and "needs family control" in response.content.decode()
-    assert client.post("/s/dr/settings/", {**draft, "family_control": "none"}).status_code == 302
+    assert client.post("/s/dr/settings/", {**draft, "family_control": "none", "ranking_max_labels": "25"}).status_code == 302
     assert client.post("/s/dr/settings/", {"action": "launch"}).status_code == 302
     study.refresh_from_db()
     assert study.ranks and study.status == "running" and sorted(study.ranking_order) == SYSTEMS
+    assert study.ranking_max_labels == 25 and PairState.objects.filter(study=study, status="open").exists()
     assert PairState.objects.filter(study=study, status="parked").exists()
     page = client.get("/s/dr/settings/").content.decode()
     assert "Ranking (a merge sort decides only the pairs it needs)" in page and "each pair at γ / 11" in page
     # the family line names what controls the error across pairs, not "None (each pair on its own)"
     assert "None (each pair on its own)" not in page
     assert "the ranking design — across the ranking: any wrong pair" in page
+
+
+def test_labels_per_comparison_is_the_rankings_resolution_through_the_app():
+    """``ranking_max_labels`` caps every comparison the sort runs (docs/ranking.md, "Ordering at
+    matched labels"): no served pair takes more judgements, a pair undecided by then is a tie,
+    and the sort still completes within C(k) runs. Refused with the all-pairs design."""
+    study = study_import(source=bundle_bytes(ranking_rows(ranking_max_labels=4)), slug="rank-cap")
+    assert study.ranking_max_labels == 4
+    assert {p.capacity for p in protocol_state.study_state_load(study, PairState.objects.filter(study=study)).pairs} == {4}
+    answer_hits(study, workers_of(["w1", "w2", "w3", "w4", "w5"]), lambda a, b, _: ranking_truth(a, b))
+    study.refresh_from_db()
+    judged = [p.judgements for p in protocol_state.study_state_load(study, PairState.objects.filter(study=study)).pairs if p.status != "parked"]
+    assert judged and max(judged) == 4  # truthful labels, but 4 of them never reach 1 / (γ / C(k))
+    ranking = study_ranking(study=study)
+    assert ranking["complete"] and ranking["runs"] <= planned_decisions(K)
+    assert len(ranking["tiers"]) == 1  # nothing separated at this resolution
+    owner = User.objects.create_superuser("capper", password="pw-capper-123")
+    client = Client()
+    client.force_login(owner)
+    assert "each comparison at most 4 judgements" in client.get("/s/rank-cap/settings/").content.decode()
+    study_dashboard_refresh(study_id=study.pk)
+    assert "with at most 4 judgements (the resolution" in client.get("/s/rank-cap/dashboard/").content.decode()
+    with pytest.raises(BundleError, match="ranking_max_labels"):
+        study_import(source=bundle_bytes(ranking_rows(pair_design="all_pairs", family_control="ebh",
+                                                      ranking_max_labels=4)), slug="all-cap")

@@ -162,3 +162,15 @@ def test_the_sort_never_runs_more_pairs_than_its_error_statement_counts():
     assert progress.runs == planned_decisions(4) and progress.error_bound == pytest.approx(0.05)
     assert progress.complete and progress.result.outcomes[(1, 2)].status == "not_run"
     assert progress.result.tiers == (tuple(names),)
+
+
+def test_sort_start_caps_every_pairs_capacity_at_the_resolution():
+    names = ["a", "b", "c", "d"]
+    state = protocol_of(names, level=0.01)
+    capped = sort_start(state, names, max_labels=3)
+    assert {p.capacity for p in capped.pairs} == {3}
+    assert {p.capacity for p in sort_start(state, names).pairs} == {ITEMS}
+    assert {p.capacity for p in sort_start(state, names, max_labels=ITEMS + 5).pairs} == {ITEMS}
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="max_labels"):
+            sort_start(state, names, max_labels=bad)
