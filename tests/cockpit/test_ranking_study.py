@@ -15,7 +15,7 @@ from annotation.models import Assignment, PairState, Study
 from annotation.reports import study_dashboard_refresh
 from annotation.selectors import study_ranking
 from annotation.serving import protocol_state
-from annotation.services import hits, study_import
+from annotation.services import study_import
 from annotation.services.quality import annotator_exclude
 from protocol.bundle import BundleError
 from protocol.ranking_design import planned_decisions
