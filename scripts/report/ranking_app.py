@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=5)
     parser.add_argument("--gamma", type=float, default=0.05)
     parser.add_argument("--batch", type=int, default=50, help="the study's batch size (the replay's too)")
+    parser.add_argument("--max-labels", type=int, default=0,
+                        help="the study's labels per comparison (ranking_max_labels; 0 = all items), the replay's cap")
     parser.add_argument("--no-replay", action="store_true", help="skip the protocol-only replays")
     parser.add_argument("--database-url", help="a PostgreSQL server (postgres://...); default SQLite")
     args = parser.parse_args(argv)
@@ -76,7 +79,8 @@ def _run(args, var_dir: Path) -> dict:
     began = time.perf_counter()
     study = study_import(source=bundle, slug="arena", metric="judge_score" if args.metric else "",
                          study_settings={"pair_design": "ranking", "family_control": "none", "gamma": args.gamma,
-                                         "batch_size": args.batch, "budget": args.systems ** 2 * args.prompts})
+                                         "batch_size": args.batch, "budget": args.systems ** 2 * args.prompts,
+                                         "ranking_max_labels": args.max_labels})
     imported = time.perf_counter() - began
     index = {name: n for n, name in enumerate(arena.names)}
     item_index = {item: t for t, item in enumerate(arena.items)}
@@ -113,11 +117,11 @@ def _run(args, var_dir: Path) -> dict:
            "tiers": len(ranking["tiers"]), "level": ranking["level"], "bound": ranking["bound"],
            **score(arena, order, above), "import_seconds": round(imported, 2), "serve_seconds": round(served, 1)}
     out = {"systems": args.systems, "prompts": args.prompts, "seed": args.seed, "gap": args.gap,
-           "metric": args.metric, "database": "postgresql" if args.database_url else "sqlite",
+           "metric": args.metric, "max_labels": args.max_labels, "database": "postgresql" if args.database_url else "sqlite",
            "planned_pairs": ranking["planned"], "all_pairs": args.systems * (args.systems - 1) // 2, "app": app}
     if not args.no_replay:
         settings = RankingSettings(gamma=args.gamma, batch=args.batch, seed=0)
-        replay = replay_ranking(arena, settings, metric=args.metric)
+        replay = replay_ranking(arena, replace(settings, max_labels=args.max_labels), metric=args.metric)
         everything = replay_all_pairs(arena, settings, metric=args.metric, family=True)
         keep = ("labels", "tau", "wrong_adjacent", "resolved_adjacent", "false_pairs", "pairs_asked")
         out["replay_ranking"] = {k: getattr(replay, k) for k in keep}

@@ -178,3 +178,13 @@ def test_labels_per_comparison_is_the_rankings_resolution_through_the_app():
     with pytest.raises(BundleError, match="ranking_max_labels"):
         study_import(source=bundle_bytes(ranking_rows(pair_design="all_pairs", family_control="ebh",
                                                       ranking_max_labels=4)), slug="all-cap")
+
+
+def test_the_planner_page_of_a_ranking_study_says_it_replays_every_pair():
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True)), slug="rank-plan")
+    owner = User.objects.create_superuser("planner", password="pw-planner-123")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/s/{study.slug}/plan/").content.decode()
+    assert "data-plan-ranking" in page and f"all {K * (K - 1) // 2} pairs" in page
+    assert f"at most {planned_decisions(K)} of them" in page
