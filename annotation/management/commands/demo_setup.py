@@ -36,9 +36,10 @@ DEMO_CROWD_SETTINGS = {
 }
 # A leaderboard study run by the ranking design (docs/ranking.md): a synthetic arena of 12
 # systems on 200 prompts with a known order (mean neighbour gap 0.6) and a noisy judge,
-# generated here (no human lines).
+# generated here (no human lines); each comparison takes at most 120 of its 200 judgements.
 RANKING_DEMO = ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
-                {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000})
+                {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000,
+                 "ranking_max_labels": 120})
 ACCOUNTS = [
     # username, password, staff, role in every demo study
     ("admin", "admin-demo-pass", True, StudyMembership.Role.RESEARCHER),
