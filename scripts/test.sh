@@ -10,8 +10,11 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "warning: could not install chromium; browser tests will fail" >&2
 fi
 export EVALAPP_VAR_DIR=${EVALAPP_VAR_DIR:-$PWD/var/test}
-echo "== test suite on SQLite"
-.venv/bin/python -m pytest -q "$@"
+# Test processes (pytest-xdist): each has its own test database, so they share nothing but
+# Redis, where every test names its own queues and keys. 2 halves the suite on two cores.
+WORKERS=${TEST_WORKERS:-2}
+echo "== test suite on SQLite ($WORKERS processes)"
+.venv/bin/python -m pytest -q -n "$WORKERS" "$@"
 if [ -z "${DATABASE_URL:-}" ] && .venv/bin/python - <<'PY'
 import socket, sys
 s = socket.socket()
@@ -20,7 +23,7 @@ sys.exit(s.connect_ex(("127.0.0.1", 5432)))
 PY
 then
   echo "== database-backed tests on PostgreSQL (127.0.0.1:5432)"
-  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q tests/serving tests/crowd tests/quality tests/cockpit tests/api tests/security tests/browser
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q -n "$WORKERS" tests/serving tests/crowd tests/quality tests/cockpit tests/api tests/security tests/browser
 elif [ -n "${DATABASE_URL:-}" ]; then
   echo "== (DATABASE_URL was set: the suite above ran on it)"
 fi
