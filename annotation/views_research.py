@@ -269,16 +269,21 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
                                "shown_swapped", "seconds_on_task", "server_seconds", "kind", "excluded", "counted",
                                "created_at", "read_seconds",
                                *(f"{name}{part}" for name in criteria for part in ("", "_strength", "_reason"))])
-        for j in rows.iterator():
-            answers = j.answers or {}
+        # Tuples, not model instances: a row costs a fifth (an export of 66,000 judgements at 50 systems).
+        for (item, first_name, second_name, value, annotator, platform, source, swapped, seconds_on_task,
+             server_seconds, kind, excluded, created_at, read_seconds, answers) in rows.values_list(
+                "comparison__item__external_id", "comparison__first__name", "comparison__second__name", "value",
+                "annotator__external_id", "annotator__platform", "source", "assignment__shown_swapped",
+                "seconds_on_task", "server_seconds", "kind", "excluded", "created_at", "read_seconds",
+                "answers").iterator():
+            answers = answers or {}
             yield writer.writerow([spreadsheet_safe(v) for v in (
-                j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name,
-                j.value, j.annotator.external_id, j.annotator.platform, j.source,
-                "" if j.assignment is None else int(j.assignment.shown_swapped),
-                "" if j.seconds_on_task is None else j.seconds_on_task,
-                "" if j.server_seconds is None else round(j.server_seconds, 3), j.kind, int(j.excluded),
-                int(j.kind == "real" and not j.excluded), j.created_at.isoformat(),
-                "" if j.read_seconds is None else round(j.read_seconds, 3),
+                item, first_name, second_name, value, annotator, platform, source,
+                "" if swapped is None else int(swapped),
+                "" if seconds_on_task is None else seconds_on_task,
+                "" if server_seconds is None else round(server_seconds, 3), kind, int(excluded),
+                int(kind == "real" and not excluded), created_at.isoformat(),
+                "" if read_seconds is None else round(read_seconds, 3),
                 *(answers.get(name, {}).get(part, "") for name in criteria for part in ("value", "strength", "reason")))])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv")

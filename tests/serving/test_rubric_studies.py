@@ -279,3 +279,35 @@ def test_a_rubrics_onboarding_checks_look_like_any_hit_and_check_the_first_crite
             "criterion-style": "0"})
     screen = client.get(f"/s/{study.slug}/annotate/").context
     assert (screen["screen"] == "screened") is (not honest)
+
+
+def test_the_judgements_csv_carries_every_criterions_value_strength_and_reason():
+    import csv
+    import io
+
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=2, budget=60)))
+    rng = random.Random(5)
+    answer_rubric_hits(study, [worker(f"c{n}") for n in range(3)], 12,
+                       lambda assignment: _answers_on_screen(assignment, rng), key="c", read_seconds=2.25)
+    client = Client()
+    client.force_login(User.objects.create_superuser("csv", password="pw-csv-12345"))
+    text = b"".join(client.get(f"/s/{study.slug}/export/judgements.csv").streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    stored = list(Judgement.objects.filter(comparison__study=study).select_related(
+        "comparison__item", "comparison__first", "comparison__second", "annotator", "assignment").order_by("pk"))
+    assert len(rows) == len(stored) > 2
+    for row, j in zip(rows, stored):
+        assert (row["item"], row["first"], row["second"], row["annotator"]) == (
+            j.comparison.item.external_id, j.comparison.first.name, j.comparison.second.name, j.annotator.external_id)
+        assert row["value"] == str(j.value) and row["kind"] == j.kind and row["excluded"] == "0"
+        assert row["shown_swapped"] == ("" if j.assignment is None else str(int(j.assignment.shown_swapped)))
+        assert row["read_seconds"] == ("" if j.read_seconds is None else str(round(j.read_seconds, 3)))
+        assert row["created_at"] == j.created_at.isoformat()
+        for name in ("helpfulness", "correctness", "style"):
+            answer = j.answers[name]
+            assert row[name] == str(answer["value"])
+            assert row[f"{name}_strength"] == str(answer.get("strength", ""))
+            assert row[f"{name}_reason"] == str(answer.get("reason", ""))
