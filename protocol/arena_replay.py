@@ -260,8 +260,9 @@ def replay_neighbours_oracle(arena: Arena, per_pair: int, *, seed: int) -> Desig
         raise ValueError(f"per_pair must lie in [1, {prompts}], got {per_pair}")
     spent = {pair: per_pair for pair in _adjacent(arena)}
     order = fitted_order(arena, spent, seed=seed)
+    labels = per_pair * len(spent)
     return DesignResult(design="oracle", systems=size, prompts=prompts, seed=arena.spec.seed, metric=False,
-                        labels=per_pair * len(spent), adjacent_labels=per_pair * len(spent), **score(arena, order, None),
+                        labels=labels, adjacent_labels=labels, **score(arena, order, None),
                         pairs_asked=len(spent), level=float("nan"), seconds=time.perf_counter() - began,
                         **_fit_score(arena, order))
 

@@ -443,7 +443,7 @@ def study_draft_update(
     protocol_rule: str,
     family_control: str,
     pair_design: str,
-    ranking_max_labels: int = 0,
+    ranking_max_labels: int,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 

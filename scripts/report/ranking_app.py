@@ -117,7 +117,8 @@ def _run(args, var_dir: Path) -> dict:
            "tiers": len(ranking["tiers"]), "level": ranking["level"], "bound": ranking["bound"],
            **score(arena, order, above), "import_seconds": round(imported, 2), "serve_seconds": round(served, 1)}
     out = {"systems": args.systems, "prompts": args.prompts, "seed": args.seed, "gap": args.gap,
-           "metric": args.metric, "max_labels": args.max_labels, "database": "postgresql" if args.database_url else "sqlite",
+           "metric": args.metric, "max_labels": args.max_labels,
+           "database": "postgresql" if args.database_url else "sqlite",
            "planned_pairs": ranking["planned"], "all_pairs": args.systems * (args.systems - 1) // 2, "app": app}
     if not args.no_replay:
         settings = RankingSettings(gamma=args.gamma, batch=args.batch, seed=0)
