@@ -55,8 +55,8 @@ class StudySerializer(serializers.ModelSerializer):
         model = Study
         fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
                   "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design",
-                  "ranking_max_labels", "ranking_order", "guarantee", "family_guarantee", "policy_warning", "item_choice", "metric",
-                  "separability_status", "created_at"]
+                  "ranking_max_labels", "ranking_order", "guarantee", "family_guarantee", "policy_warning",
+                  "item_choice", "metric", "separability_status", "created_at"]
 
 
 class StudyImportSerializer(serializers.Serializer):
