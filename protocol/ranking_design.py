@@ -15,15 +15,22 @@ protocol to decide the pair: +1 / -1 when its e-process reaches 1 / level, or un
 when the pair stops without a decision (futility stop, or its items or its per-pair budget
 run out). An undecided comparison is ordered by the sign of its human margin (the earlier
 system of the initial order on a zero margin), so the sort always finishes, but it is no
-decision. The merge sort
+decision. Each merge first compares the two halves' boundary, the last system of the upper
+half with the first of the lower: when the upper one wins, the halves are already in order
+and the merge costs that one comparison; otherwise it merges from the front as usual (the
+boundary's outcome is reused when the merge reaches that pair). On the metric's order, whose
+halves are mostly in order already, the sort then asks for little more than the k - 1
+neighbours of the order. The merge sort
   * never asks for a pair whose order is implied by earlier comparisons (its two systems come
     from different halves, never compared before, directly or transitively);
   * decides at most ``planned_decisions(k)`` = C(k) pairs, C(1) = 0,
-    C(k) = C(ceil(k/2)) + C(floor(k/2)) + k - 1 (= 237 at k = 50 against 1,225 pairs), in the
-    worst case; a well-ordered initial order needs about half;
+    C(k) = C(a) + C(b) + (a + b when both halves have two systems or more, else a + b - 1),
+    a = ceil(k/2), b = floor(k/2) (= 254 at k = 50 against 1,225 pairs): a merge runs at
+    most a + b - 1 comparisons and its boundary, which a merge with a single system on one
+    side always reaches; an initial order already in order needs k - 1;
   * outputs an order that respects every comparison it made, and every two neighbours of the
     output were compared directly (the winner of a merge step is always compared with the
-    next system it passes).
+    next system it passes; halves kept in order were compared at their boundary).
 The comparisons of one level of the recursion are independent, so many pairs are in flight
 at once: ``sort_plan`` replays the sort from the outcomes known so far and returns the pairs
 that need deciding now (a resumable plan; the outcomes are the only state).
@@ -145,13 +152,16 @@ class RankingSettings:
 
 
 def planned_decisions(systems: int) -> int:
-    """Most pairs the merge sort of ``systems`` systems compares (its worst case), C(k)."""
+    """Most pairs the merge sort of ``systems`` systems compares (its worst case, whatever
+    the outcomes), C(k): the count the family-wise level divides gamma by."""
     if systems < 0:
         raise ValueError(f"systems must not be negative, got {systems}")
     if systems <= 1:
         return 0
-    half = systems // 2
-    return planned_decisions(systems - half) + planned_decisions(half) + systems - 1
+    upper = systems - systems // 2
+    lower = systems // 2
+    merge = systems if min(upper, lower) >= 2 else systems - 1
+    return planned_decisions(upper) + planned_decisions(lower) + merge
 
 
 def refine_limit(systems: int) -> int:
@@ -266,27 +276,39 @@ def sort_plan(systems: int, outcomes: Mapping[Pair, PairOutcome]) -> SortPlan:
     oriented +1 = position i better) and return the pairs it waits for, or the order."""
     pending: list[Pair] = []
 
+    def above(x: int, y: int) -> bool | None:
+        """Whether x goes above y by their comparison; None (and pending) before it ran."""
+        key = (x, y) if x < y else (y, x)
+        outcome = outcomes.get(key)
+        if outcome is None:
+            pending.append(key)
+            return None
+        return outcome.prefers_first == (x < y)
+
     def sort(lo: int, hi: int) -> list[int] | None:
         if hi - lo <= 1:
             return list(range(lo, hi))
-        mid = lo + (hi - lo + 1) // 2   # the left half takes ceil: planned_decisions' split
-        left, right = sort(lo, mid), sort(mid, hi)
-        if left is None or right is None:
+        mid = lo + (hi - lo + 1) // 2   # the upper half takes ceil: planned_decisions' split
+        upper, lower = sort(lo, mid), sort(mid, hi)
+        if upper is None or lower is None:
             return None
+        in_order = above(upper[-1], lower[0])
+        if in_order is None:
+            return None
+        if in_order:
+            return upper + lower
         merged, a, b = [], 0, 0
-        while a < len(left) and b < len(right):
-            x, y = left[a], right[b]
-            outcome = outcomes.get((x, y) if x < y else (y, x))
-            if outcome is None:
-                pending.append((x, y) if x < y else (y, x))
+        while a < len(upper) and b < len(lower):
+            first = above(upper[a], lower[b])
+            if first is None:
                 return None
-            if outcome.prefers_first == (x < y):
-                merged.append(x)
+            if first:
+                merged.append(upper[a])
                 a += 1
             else:
-                merged.append(y)
+                merged.append(lower[b])
                 b += 1
-        return merged + left[a:] + right[b:]
+        return merged + upper[a:] + lower[b:]
 
     order = sort(0, systems)
     return SortPlan(pending=tuple(sorted(pending)), order=None if order is None else tuple(order))

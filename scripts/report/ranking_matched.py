@@ -3,10 +3,12 @@ against ordering quality for every design, each at several resolutions, on the k
 arena of protocol.arena, so that designs are compared where they order the true neighbours
 equally well.
 
-    nice -n 10 .venv/bin/python scripts/report/ranking_matched.py [--seeds 3] [--dry-run]
+    nice -n 10 .venv/bin/python scripts/report/ranking_matched.py [--seeds 3] [--metric] [--dry-run]
 
-Arena: k = 50 systems, 2,000 prompts, mean neighbour gap 0.3, human labels only, seeds
-0..S-1 (one process per seed), gamma = 0.05. Designs (protocol.arena_replay):
+Arena: k = 50 systems, 2,000 prompts, mean neighbour gap 0.3, seeds 0..S-1 (one process per
+seed), gamma = 0.05; human labels only, or with ``--metric`` the arena's judge score too (the
+sort starts from the metric's order and every pair's e-process bets on the metric's labels;
+written to its own section). Designs (protocol.arena_replay):
   * all pairs at level gamma and at gamma / pairs (FWER), every pair's run capped at
     30 / 60 / 100 / 200 labels or uncapped (``max_labels``);
   * the ranking design (one-stage merge sort, FWER), every comparison capped at
@@ -42,6 +44,7 @@ from protocol.ranking_design import RankingSettings  # noqa: E402
 from scripts.report.results_md import replace_section  # noqa: E402
 
 SECTION = "ranking_matched"
+METRIC_SECTION = "ranking_matched_metric"
 RANKING_DOC = ROOT / "docs" / "ranking.md"
 SYSTEMS, PROMPTS, GAP, GAMMA = 50, 2000, 0.3, 0.05
 ALL_PAIRS_CAPS = (30, 60, 100, 200, 0)
@@ -58,17 +61,19 @@ DESIGNS = {
 }
 
 
-def run_seed(seed: int) -> list[dict]:
-    """Every design point on the arena of ``seed`` (rows of DesignResult fields plus ``cap``)."""
+def run_seed(seed: int, metric: bool = False) -> list[dict]:
+    """Every design point on the arena of ``seed`` (rows of DesignResult fields plus ``cap``);
+    ``metric``: the decision designs use the judge score (uniform pairs and the reference are
+    the same either way: they fit human labels only)."""
     arena = make_arena(ArenaSpec(systems=SYSTEMS, prompts=PROMPTS, seed=seed, gap=GAP))
     settings = RankingSettings(gamma=GAMMA, seed=seed)
     rows = []
     for cap in ALL_PAIRS_CAPS:
         for family in (False, True):
-            result = replay_all_pairs(arena, replace(settings, max_labels=cap), family=family)
+            result = replay_all_pairs(arena, replace(settings, max_labels=cap), family=family, metric=metric)
             rows.append({**asdict(result), "cap": cap})
     for cap in RANKING_CAPS:
-        rows.append({**asdict(replay_ranking(arena, replace(settings, max_labels=cap))), "cap": cap})
+        rows.append({**asdict(replay_ranking(arena, replace(settings, max_labels=cap), metric=metric)), "cap": cap})
     for labels in UNIFORM_LABELS:
         rows.append({**asdict(replay_uniform(arena, labels, seed=seed)), "cap": 0})
     for per_pair in ORACLE_LABELS:
@@ -107,9 +112,12 @@ def matched(points_: list[dict], design: str, quality: float) -> dict | None:
     return min(good, key=lambda p: p["labels"]) if good else None
 
 
-def render(points_: list[dict], seeds: int) -> str:
+def render(points_: list[dict], seeds: int, metric: bool = False) -> str:
+    labels = ("with the judge score: the sort starts from the metric's order and every decision design's "
+              "e-process bets on the metric's labels (uniform pairs and the reference fit human labels only)"
+              if metric else "human labels only")
     lines = [
-        f"k = {SYSTEMS} systems × {PROMPTS:,} prompts, mean neighbour gap {GAP}, human labels only, {seeds} seeds, "
+        f"k = {SYSTEMS} systems × {PROMPTS:,} prompts, mean neighbour gap {GAP}, {labels}, {seeds} seeds, "
         f"γ = {GAMMA}. *cap*: most labels a pair's run may take (the design's resolution; — = all prompts). "
         "*wrong neighbours (fit)*: neighbours of the true order that the Bradley–Terry fit of the design's "
         "labels reverses (`arena_replay.fitted_order`, the estimator a leaderboard uses, the same for every "
@@ -160,15 +168,16 @@ def render(points_: list[dict], seeds: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--metric", action="store_true", help="the decision designs use the judge score")
     parser.add_argument("--dry-run", action="store_true", help="print instead of writing docs/ranking.md")
     args = parser.parse_args(argv)
     with ProcessPoolExecutor(max_workers=min(args.seeds, 3)) as pool:
-        rows = [row for rows in pool.map(run_seed, range(args.seeds)) for row in rows]
-    section = render(points(rows), args.seeds)
+        rows = [row for rows in pool.map(run_seed, range(args.seeds), [args.metric] * args.seeds) for row in rows]
+    section = render(points(rows), args.seeds, args.metric)
     if args.dry_run:
         print(section)
     else:
-        replace_section(SECTION, section, path=RANKING_DOC)
+        replace_section(METRIC_SECTION if args.metric else SECTION, section, path=RANKING_DOC)
         print(section)
     return 0
 

@@ -150,17 +150,17 @@ def test_the_sort_never_runs_more_pairs_than_its_error_statement_counts():
     """A re-decision (after an exclusion) can change an outcome and so the sort's path; a pair it
     then asks for beyond the C(k) planned runs is not run: an undecided comparison, so the bound
     level x runs <= gamma still holds and the sort completes."""
-    names = ["a", "b", "c", "d"]
-    state = protocol_of(names, level=0.05 / planned_decisions(4))
-    # five of the six pairs ran (C(4) = 5) and stopped undecided; (b, c) is parked
-    pairs = tuple(p if p.key == ("b", "c") else replace(p, status=adaptive.FUTILE) for p in state.pairs)
-    pairs = tuple(replace(p, status=adaptive.PARKED) if p.key == ("b", "c") else p for p in pairs)
+    names = ["a", "b", "c", "d", "e"]
+    state = protocol_of(names, level=0.05 / planned_decisions(5))
+    # nine of the ten pairs ran (C(5) = 9) and stopped undecided; (c, d) is parked
+    pairs = tuple(p if p.key == ("c", "d") else replace(p, status=adaptive.FUTILE) for p in state.pairs)
+    pairs = tuple(replace(p, status=adaptive.PARKED) if p.key == ("c", "d") else p for p in pairs)
     state = replace(state, pairs=pairs)
     advanced = sort_advance(state, names)
-    assert advanced.pair("b", "c").status == adaptive.PARKED  # the merge of [a, b] and [c, d] asks for it
-    progress = sort_progress(advanced.pairs, names, 0.05 / planned_decisions(4))
-    assert progress.runs == planned_decisions(4) and progress.error_bound == pytest.approx(0.05)
-    assert progress.complete and progress.result.outcomes[(1, 2)].status == "not_run"
+    assert advanced.pair("c", "d").status == adaptive.PARKED  # the boundary of [a, b, c] and [d, e] asks for it
+    progress = sort_progress(advanced.pairs, names, 0.05 / planned_decisions(5))
+    assert progress.runs == planned_decisions(5) and progress.error_bound == pytest.approx(0.05)
+    assert progress.complete and progress.result.outcomes[(2, 3)].status == "not_run"
     assert progress.result.tiers == (tuple(names),)
 
 
