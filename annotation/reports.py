@@ -124,13 +124,12 @@ def study_metrics_table_compute(*, study: Study) -> dict:
     human_decisions = ranking.decisions_from_labels(human) if human else {}
     rows, tables = [], {}
     for metric in study.metrics.all():
-        labels = studies.study_metric_labels(study=study, metric=metric)
-        table = dashboard.pair_labels_table({pair: sorted(v.items()) for pair, v in labels.items()})
+        table = dashboard.metric_labels_table(study=study, metric=metric, human=human)
         tables[metric.name] = table
         favi = favi_lib.favi_by_pair(human, table) if human and table else {}
         summary = favi_lib.summarize(favi) if favi else None
         spa = dashboard.spa_summary(human, table, study.protocol_seed) if human and table else None
-        metric_decisions = ranking.decisions_from_labels(table) if table else {}
+        metric_decisions = ranking.decisions_from_counts(studies.study_metric_counts(study=study, metric=metric))
         categories = {c: 0 for c in ranking.CATEGORIES}
         for pair, decision in metric_decisions.items():
             categories[ranking.decision_category(human_decisions.get(pair, 0), decision)] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from django.db.models import Avg, Count, Exists, OuterRef, Q, QuerySet, Subquery
@@ -143,31 +144,52 @@ def comparison_sample_texts(*, study: Study) -> tuple[list[tuple[int, int, int, 
     return keys, first, second
 
 
-def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | None = None
+def study_metric_labels(*, study: Study, metric=None, pair: tuple[str, str] | None = None,
+                        judged: Mapping[tuple[str, str], Iterable[str]] | None = None,
                         ) -> dict[tuple[str, str], dict[str, int]]:
     """(first, second) -> {item external id: the metric's preference}; {} without a metric.
 
     ``metric`` defaults to the study's protocol metric; ``pair`` (first, second) reads that
-    pair's labels only (the pair page). Scalar metrics give sign(s_first - s_second) with the
-    metric's tie margin (docs/formulas.md §1), computed from the scores as an items x systems
-    array (one query, no row per comparison: 2.45 M comparisons at 50 systems x 2,000 items),
-    for every item on which both systems have a score — the items where the pair has a
-    comparison, since a score belongs to an output.
+    pair's labels only (the pair page); ``judged`` ((first, second) -> item ids) only those
+    pairs and items (the ones humans judged: Favi and SPA compare nothing else). Scalar metrics
+    give sign(s_first - s_second) with the metric's tie margin (docs/formulas.md §1), computed
+    from the scores as an items x systems array (one query, no row per comparison: 2.45 M
+    comparisons at 50 systems x 2,000 items), for every item on which both systems have a
+    score — the items where the pair has a comparison, since a score belongs to an output.
     """
 
     metric = study.metric if metric is None else metric
     if metric is None:
         return {}
     source = metric_label_source(study, metric, systems=pair)
-    pairs = PairState.objects.filter(study=study)
-    if pair is not None:
-        pairs = pairs.filter(first__name=pair[0], second__name=pair[1])
     labels = {}
-    for a, b in pairs.values_list("first__name", "second__name"):
-        found = source.pair(a, b)
+    for a, b in _pair_names(study, pair):
+        if judged is not None and (a, b) not in judged:
+            continue
+        found = source.pair(a, b, None if judged is None else judged[(a, b)])
         if found:
             labels[(a, b)] = found
     return labels
+
+
+def study_metric_counts(*, study: Study, metric=None) -> dict[tuple[str, str], np.ndarray]:
+    """(first, second) -> the metric's (n+, n=, n-) over the pair's items, for every pair it
+    labels at least once; {} without a metric. The counts of ``study_metric_labels``' labels,
+    without building 2.45 M of them at 50 systems x 2,000 items (the sign test of the metric's
+    decisions needs no more)."""
+    metric = study.metric if metric is None else metric
+    if metric is None:
+        return {}
+    names = _pair_names(study, None)
+    counts = metric_label_source(study, metric).counts(names)
+    return {pair: row for pair, row in zip(names, counts) if row.any()}
+
+
+def _pair_names(study: Study, pair: tuple[str, str] | None) -> list[tuple[str, str]]:
+    pairs = PairState.objects.filter(study=study)
+    if pair is not None:
+        pairs = pairs.filter(first__name=pair[0], second__name=pair[1])
+    return list(pairs.values_list("first__name", "second__name"))
 
 
 def study_judgement_labels(*, study: Study) -> dict[tuple[str, str], list[tuple[str, int]]]:

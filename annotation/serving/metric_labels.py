@@ -12,6 +12,7 @@ first use. ``selectors.studies.study_metric_labels`` reads through here too: one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -20,6 +21,11 @@ from protocol.preferences import combine_verdicts, preferences_from_scores
 from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
 from .process_cache import ProcessCache
+
+
+# Pairs per pass of ``MetricLabelSource.counts``: an (items x pairs) block of 2,000 x 256
+# floats is 4 MB, so 1,225 pairs never hold 2.45 M labels at once.
+COUNT_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -39,17 +45,50 @@ class MetricLabelSource:
     tie_margin: float
     verdicts: dict[tuple[str, str], dict[str, int]] | None = None
 
-    def pair(self, first: str, second: str) -> dict[str, int]:
+    def pair(self, first: str, second: str, items=None) -> dict[str, int]:
         """{item: the metric's preference of ``first`` over ``second``} on the items where both
-        have a score (or a verdict); canonical order first < second."""
+        have a score (or a verdict); canonical order first < second. ``items`` (external ids)
+        restricts it to those (the items humans judged: Favi and SPA compare nothing else)."""
         if self.verdicts is not None:
-            return dict(self.verdicts.get((first, second), {}))
+            found = self.verdicts.get((first, second), {})
+            if items is None:
+                return dict(found)
+            return {item: found[item] for item in items if item in found}
         if first not in self.columns or second not in self.columns:
             return {}
-        a, b = self.table[:, self.columns[first]], self.table[:, self.columns[second]]
+        rows = slice(None) if items is None else np.array(
+            [self.row_of[item] for item in items if item in self.row_of], dtype=np.int64)
+        a, b = self.table[rows, self.columns[first]], self.table[rows, self.columns[second]]
         scored = ~(np.isnan(a) | np.isnan(b))
         labels = preferences_from_scores(a[scored], b[scored], eps=self.tie_margin)
-        return dict(zip(self.items[scored].tolist(), labels.tolist()))
+        return dict(zip(self.items[rows][scored].tolist(), labels.tolist()))
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        """item external id -> its row of ``table``."""
+        return {item: n for n, item in enumerate(self.items.tolist())}
+
+    def counts(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """(P, 3) the metric's (n+, n=, n-) of each of ``pairs`` (first, second) over the items
+        of ``pair``: the same labels, counted without building them item by item (all pairs
+        at 50 systems x 2,000 items in one pass over the score table)."""
+        out = np.zeros((len(pairs), 3), dtype=np.int64)
+        if self.verdicts is not None:
+            for n, (first, second) in enumerate(pairs):
+                values = np.fromiter(self.verdicts.get((first, second), {}).values(), dtype=np.int64)
+                out[n] = (values == 1).sum(), (values == 0).sum(), (values == -1).sum()
+            return out
+        known = [n for n, (a, b) in enumerate(pairs) if a in self.columns and b in self.columns]
+        for chunk in range(0, len(known), COUNT_CHUNK):
+            rows = known[chunk:chunk + COUNT_CHUNK]
+            a = self.table[:, [self.columns[pairs[n][0]] for n in rows]]
+            b = self.table[:, [self.columns[pairs[n][1]] for n in rows]]
+            scored = ~(np.isnan(a) | np.isnan(b))
+            labels = preferences_from_scores(np.where(scored, a, 0.0), np.where(scored, b, 0.0), eps=self.tie_margin)
+            out[rows, 0] = ((labels == 1) & scored).sum(axis=0)
+            out[rows, 1] = ((labels == 0) & scored).sum(axis=0)
+            out[rows, 2] = ((labels == -1) & scored).sum(axis=0)
+        return out
 
     def system_scores(self, systems: list[str]) -> np.ndarray:
         """(S,) how good the metric finds each of ``systems``: its mean score (a preference

@@ -4,9 +4,10 @@ import random
 import numpy as np
 import pytest
 
-from annotation.selectors.studies import study_metric_labels
+from annotation.selectors.studies import study_metric_counts, study_metric_labels
 from annotation.services import study_import
-from tests.factories import bundle_bytes, many_systems_rows
+from protocol.ranking import label_counts
+from tests.factories import bundle_bytes, many_systems_rows, rubric_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +50,25 @@ def test_metric_labels_are_the_signs_of_the_score_differences_and_one_pair_reads
     for pair in labels:
         assert study_metric_labels(study=study, pair=pair) == {pair: labels[pair]}
     assert study_metric_labels(study=study, pair=("s2", "s1")) == {}  # not canonical: no such pair
+
+
+def test_metric_counts_are_the_counts_of_the_metric_labels_and_labels_read_only_the_judged_items():
+    """The metric's decisions (dashboard, metrics page) are sign tests of its counts, taken from
+    the score table in one pass rather than from 2.45 M labels at 50 x 2,000: the same counts,
+    ties and a missing score included, for scores and for a judge's verdicts."""
+    for rows, metric in ((_rows(), None), (rubric_rows(), "judge_help")):
+        study = study_import(source=bundle_bytes(rows))
+        chosen = study.metrics.get(name=metric) if metric else None
+        labels = study_metric_labels(study=study, metric=chosen)
+        counts = study_metric_counts(study=study, metric=chosen)
+        assert labels and set(counts) == set(labels)
+        for pair, found in labels.items():
+            assert counts[pair].tolist() == label_counts(list(found.values())).tolist(), pair
+        # the items humans judged: only those pairs, only those items (and none it never labels)
+        first, second = list(labels)[:2]
+        asked = {first: sorted(labels[first])[:3] + ["no-such-item"], second: []}
+        assert study_metric_labels(study=study, metric=chosen, judged=asked) == {
+            first: {item: labels[first][item] for item in sorted(labels[first])[:3]}}
 
 
 def test_many_systems_get_a_heatmap_few_a_table(client):
