@@ -274,6 +274,11 @@ def test_report_states_the_done_when_from_the_rows():
     assert "**not met**" in findings(fewer, "b", systems=5)
     dearer = [*cheap[:2], row("ranking", 260, 150, 2)]
     assert "**not met**" in findings(dearer, "b", systems=5)
+    # the runs with the metric are stated on their own, never mixed with the human-only ones
+    assert findings(cheap, "b", systems=5, metric=True) == ""
+    with_metric = [{**r, "metric": True, "labels": r["labels"] * 2} for r in cheap]
+    stated = findings(cheap + with_metric, "b", systems=5, metric=True)
+    assert "(with the metric)" in stated and "**0.24×**" in stated
 
 
 def test_max_labels_caps_every_run_of_the_one_stage_sort():
