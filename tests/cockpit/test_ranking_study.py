@@ -68,7 +68,8 @@ def test_a_ranking_study_serves_only_the_sorts_pairs_and_finds_the_true_order(me
         assert decision == ranking_truth(first, second)
 
 
-def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_exclusion():
+@pytest.mark.parametrize("metric", [False, True])
+def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_exclusion(metric):
     """Every system equal: any decision is false. Each pair's judgements alternate +1 / -1 in
     the order they are served (a null whose evidence never accumulates, deterministic whatever
     items the app draws), one of three workers is excluded half-way (the re-decision path
@@ -76,7 +77,10 @@ def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_excl
     completes within its C(k) planned runs, decides nothing and ties every system. (The level
     γ / C(k) itself: test_a_ranking_study_serves_only_the_sorts_pairs...; the false-decision
     rate on coin-flip nulls: tests/protocol/test_ranking_design.py's null replay.)"""
-    study = study_import(source=bundle_bytes(ranking_rows(items=40)), slug="null")
+    # with the metric: the sort starts from its order (merges that find their halves in order by
+    # the margin skip the rest) and every pair's e-process bets on a judge that is sure of an order
+    # the humans do not share
+    study = study_import(source=bundle_bytes(ranking_rows(items=40, metric=metric)), slug=f"null-{int(metric)}")
     workers = workers_of(["n1", "n2", "n3"])
     served: dict[tuple[str, str], int] = {}
 
