@@ -71,6 +71,23 @@ def test_metric_counts_are_the_counts_of_the_metric_labels_and_labels_read_only_
             first: {item: labels[first][item] for item in sorted(labels[first])[:3]}}
 
 
+def test_metric_counts_span_the_pass_in_chunks():
+    """24 systems: 276 pairs, more than one pass of ``MetricLabelSource.counts`` (256 pairs a
+    pass); coarse scores (ties) and missing ones."""
+    rng = random.Random(5)
+    systems = [f"m{n:02d}" for n in range(24)]
+    rows = [{"kind": "study", "name": "Chunks", "batch_size": 2, "budget": 100, "metric": "m"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Input {n}"} for n in range(6)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s} {n}"} for n in range(6) for s in systems]
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "m", "score": rng.choice([0, 1, 2])}
+             for n in range(6) for s in systems if rng.random() > 0.1]
+    study = study_import(source=bundle_bytes(rows))
+    labels = study_metric_labels(study=study)
+    counts = study_metric_counts(study=study)
+    assert len(labels) > 256 and set(counts) == set(labels)
+    assert all(counts[p].tolist() == label_counts(list(v.values())).tolist() for p, v in labels.items())
+
+
 def test_many_systems_get_a_heatmap_few_a_table(client):
     from tests.factories import researcher_client
 
