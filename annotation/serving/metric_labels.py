@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
+from protocol.ranking import label_counts
 
 from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
@@ -69,14 +70,13 @@ class MetricLabelSource:
         return {item: n for n, item in enumerate(self.items.tolist())}
 
     def counts(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        """(P, 3) the metric's (n+, n=, n-) of each of ``pairs`` (first, second) over the items
-        of ``pair``: the same labels, counted without building them item by item (all pairs
-        at 50 systems x 2,000 items in one pass over the score table)."""
+        """(P, 3) the metric's (n+, n=, n-) of each of ``pairs`` (first, second) over its items:
+        the labels of ``pair``, counted without building them item by item (all pairs at
+        50 systems x 2,000 items in one pass over the score table)."""
         out = np.zeros((len(pairs), 3), dtype=np.int64)
         if self.verdicts is not None:
             for n, (first, second) in enumerate(pairs):
-                values = np.fromiter(self.verdicts.get((first, second), {}).values(), dtype=np.int64)
-                out[n] = (values == 1).sum(), (values == 0).sum(), (values == -1).sum()
+                out[n] = label_counts(list(self.verdicts.get((first, second), {}).values()))
             return out
         known = [n for n, (a, b) in enumerate(pairs) if a in self.columns and b in self.columns]
         for chunk in range(0, len(known), COUNT_CHUNK):
