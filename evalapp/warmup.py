@@ -15,9 +15,17 @@ The warm-up reads and never writes (GET never writes, tests/serving/test_get_nev
 the start link without a worker id only redirects, and the annotate page of a visitor without
 a session shows the study's landing. It comes from a documentation address (192.0.2.1, RFC
 5737), so it uses no client's request-rate allowance.
+
+Last, the warm-up freezes the worker's heap (``gc.freeze``): what the app, the warm-up and the
+metric labels allocated lives as long as the process, and the collector's full passes walked all
+of it, 150,000 objects at 50 x 2,000 on PostgreSQL: 77-87 ms, a pause that fell on whichever
+request allocated past the threshold (a crowd worker's first HIT took 143-153 ms then, against
+20-50 ms otherwise). Frozen objects are still freed by reference counting; only cycles among
+them would outlive the process's need, and these live as long as it does anyway.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -57,7 +65,7 @@ def warm_worker(application: Callable, *, executor: Executor | None = None, thre
     each answers the requests once and keeps its database connection (persistent connections,
     CONN_MAX_AGE), so a first request finds it open and its server process warm (PostgreSQL
     loads a table's catalogue entries in each new backend). Without one, this thread answers
-    them and closes the connections it opened.
+    them and closes the connections it opened. Ends by freezing the heap (module doc).
     """
     try:
         host = _host()
@@ -82,6 +90,7 @@ def warm_worker(application: Callable, *, executor: Executor | None = None, thre
         return []
     finally:
         connections.close_all()  # this thread's: it serves no request
+        gc.freeze()  # the heap so far is the process's for good (module doc)
 
 
 def _entry(application: Callable, host: str, slug: str) -> list[str]:

@@ -1,4 +1,5 @@
 """WSGI entry point."""
+import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -18,3 +19,7 @@ get_resolver().reverse_dict
 for _name in ("annotation/annotate.html", "annotation/_hit.html", "annotation/dashboard.html",
               "annotation/pair_detail.html", "annotation/metrics_table.html"):
     get_template(_name)
+# What the app loaded lives as long as the process: frozen, the collector's full passes skip it
+# (and, before gunicorn forks, do not write the pages the workers share). evalapp/warmup.py
+# freezes what each worker adds before it serves.
+gc.freeze()

@@ -182,7 +182,7 @@ def test_the_front_page_counts_each_study_on_its_own(client):
     assert studies[wide.slug].active_pairs == PairState.objects.filter(study=wide, status__in=("open", "filled")).count() <= 1
 
 
-def test_import_study_leaves_the_first_dashboard_computed(tmp_path):
+def test_import_study_leaves_the_first_dashboard_and_metrics_table_computed(tmp_path):
     from django.core.cache import caches
     from django.core.management import call_command
 
@@ -197,6 +197,8 @@ def test_import_study_leaves_the_first_dashboard_computed(tmp_path):
     study = Study.objects.get(slug="warm")
     cached = caches["shared"].get(reports.DASHBOARD_KEY.format(study.pk))
     assert cached is not None and cached[0] == dashboard_version(study=study)
+    table = reports.study_metrics_table(study=study)  # the page's read: no job to start
+    assert table is not None and [row["name"] for row in table["rows"]] == [m.name for m in study.metrics.all()]
 
 
 def test_the_pair_page_shows_its_items_a_page_at_a_time_judged_first(client):

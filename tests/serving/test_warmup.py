@@ -1,4 +1,5 @@
 """A worker's warm-up before it serves (evalapp/warmup.py, gunicorn's post_worker_init)."""
+import gc
 import logging
 import subprocess
 import sys
@@ -89,3 +90,17 @@ def test_the_warm_up_loads_the_running_studys_metric_labels():
     metric_labels._lanes.clear()
     warm_worker(get_wsgi_application())
     assert any(key[0] == study.pk for key in metric_labels._sources.keys())
+
+
+def test_the_warm_up_freezes_the_heap_it_leaves():
+    """The collector's full passes skip what a worker holds for good (a pause of 77-87 ms at
+    50 x 2,000 otherwise, on whichever request tripped it)."""
+    study_import(source=bundle_bytes(crowd_rows()))
+    gc.unfreeze()
+    held = ["a long-lived object"]
+    try:
+        warm_worker(get_wsgi_application())
+        assert gc.get_freeze_count() > 0
+        assert not any(o is held for o in gc.get_objects(generation=2))  # frozen, not in the oldest
+    finally:
+        gc.unfreeze()
