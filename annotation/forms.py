@@ -228,6 +228,16 @@ class PlanForm(forms.Form):
     ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
     GRID_FIELDS = ("budgets", "batches", "gammas", "throughput", "policy", "reps")
 
+    def __init__(self, *args, ranking: bool = False, **kwargs):
+        """``ranking``: the study runs the ranking design, whose grid has the most labels per
+        comparison where the all-pairs protocol has a budget, and one policy (adaptive)."""
+        super().__init__(*args, **kwargs)
+        if ranking:
+            self.fields["budgets"].label = "Labels per comparison"
+            self.fields["budgets"].help_text = ("comma-separated: the most judgements each comparison of the sort "
+                                                "may take (the study's resolution); all = every item of the pair")
+            self.fields["policy"].choices = [("adaptive", "Adaptive (the ranking design's)")]
+
     def clean_budgets(self):
         values = _numbers(self.cleaned_data["budgets"], int, "budget", allow_all=True)
         if any(v is not None and v < 1 for v in values):

@@ -23,8 +23,12 @@ POLL_SECONDS = 1
 
 def _initial(study: Study) -> dict:
     defaults = DEFAULT_ASSUMPTIONS
+    if study.ranks:
+        budgets = str(study.ranking_max_labels) if study.ranking_max_labels else "all"
+    else:
+        budgets = str(study.budget) if study.budget else "all"
     initial = {"batches": str(study.batch_size), "gammas": f"{study.gamma:g}", "policy": study.allocation_policy,
-               "budgets": str(study.budget) if study.budget else "all"}
+               "budgets": budgets}
     for name in PlanForm.ASSUMPTION_ROWS:
         low, high = getattr(defaults, f"{name}_range")
         initial.update({name: getattr(defaults, name), f"{name}_low": low, f"{name}_high": high})
@@ -38,7 +42,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     status = 200
     if request.method == "POST":
-        form = PlanForm(request.POST)
+        form = PlanForm(request.POST, ranking=study.ranks)
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -52,7 +56,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
                 return redirect("plan_job", slug=slug, job_id=job.pk)
         status = 400
     else:
-        form = PlanForm(initial=_initial(study))
+        form = PlanForm(initial=_initial(study), ranking=study.ranks)
     return render(request, "annotation/planner.html", {
         "study": study, "form": form, "jobs": selectors.study_plan_jobs(study=study),
         "human_labels": selectors.study_human_label_count(study=study), "defaults": DEFAULT_ASSUMPTIONS,

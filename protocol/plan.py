@@ -45,10 +45,16 @@ is the smallest and largest mean fraction over those scenarios (each scenario's 
 its reps), widened by two standard errors of the reps. The expected values are the mean
 over the reps of the stated assumptions.
 
+A study of the ranking design (protocol.ranking_design, docs/ranking.md) is planned by
+replaying its merge sort instead (``design="ranking"``, ``replay_ranking``): a grid point's
+budget is then the most labels each comparison may take, and a pair counts as decided when
+the sort's partial order orders it (docs/planner.md, "Ranking studies").
+
 Command line::
 
     python -m protocol.plan BUNDLE --metric M [--budget B ...] [--batch K ...] [--gamma G ...]
-        [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S] [--json [--details]]
+        [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S]
+        [--design all_pairs|ranking] [--json [--details]]
 
 prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
@@ -74,7 +80,9 @@ from scipy.special import expit, logit, ndtri
 from . import adaptive
 from .bundle import read_bundle
 from .preferences import human_labels, metric_labels
-from .simulate import labels_by_pair, stable_hash, replay
+from .ranking import compare_decisions
+from .ranking_design import RankingSettings, decide_pair, item_order, rank
+from .simulate import labels_by_pair, reference_decisions, replay, stable_hash
 
 Pair = tuple[str, str]
 Labels = tuple[np.ndarray, np.ndarray]
@@ -338,11 +346,74 @@ def _fit_from_statistics(metric_counts, plus, decided, ties, items, metric_margi
 
 
 # --------------------------------------------------------------------------------------------
+# the ranking design's replay
+# --------------------------------------------------------------------------------------------
+DESIGNS = ("all_pairs", "ranking")
+
+
+@dataclass(frozen=True)
+class RankingReplay:
+    """One replay of the ranking design, scored as ``simulate.replay`` scores the protocol:
+    rates are shares of all pairs; ``runs`` the pairs the sort ran."""
+
+    annotations_used: int
+    runs: int
+    correct: float
+    inversion: float
+    omission: float
+    insertion: float
+
+
+def replay_ranking(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *, start: Sequence[str],
+                   settings: RankingSettings) -> RankingReplay:
+    """The merge sort of ``protocol.ranking_design`` from ``start`` (system names, the sort's
+    initial order), each comparison run by ``decide_pair`` on the pair's human labels in the
+    seeded item order the replays use, betting on the metric's labels of the same items.
+
+    human, metric  (first, second) -> (items, labels) over the same items (``human_table``)
+    Scored against the human-only decision on all of a pair's labels at ``settings.gamma``
+    (``simulate.reference_decisions``, as the all-pairs replay): a pair the sort's partial
+    order orders, decided or implied, counts with that sign, any other as undecided.
+    """
+    position = {name: i for i, name in enumerate(start)}
+    if set(position) != set(systems_of(metric)) or len(position) != len(start):
+        raise ValueError(f"the sort's start must name each of the {len(systems_of(metric))} systems once")
+    oriented: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for (first, second), (items, values) in metric.items():
+        human_items, human_values = human[first, second]
+        by_item = dict(zip(human_items.tolist(), human_values.tolist()))
+        labels = np.array([by_item[item] for item in items.tolist()], dtype=np.int64)
+        i, j = position[first], position[second]
+        oriented[i, j] = (labels, np.asarray(values, dtype=np.int64))
+        oriented[j, i] = (-labels, -np.asarray(values, dtype=np.int64))
+    systems = len(start)
+
+    def compare(i: int, j: int, stage: str):
+        labels, metric_values = oriented[i, j]
+        cap = settings.capacity(stage, len(labels))
+        return decide_pair(labels, settings=settings.protocol(systems, cap),
+                           order=item_order(settings.seed, i, j, len(labels), cap), metric=metric_values)
+
+    result = rank(list(start), compare, settings)
+    reference, _ = reference_decisions(human, settings.gamma)
+    decisions = {}
+    for first, second in reference:
+        i, j = position[first], position[second]
+        decisions[first, second] = 1 if result.above[i, j] else -1 if result.above[j, i] else 0
+    categories = compare_decisions(reference, decisions)
+    rates = {name: float(np.mean([c == name for c in categories.values()]))
+             for name in ("Correct", "Inversion", "Omission", "Insertion")}
+    return RankingReplay(annotations_used=result.labels, runs=result.runs, correct=rates["Correct"],
+                         inversion=rates["Inversion"], omission=rates["Omission"], insertion=rates["Insertion"])
+
+
+# --------------------------------------------------------------------------------------------
 # plans
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GridPoint:
-    """One protocol configuration to plan: budget None = every comparison."""
+    """One protocol configuration to plan: budget None = every comparison (under the ranking
+    design: the most labels each comparison of the sort may take, None = all of its items)."""
 
     budget: int | None
     batch: int
@@ -447,6 +518,8 @@ def plan(
     rule: str | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    design: str = "all_pairs",
+    start: Sequence[str] | None = None,
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -458,7 +531,17 @@ def plan(
     policy, rule  the protocol's (None: ProtocolSettings' defaults, the error-controlled rule
             the replay and the app use by default, so the plan predicts what they do)
     progress(done, total) is called before the first replay and after every replay.
+    design  "all_pairs" (the budgeted protocol over every pair) or "ranking": the merge sort of
+            protocol.ranking_design (``replay_ranking``; it has the adaptive policy and the
+            e-process rule, so ``policy`` and ``rule`` must be None or those), a grid point's
+            budget is then the most labels each comparison may take (None: all of its items)
+    start   the ranking's initial order, system names (default: ``metric_order``)
     """
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    if design == "ranking" and (policy not in (None, "adaptive") or rule not in (None, "eprocess")):
+        raise ValueError("the ranking design runs the adaptive policy with the e-process rule; "
+                         f"got policy {policy!r}, rule {rule!r}")
     metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
     if not metric:
@@ -482,15 +565,24 @@ def plan(
     if progress is not None:
         progress(done, total)
     plans = []
+    items = max(len(v[1]) for v in metric.values())
+    start = tuple(metric_order(metric) if start is None else start)
     for point in grid:
-        budget = comparisons if point.budget is None else min(point.budget, comparisons)
+        if design == "ranking":
+            budget = items if point.budget is None else min(point.budget, items)
+        else:
+            budget = comparisons if point.budget is None else min(point.budget, comparisons)
         runs: dict[str, list] = {}
         for name, scenario in scenarios:
             for rep in range(reps):
                 rep_seed = seed * 1000 + rep
-                result = replay(human_table(metric, real, scenario, seed=rep_seed), metric,
-                                batch=point.batch, gamma=point.gamma, seed=rep_seed,
-                                budget=budget, **rule_options)
+                table = human_table(metric, real, scenario, seed=rep_seed)
+                if design == "ranking":
+                    result = replay_ranking(table, metric, start=start, settings=RankingSettings(
+                        gamma=point.gamma, batch=point.batch, max_labels=budget, seed=rep_seed))
+                else:
+                    result = replay(table, metric, batch=point.batch, gamma=point.gamma, seed=rep_seed,
+                                    budget=budget, **rule_options)
                 runs.setdefault(name, []).append(result)
                 done += 1
                 if progress is not None:
@@ -554,6 +646,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", choices=adaptive.POLICIES, default=defaults.policy)
     parser.add_argument("--rule", choices=adaptive.RULES, default=defaults.rule,
                         help=f"decision rule (default {defaults.rule}, as protocol.simulate and the app)")
+    parser.add_argument("--design", choices=DESIGNS, default="all_pairs",
+                        help="ranking: replay the merge sort of protocol.ranking_design from the metric's order "
+                             "(--budget is then the most labels per comparison)")
     parser.add_argument("--reps", type=int, default=2, help="replays per scenario (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-human", action="store_true", help="ignore the bundle's human labels")
@@ -569,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human,
                              grid=grid_of(args.budget, args.batch, args.gamma), reps=args.reps,
-                             policy=args.policy, rule=args.rule, seed=args.seed,
+                             policy=args.policy, rule=args.rule, seed=args.seed, design=args.design,
                              progress=None if args.quiet else progress)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

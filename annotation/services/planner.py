@@ -45,7 +45,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     use_human: use the study's human labels (imported ratings, judgements): the assumptions
     are then fitted from them, and pairs with a human label on every item are replayed on
     them; otherwise (or when it has none) the planner simulates every annotator from
-    ``assumptions`` (Assumptions.to_dict() values). budgets: None = every comparison.
+    ``assumptions`` (Assumptions.to_dict() values). budgets: None = every comparison; in a
+    study of the ranking design, the most labels per comparison of its sort (None = all items),
+    replayed from the study's initial order (its metric's order before the protocol starts).
     """
     if study.metric_id is None:
         raise ValueError("the study has no metric: the planner simulates the protocol on the metric's labels")
@@ -64,13 +66,16 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         raise ValueError(f"repetitions must be between 1 and {MAX_REPS}")
     if policy not in adaptive.POLICIES:
         raise ValueError(f"policy must be one of {', '.join(adaptive.POLICIES)}")
+    if study.ranks and policy != "adaptive":
+        raise ValueError("the ranking design runs the adaptive policy: plan it with that policy")
     if not throughput > 0:
         raise ValueError("throughput must be a positive number of judgements per hour")
     job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
         "use_human": bool(use_human), "assumptions": assumptions, "budgets": budgets, "batches": batches, "gammas": gammas,
         "reps": reps, "policy": policy, "throughput": float(throughput),
         # The study's decision rule (the policy is the researcher's to compare here).
-        "rule": protocol_state.decision_options(study)["rule"]})
+        "rule": protocol_state.decision_options(study)["rule"],
+        "design": study.pair_design, "start": list(study.ranking_order) or None})
     try:
         job.full_clean()
     except ValidationError as error:
@@ -104,7 +109,9 @@ def plan_job_run(*, job_id: int) -> PlanJob:
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
                       # a job stored before the study had a rule planned the paper's
-                      progress=progress, rule=params.get("rule", "bayes"))
+                      progress=progress, rule=params.get("rule", "bayes"),
+                      # a job stored before ranking plans planned all pairs
+                      design=params.get("design", "all_pairs"), start=params.get("start"))
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

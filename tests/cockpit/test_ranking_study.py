@@ -11,19 +11,23 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from annotation.models import Assignment, PairState, Study
+from annotation.models import Assignment, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
 from annotation.selectors import study_ranking
 from annotation.serving import protocol_state
 from annotation.services import study_import
+from annotation.services.planner import plan_job_create
 from annotation.services.quality import annotator_exclude
-from protocol.bundle import BundleError
+from protocol.bundle import BundleError, read_bundle
+from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan
+from protocol.preferences import metric_labels
 from protocol.ranking_design import planned_decisions
 from tests.factories import (
     RANKING_SETTINGS,
     RANKING_SYSTEMS,
     answer_hits,
     bundle_bytes,
+    planner_form_data,
     ranking_rows,
     ranking_truth,
     workers_of,
@@ -184,11 +188,39 @@ def test_labels_per_comparison_is_the_rankings_resolution_through_the_app():
                                                       ranking_max_labels=4)), slug="all-cap")
 
 
-def test_the_planner_page_of_a_ranking_study_says_it_replays_every_pair():
-    study = study_import(source=bundle_bytes(ranking_rows(metric=True)), slug="rank-plan")
+def test_the_planner_of_a_ranking_study_replays_its_sort_with_labels_per_comparison():
+    """The planner plans what the study runs: the sort from the study's initial order, capped
+    per comparison, not every pair under a budget."""
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True, ranking_max_labels=20)), slug="rank-plan")
     owner = User.objects.create_superuser("planner", password="pw-planner-123")
     client = Client()
     client.force_login(owner)
     page = client.get(f"/s/{study.slug}/plan/").content.decode()
-    assert "data-plan-ranking" in page and f"all {K * (K - 1) // 2} pairs" in page
-    assert f"at most {planned_decisions(K)} of them" in page
+    assert "data-plan-ranking" in page and "replays its merge sort" in page
+    assert "Labels per comparison" in page and 'name="budgets" value="20"' in page
+    assert 'value="paper"' not in page  # the design runs the adaptive policy only
+    refused = client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="paper"))
+    assert refused.status_code == 400 and PlanJob.objects.count() == 0
+    response = client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="adaptive", budgets="20, all"))
+    job = PlanJob.objects.get()
+    assert response.status_code == 302 and job.status == PlanJob.Status.DONE, job.error
+    assert job.params["design"] == "ranking" and job.params["start"] == study.ranking_order
+    capped, whole = job.result["plans"]
+    assert (capped["budget"], whole["budget"]) == (20, 30)  # labels per comparison (all = the 30 items)
+    # at most C(k) comparisons of at most 20 labels each, fewer than the same sort uncapped
+    assert 0 < capped["expected_annotations"] <= planned_decisions(K) * 20
+    assert capped["expected_annotations"] < whole["expected_annotations"]
+    assert whole["expected_annotations"] < job.result["plans"][1]["comparisons"]
+    # the same plan computed directly: the job passed the study's labels and initial order on
+    stated = {"metric_error": 0.3, "tie_rate": 0.2, "spread": 0.8, "metric_error_range": [0.2, 0.4],
+              "tie_rate_range": [0.1, 0.3], "spread_range": [0.5, 1.2]}
+    bundle = read_bundle(bundle_bytes(ranking_rows(metric=True, ranking_max_labels=20)))
+    direct = plan(metric_labels(bundle, "judge"), {}, grid=[GridPoint(20, 5, 0.05), GridPoint(None, 5, 0.05)],
+                  reps=1, assumptions=Assumptions.from_dict(stated), seed=study.protocol_seed, design="ranking",
+                  start=study.ranking_order)
+    assert [p["expected_annotations"] for p in job.result["plans"]] == [p.expected_annotations for p in direct.plans]
+    with pytest.raises(ValueError, match="adaptive policy"):
+        plan_job_create(study=study, user=None, use_human=False, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                        budgets=[None], batches=[10], gammas=[0.05], reps=1, policy="paper", throughput=60)
+    html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
+    assert "<th>labels per comparison</th>" in html and "partial order" in html

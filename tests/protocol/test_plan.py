@@ -226,3 +226,68 @@ def test_planner_without_human_labels_predicts_the_replay_on_the_real_ones(case)
     measured = module.measure(case, reps=2, seeds=3)
     assert abs(measured["relative_error"]) <= 0.20, measured
     assert measured["interval"][0] <= measured["real_fraction"] <= measured["interval"][1], measured
+
+
+# ---- the ranking design's replay (docs/planner.md, "Ranking studies") ------------------------
+
+def _arena_tables(systems=8, prompts=300, gap=1.0, seed=3):
+    from protocol.arena import ArenaSpec, make_arena
+
+    arena = make_arena(ArenaSpec(systems=systems, prompts=prompts, gap=gap, seed=seed))
+    items = np.array([f"t{n}" for n in range(prompts)])
+    human, metric = {}, {}
+    for i in range(systems):
+        for j in range(i + 1, systems):
+            human[arena.names[i], arena.names[j]] = (items, arena.human(i, j))
+            metric[arena.names[i], arena.names[j]] = (items, arena.metric_labels(i, j))
+    return arena, human, metric
+
+
+def test_the_ranking_replay_from_the_true_order_runs_the_neighbours_and_orders_rightly():
+    """Systems started in their true order: the boundary-first merge sort compares exactly the
+    k - 1 neighbours, and what its partial order orders (decided neighbours and their chains;
+    some neighbours here are near ties) it orders rightly."""
+    from protocol.plan import replay_ranking
+    from protocol.ranking_design import RankingSettings
+
+    arena, human, metric = _arena_tables()
+    start = [arena.names[s] for s in arena.true_order]
+    result = replay_ranking(human, metric, start=start, settings=RankingSettings(seed=1))
+    assert result.runs == len(start) - 1
+    assert result.inversion == 0 and result.insertion == 0
+    assert result.correct > 0 and result.correct + result.omission == pytest.approx(1.0)
+    assert 0 < result.annotations_used <= (len(start) - 1) * 300
+
+
+def test_the_ranking_replay_does_not_depend_on_how_each_pair_is_keyed():
+    """Keying a pair (second, first) with its labels negated is the same pair."""
+    from protocol.plan import replay_ranking
+    from protocol.ranking_design import RankingSettings
+
+    arena, human, metric = _arena_tables(gap=0.3, seed=5)
+    flipped_human = {(b, a): (items, -values) for (a, b), (items, values) in human.items()}
+    flipped_metric = {(b, a): (items, -values) for (a, b), (items, values) in metric.items()}
+    start = metric_order(metric)
+    settings = RankingSettings(seed=2, max_labels=120)
+    one = replay_ranking(human, metric, start=start, settings=settings)
+    other = replay_ranking(flipped_human, flipped_metric, start=start, settings=settings)
+    assert (one.annotations_used, one.runs) == (other.annotations_used, other.runs)
+    assert (one.correct, one.inversion, one.omission) == pytest.approx((other.correct, other.inversion, other.omission))
+
+
+def test_a_ranking_plan_is_named_its_errors_and_caps_each_comparison():
+    from protocol.plan import replay_ranking
+    from protocol.ranking_design import RankingSettings, planned_decisions
+
+    arena, human, metric = _arena_tables(systems=6, prompts=200, gap=0.3)
+    with pytest.raises(ValueError, match="each of the 6 systems once"):
+        replay_ranking(human, metric, start=arena.names[:5], settings=RankingSettings())
+    with pytest.raises(ValueError, match="adaptive policy with the e-process rule"):
+        plan(metric, human, grid=[GridPoint(None, 10, 0.05)], design="ranking", policy="paper")
+    with pytest.raises(ValueError, match="design must be one of"):
+        plan(metric, human, grid=[GridPoint(None, 10, 0.05)], design="sort")
+    result = plan(metric, human, grid=[GridPoint(40, 10, 0.05), GridPoint(None, 10, 0.05)], reps=1, design="ranking")
+    capped, whole = result.plans
+    assert (capped.budget, whole.budget) == (40, 200)
+    assert capped.expected_annotations <= planned_decisions(6) * 40
+    assert capped.expected_annotations <= whole.expected_annotations < 15 * 200
