@@ -80,7 +80,7 @@ from scipy.special import expit, logit, ndtri
 from . import adaptive
 from .bundle import read_bundle
 from .preferences import human_labels, metric_labels
-from .ranking import compare_decisions
+from .ranking import category_rates, compare_decisions
 from .ranking_design import RankingSettings, decide_pair, item_order, rank
 from .simulate import labels_by_pair, reference_decisions, replay, stable_hash
 
@@ -400,11 +400,9 @@ def replay_ranking(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], 
     for first, second in reference:
         i, j = position[first], position[second]
         decisions[first, second] = 1 if result.above[i, j] else -1 if result.above[j, i] else 0
-    categories = compare_decisions(reference, decisions)
-    rates = {name: float(np.mean([c == name for c in categories.values()]))
-             for name in ("Correct", "Inversion", "Omission", "Insertion")}
-    return RankingReplay(annotations_used=result.labels, runs=result.runs, correct=rates["Correct"],
-                         inversion=rates["Inversion"], omission=rates["Omission"], insertion=rates["Insertion"])
+    rates = category_rates(compare_decisions(reference, decisions))
+    return RankingReplay(annotations_used=result.labels, runs=result.runs, correct=rates["correct"],
+                         inversion=rates["inversion"], omission=rates["omission"], insertion=rates["insertion"])
 
 
 # --------------------------------------------------------------------------------------------
