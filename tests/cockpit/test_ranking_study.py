@@ -224,3 +224,4 @@ def test_the_planner_of_a_ranking_study_replays_its_sort_with_labels_per_compari
                         budgets=[None], batches=[10], gammas=[0.05], reps=1, policy="paper", throughput=60)
     html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
     assert "<th>labels per comparison</th>" in html and "partial order" in html
+    assert "Ranking design (the merge sort) · labels per comparison 20, all" in html
