@@ -4,7 +4,7 @@ Scopes and their rates: settings.EVALAPP_THROTTLE_RATES (documented in docs/api.
 ``api`` per token (or per user for a session, per IP when anonymous), ``submit`` per
 annotator, ``crowd_start``, ``crowd_new`` (new crowd workers) and ``login`` per client IP. An exceeded limit answers 429 with
 ``Retry-After`` (seconds). Counts live in the "throttle" cache, which every web process
-shares (Redis with EVALAPP_CACHE_URL, else files in var/throttle): three processes accept the
+shares (Redis with EVALAPP_CACHE_URL, else diskcache's SQLite shards in var/throttle): three processes accept the
 limit once, not three times. The client address comes from REMOTE_ADDR, or from
 X-Forwarded-For as set by EVALAPP_TRUSTED_PROXIES trusted proxies (DRF's NUM_PROXIES), never
 from what a client wrote there itself. Skips, reports and "next comparison" posts count against

@@ -596,10 +596,11 @@ def database_url() -> str:
 
 
 def clear_throttle_counts() -> None:
-    """Forget throttle counts: LocMem is cleared; on Redis only this run's prefixed keys go."""
+    """Forget throttle counts: a store of this run's own (memory, a test's directory) is
+    cleared; on Redis only this run's prefixed keys go."""
     for alias in ("default", "throttle"):
         cache = caches[alias]
-        if "locmem" in settings.CACHES[alias]["BACKEND"].lower():
+        if "redis" not in settings.CACHES[alias]["BACKEND"].lower():
             cache.clear()
             continue
         client = cache._cache.get_client(None, write=True)
