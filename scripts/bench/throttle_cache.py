@@ -3,14 +3,15 @@
     python scripts/bench/throttle_cache.py [--sizes 100 2000 10000] [--writes 500]
 
 For the embedded default's backend (as evalapp.settings.base declares it: diskcache's
-DjangoCache) and for Django's file cache it used before, each in a fresh temporary directory: fills the cache with
-N entries (one per client, as the throttles write them), then times ``writes`` writes and reads
+DjangoCache) and for Django's file cache it used before, each in a fresh temporary directory:
+fills the cache with N entries (one per client, as the throttles write them), then times ``writes`` writes and reads
 of 20 keys (a crowd's active clients). Prints one JSON object: ms per write and per read per size.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -22,8 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def backends() -> dict[str, tuple[str, dict]]:
     """name -> (backend, options): the embedded default's own declaration (read from
     evalapp.settings.base without EVALAPP_CACHE_URL) and Django's file cache as it was set."""
-    import os
-
     os.environ.pop("EVALAPP_CACHE_URL", None)
     from evalapp.settings import base
 

@@ -1,6 +1,13 @@
 """Rate limits: 429 with Retry-After, per IP (crowd start, login), per annotator (submits), per token."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import caches
 from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -83,8 +90,6 @@ def test_counts_live_in_redis_when_configured(settings):
     try:
         assert [Client().get("/s/r/start/").status_code for _ in range(2)] == [302, 302]
         assert_throttled(Client().get("/s/r/start/"))
-        from django.core.cache import caches
-
         assert any(b"throttle_crowd_start" in k for k in caches["throttle"]._cache.get_client(None).scan_iter(
             match=f"{prefix}:*"))
     finally:
@@ -96,14 +101,7 @@ def test_the_embedded_default_counts_in_one_store_per_host_without_a_file_per_cl
     Redis: a limit holds for every process on the host (a second cache on the same directory
     sees the counts), and 5,000 clients' counts do not leave a file each: Django's file cache
     listed its whole directory on every write (3 ms at 2,000 entries, 15 ms at 10,000)."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from django.core.cache import caches
-
-    env = {k: v for k, v in __import__("os").environ.items() if k != "EVALAPP_CACHE_URL"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALAPP_CACHE_URL"}
     declared = json.loads(subprocess.run(
         [sys.executable, "-c", "import json; from evalapp.settings import base; "
                                "print(json.dumps(base.CACHES['throttle']))"],
