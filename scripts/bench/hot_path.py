@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    parser.add_argument("--bundle", type=Path, default=BUNDLE,
+                        help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
+                             "from `python -m protocol.arena make`")
+    parser.add_argument("--metric", default="bert_score_f", help="the bundle's metric (arena bundles: judge_score)")
     parser.add_argument("--show-sql", action="store_true", help="print the statements of one cycle (stderr)")
     parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
                         help="form: POST, then GET the annotate page (no JavaScript)")
@@ -165,7 +169,7 @@ def _run(args) -> int:
     from annotation.services import runtime, study_import
 
     call_command("migrate", verbosity=0)
-    study = study_import(source=BUNDLE, slug="summeval-relevance", metric="bert_score_f")
+    study = study_import(source=args.bundle, slug="hot-path", metric=args.metric)
     app = get_wsgi_application()
 
     close_cpu: list[float] = []

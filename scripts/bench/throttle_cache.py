@@ -2,10 +2,13 @@
 
     python scripts/bench/throttle_cache.py [--sizes 100 2000 10000] [--writes 500]
 
-For the embedded default's backend (as evalapp.settings.base declares it: diskcache's
-DjangoCache) and for Django's file cache it used before, each in a fresh temporary directory:
-fills the cache with N entries (one per client, as the throttles write them), then times ``writes`` writes and reads
-of 20 keys (a crowd's active clients). Prints one JSON object: ms per write and per read per size.
+For the embedded default's backend (as evalapp.settings.base declares it: evalapp.caches.ThrottleCache),
+diskcache's own DjangoCache and Django's file cache it used before, each in a fresh temporary
+directory: fills the cache with N entries (one per client, as the throttles write them), then
+times ``writes`` writes and reads of 20 keys (a crowd's active clients), and ``writes`` counted
+requests as a web process runs them: a read and a write, then the close Django asks of every
+cache a request used when the request ends. Prints one JSON object: ms per write, per read and
+per request, per size.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ def backends() -> dict[str, tuple[str, dict]]:
 
     embedded = base.CACHES["throttle"]
     return {"embedded": (embedded["BACKEND"], embedded.get("OPTIONS", {})),
+            "diskcache": ("diskcache.DjangoCache", embedded.get("OPTIONS", {})),
             "django_file": ("django.core.cache.backends.filebased.FileBasedCache", {"MAX_ENTRIES": 20000})}
 
 
@@ -50,8 +54,14 @@ def measure(name: str, backend: str, options: dict, sizes: list[int], writes: in
             written = time.perf_counter()
             for k in range(writes):
                 cache.get(f"throttle_submit_user:active{k % 20}")
+            read = time.perf_counter()
+            for k in range(writes):
+                key = f"throttle_submit_user:active{k % 20}"
+                cache.set(key, (cache.get(key) or []) + [time.time()], 60)
+                cache.close()  # what request_finished does (django.core.cache.close_caches)
             out[str(size)] = {"write_ms": round((written - started) / writes * 1000, 3),
-                              "read_ms": round((time.perf_counter() - written) / writes * 1000, 3)}
+                              "read_ms": round((read - written) / writes * 1000, 3),
+                              "request_ms": round((time.perf_counter() - read) / writes * 1000, 3)}
         cache.close()
         return out
 
