@@ -198,6 +198,7 @@ def test_the_planner_of_a_ranking_study_replays_its_sort_with_labels_per_compari
     page = client.get(f"/s/{study.slug}/plan/").content.decode()
     assert "data-plan-ranking" in page and "replays its merge sort" in page and "best case" in page
     assert "Labels per comparison" in page and 'name="budgets" value="20"' in page
+    assert "combination of the labels per comparison, batch sizes" in page and "the budgets," not in page
     assert 'value="paper"' not in page  # the design runs the adaptive policy only
     refused = client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="paper"))
     assert refused.status_code == 400 and PlanJob.objects.count() == 0
