@@ -99,9 +99,17 @@ else:
     # per submit + next HIT (docs/serving.md). A statement is prepared on a connection after
     # EVALAPP_PG_PREPARE_THRESHOLD runs; 0 turns preparing off (e.g. behind a pooler in
     # transaction mode, where a connection's prepared statements are not the session's).
+    # Each run of a prepared statement is planned for its parameters and the tables as they are
+    # (force_custom_plan): PostgreSQL otherwise settles on a generic plan after five runs and
+    # keeps it for the connection, and a study's serving tables start empty (comparisons,
+    # judgements and assignments grow with use), so the plan made for empty tables stayed: the
+    # annotator's judgement count scanned every comparison for each of their judgements, 100 ms a
+    # request after a minute of load at 50 x 2,000, and the loop's database CPU per submit grew
+    # from 4 to 29 ms (README "Scale"). Planning each run costs about 2 ms of it per submit.
     _prepare_threshold = int(os.environ.get("EVALAPP_PG_PREPARE_THRESHOLD", "2"))
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        server_side_binding=True, prepare_threshold=_prepare_threshold or None)
+        server_side_binding=True, prepare_threshold=_prepare_threshold or None,
+        options="-c plan_cache_mode=force_custom_plan")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

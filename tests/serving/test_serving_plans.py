@@ -74,3 +74,27 @@ def test_submit_and_next_hit_stay_within_their_statements(client):
         assert response.status_code == 200 and FORM.search(body)
         statements = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(("SELECT", "INSERT", "UPDATE"))]
         assert len(statements) <= LOOP_STATEMENTS[connection.vendor], "\n".join(s[:120] for s in statements)
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="PostgreSQL's plan cache")
+def test_the_loop_plans_each_run_for_the_tables_as_they_are(client):
+    """PostgreSQL settles on a generic plan for a prepared statement after five runs and keeps it
+    for the connection. A study's serving tables start empty and grow with use, so the plans
+    made at its start stayed: the annotator's judgement count scanned every comparison for each
+    of their judgements, 100 ms a request after a minute of load at 50 x 2,000 (README "Scale").
+    Every run of the loop's prepared statements is planned for the tables as they are."""
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
+    start_worker(client, study.slug, "plans")
+    body = client.get(f"/s/{study.slug}/annotate/").content.decode()
+    for _ in range(12):
+        response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
+                               HTTP_HX_REQUEST="true")
+        body = response.content.decode()
+        assert response.status_code == 200 and FORM.search(body)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
+                       "WHERE statement LIKE '%%annotation_judgement%%'")
+        prepared = cursor.fetchall()
+    count = [row for row in prepared if row[0].startswith("SELECT COUNT(*)")]
+    assert count and count[0][1] + count[0][2] >= 10, prepared  # the judgement count, run every submit
+    assert [(statement[:80], generic) for statement, generic, _ in prepared if generic] == []
