@@ -140,6 +140,12 @@ def study_import(
                                             "the pairs its sort asks for); leave the human_preference lines out "
                                             "or use pair_design 'all_pairs'")])
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # The import runs each of its statements many times on tables it fills itself: let
+            # PostgreSQL reuse their plans here (serving plans each run, evalapp/settings/base.py):
+            # 50 x 2,000 imported in 13.4-14.7 s instead of 16.9-18.2 s.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL plan_cache_mode = auto")
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress,
                               settings_chosen=chosen)
         if chosen_metric is not None:
