@@ -107,9 +107,9 @@ else:
     # request after a minute of load at 50 x 2,000, and the loop's database CPU per submit grew
     # from 4 to 29 ms (README "Scale"). Planning each run costs about 2 ms of it per submit.
     _prepare_threshold = int(os.environ.get("EVALAPP_PG_PREPARE_THRESHOLD", "2"))
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        server_side_binding=True, prepare_threshold=_prepare_threshold or None,
-        options="-c plan_cache_mode=force_custom_plan")
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.update(server_side_binding=True, prepare_threshold=_prepare_threshold or None,
+                    options=" ".join(filter(None, [_options.get("options"), "-c plan_cache_mode=force_custom_plan"])))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
