@@ -3,6 +3,7 @@ rounds, rebuild pairs after exclusions, run to the end (overview: ``protocol.ada
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -50,6 +51,7 @@ from .state import (
     check_state,
     frozen_diagnostics,
     pair_index,
+    pair_position,
     sign_of,
 )
 
@@ -190,7 +192,7 @@ def record_judgements(
     mean of all its judgements (protocol.preferences.sign_of_mean_per_item), so several
     annotators of one item are not taken for independent observations.
     """
-    index = pair_index(state).get((first, second))
+    index = pair_position(state, (first, second))
     if index is None:
         raise ValueError(f"unknown pair ({first!r}, {second!r}); pairs are in canonical order first < second")
     pair = state.pairs[index]
@@ -209,6 +211,7 @@ def record_judgements(
     if len(floors) != len(items):
         raise ValueError(f"{len(items)} items but {len(floors)} smallest probabilities")
     steps = list(pair.steps)
+    stepped = sorted(pair.steps)  # by item: where a step left by excluded judgements is found
     draws = list(pair.draws)
     paired = [list(row) for row in pair.paired]
     human_only = list(pair.human_only)
@@ -243,7 +246,9 @@ def record_judgements(
                 wager = weighted_bet([v for i, v, _, _ in steps if i in judged])
             rho = draw_rho(chance, floor)
             # an item judged again after all its judgements were excluded takes a new step
-            steps = [step for step in steps if step[0] != item]
+            at = bisect.bisect_left(stepped, (item,))
+            if at < len(stepped) and stepped[at][0] == item:
+                steps = [step for step in steps if step[0] != item]
             steps.append((item, value, wager, rho))
             if value != 0 and state.settings.mixture is None:
                 log_evidence += math.log1p(value * wager * rho)

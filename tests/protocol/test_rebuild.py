@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from protocol import adaptive
+from protocol.state import pair_index, pair_position
 
 SETTINGS = adaptive.ProtocolSettings.paper(budget=200, batch=10, seed=3)
 
@@ -77,3 +78,28 @@ def test_rebuild_grows_capacity_and_names_bad_input():
         adaptive.rebuild_pairs(state, {("B", "A"): ([], [])})
     with pytest.raises(ValueError, match="2 items but 1 values"):
         adaptive.rebuild_pairs(state, {("A", "B"): (["a", "b"], [1])})
+
+
+def test_an_item_judged_again_after_its_judgements_were_excluded_takes_one_new_step():
+    """A rebuild keeps the steps of excluded items (their wagers were made); judged again, such an
+    item's old step is replaced, never doubled (record_judgements finds it by binary search)."""
+    honest = ([f"i{k}" for k in range(10)], [0] * 10)
+    spam = ([f"i{k}" for k in range(10, 20)], [1] * 10)
+    state = _run({("A", "B"): (honest[0] + spam[0], honest[1] + spam[1])}, {("A", "B"): 40})
+    rebuilt = adaptive.rebuild_pairs(state, {("A", "B"): honest}).pair("A", "B")
+    assert "i15" in {step[0] for step in rebuilt.steps} and "i15" not in rebuilt.judged_items
+    again = adaptive.record_judgements(adaptive.open_rounds(adaptive.rebuild_pairs(state, {("A", "B"): honest})),
+                                       "A", "B", ["i15", "i3"], [-1, 0]).pair("A", "B")
+    assert [step[:2] for step in again.steps if step[0] == "i15"] == [("i15", -1)]
+    assert [step[0] for step in again.steps].count("i3") == 1
+    assert list(again.steps) == sorted(again.steps)
+
+
+def test_a_pair_is_found_by_its_key_among_many_and_a_missing_one_is_named():
+    systems = [f"S{k:02d}" for k in range(30)]
+    capacities = {(a, b): 5 for i, a in enumerate(systems) for b in systems[i + 1:]}
+    state = adaptive.start(SETTINGS, capacities)
+    assert all(pair_position(state, key) == index for key, index in pair_index(state).items())
+    assert pair_position(state, ("S01", "S00")) is None and pair_position(state, ("S99", "T")) is None
+    with pytest.raises(ValueError, match="unknown pair"):
+        state.pair("S01", "S00")
