@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import betaln, ndtri
-from scipy.stats import beta as beta_distribution
+from scipy.special import betaincinv, betaln, ndtri
 from scipy.stats import binom
 from scipy.stats import norm
 
@@ -72,6 +71,15 @@ def bet(paired, human_only, metric_only, *, max_bet: float = MAX_BET, confusion=
 
 
 
+def optimistic_win_share(wins: float, losses: float, futility: float) -> float:
+    """The share of first-system wins among non-ties at the end of its (1 - futility) credible
+    interval, Beta(wins + 1, losses + 1), farther from 1/2: the optimistic futility checks'
+    ``r`` (e-process, final sign test, boundary). ``betaincinv`` is the Beta quantile itself,
+    without scipy.stats' argument checks (44 against 1.4 us a call, the same values), which
+    were a tenth of a replay's time: the checks run for every undecided pair at every close."""
+    return max(betaincinv(wins + 1, losses + 1, 1 - futility), 1 - betaincinv(wins + 1, losses + 1, futility))
+
+
 def eprocess_can_decide(pair: PairState, gamma: float, futility: float, threshold: float | None = None) -> bool:
     """Whether the pair's e-process can still reach 1/gamma on its remaining labels.
 
@@ -83,8 +91,7 @@ def eprocess_can_decide(pair: PairState, gamma: float, futility: float, threshol
     across pairs the family rule's current bar, ``family_thresholds``).
     """
     wins, ties, losses = (float(x) for x in pair.human_counts)
-    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
-            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    r = optimistic_win_share(wins, losses, futility)
     r = min(r, 1 - 1e-9)
     rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
     non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
@@ -392,8 +399,7 @@ def final_can_reject(pair: PairState, settings: ProtocolSettings) -> bool:
         return False
     wins, ties, losses = (float(x) for x in pair.human_counts)
     futility = settings.futility
-    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
-            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    r = optimistic_win_share(wins, losses, futility)
     non_tie = pair.remaining * (wins + losses + 1) / (wins + ties + losses + 2)
     lead = 1.0 if wins >= losses else -1.0
     return sign_test_p(wins + non_tie * (r if lead > 0 else 1 - r),
@@ -451,8 +457,7 @@ def boundary_decision(pair: PairState, level: float) -> int:
 def boundary_can_decide(pair: PairState, level: float, futility: float) -> bool:
     """Whether the pair can still reach its boundary (optimistic, as eprocess_can_decide)."""
     wins, ties, losses = (float(x) for x in pair.human_counts)
-    r = max(beta_distribution.ppf(1 - futility, wins + 1, losses + 1),
-            1 - beta_distribution.ppf(futility, wins + 1, losses + 1))
+    r = optimistic_win_share(wins, losses, futility)
     non_tie = pair.remaining * (wins + losses + 1) / (wins + ties + losses + 2)
     reach = abs(wins - losses) + non_tie * (2 * r - 1)
     return reach >= boundary_critical(int(pair.capacity), float(level))

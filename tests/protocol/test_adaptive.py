@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import norm
+from scipy.stats import beta, norm
 
 from protocol import adaptive
+from protocol.rules import optimistic_win_share
 from protocol.adaptive import (
     DECIDED,
     EXHAUSTED,
@@ -440,3 +441,16 @@ def test_a_state_from_its_pairs_equals_the_state_from_its_dict_and_is_validated(
         ProtocolState.from_pairs(state.settings, [*state.pairs, state.pairs[0]], state.closes)
     with pytest.raises(ValueError, match="overspends"):
         ProtocolState.from_pairs(replace(state.settings, budget=1), state.pairs, state.closes)
+
+
+@pytest.mark.parametrize("wins, losses, futility", [(0, 0, 0.05), (12, 3, 0.05), (3, 12, 0.1), (400, 380, 0.2)])
+def test_the_futility_checks_optimistic_share_is_the_far_end_of_the_credible_interval(wins, losses, futility):
+    """One function for the e-process, sign-test and boundary futility checks: the end of the
+    (1 - futility) interval of Beta(wins + 1, losses + 1) farther from 1/2 (scipy.stats as the
+    reference)."""
+    far = max(beta.ppf(1 - futility, wins + 1, losses + 1), 1 - beta.ppf(futility, wins + 1, losses + 1))
+    assert optimistic_win_share(wins, losses, futility) == pytest.approx(far, abs=1e-12)
+    assert optimistic_win_share(wins, losses, futility) >= 0.5
+    # swapping the systems mirrors the interval: the same distance from 1/2
+    assert optimistic_win_share(losses, wins, futility) == pytest.approx(optimistic_win_share(wins, losses, futility),
+                                                                         abs=1e-12)
