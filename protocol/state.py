@@ -11,6 +11,7 @@ import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 
 import numpy as np
@@ -457,12 +458,8 @@ def pair_position(state: ProtocolState, key: tuple[str, str]) -> int | None:
     sorted by key (check_state). A dict of every pair per lookup made a replay of 1,225 pairs
     spend a sixth of its time building dicts (one lookup per pair and round)."""
     pairs = state.pairs
-    index = bisect.bisect_left(pairs, key, key=_key_of)
+    index = bisect.bisect_left(pairs, key, key=attrgetter("key"))
     return index if index < len(pairs) and pairs[index].key == key else None
-
-
-def _key_of(pair: PairState) -> tuple[str, str]:
-    return (pair.first, pair.second)
 
 
 def check_state(state: ProtocolState) -> None:
