@@ -28,6 +28,13 @@ Designs
                 "fwer" by default: P(any wrong pair of the partial order) <= gamma)
 ``oracle``      a reference, not a design: labels only on the neighbours of the true order
                 (``replay_neighbours_oracle``)
+``active``      the active Bradley–Terry design of protocol.active_ranking: labels where the fit
+                of all labels so far is least sure of two neighbours, until every neighbour
+                is ordered at the posterior confidence or tied at the resolution; decisions by
+                each sampled pair's e-process at gamma / (k (k - 1) / 2); order: its fit
+                (``stated_misordered``: the fit's expected number of misordered neighbours;
+                ``confident_neighbours``: neighbours it reports ordered at the confidence,
+                ``confident_wrong``: of those, the ones the truth orders otherwise or ties)
 ``uniform``     the Arena's baseline: labels on uniformly random (pair, item) draws, ordered
                 by a Bradley–Terry fit (protocol.leaderboard.fit_scores, choix); it decides no
                 pair. Run at the ranking design's label count of the same seed.
@@ -50,9 +57,20 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy.stats import kendalltau
 
+from .active_ranking import ORDERED, ActiveSettings, active_step
+from .adaptive import ProtocolSettings
 from .arena import Arena, ArenaSpec, make_arena
 from .leaderboard import fit_scores, win_matrix
-from .ranking_design import REFINE, PairOutcome, RankingSettings, decide_pair, item_order, rank, start_order
+from .ranking_design import (
+    REFINE,
+    PairOutcome,
+    RankingSettings,
+    closure,
+    decide_pair,
+    item_order,
+    rank,
+    start_order,
+)
 
 DESIGNS = ("all_pairs", "all_pairs_fwer", "ranking", "uniform")
 
@@ -78,6 +96,9 @@ class DesignResult:
     seconds: float
     tau_fit: float = float("nan")
     wrong_adjacent_fit: int = -1
+    stated_misordered: float = float("nan")
+    confident_neighbours: int = -1
+    confident_wrong: int = -1
 
 
 # The fit's prior: tied pseudo-comparisons between every two systems keep the scores finite
@@ -227,6 +248,51 @@ def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = Fa
                         pairs_asked=result.runs, level=result.level,
                         seconds=time.perf_counter() - began,
                         **_fit_score(arena, fitted_order(arena, by_systems, seed=settings.seed)))
+
+
+def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = False, seed: int = 0,
+                  batch: int = 50) -> DesignResult:
+    """The active Bradley–Terry design (protocol.active_ranking) run to its stop: each round's
+    labels are the next items of each funded pair in ``item_order(seed, ...)``; then every
+    sampled pair's labels go through the per-pair e-process at ``settings.decision_level``
+    (betting on the metric's labels with ``metric``), whose decisions and their transitive
+    closure are the partial order scored. The design's own order is its fit."""
+    began = time.perf_counter()
+    size, prompts = len(arena.names), len(arena.items)
+    start = initial_order(arena, metric=metric, seed=seed)
+    wins = np.zeros((size, size))
+    spent: dict[tuple[int, int], int] = {}
+    while True:
+        step = active_step(wins, spent, items=prompts, start=start, settings=settings)
+        if step.complete:
+            break
+        for (i, j), take in step.pending.items():
+            taken = spent.get((i, j), 0)
+            values = arena.human(i, j)[item_order(seed, i, j, prompts)[taken: taken + take]]
+            wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
+            wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
+            spent[i, j] = taken + take
+    level = settings.decision_level(size)
+    decided = []
+    for (i, j), taken in sorted(spent.items()):
+        protocol = ProtocolSettings(budget=taken, batch=batch, gamma=level, policy="adaptive", rule="eprocess",
+                                    seed=seed)
+        outcome = decide_pair(arena.human(i, j), settings=protocol, order=item_order(seed, i, j, prompts, taken),
+                              metric=arena.metric_labels(i, j) if metric else None)
+        if outcome.decision:
+            decided.append((i, j) if outcome.decision > 0 else (j, i))
+    above = closure(size, decided)
+    adjacent = _adjacent(arena)
+    confident = [n for n in step.neighbours if n.status == ORDERED]
+    fitted = fitted_order(arena, spent, seed=seed)
+    return DesignResult(design="active", systems=size, prompts=prompts, seed=arena.spec.seed, metric=metric,
+                        labels=int(sum(spent.values())),
+                        adjacent_labels=int(sum(n for pair, n in spent.items() if pair in adjacent)),
+                        **score(arena, step.order, above), pairs_asked=len(spent), level=level,
+                        seconds=time.perf_counter() - began, **_fit_score(arena, fitted),
+                        stated_misordered=step.expected_misordered,
+                        confident_neighbours=len(confident),
+                        confident_wrong=sum(arena.truth(n.upper, n.lower) <= 0 for n in confident))
 
 
 def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:

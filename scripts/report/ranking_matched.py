@@ -4,6 +4,7 @@ arena of protocol.arena, so that designs are compared where they order the true 
 equally well.
 
     nice -n 10 .venv/bin/python scripts/report/ranking_matched.py [--seeds 3] [--metric] [--dry-run]
+        [--save-rows rows.jsonl | --load-rows rows.jsonl]
 
 Arena: k = 50 systems, 2,000 prompts, mean neighbour gap 0.3, seeds 0..S-1 (one process per
 seed), gamma = 0.05; human labels only, or with ``--metric`` the arena's judge score too (the
@@ -13,6 +14,8 @@ written to its own section). Designs (protocol.arena_replay):
     30 / 60 / 100 / 200 labels or uncapped (``max_labels``);
   * the ranking design (one-stage merge sort, FWER), every comparison capped at
     200 / 300 / 400 / 600 labels or uncapped (its resolution, ``max_labels``);
+  * the active Bradley–Terry design (protocol.active_ranking) at confidence 0.8 / 0.85 / 0.9 /
+    0.95 / 0.99 and resolution 0.1, with what it states against what it got;
   * uniform random pairs and items at 20,000 / 30,000 / 45,000 / 60,000 labels;
   * a reference no design can run: 200 to 2,000 labels on each pair of neighbours
     in the true order and nothing else.
@@ -23,6 +26,7 @@ their own order and their decisions.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
@@ -34,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from protocol.arena import ArenaSpec, make_arena  # noqa: E402
+from protocol.active_ranking import ActiveSettings  # noqa: E402
 from protocol.arena_replay import (  # noqa: E402
+    replay_active,
     replay_all_pairs,
     replay_neighbours_oracle,
     replay_ranking,
@@ -49,6 +55,8 @@ RANKING_DOC = ROOT / "docs" / "ranking.md"
 SYSTEMS, PROMPTS, GAP, GAMMA = 50, 2000, 0.3, 0.05
 ALL_PAIRS_CAPS = (30, 60, 100, 200, 0)
 RANKING_CAPS = (200, 300, 400, 600, 0)
+ACTIVE_CONFIDENCE = (0.8, 0.85, 0.9, 0.95, 0.99)
+ACTIVE_RESOLUTION = 0.1
 UNIFORM_LABELS = (20_000, 30_000, 45_000, 60_000)
 ORACLE_LABELS = (200, 400, 500, 600, 700, 800, 1200, 2000)
 TARGET = 0.25
@@ -56,6 +64,7 @@ DESIGNS = {
     "all_pairs": "all pairs, level γ",
     "all_pairs_fwer": "all pairs, level γ / pairs (FWER)",
     "ranking": "ranking design (merge sort, FWER)",
+    "active": "active Bradley–Terry design",
     "uniform": "uniform random pairs",
     "oracle": "true neighbours only (reference: knows the order)",
 }
@@ -74,12 +83,45 @@ def run_seed(seed: int, metric: bool = False) -> list[dict]:
             rows.append({**asdict(result), "cap": cap})
     for cap in RANKING_CAPS:
         rows.append({**asdict(replay_ranking(arena, replace(settings, max_labels=cap), metric=metric)), "cap": cap})
+    rows += active_points(seed, metric, arena)
     for labels in UNIFORM_LABELS:
         rows.append({**asdict(replay_uniform(arena, labels, seed=seed)), "cap": 0})
     for per_pair in ORACLE_LABELS:
         rows.append({**asdict(replay_neighbours_oracle(arena, per_pair, seed=seed)), "cap": per_pair})
     print(f"seed {seed}: {len(rows)} design points", file=sys.stderr, flush=True)
     return rows
+
+
+def active_points(seed: int, metric: bool, arena=None) -> list[dict]:
+    """The active design at every confidence of ``ACTIVE_CONFIDENCE`` on the arena of ``seed``."""
+    arena = arena or make_arena(ArenaSpec(systems=SYSTEMS, prompts=PROMPTS, seed=seed, gap=GAP))
+    rows = []
+    for confidence in ACTIVE_CONFIDENCE:
+        active = ActiveSettings(confidence=confidence, resolution=ACTIVE_RESOLUTION, gamma=GAMMA)
+        rows.append({**asdict(replay_active(arena, active, metric=metric, seed=seed)), "cap": confidence})
+    return rows
+
+
+NULL_SYSTEMS, NULL_PROMPTS, NULL_SEEDS = 16, 500, 20
+
+
+def null_table(metric: bool) -> str:
+    """The active design on null arenas (all systems equal, so every decision and every
+    confident neighbour is false), at each confidence of ``ACTIVE_CONFIDENCE``."""
+    lines = [f"Null arenas ({NULL_SYSTEMS} equal systems × {NULL_PROMPTS} prompts, {NULL_SEEDS} seeds; "
+             f"{'starting from the metric’s order' if metric else 'starting from a shuffle'}): every decision and "
+             "every confident neighbour is false.", "",
+             "| confidence | human labels | studies with a decided pair | confident neighbours per study | "
+             f"stated misordered (of {NULL_SYSTEMS - 1}) |", "|---|---|---|---|---|"]
+    for confidence in ACTIVE_CONFIDENCE:
+        active = ActiveSettings(confidence=confidence, resolution=ACTIVE_RESOLUTION, gamma=GAMMA)
+        results = [replay_active(make_arena(ArenaSpec(systems=NULL_SYSTEMS, prompts=NULL_PROMPTS, seed=seed, gap=0.0)),
+                                 active, metric=metric, seed=seed) for seed in range(NULL_SEEDS)]
+        lines.append(f"| {confidence} | {np.mean([r.labels for r in results]):,.0f} | "
+                     f"{sum(r.ordered_pairs > 0 for r in results)} of {NULL_SEEDS} | "
+                     f"{np.mean([r.confident_neighbours for r in results]):.2f} | "
+                     f"{np.mean([r.stated_misordered for r in results]):.1f} |")
+    return "\n".join(lines)
 
 
 def points(rows: list[dict]) -> list[dict]:
@@ -100,7 +142,11 @@ def points(rows: list[dict]) -> list[dict]:
                         wrong_fit=mean("wrong_adjacent_fit"), wrong_fit_sd=sd("wrong_adjacent_fit"),
                         tau_fit=mean("tau_fit"), wrong_own=mean("wrong_adjacent"),
                         decided_neighbours=mean("resolved_adjacent"), decided=mean("ordered_pairs"),
-                        false_pairs=int(sum(r["false_pairs"] for r in group)), level=group[0]["level"]))
+                        false_pairs=int(sum(r["false_pairs"] for r in group)), level=group[0]["level"],
+                        stated=mean("stated_misordered") if design == "active" else float("nan"),
+                        confident=mean("confident_neighbours") if design == "active" else float("nan"),
+                        confident_wrong=int(sum(r["confident_wrong"] for r in group)) if design == "active" else 0,
+                        confident_total=int(sum(r["confident_neighbours"] for r in group)) if design == "active" else 0))
     order = list(DESIGNS)
     return sorted(out, key=lambda p: (order.index(p["design"]), p["labels"]))
 
@@ -118,7 +164,8 @@ def render(points_: list[dict], seeds: int, metric: bool = False) -> str:
               if metric else "human labels only")
     lines = [
         f"k = {SYSTEMS} systems × {PROMPTS:,} prompts, mean neighbour gap {GAP}, {labels}, {seeds} seeds, "
-        f"γ = {GAMMA}. *cap*: most labels a pair's run may take (the design's resolution; — = all prompts). "
+        f"γ = {GAMMA}. *cap*: most labels a pair's run may take (the design's resolution; — = all prompts); "
+        f"for the active design its confidence (resolution {ACTIVE_RESOLUTION} in log-strength). "
         "*wrong neighbours (fit)*: neighbours of the true order that the Bradley–Terry fit of the design's "
         "labels reverses (`arena_replay.fitted_order`, the estimator a leaderboard uses, the same for every "
         "design); *(own)*: those the design's own order reverses (all pairs: decided wins, then won labels; "
@@ -131,38 +178,70 @@ def render(points_: list[dict], seeds: int, metric: bool = False) -> str:
     for p in points_:
         decides = p["design"] not in ("uniform", "oracle")
         lines.append(
-            f"| {DESIGNS[p['design']]} | {p['cap'] or '—'} | {p['labels']:,.0f} ± {p['labels_sd']:,.0f} | "
+            f"| {DESIGNS[p['design']]} | {_resolution(p)} | {p['labels']:,.0f} ± {p['labels_sd']:,.0f} | "
             f"{p['wrong_fit']:.1f} ± {p['wrong_fit_sd']:.1f} / {SYSTEMS - 1} | {p['tau_fit']:.3f} | "
             f"{p['wrong_own']:.1f} | {p['decided_neighbours']:.1f} | "
             f"{p['decided']:,.0f} | {p['false_pairs']} |" if decides else
-            f"| {DESIGNS[p['design']]} | {p['cap'] or '—'} | {p['labels']:,.0f} | {p['wrong_fit']:.1f} ± {p['wrong_fit_sd']:.1f} / "
+            f"| {DESIGNS[p['design']]} | {_resolution(p)} | {p['labels']:,.0f} | {p['wrong_fit']:.1f} ± {p['wrong_fit_sd']:.1f} / "
             f"{SYSTEMS - 1} | {p['tau_fit']:.3f} | — | — | — | — |")
     lines += ["", "For the same correctly ordered neighbours: each all-pairs point against the cheapest point of the "
-              "ranking design, and of the reference that knows the true order, whose fitted order reverses at most "
-              "as many true neighbours (means over seeds):", "",
+              "ranking design, of the active design, and of the reference that knows the true order, whose fitted "
+              "order reverses at most as many true neighbours (means over seeds):", "",
               "| all pairs | cap | labels | wrong neighbours (fit) | ranking design: labels, cap | × | "
-              "true neighbours only: labels | × |", "|---|---|---|---|---|---|---|---|"]
-    ratios = {"ranking": [], "oracle": []}
+              "active design: labels, confidence | × | true neighbours only: labels | × |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    ratios = {"ranking": {}, "active": {}, "oracle": {}}
     for p in (q for q in points_ if q["design"] in ("all_pairs", "all_pairs_fwer")):
         cells = []
-        for design in ("ranking", "oracle"):
+        for design in ("ranking", "active", "oracle"):
             other = matched(points_, design, p["wrong_fit"])
             if other is None:
                 cells += ["none orders as well", "—"]
                 continue
             ratio = other["labels"] / p["labels"]
-            ratios[design].append(ratio)
-            where = f", {other['cap'] or '—'}" if design == "ranking" else ""
+            ratios[design].setdefault(p["design"], []).append(ratio)
+            where = f", {_resolution(other)}" if design != "oracle" else ""
             cells += [f"{other['labels']:,.0f}{where}", f"{ratio:.2f}"]
         level = "γ / pairs" if p["design"] == "all_pairs_fwer" else "γ"
         lines.append(f"| level {level} | {p['cap'] or '—'} | {p['labels']:,.0f} | {p['wrong_fit']:.1f} | "
                      + " | ".join(cells) + " |")
-    best = min(ratios["ranking"], default=float("nan"))
-    oracle = min(ratios["oracle"], default=float("nan"))
-    lines += ["", f"Smallest ratio of the ranking design at matched ordering: **{best:.2f}×** (the issue's target: "
-              f"≤ {TARGET}×: **{'met' if best <= TARGET else 'not met'}**); of the reference that knows the true "
-              f"order and spends only on its neighbours: {oracle:.2f}×."]
+
+    def best(design, against=None):
+        found = [r for key, values in ratios[design].items() if against in (None, key) for r in values]
+        return min(found, default=float("nan"))
+
+    def verdict(ratio):
+        return "met" if ratio <= TARGET else "not met"
+
+    active_fwer, active_gamma = best("active", "all_pairs_fwer"), best("active", "all_pairs")
+    lines += ["", f"Smallest ratio at matched ordering, against all pairs at the family-wise level γ / pairs (the "
+              f"level the sort's and the active design's decisions are made at) / against all pairs at per-pair "
+              f"level γ: the ranking design **{best('ranking', 'all_pairs_fwer'):.2f}×** / "
+              f"{best('ranking', 'all_pairs'):.2f}×; the active design **{active_fwer:.2f}×** / {active_gamma:.2f}× "
+              f"(the issue's target, ≤ {TARGET}×: **{verdict(active_fwer)}** against the family-wise run, "
+              f"{verdict(active_gamma)} against the per-pair one); the reference that knows the true order and "
+              f"spends only on its neighbours: {best('oracle', 'all_pairs_fwer'):.2f}× / "
+              f"{best('oracle', 'all_pairs'):.2f}×."]
+    lines += ["", "What the active design states, and how it held: *stated* is the expected number of misordered "
+              "neighbours under its fit's posterior when it stopped (the sum of Φ(−z) over the k − 1 neighbours), "
+              "*measured* the neighbours its order reverses; *confident* the neighbours it reported ordered at the "
+              "confidence (z ≥ Φ⁻¹(confidence)), *of them wrong* those the truth orders the other way (totals over "
+              "seeds); *decided*: pairs its e-processes decided at γ / (k (k − 1) / 2), direct and implied.", "",
+              "| confidence | human labels | stated misordered | measured (wrong neighbours) | confident neighbours | "
+              "of them wrong | neighbours decided | pairs decided | false pairs |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in (q for q in points_ if q["design"] == "active"):
+        lines.append(f"| {p['cap']} | {p['labels']:,.0f} | {p['stated']:.1f} | {p['wrong_fit']:.1f} | "
+                     f"{p['confident']:.1f} / {SYSTEMS - 1} | {p['confident_wrong']} of {p['confident_total']} | "
+                     f"{p['decided_neighbours']:.1f} | {p['decided']:,.0f} | {p['false_pairs']} |")
     return "\n".join(lines)
+
+
+def _resolution(point: dict) -> str:
+    """The design's resolution as the tables show it: the active design's confidence, else
+    the cap (— = all prompts)."""
+    if point["design"] == "active":
+        return f"conf. {point['cap']}"
+    return f"{point['cap'] or '—'}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,10 +249,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--metric", action="store_true", help="the decision designs use the judge score")
     parser.add_argument("--dry-run", action="store_true", help="print instead of writing docs/ranking.md")
+    parser.add_argument("--workers", type=int, default=3, help="processes (one seed each)")
+    parser.add_argument("--save-rows", type=Path, help="also write every design point as JSON lines here")
+    parser.add_argument("--load-rows", type=Path, help="render from the JSON lines of an earlier --save-rows")
+    parser.add_argument("--rerun-active", action="store_true",
+                        help="with --load-rows: run the active design's points again (seconds) instead of reading them")
     args = parser.parse_args(argv)
-    with ProcessPoolExecutor(max_workers=min(args.seeds, 3)) as pool:
-        rows = [row for rows in pool.map(run_seed, range(args.seeds), [args.metric] * args.seeds) for row in rows]
-    section = render(points(rows), args.seeds, args.metric)
+    if args.load_rows:
+        stored = [json.loads(line) for line in args.load_rows.read_text().splitlines() if line.strip()]
+        seeds = sorted({r["seed"] for r in stored})
+        args.seeds = len(seeds)
+        rows = [r for r in stored if r["design"] != "active"] if args.rerun_active else stored
+        if args.rerun_active:
+            rows += [row for seed in seeds for row in active_points(seed, args.metric)]
+    else:
+        with ProcessPoolExecutor(max_workers=max(1, min(args.seeds, args.workers))) as pool:
+            rows = [row for rows in pool.map(run_seed, range(args.seeds), [args.metric] * args.seeds)
+                    for row in rows]
+    if args.save_rows:
+        args.save_rows.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in rows))
+    section = render(points(rows), args.seeds, args.metric) + "\n\n" + null_table(args.metric)
     if args.dry_run:
         print(section)
     else:

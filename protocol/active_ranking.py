@@ -1,0 +1,276 @@
+"""An active Bradley–Terry design for ranking many systems (issue 22).
+
+The merge sort of ``protocol.ranking_design`` asks the protocol to *decide* every pair it
+compares, at a family-wise level: each comparison of two close neighbours runs until its
+e-process reaches 1 / level or can no longer, which is what its labels pay for. A leaderboard
+reads the order off a Bradley–Terry fit of every label, and to order two neighbours the fit
+needs far fewer labels than a decision. This design spends labels where that fit is least sure
+of the order and stops when the order is resolved to the study's stated resolution.
+
+The fit
+-------
+Bradley–Terry log-strengths s (the leaderboard's estimator, ``leaderboard.fit_scores``, with
+the replays' weak prior of tied pseudo-comparisons, ties counting half a win each) and their
+Laplace posterior: covariance = pseudo-inverse of the Fisher information
+
+    H = sum over pairs i < j of n_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T,
+    p_ij = 1 / (1 + exp(s_j - s_i)),  n_ij = labels of the pair plus the prior's pseudo-labels
+
+(the scores are identified up to a constant; differences are not affected by it).
+
+A neighbour (a, b) of the fitted order (a above b): d = s_a - s_b >= 0, sd = sqrt(Var(s_a -
+s_b)), z = d / sd, and P(a and b are in the wrong order) ~= Phi(-z). With z* = Phi^-1(confidence):
+
+    ordered   z >= z*
+    tied      d + z* sd <= resolution: the credible interval of the difference lies within the
+              study's resolution (log-odds units: 0.1 is a 52.5 % win rate), so more labels
+              would only show the two are about equal
+    spent     the pair cannot take more labels: its items (or ``max_labels``) are used up, or
+              it has none and the design already sampled ``max_pairs`` pairs
+    open      otherwise
+
+A round funds every open neighbour that has no label yet, and the ``width`` other open
+neighbours with the smallest z, ``batch`` labels each (fewer where fewer are left); the first
+round, with no labels, funds every neighbour of the start order (the metric's order, or a
+seeded shuffle). The design stops when no neighbour is open (or ``budget`` is reached).
+
+What it states
+--------------
+* The order: each neighbour's posterior probability of being misordered, Phi(-z), and their sum,
+  the expected number of misordered neighbours. A Bayesian approximation (Laplace, nearly flat
+  prior), read after many looks: it is not a decision at any level, and its calibration is
+  measured on known-truth arenas (docs/ranking.md).
+* Decisions: the labels every sampled pair took are also run through the per-pair e-process at
+  level gamma / max_pairs (``decision_level``). Whether and when a pair is sampled depends only
+  on labels already seen, so each e-process stays valid (optional continuation); at most
+  ``max_pairs`` pairs are ever sampled, so P(any wrong decision, direct or implied by
+  transitivity) <= gamma, under the same assumption as the sort's (a pair's labels say nothing
+  about another pair's beyond the truth).
+
+``active_step`` is resumable: from the labels known so far (a win matrix and the labels per
+pair) it returns the labels to collect now, or that the design is complete. Pure numpy.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from .leaderboard import fit_scores
+
+Pair = tuple[int, int]
+
+OPEN, ORDERED, TIED, SPENT = "open", "ordered", "tied", "spent"
+
+# The replays' prior (protocol.arena_replay.FIT_PRIOR_TIES): tied pseudo-comparisons between
+# every two systems keep the fit finite when a system wins all its labels, weak enough that
+# a sparse design's scores are not pulled together.
+PRIOR_TIES = 0.01
+
+
+@dataclass(frozen=True)
+class ActiveSettings:
+    """How the active design spends labels and when it stops.
+
+    confidence  posterior probability at which a neighbour pair counts as ordered
+    resolution  smallest difference of log-strengths the study cares about: neighbours
+                whose credible interval lies within it are tied
+    batch       labels a funded pair takes in one round
+    width       open neighbours funded per round (besides those with no label yet)
+    max_labels  most labels one pair may take (0 = all of its items)
+    budget      most labels in all (0 = no limit)
+    max_pairs   most distinct pairs ever sampled (0 = every pair, k (k - 1) / 2): the count
+                the decisions' level divides gamma by
+    gamma       family-wise level of the decisions reported
+    """
+
+    confidence: float = 0.99
+    resolution: float = 0.1
+    batch: int = 50
+    width: int = 5
+    max_labels: int = 0
+    budget: int = 0
+    max_pairs: int = 0
+    gamma: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("confidence", "gamma"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1):
+                raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+        if not (isinstance(self.resolution, (int, float)) and not isinstance(self.resolution, bool)
+                and np.isfinite(self.resolution) and self.resolution >= 0):
+            raise ValueError(f"resolution must be a finite number >= 0, got {self.resolution!r}")
+        for name, low in (("batch", 1), ("width", 1), ("max_labels", 0), ("budget", 0), ("max_pairs", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+    def pair_limit(self, systems: int) -> int:
+        """Most distinct pairs the design samples in a study of ``systems`` systems."""
+        return self.max_pairs or max(1, systems * (systems - 1) // 2)
+
+    def decision_level(self, systems: int) -> float:
+        """The level every sampled pair's e-process decides at."""
+        return float(self.gamma) / self.pair_limit(systems)
+
+    def capacity(self, items: int) -> int:
+        """Labels one pair may take, of its ``items``."""
+        return min(items, self.max_labels) if self.max_labels else int(items)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Bradley–Terry fit with its Laplace covariance.
+
+    scores      (S,) log-strengths, mean 0
+    covariance  (S, S) posterior covariance of the scores (pseudo-inverse of the information)
+    """
+
+    scores: np.ndarray
+    covariance: np.ndarray
+
+    def difference_sd(self, a: int, b: int) -> float:
+        c = self.covariance
+        return float(np.sqrt(max(c[a, a] + c[b, b] - 2 * c[a, b], 1e-18)))
+
+
+def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
+    """The fit of a (S, S) win matrix (``leaderboard.win_matrix``: W[i, j] = times i beat j,
+    a tie half to each)."""
+    wins = np.asarray(wins, dtype=float)
+    size = len(wins)
+    scores = fit_scores(wins, prior_ties=prior_ties)
+    played = wins + wins.T + prior_ties * (1 - np.eye(size))
+    p = 1.0 / (1.0 + np.exp(scores[None, :] - scores[:, None]))
+    weight = played * p * (1 - p)
+    np.fill_diagonal(weight, 0.0)
+    information = np.diag(weight.sum(axis=1)) - weight
+    return Fit(scores=scores, covariance=np.linalg.pinv(information, hermitian=True))
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One pair of neighbours of the fitted order: ``upper`` above ``lower`` (system indices).
+
+    z         d / sd of the fitted difference
+    misorder  posterior probability that they are in the wrong order, Phi(-z)
+    status    OPEN, ORDERED, TIED or SPENT
+    """
+
+    upper: int
+    lower: int
+    difference: float
+    sd: float
+    z: float
+    misorder: float
+    status: str
+
+
+@dataclass(frozen=True)
+class ActiveStep:
+    """Where the design stands given the labels so far.
+
+    order       system indices, best first (the fit; ties by the start order)
+    neighbours  (S - 1) the neighbour pairs of ``order``
+    pending     pair (i, j), i < j -> labels to collect now (empty when complete)
+    complete    no neighbour is open, or the budget is spent
+    """
+
+    order: tuple[int, ...]
+    neighbours: tuple[Neighbour, ...]
+    pending: Mapping[Pair, int]
+    complete: bool
+
+    @property
+    def expected_misordered(self) -> float:
+        """Expected number of misordered neighbours under the fit's posterior."""
+        return float(sum(n.misorder for n in self.neighbours))
+
+    def tiers(self) -> tuple[tuple[int, ...], ...]:
+        """Runs of consecutive systems of the order whose neighbours are not ORDERED."""
+        tiers, current = [], [self.order[0]]
+        for neighbour in self.neighbours:
+            if neighbour.status == ORDERED:
+                tiers.append(tuple(current))
+                current = []
+            current.append(neighbour.lower)
+        tiers.append(tuple(current))
+        return tuple(tiers)
+
+
+def _key(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, start: Sequence[int],
+                settings: ActiveSettings) -> ActiveStep:
+    """The design's next round.
+
+    wins    (S, S) win matrix of every label so far (``leaderboard.win_matrix``)
+    spent   pair (i, j), i < j -> labels it took so far
+    items   items per pair
+    start   (S,) the start order (system indices, best first): breaks the fit's ties, so the
+            first round, with no labels, funds its neighbours
+    """
+    wins = np.asarray(wins, dtype=float)
+    size = len(wins)
+    start = np.asarray(start, dtype=np.int64)
+    if wins.shape != (size, size) or sorted(start.tolist()) != list(range(size)):
+        raise ValueError(f"wins must be ({size}, {size}) and start a permutation of range({size})")
+    current = fit(wins)
+    rank = np.empty(size, dtype=np.int64)
+    rank[start] = np.arange(size)
+    # Scores equal in exact arithmetic (systems with the same record) differ by the solver's
+    # tolerance; rounded well above it, they tie and the start order decides.
+    order = np.lexsort((rank, -np.round(current.scores, 6)))
+    z_star = float(ndtri(settings.confidence))
+    capacity = settings.capacity(items)
+    sampled = sum(1 for n in spent.values() if n > 0)
+    limit = settings.pair_limit(size)
+    total = sum(spent.values())
+
+    neighbours = []
+    for a, b in zip(order[:-1], order[1:]):
+        a, b = int(a), int(b)
+        difference = float(current.scores[a] - current.scores[b])
+        sd = current.difference_sd(a, b)
+        z = difference / sd
+        taken = spent.get(_key(a, b), 0)
+        if z >= z_star:
+            status = ORDERED
+        elif difference + z_star * sd <= settings.resolution:
+            status = TIED
+        elif taken >= capacity or (taken == 0 and sampled >= limit):
+            status = SPENT
+        else:
+            status = OPEN
+        neighbours.append(Neighbour(upper=a, lower=b, difference=difference, sd=sd, z=z,
+                                    misorder=float(ndtr(-z)), status=status))
+
+    open_ = [n for n in neighbours if n.status == OPEN]
+    order_position = {int(system): position for position, system in enumerate(order)}
+    out_of_budget = bool(settings.budget) and total >= settings.budget
+    pending: dict[Pair, int] = {}
+    if open_ and not out_of_budget:
+        if total == 0:
+            chosen = open_[:limit]
+        else:
+            chosen = sorted(open_, key=lambda n: (round(n.z, 9), order_position[n.upper]))[:settings.width]
+            fresh = [n for n in chosen if spent.get(_key(n.upper, n.lower), 0) == 0]
+            unfunded = set(id(n) for n in fresh[max(0, limit - sampled):])
+            chosen = [n for n in chosen if id(n) not in unfunded]
+        left = settings.budget - total if settings.budget else None
+        for n in chosen:
+            key = _key(n.upper, n.lower)
+            take = min(settings.batch, capacity - spent.get(key, 0))
+            if left is not None:
+                take = min(take, left)
+                left -= take
+            if take > 0:
+                pending[key] = take
+    return ActiveStep(order=tuple(int(s) for s in order), neighbours=tuple(neighbours),
+                      pending=MappingProxyType(pending), complete=not pending)

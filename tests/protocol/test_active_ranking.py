@@ -1,0 +1,209 @@
+"""Tests for protocol.active_ranking (the active Bradley–Terry design of issue 22) and its
+known-truth replay (protocol.arena_replay.replay_active)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import ndtr
+
+from protocol.active_ranking import (
+    OPEN,
+    ORDERED,
+    PRIOR_TIES,
+    SPENT,
+    TIED,
+    ActiveSettings,
+    active_step,
+    fit,
+)
+from protocol.arena import ArenaSpec, make_arena
+from protocol.arena_replay import replay_active, replay_all_pairs
+from protocol.ranking_design import RankingSettings
+
+
+def _log_likelihood(scores, wins, prior_ties):
+    """Bradley–Terry log-likelihood of a win matrix plus the prior's tied pseudo-comparisons,
+    written out independently of the module (no choix, no information matrix)."""
+    size = len(wins)
+    total = 0.0
+    for i in range(size):
+        for j in range(size):
+            if i != j:
+                weight = wins[i, j] + prior_ties / 2
+                total += weight * -np.log1p(np.exp(scores[j] - scores[i]))
+    return total
+
+
+def _random_wins(rng, size, pairs):
+    wins = np.zeros((size, size))
+    spent = {}
+    for _ in range(pairs):
+        i, j = sorted(rng.choice(size, 2, replace=False))
+        n = int(rng.integers(5, 60))
+        share = rng.uniform(0.2, 0.8)
+        won = rng.binomial(n, share)
+        wins[i, j] += won
+        wins[j, i] += n - won
+        spent[int(i), int(j)] = spent.get((int(i), int(j)), 0) + n
+    return wins, spent
+
+
+def test_fit_is_the_maximum_and_its_covariance_the_inverse_curvature():
+    """Scores: the gradient of the log-likelihood vanishes there. Covariance of differences:
+    the inverse of the negative Hessian of the log-likelihood by finite differences, in the
+    coordinates s_1 .. s_{S-1} - s_0 (tolerance 1e-3 relative)."""
+    rng = np.random.default_rng(3)
+    size = 6
+    wins, _ = _random_wins(rng, size, 12)
+    result = fit(wins)
+    step = 1e-4
+    gradient = [(_log_likelihood(result.scores + step * np.eye(size)[a], wins, PRIOR_TIES)
+                 - _log_likelihood(result.scores - step * np.eye(size)[a], wins, PRIOR_TIES)) / (2 * step)
+                for a in range(size)]
+    assert np.max(np.abs(gradient)) < 1e-4
+
+    def shifted(delta):    # scores with s_0 fixed and the others moved by delta (S - 1,)
+        return result.scores + np.concatenate([[0.0], delta])
+
+    m = size - 1
+    hessian = np.empty((m, m))
+    for a in range(m):
+        for b in range(m):
+            ea, eb = np.eye(m)[a] * step, np.eye(m)[b] * step
+            hessian[a, b] = (_log_likelihood(shifted(ea + eb), wins, PRIOR_TIES)
+                             - _log_likelihood(shifted(ea - eb), wins, PRIOR_TIES)
+                             - _log_likelihood(shifted(-ea + eb), wins, PRIOR_TIES)
+                             + _log_likelihood(shifted(-ea - eb), wins, PRIOR_TIES)) / (4 * step * step)
+    reference = np.linalg.inv(-hessian)          # covariance of s_a - s_0, a = 1 .. S-1
+    for a in range(1, size):
+        assert result.difference_sd(a, 0) ** 2 == pytest.approx(reference[a - 1, a - 1], rel=1e-3)
+    for a, b in ((1, 2), (3, 5)):
+        expected = reference[a - 1, a - 1] + reference[b - 1, b - 1] - 2 * reference[a - 1, b - 1]
+        assert result.difference_sd(a, b) ** 2 == pytest.approx(expected, rel=1e-3)
+
+
+def test_first_round_funds_every_neighbour_of_the_start_order():
+    start = [3, 0, 4, 1, 2]
+    step = active_step(np.zeros((5, 5)), {}, items=200, start=start, settings=ActiveSettings(batch=40))
+    assert step.order == tuple(start)
+    assert dict(step.pending) == {(0, 3): 40, (0, 4): 40, (1, 4): 40, (1, 2): 40}
+    assert not step.complete
+    assert all(n.status == OPEN and n.misorder == pytest.approx(0.5) for n in step.neighbours)
+
+
+def test_clear_order_is_ordered_and_complete():
+    size = 5
+    wins = np.zeros((size, size))
+    for i in range(size - 1):          # 0 beats 1 beats 2 ...: 180 to 20 each
+        wins[i, i + 1], wins[i + 1, i] = 180, 20
+    spent = {(i, i + 1): 200 for i in range(size - 1)}
+    step = active_step(wins, spent, items=2000, start=[4, 3, 2, 1, 0], settings=ActiveSettings())
+    assert step.order == (0, 1, 2, 3, 4)
+    assert [n.status for n in step.neighbours] == [ORDERED] * 4
+    assert step.complete and not step.pending
+    assert step.tiers() == ((0,), (1,), (2,), (3,), (4,))
+    assert step.expected_misordered == pytest.approx(sum(ndtr(-n.z) for n in step.neighbours))
+
+
+def test_equal_pair_with_a_narrow_interval_is_tied_and_a_used_up_pair_spent():
+    wins = np.array([[0, 1000, 30], [1000, 0, 30], [30, 30, 0]], dtype=float)
+    spent = {(0, 1): 2000, (0, 2): 60, (1, 2): 60}
+    settings = ActiveSettings(resolution=0.2)
+    step = active_step(wins, spent, items=2000, start=[0, 1, 2], settings=settings)
+    statuses = {frozenset((n.upper, n.lower)): n.status for n in step.neighbours}
+    assert statuses[frozenset((0, 1))] == TIED
+    # the same pair at a resolution too fine for 2,000 labels: nothing left to spend on it
+    step = active_step(wins, spent, items=2000, start=[0, 1, 2], settings=ActiveSettings(resolution=0.01))
+    statuses = {frozenset((n.upper, n.lower)): n.status for n in step.neighbours}
+    assert statuses[frozenset((0, 1))] == SPENT
+    assert step.tiers()[0] == (0, 1) or step.tiers()[0][:2] in ((0, 1), (1, 0))
+
+
+def test_budget_and_pair_limit_are_never_exceeded():
+    rng = np.random.default_rng(5)
+    wins, spent = _random_wins(rng, 8, 6)
+    total = sum(spent.values())
+    step = active_step(wins, spent, items=100, start=list(range(8)),
+                       settings=ActiveSettings(budget=total + 70, batch=50, width=4, max_pairs=len(spent) + 1))
+    assert sum(step.pending.values()) <= 70
+    new = [pair for pair in step.pending if pair not in spent]
+    assert len(new) <= 1
+    assert all(spent.get(pair, 0) + n <= 100 for pair, n in step.pending.items())
+    spent_out = active_step(wins, spent, items=100, start=list(range(8)), settings=ActiveSettings(budget=total))
+    assert spent_out.complete and not spent_out.pending
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.integers(3, 7))
+def test_relabelling_systems_relabels_the_step(seed, size):
+    rng = np.random.default_rng(seed)
+    wins, spent = _random_wins(rng, size, int(rng.integers(1, 10)))
+    start = rng.permutation(size)
+    perm = rng.permutation(size)           # system s is called perm[s]
+    moved = np.zeros_like(wins)
+    moved[np.ix_(perm, perm)] = wins
+    moved_spent = {tuple(sorted((int(perm[i]), int(perm[j])))): n for (i, j), n in spent.items()}
+    settings_ = ActiveSettings(width=2)
+    step = active_step(wins, spent, items=300, start=start, settings=settings_)
+    other = active_step(moved, moved_spent, items=300, start=perm[start], settings=settings_)
+    assert other.order == tuple(int(perm[s]) for s in step.order)
+    assert [n.status for n in other.neighbours] == [n.status for n in step.neighbours]
+    assert [n.z for n in other.neighbours] == pytest.approx([n.z for n in step.neighbours], rel=1e-6, abs=1e-9)
+    assert dict(other.pending) == {tuple(sorted((int(perm[i]), int(perm[j])))): n for (i, j), n in step.pending.items()}
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.integers(3, 7))
+def test_swapping_every_outcome_mirrors_the_order(seed, size):
+    """Every label reversed (the win matrix transposed) and the start order reversed: the
+    order is reversed, the neighbours' z and statuses mirrored."""
+    rng = np.random.default_rng(seed)
+    wins, spent = _random_wins(rng, size, int(rng.integers(1, 10)))
+    start = rng.permutation(size)
+    step = active_step(wins, spent, items=300, start=start, settings=ActiveSettings())
+    mirror = active_step(wins.T.copy(), spent, items=300, start=start[::-1], settings=ActiveSettings())
+    assert mirror.order == step.order[::-1]
+    assert [n.status for n in mirror.neighbours] == [n.status for n in step.neighbours[::-1]]
+    assert [n.z for n in mirror.neighbours] == pytest.approx([n.z for n in step.neighbours[::-1]], rel=1e-6, abs=1e-9)
+
+
+def test_settings_name_what_is_wrong():
+    with pytest.raises(ValueError, match="confidence"):
+        ActiveSettings(confidence=1.0)
+    with pytest.raises(ValueError, match="resolution"):
+        ActiveSettings(resolution=-0.1)
+    with pytest.raises(ValueError, match="batch"):
+        ActiveSettings(batch=0)
+    with pytest.raises(ValueError, match="permutation"):
+        active_step(np.zeros((3, 3)), {}, items=10, start=[0, 0, 1], settings=ActiveSettings())
+    assert ActiveSettings().decision_level(50) == pytest.approx(0.05 / 1225)
+    assert ActiveSettings(max_pairs=98).decision_level(50) == pytest.approx(0.05 / 98)
+
+
+def test_null_arenas_decide_no_pair():
+    """All systems equal: every decision the design reports is false. 20 studies of 8 systems
+    drive the replay's whole path (rounds chosen by the fit, then each sampled pair's
+    e-process at gamma / pairs): none may decide a pair. At per-pair level gamma 3 of the 20
+    would (seen with ``decision_level`` patched to return gamma)."""
+    studies_with_false = 0
+    for seed in range(20):
+        arena = make_arena(ArenaSpec(systems=8, prompts=300, seed=seed, gap=0.0))
+        result = replay_active(arena, ActiveSettings(confidence=0.9, resolution=0.3), seed=seed)
+        assert result.labels > 0
+        studies_with_false += result.false_pairs > 0 or result.ordered_pairs > 0
+    assert studies_with_false == 0
+
+
+def test_orders_a_known_truth_arena_with_fewer_labels_than_all_pairs():
+    """12 systems x 600 prompts (gap 0.3): the design's fitted order reverses no more true
+    neighbours than the fit of all pairs at the family-wise level, for fewer labels."""
+    arena = make_arena(ArenaSpec(systems=12, prompts=600, seed=1))
+    active = replay_active(arena, ActiveSettings(confidence=0.9), seed=1)
+    everything = replay_all_pairs(arena, RankingSettings(seed=1), family=True)
+    assert active.labels < everything.labels / 2
+    assert active.wrong_adjacent_fit <= everything.wrong_adjacent_fit + 1
+    assert active.wrong_adjacent == active.wrong_adjacent_fit      # its order is its fit
+    assert active.false_pairs == 0
+    assert active.stated_misordered >= 0
