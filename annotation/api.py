@@ -117,7 +117,8 @@ class StudyListApi(APIView):
                                           metric_required=True, created_by=request.user,
                                           study_settings={key: form.validated_data.get(key) for key in (
                                               "protocol_rule", "allocation_policy", "family_control",
-                                              "pair_design", "ranking_max_labels")})
+                                              "pair_design", "ranking_max_labels", "ranking_confidence",
+                                              "ranking_resolution")})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)

@@ -99,11 +99,20 @@ class StudyDraftForm(forms.Form):
                                        help_text="with the error-controlled rule")
     pair_design = forms.ChoiceField(label="Pairs decided", choices=Study.PairDesign.choices,
                                     help_text="ranking (many systems): a merge sort decides the pairs it needs, each "
-                                              "at γ / C(k); needs family control 'none'")
+                                              "at γ / C(k); active: labels where the fitted order is least sure, "
+                                              "until it is resolved; both need family control 'none'")
     ranking_max_labels = forms.IntegerField(
         label="Labels per comparison", min_value=0, required=False,
-        help_text="ranking design: most judgements one comparison may take, its resolution (a pair still "
+        help_text="ranking designs: most judgements one pair may take, its resolution (a pair still "
                   "undecided then is a tie); 0 or empty = all of its items")
+    ranking_confidence = forms.FloatField(
+        label="Confidence", min_value=0.5, max_value=0.999999, required=False,
+        help_text="active design: posterior probability at which two neighbours of the order count as ordered "
+                  "(empty: 0.9)")
+    ranking_resolution = forms.FloatField(
+        label="Resolution", min_value=0.0, required=False,
+        help_text="active design: neighbours whose log-strengths differ by less are tied (empty: 0.1, a 52.5 % "
+                  "win rate)")
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
 
@@ -114,6 +123,14 @@ class StudyDraftForm(forms.Form):
 
     def clean_ranking_max_labels(self) -> int:
         return self.cleaned_data.get("ranking_max_labels") or 0
+
+    def clean_ranking_confidence(self) -> float:
+        value = self.cleaned_data.get("ranking_confidence")
+        return 0.9 if value is None else value
+
+    def clean_ranking_resolution(self) -> float:
+        value = self.cleaned_data.get("ranking_resolution")
+        return 0.1 if value is None else value
 
     def chosen_metric(self) -> str:
         """The metric's name; "" for a human-only study."""

@@ -29,6 +29,9 @@ FAMILY_TEXT = {
 RANKING = "ranking"
 RANKING_TEXT = ("across the ranking: any wrong pair in its order, decided or implied, ≤ γ "
                 "(each pair the sort runs decided at γ / {planned})")
+ACTIVE = "active"
+ACTIVE_TEXT = ("across the study's pairs: any false ± decision, direct or implied, ≤ γ (each pair decided "
+               "at γ / {planned}); the fitted order's neighbours carry a posterior probability, not a decision")
 
 
 def decision_guarantee(*, rule: str, strict: bool) -> str:
@@ -44,13 +47,15 @@ def decision_guarantee(*, rule: str, strict: bool) -> str:
 
 
 def family_guarantee(*, rule: str, family: str, design: str = "all_pairs", planned: int = 0) -> str:
-    """What holds across the study's pairs (the protocol's ProtocolSettings.family, or the
-    ranking design's statement over its ``planned`` sort runs); "" under the Bayesian rule,
+    """What holds across the study's pairs (the protocol's ProtocolSettings.family, or a
+    ranking design's statement over its ``planned`` pair runs); "" under the Bayesian rule,
     which claims nothing across pairs."""
     if rule != EPROCESS:
         return ""
     if design == RANKING:
         return RANKING_TEXT.format(planned=planned)
+    if design == ACTIVE:
+        return ACTIVE_TEXT.format(planned=planned)
     return FAMILY_TEXT.get(family, "")
 
 

@@ -15,6 +15,7 @@ from django.db.models import F, Q
 from protocol.allocation import MIN_TEMPERATURE
 from protocol.allocation import TEMPERATURE_REASON as _TEMPERATURE_REASON
 from protocol.bundle import CHECK_EXPECTED, parse_criteria
+from protocol.active_ranking import ActiveSettings
 from protocol.ranking_design import planned_decisions
 
 from . import guarantees
@@ -50,6 +51,7 @@ class Study(models.Model):
     class PairDesign(models.TextChoices):
         ALL_PAIRS = "all_pairs", "All pairs (every pair decided)"
         RANKING = "ranking", "Ranking (a merge sort decides only the pairs it needs)"
+        ACTIVE = "active", "Active ranking (labels where the fitted order is least sure)"
 
     class ItemChoice(models.TextChoices):
         UNIFORM = "uniform", "Uniform"
@@ -93,6 +95,16 @@ class Study(models.Model):
                   "resolution (a pair still undecided then is a tie); 0 = all of its items")
     ranking_order = models.JSONField(default=list, blank=True, editable=False,
                                      help_text="the ranking design's initial order (system names)")
+    # The active design (docs/ranking.md, protocol.active_ranking) stops when every pair of
+    # neighbours of the fitted order is ordered at this posterior confidence or tied within
+    # this resolution (a difference of Bradley–Terry log-strengths).
+    ranking_confidence = models.FloatField(
+        "confidence", default=0.9, validators=[MinValueValidator(0.5)],
+        help_text="active design: posterior probability at which two neighbours of the order count as ordered")
+    ranking_resolution = models.FloatField(
+        "resolution", default=0.1, validators=[MinValueValidator(0.0)],
+        help_text="active design: neighbours whose log-strengths differ by less than this are tied "
+                  "(0.1 is a 52.5 % win rate)")
     item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
     item_choice_temperature = models.FloatField(
         default=0.25, validators=[MinValueValidator(MIN_ITEM_CHOICE_TEMPERATURE, message=(
@@ -170,7 +182,7 @@ class Study(models.Model):
     # fixed once the protocol has started (budget and item choice stay a researcher's to change).
     PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
                            "ratings_per_item", "protocol_seed", "protocol_strict", "criteria", "pair_design",
-                           "ranking_max_labels")
+                           "ranking_max_labels", "ranking_confidence", "ranking_resolution")
 
     @property
     def guarantee(self) -> str:
@@ -189,14 +201,36 @@ class Study(models.Model):
         return self.pair_design == self.PairDesign.RANKING
 
     @property
+    def ranks_actively(self) -> bool:
+        """Does the study run the active ranking design?"""
+        return self.pair_design == self.PairDesign.ACTIVE
+
+    @property
+    def orders_systems(self) -> bool:
+        """Does the study run a ranking design (the sort or the active one)? Both start from an
+        initial order of the systems, stored at the start (``ranking_order``)."""
+        return self.ranks or self.ranks_actively
+
+    @property
+    def active_settings(self) -> ActiveSettings:
+        """The active design's settings (its rounds are the study's batch size)."""
+        return ActiveSettings(confidence=self.ranking_confidence, resolution=self.ranking_resolution,
+                              batch=self.batch_size, max_labels=self.ranking_max_labels, gamma=self.gamma)
+
+    @property
     def ranking_planned(self) -> int:
-        """The ranking design's most sort runs, C(k), over the systems of its initial order
-        (0 before the protocol starts or under the all-pairs design)."""
-        return planned_decisions(len(self.ranking_order)) if self.ranks else 0
+        """The ranking design's most pair runs over the systems of its initial order: C(k) for
+        the sort, k (k - 1) / 2 for the active design (0 before the protocol starts or under
+        the all-pairs design)."""
+        if self.ranks:
+            return planned_decisions(len(self.ranking_order))
+        if self.ranks_actively and self.ranking_order:
+            return self.active_settings.pair_limit(len(self.ranking_order))
+        return 0
 
     @property
     def decision_level(self) -> float:
-        """The level each pair is decided at: γ, or γ / C(k) under the ranking design."""
+        """The level each pair is decided at: γ, or γ / the planned runs under a ranking design."""
         return self.gamma / self.ranking_planned if self.ranking_planned else self.gamma
 
     @property
@@ -223,8 +257,13 @@ class Study(models.Model):
             _, problems = parse_criteria(self.criteria)
             if problems:
                 errors["criteria"] = problems
-        if self.ranks:
+        if self.orders_systems:
             errors.update(self._ranking_problems())
+            if self.ranks_actively and not 0.5 <= self.ranking_confidence < 1:
+                errors["ranking_confidence"] = ("the confidence is a posterior probability: at least 0.5 and "
+                                                f"below 1, got {self.ranking_confidence}")
+            if self.ranks_actively and not (0 <= self.ranking_resolution < float("inf")):
+                errors["ranking_resolution"] = f"the resolution must be a number >= 0, got {self.ranking_resolution}"
         elif self.ranking_max_labels:
             errors["ranking_max_labels"] = ("labels per comparison is the ranking design's resolution; "
                                             "the all-pairs design takes every item of a pair (leave it 0)")
@@ -246,8 +285,9 @@ class Study(models.Model):
             raise ValidationError(errors)
 
     def _ranking_problems(self) -> dict[str, str]:
-        """Why the ranking design cannot run with the other settings (docs/ranking.md)."""
-        why = "the ranking design needs "
+        """Why a ranking design cannot run with the other settings (docs/ranking.md)."""
+        why = f"the {'active ranking' if self.ranks_actively else 'ranking'} design needs "
+        level = "γ / (k (k − 1) / 2)" if self.ranks_actively else "γ / C(k)"
         problems = {}
         if self.protocol_rule != self.Rule.EPROCESS:
             problems["protocol_rule"] = why + "the e-process rule (its error statement is anytime-valid)"
@@ -255,7 +295,7 @@ class Study(models.Model):
             problems["allocation_policy"] = why + "the adaptive policy (futile pairs stop; the sort goes on)"
         if self.family_control != self.FamilyControl.NONE:
             problems["family_control"] = (why + "family control 'none': it controls the error over the "
-                                          "ranking itself, each pair at γ / C(k)")
+                                          f"ranking itself, each pair at {level}")
         if len(self.criteria) > 1:
             problems["pair_design"] = why + "one criterion (its sort follows one decision per pair)"
         return problems

@@ -55,7 +55,7 @@ class StudySerializer(serializers.ModelSerializer):
         model = Study
         fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
                   "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design",
-                  "ranking_max_labels", "ranking_order", "guarantee", "family_guarantee", "policy_warning",
+                  "ranking_max_labels", "ranking_confidence", "ranking_resolution", "ranking_order", "guarantee", "family_guarantee", "policy_warning",
                   "item_choice", "metric", "separability_status", "created_at"]
 
 
@@ -81,11 +81,19 @@ class StudyImportSerializer(serializers.Serializer):
     pair_design = serializers.ChoiceField(
         choices=Study.PairDesign.choices, required=False,
         help_text="which pairs the protocol decides; default: the bundle's setting, else all_pairs. ranking "
-                  "needs family_control none and a bundle without human judgements")
+                  "and active need family_control none and a bundle without human judgements")
     ranking_max_labels = serializers.IntegerField(
         min_value=0, required=False,
-        help_text="ranking design: most judgements one comparison may take (its resolution); default: the "
+        help_text="ranking designs: most judgements one pair may take (its resolution); default: the "
                   "bundle's setting, else 0 = all of its items")
+    ranking_confidence = serializers.FloatField(
+        min_value=0.5, max_value=0.999999, required=False,
+        help_text="active design: posterior probability at which two neighbours of the order count as ordered; "
+                  "default: the bundle's setting, else 0.9")
+    ranking_resolution = serializers.FloatField(
+        min_value=0.0, required=False,
+        help_text="active design: neighbours whose Bradley–Terry log-strengths differ by less are tied; "
+                  "default: the bundle's setting, else 0.1")
 
 
 class PairSerializer(serializers.Serializer):

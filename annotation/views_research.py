@@ -320,7 +320,8 @@ QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_t
 
 
 DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "protocol_rule", "allocation_policy",
-                "family_control", "pair_design", "ranking_max_labels", "item_choice")
+                "family_control", "pair_design", "ranking_max_labels", "ranking_confidence", "ranking_resolution",
+                "item_choice")
 
 
 def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:

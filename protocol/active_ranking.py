@@ -10,8 +10,9 @@ of the order and stops when the order is resolved to the study's stated resoluti
 The fit
 -------
 Bradley–Terry log-strengths s (the leaderboard's estimator, ``leaderboard.fit_scores``, with
-the replays' weak prior of tied pseudo-comparisons, ties counting half a win each) and their
-Laplace posterior: covariance = pseudo-inverse of the Fisher information
+the replays' weak prior of tied pseudo-comparisons, ties counting half a win each, and half a
+win to each side of every pair with labels, ``smoothed``) and their Laplace posterior:
+covariance = pseudo-inverse of the Fisher information
 
     H = sum over pairs i < j of n_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T,
     p_ij = 1 / (1 + exp(s_j - s_i)),  n_ij = labels of the pair plus the prior's pseudo-labels
@@ -53,13 +54,17 @@ pair) it returns the labels to collect now, or that the design is complete. Pure
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from .leaderboard import fit_scores
+from .machine import open_pairs
+from .ranking_design import closure
+from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
+from .state import OPEN as ROUND_OPEN
 
 Pair = tuple[int, int]
 
@@ -122,6 +127,16 @@ class ActiveSettings:
         return min(items, self.max_labels) if self.max_labels else int(items)
 
 
+def smoothed(wins: np.ndarray) -> np.ndarray:
+    """(S, S) ``wins`` plus half a win to each side of every pair with labels (Jeffreys'
+    correction). Without it a pair one system won every time has an infinite maximum and the
+    Laplace approximation there an infinite variance: the clearest order would look the least
+    sure and take every item of the pair. A pair with many labels barely moves."""
+    wins = np.asarray(wins, dtype=float)
+    labelled = (wins + wins.T) > 0
+    return wins + 0.5 * labelled
+
+
 @dataclass(frozen=True)
 class Fit:
     """Bradley–Terry fit with its Laplace covariance.
@@ -140,8 +155,9 @@ class Fit:
 
 def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
     """The fit of a (S, S) win matrix (``leaderboard.win_matrix``: W[i, j] = times i beat j,
-    a tie half to each)."""
-    wins = np.asarray(wins, dtype=float)
+    a tie half to each), with half a win to each side of every pair that has labels
+    (``smoothed``) and ``prior_ties`` tied pseudo-comparisons between every two systems."""
+    wins = smoothed(wins)
     size = len(wins)
     scores = fit_scores(wins, prior_ties=prior_ties)
     played = wins + wins.T + prior_ties * (1 - np.eye(size))
@@ -206,13 +222,14 @@ def _key(a: int, b: int) -> Pair:
     return (a, b) if a < b else (b, a)
 
 
-def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, start: Sequence[int],
-                settings: ActiveSettings) -> ActiveStep:
+def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Mapping[Pair, int],
+                start: Sequence[int], settings: ActiveSettings) -> ActiveStep:
     """The design's next round.
 
     wins    (S, S) win matrix of every label so far (``leaderboard.win_matrix``)
     spent   pair (i, j), i < j -> labels it took so far
-    items   items per pair
+    items   items per pair, or pair (i, j), i < j -> labels it can take in all (a pair not
+            named can take none)
     start   (S,) the start order (system indices, best first): breaks the fit's ties, so the
             first round, with no labels, funds its neighbours
     """
@@ -228,7 +245,12 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, star
     # tolerance; rounded well above it, they tie and the start order decides.
     order = np.lexsort((rank, -np.round(current.scores, 6)))
     z_star = float(ndtri(settings.confidence))
-    capacity = settings.capacity(items)
+    if isinstance(items, Mapping):
+        def capacity_of(key: Pair) -> int:
+            return settings.capacity(items.get(key, 0))
+    else:
+        def capacity_of(key: Pair) -> int:
+            return settings.capacity(items)
     sampled = sum(1 for n in spent.values() if n > 0)
     limit = settings.pair_limit(size)
     total = sum(spent.values())
@@ -244,7 +266,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, star
             status = ORDERED
         elif difference + z_star * sd <= settings.resolution:
             status = TIED
-        elif taken >= capacity or (taken == 0 and sampled >= limit):
+        elif taken >= capacity_of(_key(a, b)) or (taken == 0 and sampled >= limit):
             status = SPENT
         else:
             status = OPEN
@@ -266,7 +288,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, star
         left = settings.budget - total if settings.budget else None
         for n in chosen:
             key = _key(n.upper, n.lower)
-            take = min(settings.batch, capacity - spent.get(key, 0))
+            take = min(settings.batch, capacity_of(key) - spent.get(key, 0))
             if left is not None:
                 take = min(take, left)
                 left -= take
@@ -274,3 +296,145 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int, star
                 pending[key] = take
     return ActiveStep(order=tuple(int(s) for s in order), neighbours=tuple(neighbours),
                       pending=MappingProxyType(pending), complete=not pending)
+
+
+# The design inside the app ------------------------------------------------------------------
+# The app keeps one ProtocolState of all k (k - 1) / 2 pairs (one criterion, the e-process at
+# ``decision_level``, family "none"). A pair the design has not funded is PARKED (judgements
+# and all), which ``open_rounds`` never funds. A step's rounds are opened together by
+# ``active_advance``, and the next step is computed once all of them are closed: the design
+# then sees exactly what the synchronous replay sees.
+
+def _positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
+    position = {name: n for n, name in enumerate(order)}
+    named = {name for p in pairs for name in p.key}
+    if len(position) != len(order) or named != set(position):
+        raise ValueError(f"the active design's start order must name each of the study's {len(named)} systems once")
+    return position
+
+
+def active_inputs(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int]]:
+    """(wins, spent, capacity) of ``active_step`` from the protocol's pairs, systems indexed by
+    their position in ``order`` (the start order). An item counts once, with the sign of its
+    judgements' mean (a tie half a win each); a decided or exhausted pair can take no more."""
+    position = _positions(pairs, order)
+    size = len(order)
+    wins = np.zeros((size, size))
+    spent: dict[Pair, int] = {}
+    capacity: dict[Pair, int] = {}
+    for p in pairs:
+        i, j = position[p.first], position[p.second]
+        plus, tie, minus = (float(x) for x in p.human_counts)
+        wins[i, j] += plus + tie / 2
+        wins[j, i] += minus + tie / 2
+        key = _key(i, j)
+        spent[key] = int(p.judgements)
+        capacity[key] = int(p.judgements) if p.status in (DECIDED, EXHAUSTED) else int(p.capacity)
+    return wins, spent, capacity
+
+
+def _in_flight(state: ProtocolState) -> bool:
+    return any(p.status in (ROUND_OPEN, FILLED) for p in state.pairs)
+
+
+def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings) -> ProtocolState:
+    """Open the rounds of the design's next step, once the last step's are all closed.
+
+    order  system names, the start order (fixed for the study)
+    While a round of the step is open or filled, a pair whose round has closed waits parked
+    (``open_rounds`` would fund it again otherwise). Then ``active_step`` on every pair's
+    counts: every waiting pair is parked, and each pair the step funds (a parked or futile
+    one: futility only means its e-process cannot decide, its labels still inform the fit)
+    gets a round of its share, within the budget left. Unchanged when the design is complete
+    (it then funds nothing).
+    """
+    pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
+    if _in_flight(state):
+        return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
+    wins, spent, capacity = active_inputs(pairs, order)
+    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings)
+    index = {p.key: n for n, p in enumerate(pairs)}
+    budget = state.budget_left
+    quotas = {}
+    for (i, j), take in step.pending.items():
+        a, b = order[i], order[j]
+        n = index[(a, b) if a < b else (b, a)]
+        pair = pairs[n]
+        take = min(take, pair.remaining, budget)
+        if take <= 0 or pair.status not in (PARKED, FUTILE):
+            continue
+        pairs[n] = replace(pair, status=WAITING)
+        quotas[n] = take
+        budget -= take
+    return open_pairs(replace(state, pairs=tuple(pairs)), quotas)
+
+
+def active_start(state: ProtocolState, order: Sequence[str], settings: ActiveSettings) -> ProtocolState:
+    """Park every waiting pair of a fresh state (its capacity capped at ``max_labels``), then
+    open the first step's rounds: every neighbour pair of the start order.
+
+    ValueError when a pair already holds judgements (imported with the bundle): the design
+    funds every label it uses."""
+    held = [p.key for p in state.pairs if p.judgements]
+    if held:
+        raise ValueError(f"the active ranking design starts with no human judgements; {len(held)} pairs hold "
+                         f"some (first: {held[0]}): use the all-pairs design for a bundle with judgements")
+    _positions(state.pairs, order)
+    cap = settings.max_labels
+    parked = tuple(replace(p, status=PARKED, capacity=min(p.capacity, cap) if cap else p.capacity)
+                   if p.status == WAITING else p for p in state.pairs)
+    return active_advance(replace(state, pairs=parked), order, settings)
+
+
+@dataclass(frozen=True)
+class ActiveProgress:
+    """Where an active ranking study stands (the app's dashboard).
+
+    systems   (S,) names in the start order (the step's indices index them)
+    step      the design's view of the counts now (fitted order, neighbours, pending)
+    in_flight rounds open or filled now
+    above     (S, S) bool over positions: the decisions' partial order (transitive closure)
+    labels    human judgements so far
+    level     the level every pair's e-process decides at
+    """
+
+    systems: tuple[str, ...]
+    step: ActiveStep
+    in_flight: int
+    above: np.ndarray
+    labels: int
+    level: float
+
+    @property
+    def complete(self) -> bool:
+        return self.step.complete and not self.in_flight
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(self.systems[i] for i in self.step.order)
+
+    @property
+    def tiers(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(tuple(self.systems[i] for i in tier) for tier in self.step.tiers())
+
+    def decisions(self) -> dict[tuple[str, str], int]:
+        """Every pair of names ordered by the decisions (canonical: first < second) -> +1 / -1."""
+        out = {}
+        for i, j in zip(*np.nonzero(self.above)):
+            a, b = self.systems[i], self.systems[j]
+            out[(a, b) if a < b else (b, a)] = 1 if a < b else -1
+        return out
+
+
+def active_progress(pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
+                    level: float) -> ActiveProgress:
+    """The active study's progress: the step its counts give now and its decisions."""
+    order = tuple(order)
+    wins, spent, capacity = active_inputs(pairs, order)
+    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings)
+    position = _positions(pairs, order)
+    decided = [(position[p.first], position[p.second]) if p.decision > 0 else (position[p.second], position[p.first])
+               for p in pairs if p.decision]
+    return ActiveProgress(systems=order, step=step, in_flight=sum(p.status in (ROUND_OPEN, FILLED) for p in pairs),
+                          above=closure(len(order), decided), labels=sum(p.judgements for p in pairs),
+                          level=float(level))

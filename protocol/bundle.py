@@ -48,6 +48,8 @@ STUDY_SETTINGS = {
     "family_control": str,
     "pair_design": str,
     "ranking_max_labels": int,
+    "ranking_confidence": float,
+    "ranking_resolution": float,
     "metric": str,
     "lease_timeout_seconds": int,
     "completion_code": str,

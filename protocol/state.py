@@ -26,8 +26,10 @@ FILLED = "filled"        # round complete, waiting for close_rounds
 DECIDED = "decided"      # ±1 decision, stops
 EXHAUSTED = "exhausted"  # undecided and no human label left to collect
 FUTILE = "futile"        # adaptive policy: stopped, a ± decision is unlikely
-# The ranking design (protocol.ranking_design) runs only the pairs its sort asks for: the others
-# are parked, never funded by open_rounds, until the sort asks for them (then waiting).
+# The ranking designs run only the pairs they ask for: the others are parked, never funded by
+# open_rounds, until asked for (then waiting). The merge sort (protocol.ranking_design) parks
+# pairs before any judgement; the active design (protocol.active_ranking) also parks a pair
+# between the rounds it funds, judgements and all.
 PARKED = "parked"
 STATUSES = (WAITING, OPEN, FILLED, DECIDED, EXHAUSTED, FUTILE, PARKED)
 STOPPED = (DECIDED, EXHAUSTED, FUTILE)
@@ -371,8 +373,6 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: counts do not add up to {state.judgements} judgements")
     if state.quota < 0 or (state.quota > 0) != (state.status == OPEN):
         raise ValueError(f"{name}: quota {state.quota} does not fit status {state.status!r}")
-    if state.status == PARKED and state.judgements:
-        raise ValueError(f"{name}: a parked pair holds no judgements, got {state.judgements}")
     drawn = [item for item, _ in state.draws]
     if len(set(drawn)) != len(drawn) or not set(drawn) <= set(state.judged_items) \
             or not all(0 < chance <= 1 for _, chance in state.draws):

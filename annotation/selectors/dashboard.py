@@ -7,7 +7,7 @@ import numpy as np
 from django.db.models import Count, Max, Q, Sum
 from scipy.stats import beta
 
-from protocol import adaptive, ranking, ranking_design, spa
+from protocol import active_ranking, adaptive, ranking, ranking_design, spa
 from protocol import favi as favi_lib
 from protocol.allocation import design_weights
 from protocol.leaderboard import bradley_terry, natural_sorted
@@ -185,7 +185,7 @@ def _pair_matrix(order: list[str], pairs: list[dict]) -> list[dict]:
             implied = p.get("implied", 0)  # a pair the ranking's sort did not run, ordered by transitivity
             decision = (-1 if flip else 1) * (p["decision"] or implied)
             status = p["status"] if p["status"] != adaptive.PARKED else (
-                "not run (implied)" if implied else "not run")
+                "parked" if p["judgements"] else "not run (implied)" if implied else "not run")
             cells.append({"other": b, "first": p["first"], "second": p["second"], "theta": theta,
                           "decision": decision, "status": status, "judgements": p["judgements"],
                           "tone": ("implied-" if implied else "") + ("better" if decision > 0 else "worse")
@@ -261,8 +261,15 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     order_index = {name: k for k, name in enumerate(systems)}
     pairs.sort(key=lambda p: (order_index.get(p["first"], 0), order_index.get(p["second"], 0)))
     protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
-    sort = _ranking(study, protocol_pairs) if study.ranks and len(protocol_pairs) == len(states) else None
-    if sort and sort["complete"]:
+    sort = None
+    if study.orders_systems and len(protocol_pairs) == len(states):
+        sort = _ranking(study, protocol_pairs) if study.ranks else _active(study, protocol_pairs)
+    if sort and sort["design"] == "active":
+        # the decisions' partial order: the pairs decided and those they imply by transitivity
+        protocol_decisions = {**protocol_decisions, **{(a, b): d for a, b, d in sort["decisions"]}}
+        for p in pairs:
+            p["implied"] = (not p["decision"]) and protocol_decisions[(p["first"], p["second"])]
+    elif sort and sort["complete"]:
         # the ranking's partial order: its decisions and the pairs they imply by transitivity
         protocol_decisions = {(a, b): d for a, b, d in sort["decisions"]}
         for p in pairs:
@@ -331,6 +338,7 @@ def _ranking(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
     result = progress.result
     decisions = [(a, b, d) for (a, b), d in sorted(result.decisions().items())] if result else []
     return {
+        "design": "sort",
         "complete": progress.complete,
         "order": list(result.order) if result else [],
         "tiers": [list(tier) for tier in result.tiers] if result else [],
@@ -348,13 +356,47 @@ def _ranking(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
     }
 
 
+def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
+    """The active ranking design's fitted order with each neighbour's posterior probability of
+    being misordered, its tiers and its decisions (docs/ranking.md)."""
+    progress = active_ranking.active_progress(protocol_pairs, study.ranking_order, study.active_settings,
+                                              study.decision_level)
+    step = progress.step
+    names = progress.systems
+    decisions = sorted((a, b, d) for (a, b), d in progress.decisions().items())
+    direct = sum(1 for p in protocol_pairs if p.decision)
+    return {
+        "design": "active",
+        "complete": progress.complete,
+        "order": list(progress.order),
+        "tiers": [list(tier) for tier in progress.tiers],
+        "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
+                        "status": n.status} for n in step.neighbours],
+        "expected_misordered": step.expected_misordered,
+        "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
+        "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
+        "confidence": study.ranking_confidence,
+        "resolution": study.ranking_resolution,
+        "decisions": decisions,
+        "decided": direct,
+        "implied": len(decisions) - direct,
+        "runs": sum(1 for p in protocol_pairs if p.judgements),
+        "planned": study.ranking_planned,
+        "running": progress.in_flight,
+        "labels": progress.labels,
+        "level": progress.level,
+        "gamma": study.gamma,
+    }
+
+
 def study_ranking(*, study: Study) -> dict | None:
-    """A ranking study's sort, read now (the dashboard reads it per round from its cache);
-    None under the all-pairs design."""
-    if not study.ranks:
+    """A ranking study's sort or active design, read now (the dashboard reads it per round
+    from its cache); None under the all-pairs design."""
+    if not study.orders_systems:
         return None
     states = list(PairState.objects.filter(study=study).select_related("first", "second"))
-    return _ranking(study, [protocol_pair_of(study, s) for s in states])
+    pairs = [protocol_pair_of(study, s) for s in states]
+    return _ranking(study, pairs) if study.ranks else _active(study, pairs)
 
 
 def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[str]) -> dict:

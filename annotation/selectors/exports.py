@@ -24,6 +24,8 @@ SETTING_FIELDS = {
     "family_control": "family_control",
     "pair_design": "pair_design",
     "ranking_max_labels": "ranking_max_labels",
+    "ranking_confidence": "ranking_confidence",
+    "ranking_resolution": "ranking_resolution",
     "lease_timeout_seconds": "lease_timeout_seconds",
     "completion_code": "completion_code",
     "prolific_study_id": "prolific_study_id",

@@ -49,6 +49,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     study of the ranking design, the most labels per comparison of its sort (None = all items),
     replayed from the study's initial order (its metric's order before the protocol starts).
     """
+    if study.ranks_actively:
+        raise ValueError("the planner does not replay the active ranking design yet; its known-truth replay is "
+                         "scripts/report/ranking_matched.py (docs/ranking.md)")
     if study.metric_id is None:
         raise ValueError("the study has no metric: the planner simulates the protocol on the metric's labels")
     assumptions = Assumptions.from_dict({**assumptions, "source": "edited"}).to_dict()

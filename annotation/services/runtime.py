@@ -29,7 +29,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from protocol import adaptive, ranking_design, rubric
+from protocol import active_ranking, adaptive, ranking_design, rubric
 
 from ..models import Comparison, Judgement, JudgementKind, PairState, Study
 from ..rubrics import study_rubric
@@ -69,7 +69,7 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
         capacities[key] = max(capacities.get(key, 0), len(labels))
     study.protocol_imported_judgements = sum(len(v) for v in existing.values())
     study.save(update_fields=["protocol_imported_judgements"])
-    if study.ranks:
+    if study.orders_systems:
         names = sorted({name for key in capacities for name in key})
         source = lane_label_sources(study)[0]
         start = ranking_design.start_order(len(names), seed=study.protocol_seed,
@@ -83,18 +83,26 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
         # raises on imported judgements: the design runs only the pairs its sort asks for
         started = rubric.single(ranking_design.sort_start(
             started.primary, study.ranking_order, max_labels=study.ranking_max_labels), started.criteria[0])
+    elif study.ranks_actively:
+        # raises on imported judgements too: the design funds every label it uses
+        started = rubric.single(active_ranking.active_start(
+            started.primary, study.ranking_order, study.active_settings), started.criteria[0])
     opened = rubric.open_rounds(started)
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened
 
 
-def sort_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    """Under the ranking design, the state with the pairs the sort asks for now waiting for a
-    round (protocol.ranking_design.sort_advance); the state itself otherwise. Call before
-    opening rounds, after every close or re-decision."""
-    if not study.ranks:
-        return state
-    return rubric.single(ranking_design.sort_advance(state.primary, study.ranking_order), state.criteria[0])
+def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
+    """Under a ranking design, the state with the pairs it asks for now: waiting for a round
+    under the sort (protocol.ranking_design.sort_advance), with their rounds open under the
+    active design (protocol.active_ranking.active_advance); the state itself under the
+    all-pairs design. Call before opening rounds, after every close or re-decision."""
+    if study.ranks:
+        return rubric.single(ranking_design.sort_advance(state.primary, study.ranking_order), state.criteria[0])
+    if study.ranks_actively:
+        return rubric.single(active_ranking.active_advance(state.primary, study.ranking_order,
+                                                           study.active_settings), state.criteria[0])
+    return state
 
 
 def protocol_ensure_started(*, study: Study) -> bool:
@@ -210,7 +218,7 @@ def _rounds_close_passes(study_id: int) -> int:
             return 0
         read_at, before = snapshot
         after_close = rubric.close_rounds(before)  # the expensive part: no transaction, no lock
-        opened = rubric.open_rounds(sort_advance(study=study, state=after_close))
+        opened = rubric.open_rounds(design_advance(study=study, state=after_close))
         if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
             time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
         applied = _rounds_apply(study, read_at, before, after_close, opened)
@@ -302,7 +310,7 @@ def protocol_redecide(*, study_id: int) -> int:
         budget = study.budget + study.protocol_imported_judgements - lost
         resized = rubric.with_settings(before, replace(settings, budget=budget))
         rebuilt = rubric.rebuild_pairs(resized, changed, study_draw_chances(study=study))
-        opened = rubric.open_rounds(sort_advance(study=study, state=rebuilt))
+        opened = rubric.open_rounds(design_advance(study=study, state=rebuilt))
         applied = _redecide_apply(study, rows, before, rebuilt, opened, lost=lost)
         if applied is not None:
             return applied

@@ -135,10 +135,10 @@ def study_import(
     if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
-    if chosen.get("pair_design") == Study.PairDesign.RANKING and bundle.human_preferences:
-        raise BundleError([BundleProblem(0, "the ranking design starts with no human judgements (it decides only "
-                                            "the pairs its sort asks for); leave the human_preference lines out "
-                                            "or use pair_design 'all_pairs'")])
+    if chosen.get("pair_design") in (Study.PairDesign.RANKING, Study.PairDesign.ACTIVE) and bundle.human_preferences:
+        raise BundleError([BundleProblem(0, f"the {chosen['pair_design']} design starts with no human judgements "
+                                            "(it spends only on the pairs it asks for); leave the human_preference "
+                                            "lines out or use pair_design 'all_pairs'")])
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # The import runs each of its statements many times on tables it fills itself: let
@@ -450,6 +450,8 @@ def study_draft_update(
     family_control: str,
     pair_design: str,
     ranking_max_labels: int,
+    ranking_confidence: float = 0.9,
+    ranking_resolution: float = 0.1,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 
@@ -464,7 +466,8 @@ def study_draft_update(
             "metric": metric, "gamma": gamma, "batch_size": batch_size, "budget": budget,
             "ratings_per_item": ratings_per_item, "allocation_policy": allocation_policy,
             "protocol_rule": protocol_rule, "family_control": family_control, "pair_design": pair_design,
-            "ranking_max_labels": ranking_max_labels, "item_choice": item_choice})
+            "ranking_max_labels": ranking_max_labels, "ranking_confidence": ranking_confidence,
+            "ranking_resolution": ranking_resolution, "item_choice": item_choice})
 
 
 def study_launch(*, study: Study) -> Study:

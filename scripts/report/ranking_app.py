@@ -1,11 +1,12 @@
-"""The ranking design through the app, on a synthetic arena with a known truth (issue 22).
+"""The ranking designs through the app, on a synthetic arena with a known truth (issue 22).
 
     python scripts/report/ranking_app.py --systems 16 --prompts 500 --seed 0
     python scripts/report/ranking_app.py --systems 50 --prompts 2000 --seed 0 --metric
+    python scripts/report/ranking_app.py --systems 50 --prompts 2000 --seed 0 --design active
     python scripts/report/ranking_app.py ... --database-url postgres://postgres@127.0.0.1:5432/postgres
 
 Builds the arena of ``protocol.arena`` (no human lines), imports it as a study with
-``pair_design: ranking`` into a fresh database (SQLite in a temporary directory, or a
+``pair_design: ranking`` (or ``active``, ``--design``) into a fresh database (SQLite in a temporary directory, or a
 ``perf_bench_<pid>`` PostgreSQL database dropped at the end), and lets crowd workers answer
 every HIT the app serves with the arena's own human label of that item and pair, through the
 services the web views call (``hits.hit_next_for_annotator``, ``hits.judgement_submit``; round
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50, help="the study's batch size (the replay's too)")
     parser.add_argument("--max-labels", type=int, default=0,
                         help="the study's labels per comparison (ranking_max_labels; 0 = all items), the replay's cap")
+    parser.add_argument("--design", choices=("ranking", "active"), default="ranking",
+                        help="the merge sort (ranking) or the active Bradley–Terry design (active)")
+    parser.add_argument("--confidence", type=float, default=0.9, help="active design: the study's confidence")
+    parser.add_argument("--resolution", type=float, default=0.1, help="active design: the study's resolution")
     parser.add_argument("--no-replay", action="store_true", help="skip the protocol-only replays")
     parser.add_argument("--database-url", help="a PostgreSQL server (postgres://...); default SQLite")
     args = parser.parse_args(argv)
@@ -69,7 +74,8 @@ def _run(args, var_dir: Path) -> dict:
     from annotation.selectors import study_ranking
     from annotation.services import hits, study_import
     from protocol.arena import ArenaSpec, make_arena, write_bundle
-    from protocol.arena_replay import replay_all_pairs, replay_ranking, score
+    from protocol.active_ranking import ActiveSettings
+    from protocol.arena_replay import replay_active, replay_all_pairs, replay_ranking, score
     from protocol.ranking_design import RankingSettings
 
     call_command("migrate", verbosity=0)
@@ -78,9 +84,11 @@ def _run(args, var_dir: Path) -> dict:
     write_bundle(arena, bundle, human=False)
     began = time.perf_counter()
     study = study_import(source=bundle, slug="arena", metric="judge_score" if args.metric else "",
-                         study_settings={"pair_design": "ranking", "family_control": "none", "gamma": args.gamma,
+                         study_settings={"pair_design": args.design, "family_control": "none", "gamma": args.gamma,
                                          "batch_size": args.batch, "budget": args.systems ** 2 * args.prompts,
-                                         "ranking_max_labels": args.max_labels})
+                                         "ranking_max_labels": args.max_labels,
+                                         **({"ranking_confidence": args.confidence,
+                                             "ranking_resolution": args.resolution} if args.design == "active" else {})})
     imported = time.perf_counter() - began
     index = {name: n for n, name in enumerate(arena.names)}
     item_index = {item: t for t, item in enumerate(arena.items)}
@@ -108,23 +116,30 @@ def _run(args, var_dir: Path) -> dict:
     study.refresh_from_db()
     ranking = study_ranking(study=study)
     if not ranking["complete"]:
-        raise SystemExit(f"the sort did not complete: {ranking['runs']} pairs run, {ranking['running']} running")
+        raise SystemExit(f"the design did not complete: {ranking['runs']} pairs run, {ranking['running']} running")
     order = [index[name] for name in ranking["order"]]
     above = _above(arena, ranking["decisions"], index)
     app = {"labels": ranking["labels"], "submits": submits, "pairs_run": ranking["runs"],
            "pairs_decided": ranking["decided"], "pairs_implied": ranking["implied"],
            "pairs_served": PairState.objects.filter(study=study, round__gt=0).count(),
-           "tiers": len(ranking["tiers"]), "level": ranking["level"], "bound": ranking["bound"],
+           "tiers": len(ranking["tiers"]), "level": ranking["level"], "bound": ranking.get("bound"),
+           "stated_misordered": ranking.get("expected_misordered"),
            **score(arena, order, above), "import_seconds": round(imported, 2), "serve_seconds": round(served, 1)}
     out = {"systems": args.systems, "prompts": args.prompts, "seed": args.seed, "gap": args.gap,
-           "metric": args.metric, "max_labels": args.max_labels,
+           "design": args.design, "metric": args.metric, "max_labels": args.max_labels,
            "database": "postgresql" if args.database_url else "sqlite",
            "planned_pairs": ranking["planned"], "all_pairs": args.systems * (args.systems - 1) // 2, "app": app}
     if not args.no_replay:
         settings = RankingSettings(gamma=args.gamma, batch=args.batch, seed=0)
-        replay = replay_ranking(arena, replace(settings, max_labels=args.max_labels), metric=args.metric)
+        if args.design == "active":
+            replay = replay_active(arena, ActiveSettings(confidence=args.confidence, resolution=args.resolution,
+                                                         batch=args.batch, max_labels=args.max_labels,
+                                                         gamma=args.gamma), metric=args.metric, seed=0)
+        else:
+            replay = replay_ranking(arena, replace(settings, max_labels=args.max_labels), metric=args.metric)
         everything = replay_all_pairs(arena, settings, metric=args.metric, family=True)
-        keep = ("labels", "tau", "wrong_adjacent", "resolved_adjacent", "false_pairs", "pairs_asked")
+        keep = ("labels", "tau", "wrong_adjacent", "wrong_adjacent_fit", "resolved_adjacent", "false_pairs",
+                "pairs_asked")
         out["replay_ranking"] = {k: getattr(replay, k) for k in keep}
         out["replay_all_pairs_fwer"] = {k: getattr(everything, k) for k in keep}
         out["app_labels_over_all_pairs_fwer"] = round(app["labels"] / everything.labels, 3)

@@ -56,8 +56,9 @@ def test_fit_is_the_maximum_and_its_covariance_the_inverse_curvature():
     coordinates s_1 .. s_{S-1} - s_0 (tolerance 1e-3 relative)."""
     rng = np.random.default_rng(3)
     size = 6
-    wins, _ = _random_wins(rng, size, 12)
-    result = fit(wins)
+    raw, _ = _random_wins(rng, size, 12)
+    result = fit(raw)
+    wins = raw + 0.5 * ((raw + raw.T) > 0)          # the half win each side of a labelled pair
     step = 1e-4
     gradient = [(_log_likelihood(result.scores + step * np.eye(size)[a], wins, PRIOR_TIES)
                  - _log_likelihood(result.scores - step * np.eye(size)[a], wins, PRIOR_TIES)) / (2 * step)
@@ -207,3 +208,73 @@ def test_orders_a_known_truth_arena_with_fewer_labels_than_all_pairs():
     assert active.wrong_adjacent == active.wrong_adjacent_fit      # its order is its fit
     assert active.false_pairs == 0
     assert active.stated_misordered >= 0
+
+
+def _drive_state(arena, settings_, *, seed, exclude_at=None):
+    """The design inside a ProtocolState, as the app runs it: active_start, then rounds filled
+    with the arena's labels in ``item_order`` and closed one at a time while the step's other
+    rounds are open, ``active_advance`` and ``open_rounds`` after every close.
+    Returns (final state, names in start order)."""
+    from dataclasses import replace as dc_replace
+
+    from protocol.adaptive import ProtocolSettings
+    from protocol.machine import close_rounds, needed, open_rounds, record_judgements, start
+    from protocol.ranking_design import item_order
+    from protocol.active_ranking import active_advance, active_start
+    from protocol.arena_replay import initial_order
+
+    size, prompts = len(arena.names), len(arena.items)
+    names = arena.names
+    start_order = [names[s] for s in initial_order(arena, metric=False, seed=seed)]
+    capacities = {(a, b): prompts for n, a in enumerate(names) for b in names[n + 1:]}
+    protocol = ProtocolSettings(budget=10 ** 7, batch=settings_.batch, gamma=settings_.decision_level(size),
+                                policy="adaptive", rule="eprocess", family="none", seed=seed)
+    state = active_start(start(protocol, capacities), start_order, settings_)
+    index = {name: n for n, name in enumerate(names)}
+    while True:
+        want = needed(state)
+        if not want:
+            break
+        # one round filled and closed at a time, the others still open: as the app's closes come
+        (a, b), quota = sorted(want.items())[0]
+        i, j = index[a], index[b]
+        taken = state.pair(a, b).judgements
+        items = item_order(seed, i, j, prompts)[taken: taken + quota]
+        state = record_judgements(state, a, b, [str(t) for t in items], arena.human(i, j)[items])
+        state = open_rounds(active_advance(close_rounds(state), start_order, settings_))
+    return state, start_order
+
+
+def test_the_app_loop_spends_exactly_what_the_replay_spends():
+    """A ProtocolState driven round by round (the app's path: parked pairs, rounds opened by
+    active_advance, closes) asks for the same labels on the same pairs as the synchronous
+    replay, and ends with the same fitted order."""
+    from protocol.active_ranking import active_progress
+
+    arena = make_arena(ArenaSpec(systems=10, prompts=300, seed=2))
+    settings_ = ActiveSettings(confidence=0.9)
+    state, start_order = _drive_state(arena, settings_, seed=2)
+    replay = replay_active(arena, settings_, seed=2)
+    assert state.spent == replay.labels
+    progress = active_progress(state.pairs, start_order, settings_, settings_.decision_level(10))
+    assert progress.complete and progress.labels == replay.labels
+    fitted = [arena.names.index(name) for name in progress.order]
+    from protocol.arena_replay import score
+    assert score(arena, fitted, None)["wrong_adjacent"] == replay.wrong_adjacent
+    sampled = sum(1 for p in state.pairs if p.judgements)
+    assert sampled == replay.pairs_asked
+    assert all(p.status != "waiting" for p in state.pairs)
+
+
+def test_a_pair_one_system_always_won_is_ordered_not_uncertain():
+    """30 to 0 on each neighbour: without the half-win correction the fit's maximum is at
+    infinity and the Laplace variance with it, so z fell to 0 and the design would have spent
+    every item of every pair (seen: every neighbour open, then spent)."""
+    size = 4
+    wins = np.zeros((size, size))
+    for i in range(size - 1):
+        wins[i, i + 1] = 30
+    spent = {(i, i + 1): 30 for i in range(size - 1)}
+    step = active_step(wins, spent, items=200, start=[3, 2, 1, 0], settings=ActiveSettings(confidence=0.99))
+    assert step.order == (0, 1, 2, 3)
+    assert [n.status for n in step.neighbours] == [ORDERED] * 3 and step.complete

@@ -37,9 +37,15 @@ DEMO_CROWD_SETTINGS = {
 # A leaderboard study run by the ranking design (docs/ranking.md): a synthetic arena of 12
 # systems on 200 prompts with a known order (mean neighbour gap 0.6) and a noisy judge,
 # generated here (no human lines); each comparison takes at most 120 of its 200 judgements.
-RANKING_DEMO = ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
-                {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000,
-                 "ranking_max_labels": 120})
+# The same arena run by the active design: rounds of 20 on the neighbours of the fitted order it
+# is least sure of, until each is ordered at confidence 0.9 or tied within 0.1.
+RANKING_DEMOS = [
+    ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
+     {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000,
+      "ranking_max_labels": 120}),
+    ("arena-active", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
+     {"pair_design": "active", "family_control": "none", "batch_size": 20, "budget": 20000}),
+]
 ACCOUNTS = [
     # username, password, staff, role in every demo study
     ("admin", "admin-demo-pass", True, StudyMembership.Role.RESEARCHER),
@@ -68,7 +74,7 @@ class Command(BaseCommand):
                     study_crowd_settings_update(study=study, **DEMO_CROWD_SETTINGS[slug])
             protocol_ensure_started(study=study)
             studies.append(study)
-        studies.append(self._ranking_demo())
+        studies += [self._ranking_demo(*demo) for demo in RANKING_DEMOS]
         researchers, _ = Group.objects.get_or_create(name=RESEARCHER_GROUP)
         port = os.environ.get("PORT", "8000")
         self.stdout.write(f"\nDemo accounts (log in at http://127.0.0.1:{port}/accounts/login/):")
@@ -86,8 +92,7 @@ class Command(BaseCommand):
                 study_metrics_table_refresh(study_id=study.pk)
         self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))
 
-    def _ranking_demo(self) -> Study:
-        slug, spec, study_settings = RANKING_DEMO
+    def _ranking_demo(self, slug: str, spec: ArenaSpec, study_settings: dict) -> Study:
         study = Study.objects.filter(slug=slug).first()
         if study is not None:
             return study

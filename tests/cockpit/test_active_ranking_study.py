@@ -1,0 +1,126 @@
+"""The active ranking design in the app (issue 22, docs/ranking.md): labels go to the neighbours
+of the fitted order that it is least sure of, a step of rounds at a time, until every pair of
+neighbours is ordered at the study's confidence or tied within its resolution.
+
+Driven through the app's own paths: import, serving (hit_next_for_annotator), submits, the
+round closes, an exclusion's re-decision, the dashboard and the pair matrix."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from annotation.models import Assignment, PairState, Study
+from annotation.reports import study_dashboard_refresh
+from annotation.selectors import study_ranking
+from annotation.selectors.serving import protocol_pair_of
+from annotation.serving import protocol_state
+from annotation.services import study_import
+from annotation.services.planner import plan_job_create
+from annotation.services.quality import annotator_exclude
+from protocol.bundle import BundleError
+from tests.factories import RANKING_SYSTEMS, answer_hits, bundle_bytes, ranking_rows, ranking_truth, workers_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+K = len(RANKING_SYSTEMS)
+PAIRS = K * (K - 1) // 2
+ACTIVE = {"pair_design": "active"}
+
+
+def served_pairs(study: Study) -> set[tuple[str, str]]:
+    return set(Assignment.objects.filter(comparison__study=study).values_list(
+        "comparison__first__name", "comparison__second__name"))
+
+
+def judged_pairs(study: Study) -> set[tuple[str, str]]:
+    return {(p.first.name, p.second.name) for p in PairState.objects.filter(study=study).select_related(
+        "first", "second") if protocol_pair_of(study, p).judgements}
+
+
+@pytest.mark.parametrize("metric", [False, True])
+def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true_order(metric):
+    study = study_import(source=bundle_bytes(ranking_rows(metric=metric, **ACTIVE)), slug=f"active-{int(metric)}")
+    assert study.ranks_actively and not study.ranks and sorted(study.ranking_order) == RANKING_SYSTEMS
+    if metric:  # the metric's order starts it: here the truth
+        assert study.ranking_order == RANKING_SYSTEMS[::-1]
+    settings = protocol_state.protocol_settings(study)
+    assert settings.gamma == pytest.approx(0.05 / PAIRS) and settings.family == "none"
+    # the first step: a round for every neighbour of the start order, the rest parked
+    statuses = [p.status for p in PairState.objects.filter(study=study)]
+    assert statuses.count("open") == K - 1 and statuses.count("parked") == PAIRS - (K - 1)
+
+    made = answer_hits(study, workers_of(["w1", "w2", "w3"]), lambda a, b, _: ranking_truth(a, b))
+    study.refresh_from_db()
+    ranking = study_ranking(study=study)
+    assert ranking["design"] == "active" and ranking["complete"]
+    assert ranking["order"] == RANKING_SYSTEMS[::-1]
+    assert ranking["tiers"] == [[s] for s in RANKING_SYSTEMS[::-1]]
+    assert ranking["ordered"] == K - 1 and ranking["expected_misordered"] < 0.1 * (K - 1)
+    assert served_pairs(study) == judged_pairs(study), "a pair the design did not fund was served"
+    assert made == ranking["labels"] < PAIRS * 30
+    for first, second, decision in ranking["decisions"]:
+        assert decision == ranking_truth(first, second)
+
+
+def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():
+    """Every system equal: each pair's judgements alternate +1 / -1 in the order they are
+    served, one of three workers is excluded half-way (the re-decision rebuilds the pairs from
+    the others' judgements). The design completes (its pairs' items run out), decides nothing,
+    orders no neighbour at its confidence, and never serves a pair it did not fund."""
+    study = study_import(source=bundle_bytes(ranking_rows(items=20, **ACTIVE)), slug="active-null")
+    workers = workers_of(["n1", "n2", "n3"])
+    served: dict[tuple[str, str], int] = {}
+
+    def alternate(first, second, name):
+        served[(first, second)] = served.get((first, second), 0) + 1
+        return 1 if served[(first, second)] % 2 else -1
+
+    answer_hits(study, workers, alternate, stop_after=60)
+    annotator_exclude(study=study, annotator=workers["n3"], reason="test")
+    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, alternate)
+    study.refresh_from_db()
+    assert study.protocol_redecide_done == study.protocol_redecide_requested == 1
+    ranking = study_ranking(study=study)
+    assert ranking["complete"] and ranking["ordered"] == 0
+    assert ranking["tiers"] == [ranking["order"]] and ranking["decided"] == ranking["implied"] == 0
+    assert not PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert served_pairs(study) == judged_pairs(study)
+
+
+def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
+    owner = User.objects.create_user("active-owner", password="pw-active-123")
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True, **ACTIVE)), slug="active-shown",
+                         created_by=owner)
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert "Active ranking design" in page and "still open" in page
+    assert f"0.05 / {PAIRS}" in page and "posterior" in page
+    answer_hits(study, workers_of(["w1"]), lambda a, b, _: ranking_truth(a, b))
+    study_dashboard_refresh(study_id=study.pk)
+    page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert "ranking complete" in page
+    assert page.index(">s5<") < page.index(">s4<") < page.index(">s0<")
+    settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
+    assert "confidence 0.9" in settings_page and "tied within 0.1" in settings_page
+
+
+def test_the_active_design_refuses_what_it_cannot_keep_its_statement_with():
+    with pytest.raises(BundleError, match=r"active ranking design needs family control 'none'.*γ / \(k \(k − 1\) / 2\)"):
+        study_import(source=bundle_bytes(ranking_rows(pair_design="active", family_control="ebh")), slug="a-ebh")
+    rows = ranking_rows(**ACTIVE) + [{"kind": "human_preference", "item": "i00", "first": "s0", "second": "s1",
+                                      "preference": 1, "annotator": "a"}]
+    with pytest.raises(BundleError, match="the active design starts with no human judgements"):
+        study_import(source=bundle_bytes(rows), slug="a-held")
+    with pytest.raises(BundleError, match="study setting 'ranking_confidence'"):
+        study_import(source=bundle_bytes(ranking_rows(ranking_confidence=1.5, **ACTIVE)), slug="a-conf")
+    assert not Study.objects.filter(slug__startswith="a-").exists()
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True, ranking_confidence=0.95,
+                                                          ranking_resolution=0.2, **ACTIVE)), slug="a-ok")
+    assert (study.ranking_confidence, study.ranking_resolution) == (0.95, 0.2)
+    assert study.active_settings.confidence == 0.95 and study.active_settings.batch == study.batch_size
+    with pytest.raises(ValueError, match="does not replay the active ranking design"):
+        plan_job_create(study=study, user=None, use_human=False, assumptions={}, budgets=[None], batches=[10],
+                        gammas=[0.05], reps=1, policy="adaptive", throughput=100.0)
