@@ -30,10 +30,11 @@ s_b)), z = d / sd, and P(a and b are in the wrong order) ~= Phi(-z). With z* = P
               it has none and the design already sampled ``max_pairs`` pairs
     open      otherwise
 
-A round funds every open neighbour that has no label yet, and the ``width`` other open
-neighbours with the smallest z, ``batch`` labels each (fewer where fewer are left); the first
-round, with no labels, funds every neighbour of the start order (the metric's order, or a
-seeded shuffle). The design stops when no neighbour is open (or ``budget`` is reached).
+The first round, with no labels, funds every neighbour of the start order (the metric's order,
+or a seeded shuffle); each later round funds the ``width`` open neighbours with the smallest z,
+``batch`` labels each (fewer where fewer are left). When the order changes, its new neighbours
+are the pairs funded, so labels also fall on pairs a few places apart, which the fit pools.
+The design stops when no neighbour is open (or ``budget`` is reached).
 
 What it states
 --------------
@@ -42,7 +43,7 @@ What it states
   prior), read after many looks: it is not a decision at any level, and its calibration is
   measured on known-truth arenas (docs/ranking.md).
 * Decisions: the labels every sampled pair took are also run through the per-pair e-process at
-  level gamma / max_pairs (``decision_level``). Whether and when a pair is sampled depends only
+  level gamma / max_pairs (``decision_level``; by default every pair, k (k - 1) / 2). Whether and when a pair is sampled depends only
   on labels already seen, so each e-process stays valid (optional continuation); at most
   ``max_pairs`` pairs are ever sampled, so P(any wrong decision, direct or implied by
   transitivity) <= gamma, under the same assumption as the sort's (a pair's labels say nothing

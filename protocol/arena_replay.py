@@ -58,7 +58,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from .active_ranking import ORDERED, ActiveSettings, active_step
-from .adaptive import ProtocolSettings
+from .adaptive import ProtocolSettings, run_rounds, start
 from .arena import Arena, ArenaSpec, make_arena
 from .leaderboard import fit_scores, win_matrix
 from .ranking_design import (
@@ -67,6 +67,7 @@ from .ranking_design import (
     RankingSettings,
     closure,
     decide_pair,
+    human_theta,
     item_order,
     rank,
     start_order,
@@ -219,6 +220,57 @@ def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = 
                         seed=arena.spec.seed, metric=metric, labels=labels, adjacent_labels=adjacent_labels,
                         **score(arena, order, above),
                         pairs_asked=pairs, level=level,
+                        seconds=time.perf_counter() - began,
+                        **_fit_score(arena, fitted_order(arena, spent, seed=settings.seed)))
+
+
+def replay_all_pairs_ebh(arena: Arena, settings: RankingSettings, *, metric: bool = False) -> DesignResult:
+    """Every pair run together through the protocol's loop with the app's default family
+    control, e-BH over the study's pairs at gamma (false discovery rate <= gamma): a pair's
+    bar depends on the others' evidence, so the pairs cannot be run one by one. Each round's
+    labels are the next items of the pair in ``item_order(settings.seed, ...)``; a run capped
+    at ``settings.max_labels``."""
+    began = time.perf_counter()
+    size, prompts = len(arena.names), len(arena.items)
+    cap = settings.capacity(REFINE, prompts)
+    names = arena.names
+    capacities = {(names[i], names[j]): cap for i in range(size) for j in range(i + 1, size)}
+    labels_of = None
+    if metric:
+        labels_of = {(names[i], names[j]): {str(t): int(v) for t, v in enumerate(arena.metric_labels(i, j))}
+                     for i in range(size) for j in range(i + 1, size)}
+    protocol = ProtocolSettings(budget=len(capacities) * cap, batch=settings.batch, gamma=settings.gamma,
+                                policy="adaptive", rule="eprocess", family="ebh", seed=settings.seed)
+    index = {name: n for n, name in enumerate(names)}
+
+    def collect(state, want):
+        for (a, b), quota in want.items():
+            i, j = index[a], index[b]
+            taken = state.pair(a, b).judgements
+            items = item_order(settings.seed, i, j, prompts)[taken: taken + quota]
+            yield a, b, [str(t) for t in items], arena.human(i, j)[items]
+
+    state = run_rounds(start(protocol, capacities, labels_of), collect, decide=human_theta)
+    spent, decided = {}, []
+    adjacent = _adjacent(arena)
+    copeland, won, judged = np.zeros(size), np.zeros(size), np.zeros(size)
+    for pair in state.pairs:
+        i, j = index[pair.first], index[pair.second]
+        spent[i, j] = pair.judgements
+        counts = pair.human_counts
+        won[i] += counts[0] - counts[2]
+        won[j] -= counts[0] - counts[2]
+        judged[[i, j]] += pair.judgements
+        if pair.decision:
+            winner, loser = (i, j) if pair.decision > 0 else (j, i)
+            decided.append((winner, loser))
+            copeland[winner] += 1
+            copeland[loser] -= 1
+    above = closure(size, decided)
+    order = np.lexsort((np.arange(size), -won / np.maximum(judged, 1), -copeland))
+    return DesignResult(design="all_pairs_ebh", systems=size, prompts=prompts, seed=arena.spec.seed, metric=metric,
+                        labels=int(state.spent), adjacent_labels=int(sum(n for p, n in spent.items() if p in adjacent)),
+                        **score(arena, order, above), pairs_asked=len(capacities), level=settings.gamma,
                         seconds=time.perf_counter() - began,
                         **_fit_score(arena, fitted_order(arena, spent, seed=settings.seed)))
 

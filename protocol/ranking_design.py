@@ -202,7 +202,7 @@ class PairOutcome:
         return self.margin >= 0
 
 
-def _human_theta(counts, *, gamma, method, seed):
+def human_theta(counts, *, gamma, method, seed):
     """theta from the human counts alone (conjugate, instant). Under the e-process rule theta
     only sizes the next round, so the sort does not pay the metric model's sampler per round."""
     human = np.array([np.asarray(c.paired).sum(axis=0) + np.asarray(c.human_only) for c in counts],
@@ -244,7 +244,7 @@ def decide_pair(labels, *, settings: ProtocolSettings, order=None, metric=None) 
         chosen = order[drawn: drawn + want]
         drawn += want
         state = record_judgements(state, *key, [str(t) for t in chosen], labels[chosen])
-        state = close_rounds(state, force=True, decide=_human_theta)
+        state = close_rounds(state, force=True, decide=human_theta)
     return pair_outcome(state.pairs[0])
 
 

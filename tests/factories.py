@@ -29,7 +29,7 @@ from rest_framework.test import APIClient
 from annotation import jobs
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Annotator, Assignment, Comparison, Item, Output, PairState, Study
-from annotation.services import hits, study_import, study_membership_set
+from annotation.services import hits, quality, study_import, study_membership_set
 from protocol.bundle import write_bundle_rows
 
 REPO = Path(__file__).resolve().parent.parent
@@ -554,6 +554,25 @@ def answer_hits(study: Study, workers: dict, answer, *, stop_after: int | None =
         if not progressed:
             break
     return made
+
+
+def answer_null_with_an_exclusion(study: Study, *, exclude_after: int) -> None:
+    """A null study answered by three workers: each pair's judgements alternate +1 / -1 in the
+    order they are served (evidence that never accumulates, whatever items the app draws); the
+    third worker is excluded after ``exclude_after`` judgements (the re-decision rebuilds the
+    pairs from the others' judgements, which then need not alternate), the other two answer
+    until nothing is served. The study is refreshed at the end."""
+    workers = workers_of(["n1", "n2", "n3"])
+    served: dict[tuple[str, str], int] = {}
+
+    def alternate(first, second, name):
+        served[(first, second)] = served.get((first, second), 0) + 1
+        return 1 if served[(first, second)] % 2 else -1
+
+    answer_hits(study, workers, alternate, stop_after=exclude_after)
+    quality.annotator_exclude(study=study, annotator=workers["n3"], reason="test")
+    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, alternate)
+    study.refresh_from_db()
 
 
 def checked_rows(items=12, **settings):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation.models import Assignment, PairState, Study
@@ -18,9 +17,16 @@ from annotation.selectors.serving import protocol_pair_of
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from annotation.services.planner import plan_job_create
-from annotation.services.quality import annotator_exclude
 from protocol.bundle import BundleError
-from tests.factories import RANKING_SYSTEMS, answer_hits, bundle_bytes, ranking_rows, ranking_truth, workers_of
+from tests.factories import (
+    RANKING_SYSTEMS,
+    answer_hits,
+    answer_null_with_an_exclusion,
+    bundle_bytes,
+    ranking_rows,
+    ranking_truth,
+    workers_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,22 +71,12 @@ def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true
 
 
 def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():
-    """Every system equal: each pair's judgements alternate +1 / -1 in the order they are
-    served, one of three workers is excluded half-way (the re-decision rebuilds the pairs from
-    the others' judgements). The design completes (its pairs' items run out), decides nothing,
-    orders no neighbour at its confidence, and never serves a pair it did not fund."""
+    """Every system equal (``answer_null_with_an_exclusion``: judgements that alternate, one of
+    three workers excluded half-way, the re-decision rebuilding the pairs). The design
+    completes (its pairs' items run out), decides nothing, orders no neighbour at its
+    confidence, and never serves a pair it did not fund."""
     study = study_import(source=bundle_bytes(ranking_rows(items=20, **ACTIVE)), slug="active-null")
-    workers = workers_of(["n1", "n2", "n3"])
-    served: dict[tuple[str, str], int] = {}
-
-    def alternate(first, second, name):
-        served[(first, second)] = served.get((first, second), 0) + 1
-        return 1 if served[(first, second)] % 2 else -1
-
-    answer_hits(study, workers, alternate, stop_after=60)
-    annotator_exclude(study=study, annotator=workers["n3"], reason="test")
-    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, alternate)
-    study.refresh_from_db()
+    answer_null_with_an_exclusion(study, exclude_after=60)
     assert study.protocol_redecide_done == study.protocol_redecide_requested == 1
     ranking = study_ranking(study=study)
     assert ranking["complete"] and ranking["ordered"] == 0

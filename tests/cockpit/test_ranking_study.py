@@ -17,12 +17,12 @@ from annotation.selectors import study_ranking
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from annotation.services.planner import plan_job_create
-from annotation.services.quality import annotator_exclude
 from protocol.bundle import BundleError, read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan
 from protocol.preferences import metric_labels
 from protocol.ranking_design import planned_decisions
 from tests.factories import (
+    answer_null_with_an_exclusion,
     RANKING_SETTINGS,
     RANKING_SYSTEMS,
     answer_hits,
@@ -85,17 +85,7 @@ def test_on_a_null_no_pair_of_the_ranking_is_decided_through_serving_and_an_excl
     # the margin skip the rest) and every pair's e-process bets on a judge that is sure of an order
     # the humans do not share
     study = study_import(source=bundle_bytes(ranking_rows(items=40, metric=metric)), slug=f"null-{int(metric)}")
-    workers = workers_of(["n1", "n2", "n3"])
-    served: dict[tuple[str, str], int] = {}
-
-    def alternate(first, second, name):
-        served[(first, second)] = served.get((first, second), 0) + 1
-        return 1 if served[(first, second)] % 2 else -1
-
-    answer_hits(study, workers, alternate, stop_after=120)
-    annotator_exclude(study=study, annotator=workers["n3"], reason="test")
-    answer_hits(study, {k: v for k, v in workers.items() if k != "n3"}, alternate)
-    study.refresh_from_db()
+    answer_null_with_an_exclusion(study, exclude_after=120)
     assert study.protocol_redecide_done == study.protocol_redecide_requested == 1
     ranking = study_ranking(study=study)
     assert ranking["complete"] and ranking["runs"] <= planned_decisions(K) and ranking["bound"] <= 0.05 + 1e-12
