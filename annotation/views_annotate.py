@@ -77,6 +77,13 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("annotate", slug=slug)
 
 
+# A worker told there is no work for them right now (others hold the last leases of the open
+# rounds, e.g. while a ranking design waits for its step's last round) is asked again after
+# this many seconds, so the next rounds reach them without a reload (htmx; a meta refresh
+# without JavaScript).
+NOWORK_RECHECK_SECONDS = 5
+
+
 def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *, lease: bool, error: str = "",
                     notice: str = "", finishing: bool = False) -> dict:
     """The annotator's HIT, or the screen that says why there is none (and whether the code is due).
@@ -123,7 +130,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "nowork"
     code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
-    context.update(screen=screen, done=session.done, code_due=code_due,
+    context.update(screen=screen, done=session.done, code_due=code_due, recheck_seconds=NOWORK_RECHECK_SECONDS,
                    completion_code=selectors.crowd_completion_code(study=study, annotator=annotator) if code_due else "",
                    mturk_submit=mturk_submit_url(mturk.get("turkSubmitTo", "")) if code_due else None,
                    mturk=mturk)

@@ -53,3 +53,33 @@ def test_annotating_without_javascript(browser, live_server):
             page.click(f"button:has-text('{BUTTON[answer]}')")
     assert Judgement.objects.filter(comparison__study=study, annotator__platform="mturk").count() == 3
     context.close()
+
+
+def test_a_worker_with_no_work_right_now_gets_the_next_round_without_reloading(page, live_server):
+    """Others hold every open comparison (as at the end of a ranking design's step): the worker
+    sees "No work for you right now", and once those are judged and the next rounds open, the
+    page asks again by itself (htmx, every NOWORK_RECHECK_SECONDS) and shows a HIT, with no
+    navigation. Before, the worker had to press "Check again"."""
+    from annotation.services import hits
+    from tests.factories import workers_of
+
+    study = study_import(source=bundle_bytes(crowd_rows(items=12, batch=2, budget=30)))
+    others = workers_of([f"other{n}" for n in range(12)])
+    held = []
+    for annotator in others.values():
+        hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+        if hit is None:
+            break
+        held.append((annotator, hit))
+    assert held, "the first rounds opened nothing"
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=waiting-1&STUDY_ID=s&SESSION_ID=t")
+    assert page.locator("#hit[data-screen='nowork']").count() == 1
+    assert "checks again every 5 seconds" in page.content()
+    assert 'http-equiv="refresh" content="5"' in page.content()  # the same without JavaScript
+    page.evaluate("window.sameDocument = true")
+    for annotator, hit in held:
+        value = truthful_answer(hit.comparison.first.name, hit.comparison.second.name)
+        hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                              shown_value={"left": 1, "tie": 0, "right": -1}[value] * (-1 if hit.shown_swapped else 1))
+    page.wait_for_selector("form[data-hit-form]", timeout=15000)
+    assert page.evaluate("window.sameDocument === true"), "the page reloaded instead of asking in place"
