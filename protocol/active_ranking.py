@@ -63,7 +63,7 @@ from scipy.special import ndtr, ndtri
 
 from .leaderboard import fit_scores
 from .machine import open_pairs
-from .ranking_design import closure
+from .ranking_design import closure, start_positions
 from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
 from .state import OPEN as ROUND_OPEN
 
@@ -306,19 +306,11 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
 # ``active_advance``, and the next step is computed once all of them are closed: the design
 # then sees exactly what the synchronous replay sees.
 
-def _positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
-    position = {name: n for n, name in enumerate(order)}
-    named = {name for p in pairs for name in p.key}
-    if len(position) != len(order) or named != set(position):
-        raise ValueError(f"the active design's start order must name each of the study's {len(named)} systems once")
-    return position
-
-
 def active_inputs(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int]]:
     """(wins, spent, capacity) of ``active_step`` from the protocol's pairs, systems indexed by
     their position in ``order`` (the start order). An item counts once, with the sign of its
     judgements' mean (a tie half a win each); a decided or exhausted pair can take no more."""
-    position = _positions(pairs, order)
+    position = start_positions(pairs, order)
     size = len(order)
     wins = np.zeros((size, size))
     spent: dict[Pair, int] = {}
@@ -380,7 +372,7 @@ def active_start(state: ProtocolState, order: Sequence[str], settings: ActiveSet
     if held:
         raise ValueError(f"the active ranking design starts with no human judgements; {len(held)} pairs hold "
                          f"some (first: {held[0]}): use the all-pairs design for a bundle with judgements")
-    _positions(state.pairs, order)
+    start_positions(state.pairs, order)
     cap = settings.max_labels
     parked = tuple(replace(p, status=PARKED, capacity=min(p.capacity, cap) if cap else p.capacity)
                    if p.status == WAITING else p for p in state.pairs)
@@ -433,7 +425,7 @@ def active_progress(pairs: Sequence[PairState], order: Sequence[str], settings: 
     order = tuple(order)
     wins, spent, capacity = active_inputs(pairs, order)
     step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings)
-    position = _positions(pairs, order)
+    position = start_positions(pairs, order)
     decided = [(position[p.first], position[p.second]) if p.decision > 0 else (position[p.second], position[p.first])
                for p in pairs if p.decision]
     return ActiveProgress(systems=order, step=step, in_flight=sum(p.status in (ROUND_OPEN, FILLED) for p in pairs),

@@ -69,6 +69,7 @@ from .ranking_design import (
     decide_pair,
     human_theta,
     item_order,
+    pair_outcome,
     rank,
     start_order,
 )
@@ -175,6 +176,24 @@ def _compare(arena: Arena, settings: RankingSettings, metric: bool, level_system
     return compare
 
 
+def _all_pairs_order(size: int, outcomes: Mapping[tuple[int, int], PairOutcome]) -> tuple[np.ndarray, np.ndarray]:
+    """An all-pairs run's own order and partial order from every pair's outcome ((i, j), i < j,
+    +1 = i better): order by decided wins minus losses (Copeland), then the share of won
+    labels; ``above`` (S, S) the direct decisions (every pair was run)."""
+    above = np.zeros((size, size), dtype=bool)
+    copeland, won, judged = np.zeros(size), np.zeros(size), np.zeros(size)
+    for (i, j), outcome in outcomes.items():
+        if outcome.decision:
+            winner, loser = (i, j) if outcome.decision > 0 else (j, i)
+            above[winner, loser] = True
+            copeland[winner] += 1
+            copeland[loser] -= 1
+        won[i] += outcome.margin
+        won[j] -= outcome.margin
+        judged[[i, j]] += outcome.labels
+    return np.lexsort((np.arange(size), -won / np.maximum(judged, 1), -copeland)), above
+
+
 def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = False,
                      family: bool = False) -> DesignResult:
     """Every pair run to its end (``settings.max_labels`` caps it) at level gamma, or with
@@ -192,32 +211,13 @@ def replay_all_pairs(arena: Arena, settings: RankingSettings, *, metric: bool = 
         return decide_pair(arena.human(i, j), settings=protocol, order=item_order(settings.seed, i, j, prompts, cap),
                            metric=arena.metric_labels(i, j) if metric else None)
 
-    above = np.zeros((size, size), dtype=bool)
+    outcomes = {(i, j): compare(i, j, REFINE) for i in range(size) for j in range(i + 1, size)}
+    order, above = _all_pairs_order(size, outcomes)
+    spent = {pair: outcome.labels for pair, outcome in outcomes.items()}
     adjacent = _adjacent(arena)
-    adjacent_labels = 0
-    copeland = np.zeros(size)
-    won = np.zeros(size)
-    judged = np.zeros(size)
-    labels = 0
-    spent = {}
-    for i in range(size):
-        for j in range(i + 1, size):
-            outcome = compare(i, j, REFINE)
-            labels += outcome.labels
-            spent[i, j] = outcome.labels
-            adjacent_labels += outcome.labels if (i, j) in adjacent else 0
-            if outcome.decision:
-                winner, loser = (i, j) if outcome.decision > 0 else (j, i)
-                above[winner, loser] = True
-                copeland[winner] += 1
-                copeland[loser] -= 1
-            won[i] += outcome.margin
-            won[j] -= outcome.margin
-            judged[[i, j]] += outcome.labels
-    share = won / np.maximum(judged, 1)
-    order = np.lexsort((np.arange(size), -share, -copeland))
     return DesignResult(design="all_pairs_fwer" if family else "all_pairs", systems=size, prompts=prompts,
-                        seed=arena.spec.seed, metric=metric, labels=labels, adjacent_labels=adjacent_labels,
+                        seed=arena.spec.seed, metric=metric, labels=sum(spent.values()),
+                        adjacent_labels=sum(n for pair, n in spent.items() if pair in adjacent),
                         **score(arena, order, above),
                         pairs_asked=pairs, level=level,
                         seconds=time.perf_counter() - began,
@@ -251,23 +251,10 @@ def replay_all_pairs_ebh(arena: Arena, settings: RankingSettings, *, metric: boo
             yield a, b, [str(t) for t in items], arena.human(i, j)[items]
 
     state = run_rounds(start(protocol, capacities, labels_of), collect, decide=human_theta)
-    spent, decided = {}, []
+    outcomes = {(index[p.first], index[p.second]): pair_outcome(p) for p in state.pairs}
+    order, above = _all_pairs_order(size, outcomes)
+    spent = {pair: outcome.labels for pair, outcome in outcomes.items()}
     adjacent = _adjacent(arena)
-    copeland, won, judged = np.zeros(size), np.zeros(size), np.zeros(size)
-    for pair in state.pairs:
-        i, j = index[pair.first], index[pair.second]
-        spent[i, j] = pair.judgements
-        counts = pair.human_counts
-        won[i] += counts[0] - counts[2]
-        won[j] -= counts[0] - counts[2]
-        judged[[i, j]] += pair.judgements
-        if pair.decision:
-            winner, loser = (i, j) if pair.decision > 0 else (j, i)
-            decided.append((winner, loser))
-            copeland[winner] += 1
-            copeland[loser] -= 1
-    above = closure(size, decided)
-    order = np.lexsort((np.arange(size), -won / np.maximum(judged, 1), -copeland))
     return DesignResult(design="all_pairs_ebh", systems=size, prompts=prompts, seed=arena.spec.seed, metric=metric,
                         labels=int(state.spent), adjacent_labels=int(sum(n for p, n in spent.items() if p in adjacent)),
                         **score(arena, order, above), pairs_asked=len(capacities), level=settings.gamma,

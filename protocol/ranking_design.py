@@ -541,8 +541,9 @@ def start_order(systems: int, *, seed: int, scores=None) -> np.ndarray:
 # outcomes (``sort_advance``) and the pairs it asks for wait for their first round. One stage
 # only: every run goes to its end (sort_labels = 0).
 
-def _positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
-    """Each system's position in ``order``, which must name every system of ``pairs`` once."""
+def start_positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
+    """Each system's position in ``order`` (a ranking design's initial order), which must name
+    every system of ``pairs`` once."""
     position = {name: n for n, name in enumerate(order)}
     if len(position) != len(order):
         raise ValueError("the ranking's initial order names a system twice")
@@ -564,7 +565,7 @@ def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str]) -> dict[Pair
     """The outcomes of the stopped pairs that ran, keyed by positions in ``order`` ((i, j),
     i < j, +1 = position i better). A pair stopped without ever being asked for (no items:
     capacity 0) is one too: its outcome is an undecided comparison with margin 0."""
-    position = _positions(pairs, order)
+    position = start_positions(pairs, order)
     outcomes = {}
     for pair in pairs:
         if pair.status in STOPPED:
@@ -640,7 +641,7 @@ def sort_start(state: ProtocolState, order: Sequence[str], *, max_labels: int = 
                          f"(first: {held[0]}): use the all-pairs design for a bundle with judgements")
     if not isinstance(max_labels, int) or isinstance(max_labels, bool) or max_labels < 0:
         raise ValueError(f"max_labels must be an integer >= 0, got {max_labels!r}")
-    _positions(state.pairs, order)
+    start_positions(state.pairs, order)
     parked = tuple(replace(p, status=PARKED, capacity=min(p.capacity, max_labels) if max_labels else p.capacity)
                    if p.status == WAITING else p for p in state.pairs)
     return sort_advance(replace(state, pairs=parked), order)
