@@ -23,7 +23,14 @@ class MailingPasswordResetForm(PasswordResetForm):
             raise MailNotSent(str(exc)) from exc
 
 from .guarantees import PAPER_POLICY_WARNING
-from .models import MIN_ITEM_CHOICE_TEMPERATURE, TEMPERATURE_REASON, Study
+from .models import (
+    ACTIVE_DEFAULTS,
+    MIN_ITEM_CHOICE_TEMPERATURE,
+    RANKING_CONFIDENCE_HELP,
+    RANKING_RESOLUTION_HELP,
+    TEMPERATURE_REASON,
+    Study,
+)
 
 
 class StudyUploadForm(forms.Form):
@@ -107,12 +114,10 @@ class StudyDraftForm(forms.Form):
                   "undecided then is a tie); 0 or empty = all of its items")
     ranking_confidence = forms.FloatField(
         label="Confidence", min_value=0.5, max_value=0.999999, required=False,
-        help_text="active design: posterior probability at which two neighbours of the order count as ordered "
-                  "(empty: 0.9)")
+        help_text=f"{RANKING_CONFIDENCE_HELP} (empty: {ACTIVE_DEFAULTS.confidence})")
     ranking_resolution = forms.FloatField(
         label="Resolution", min_value=0.0, required=False,
-        help_text="active design: neighbours whose log-strengths differ by less are tied (empty: 0.1, a 52.5 % "
-                  "win rate)")
+        help_text=f"{RANKING_RESOLUTION_HELP} (empty: {ACTIVE_DEFAULTS.resolution})")
     item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
                                              ("stratified", "Stratified by separability")])
 
@@ -126,11 +131,11 @@ class StudyDraftForm(forms.Form):
 
     def clean_ranking_confidence(self) -> float:
         value = self.cleaned_data.get("ranking_confidence")
-        return 0.9 if value is None else value
+        return ACTIVE_DEFAULTS.confidence if value is None else value
 
     def clean_ranking_resolution(self) -> float:
         value = self.cleaned_data.get("ranking_resolution")
-        return 0.1 if value is None else value
+        return ACTIVE_DEFAULTS.resolution if value is None else value
 
     def chosen_metric(self) -> str:
         """The metric's name; "" for a human-only study."""

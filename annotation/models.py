@@ -22,6 +22,14 @@ from . import guarantees
 
 PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
 
+# The active design's defaults are the protocol's (one declaration); forms and the API say them.
+ACTIVE_DEFAULTS = ActiveSettings()
+RANKING_CONFIDENCE_HELP = ("active design: posterior probability at which two neighbours of the order count as "
+                           "ordered, or as close (misordered by no more than the resolution)")
+RANKING_RESOLUTION_HELP = ("active design: the smallest difference of log-strengths the ranking must get "
+                           "right; two neighbours are resolved once a reversal larger than this is "
+                           "unlikely (0.05 is a 51.25 % win rate)")
+
 # Lowest temperature of separability-weighted item choice (form, API, admin and model share
 # it): the protocol's bound and its reason (protocol.allocation).
 MIN_ITEM_CHOICE_TEMPERATURE = MIN_TEMPERATURE
@@ -96,15 +104,14 @@ class Study(models.Model):
     ranking_order = models.JSONField(default=list, blank=True, editable=False,
                                      help_text="the ranking design's initial order (system names)")
     # The active design (docs/ranking.md, protocol.active_ranking) stops when every pair of
-    # neighbours of the fitted order is ordered at this posterior confidence or tied within
-    # this resolution (a difference of Bradley–Terry log-strengths).
+    # neighbours of the fitted order is resolved to this resolution (a difference of
+    # Bradley–Terry log-strengths) at this posterior confidence; defaults are the protocol's.
     ranking_confidence = models.FloatField(
-        "confidence", default=0.9, validators=[MinValueValidator(0.5)],
-        help_text="active design: posterior probability at which two neighbours of the order count as ordered")
+        "confidence", default=ACTIVE_DEFAULTS.confidence, validators=[MinValueValidator(0.5)],
+        help_text=RANKING_CONFIDENCE_HELP)
     ranking_resolution = models.FloatField(
-        "resolution", default=0.1, validators=[MinValueValidator(0.0)],
-        help_text="active design: neighbours whose log-strengths differ by less than this are tied "
-                  "(0.1 is a 52.5 % win rate)")
+        "resolution", default=ACTIVE_DEFAULTS.resolution, validators=[MinValueValidator(0.0)],
+        help_text=RANKING_RESOLUTION_HELP)
     item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
     item_choice_temperature = models.FloatField(
         default=0.25, validators=[MinValueValidator(MIN_ITEM_CHOICE_TEMPERATURE, message=(

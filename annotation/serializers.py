@@ -2,7 +2,14 @@
 from rest_framework import serializers
 
 from .guarantees import PAPER_POLICY_WARNING
-from .models import MIN_ITEM_CHOICE_TEMPERATURE, TEMPERATURE_REASON, Study
+from .models import (
+    ACTIVE_DEFAULTS,
+    MIN_ITEM_CHOICE_TEMPERATURE,
+    RANKING_CONFIDENCE_HELP,
+    RANKING_RESOLUTION_HELP,
+    TEMPERATURE_REASON,
+    Study,
+)
 
 
 # JSON bodies are typed: DRF's fields would take "5", 5.0 and true for an integer, 5 for a
@@ -88,12 +95,10 @@ class StudyImportSerializer(serializers.Serializer):
                   "bundle's setting, else 0 = all of its items")
     ranking_confidence = serializers.FloatField(
         min_value=0.5, max_value=0.999999, required=False,
-        help_text="active design: posterior probability at which two neighbours of the order count as ordered; "
-                  "default: the bundle's setting, else 0.9")
+        help_text=f"{RANKING_CONFIDENCE_HELP}; default: the bundle's setting, else {ACTIVE_DEFAULTS.confidence}")
     ranking_resolution = serializers.FloatField(
         min_value=0.0, required=False,
-        help_text="active design: neighbours whose Bradley–Terry log-strengths differ by less are tied; "
-                  "default: the bundle's setting, else 0.1")
+        help_text=f"{RANKING_RESOLUTION_HELP}; default: the bundle's setting, else {ACTIVE_DEFAULTS.resolution}")
 
 
 class PairSerializer(serializers.Serializer):

@@ -20,26 +20,31 @@ covariance = pseudo-inverse of the Fisher information
 (the scores are identified up to a constant; differences are not affected by it).
 
 A neighbour (a, b) of the fitted order (a above b): d = s_a - s_b >= 0, sd = sqrt(Var(s_a -
-s_b)), z = d / sd, and P(a and b are in the wrong order) ~= Phi(-z). With z* = Phi^-1(confidence):
+s_b)), z = d / sd, and P(a and b are in the wrong order) ~= Phi(-z). With z* = Phi^-1(confidence)
+and r the study's resolution:
 
-    ordered   z >= z*
-    tied      d + z* sd <= resolution: the credible interval of the difference lies within the
-              study's resolution (log-odds units: 0.1 is a 52.5 % win rate), so more labels
-              would only show the two are about equal
+    ordered   z >= z*: the order of the two is resolved at the confidence
+    close     (d + r) / sd >= z* but not ordered: P(b is better than a by more than r) <=
+              1 - confidence. The order is resolved *to the resolution* (log-odds units: 0.05 is
+              a 51.25 % win rate): a reversal, if there is one, is smaller than r. This is the
+              indifference-zone (epsilon-correct, "PAC") criterion of ranking by duels: without
+              it two near-equal systems would take every item to be ordered
     spent     the pair cannot take more labels: its items (or ``max_labels``) are used up, or
               it has none and the design already sampled ``max_pairs`` pairs
     open      otherwise
 
 The first round, with no labels, funds every neighbour of the start order (the metric's order,
-or a seeded shuffle); each later round funds the ``width`` open neighbours with the smallest z,
-``batch`` labels each (fewer where fewer are left). When the order changes, its new neighbours
-are the pairs funded, so labels also fall on pairs a few places apart, which the fit pools.
-The design stops when no neighbour is open (or ``budget`` is reached).
+or a seeded shuffle); each later round funds the ``width`` open neighbours nearest to the stop,
+smallest (d + r) / sd first, ``batch`` labels each (fewer where fewer are left). When the order
+changes, its new neighbours are the pairs funded, so labels also fall on pairs a few places
+apart, which the fit pools. The design stops when no neighbour is open (or ``budget`` is
+reached).
 
 What it states
 --------------
 * The order: each neighbour's posterior probability of being misordered, Phi(-z), and their sum,
-  the expected number of misordered neighbours. A Bayesian approximation (Laplace, nearly flat
+  the expected number of misordered neighbours; and at the stop, for every neighbour not spent,
+  P(misordered by more than the resolution) <= 1 - confidence. A Bayesian approximation (Laplace, nearly flat
   prior), read after many looks: it is not a decision at any level, and its calibration is
   measured on known-truth arenas (docs/ranking.md).
 * Decisions: the labels every sampled pair took are also run through the per-pair e-process at
@@ -69,7 +74,7 @@ from .state import OPEN as ROUND_OPEN
 
 Pair = tuple[int, int]
 
-OPEN, ORDERED, TIED, SPENT = "open", "ordered", "tied", "spent"
+OPEN, ORDERED, CLOSE, SPENT = "open", "ordered", "close", "spent"
 
 # The replays' prior (protocol.arena_replay.FIT_PRIOR_TIES): tied pseudo-comparisons between
 # every two systems keep the fit finite when a system wins all its labels, weak enough that
@@ -81,9 +86,11 @@ PRIOR_TIES = 0.01
 class ActiveSettings:
     """How the active design spends labels and when it stops.
 
-    confidence  posterior probability at which a neighbour pair counts as ordered
-    resolution  smallest difference of log-strengths the study cares about: neighbours
-                whose credible interval lies within it are tied
+    confidence  posterior probability at which a neighbour pair counts as ordered (or, within
+                the resolution, as close)
+    resolution  smallest difference of log-strengths the study cares about: a neighbour pair
+                is resolved when a reversal larger than this has posterior probability
+                <= 1 - confidence
     batch       labels a funded pair takes in one round
     width       open neighbours funded per round (besides those with no label yet)
     max_labels  most labels one pair may take (0 = all of its items)
@@ -93,10 +100,10 @@ class ActiveSettings:
     gamma       family-wise level of the decisions reported
     """
 
-    confidence: float = 0.99
-    resolution: float = 0.1
-    batch: int = 50
-    width: int = 5
+    confidence: float = 0.95
+    resolution: float = 0.05
+    batch: int = 25
+    width: int = 10
     max_labels: int = 0
     budget: int = 0
     max_pairs: int = 0
@@ -175,7 +182,9 @@ class Neighbour:
 
     z         d / sd of the fitted difference
     misorder  posterior probability that they are in the wrong order, Phi(-z)
-    status    OPEN, ORDERED, TIED or SPENT
+    margin    (d + resolution) / sd: the design's stop statistic, P(misordered by more than the
+              resolution) = Phi(-margin)
+    status    OPEN, ORDERED, CLOSE or SPENT
     """
 
     upper: int
@@ -184,7 +193,14 @@ class Neighbour:
     sd: float
     z: float
     misorder: float
+    margin: float
     status: str
+
+    @property
+    def misorder_beyond_resolution(self) -> float:
+        """Posterior probability that ``lower`` is better than ``upper`` by more than the
+        resolution, Phi(-margin): what the stop bounds by 1 - confidence."""
+        return float(ndtr(-self.margin))
 
 
 @dataclass(frozen=True)
@@ -262,17 +278,18 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
         difference = float(current.scores[a] - current.scores[b])
         sd = current.difference_sd(a, b)
         z = difference / sd
+        margin = (difference + settings.resolution) / sd
         taken = spent.get(_key(a, b), 0)
         if z >= z_star:
             status = ORDERED
-        elif difference + z_star * sd <= settings.resolution:
-            status = TIED
+        elif margin >= z_star:
+            status = CLOSE
         elif taken >= capacity_of(_key(a, b)) or (taken == 0 and sampled >= limit):
             status = SPENT
         else:
             status = OPEN
         neighbours.append(Neighbour(upper=a, lower=b, difference=difference, sd=sd, z=z,
-                                    misorder=float(ndtr(-z)), status=status))
+                                    misorder=float(ndtr(-z)), margin=margin, status=status))
 
     open_ = [n for n in neighbours if n.status == OPEN]
     order_position = {int(system): position for position, system in enumerate(order)}
@@ -282,7 +299,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
         if total == 0:
             chosen = open_[:limit]
         else:
-            chosen = sorted(open_, key=lambda n: (round(n.z, 9), order_position[n.upper]))[:settings.width]
+            chosen = sorted(open_, key=lambda n: (round(n.margin, 9), order_position[n.upper]))[:settings.width]
             fresh = [n for n in chosen if spent.get(_key(n.upper, n.lower), 0) == 0]
             unfunded = set(id(n) for n in fresh[max(0, limit - sampled):])
             chosen = [n for n in chosen if id(n) not in unfunded]

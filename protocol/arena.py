@@ -132,6 +132,14 @@ class Arena:
         (as protocol.preferences.preferences_from_scores derives it from the bundle)."""
         return np.sign(self.metric[i] - self.metric[j]).astype(np.int8)
 
+    def log_odds(self, i: int, j: int) -> float:
+        """Log-odds of i over j on all of the pair's prompts (a tie half a win each): the
+        difference of Bradley–Terry log-strengths that the pair's labels estimate, on this
+        study's prompts (the population a design samples without replacement)."""
+        labels = self.human(i, j)
+        ties = np.count_nonzero(labels == 0) / 2
+        return float(np.log((np.count_nonzero(labels > 0) + ties + 0.5) / (np.count_nonzero(labels < 0) + ties + 0.5)))
+
     def win_share(self, i: int, j: int) -> float:
         """Share of i's wins among the non-tied prompts of the pair (its empirical win rate)."""
         labels = self.human(i, j)

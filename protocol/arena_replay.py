@@ -30,11 +30,16 @@ Designs
                 (``replay_neighbours_oracle``)
 ``active``      the active Bradley–Terry design of protocol.active_ranking: labels where the fit
                 of all labels so far is least sure of two neighbours, until every neighbour
-                is ordered at the posterior confidence or tied at the resolution; decisions by
+                is ordered at the posterior confidence, or to the resolution; decisions by
                 each sampled pair's e-process at gamma / (k (k - 1) / 2); order: its fit
                 (``stated_misordered``: the fit's expected number of misordered neighbours;
                 ``confident_neighbours``: neighbours it reports ordered at the confidence,
-                ``confident_wrong``: of those, the ones the truth orders otherwise or ties)
+                ``confident_wrong``: of those, the ones the truth orders otherwise or ties;
+                ``resolved_neighbours``: neighbours it reports ordered or close, ``resolved_wrong``:
+                of those, the ones that the Bradley–Terry fit of every label of every pair
+                (``population_scores``) reverses by more than the resolution, and
+                ``resolved_wrong_direct`` the ones the pair's own log-odds on all its prompts
+                (``Arena.log_odds``) reverse by more than the resolution)
 ``uniform``     the Arena's baseline: labels on uniformly random (pair, item) draws, ordered
                 by a Bradley–Terry fit (protocol.leaderboard.fit_scores, choix); it decides no
                 pair. Run at the ranking design's label count of the same seed.
@@ -57,7 +62,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy.stats import kendalltau
 
-from .active_ranking import ORDERED, ActiveSettings, active_step
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, active_step
 from .adaptive import ProtocolSettings, run_rounds, start
 from .arena import Arena, ArenaSpec, make_arena
 from .leaderboard import fit_scores, win_matrix
@@ -101,6 +106,9 @@ class DesignResult:
     stated_misordered: float = float("nan")
     confident_neighbours: int = -1
     confident_wrong: int = -1
+    resolved_neighbours: int = -1
+    resolved_wrong: int = -1
+    resolved_wrong_direct: int = -1
 
 
 # The fit's prior: tied pseudo-comparisons between every two systems keep the scores finite
@@ -133,6 +141,21 @@ def fitted_order(arena: Arena, spent: Mapping[tuple[int, int], int], *, seed: in
     second = np.concatenate([np.full(len(items), j) for _, j, items in chunks])
     values = np.concatenate([arena.human(i, j)[items] for i, j, items in chunks])
     return _fit(len(arena.names), first, second, values)
+
+
+def population_scores(arena: Arena) -> np.ndarray:
+    """(S,) Bradley–Terry log-strengths fitted to every label of every pair (each pair's label on
+    every prompt): what the active design's fit estimates, on this study's prompts."""
+    size, prompts = len(arena.names), len(arena.items)
+    wins = np.zeros((size, size))
+    for i in range(size):
+        for j in range(i + 1, size):
+            labels = arena.human(i, j)
+            ties = 0.5 * np.count_nonzero(labels == 0)
+            wins[i, j] = np.count_nonzero(labels > 0) + ties
+            wins[j, i] = np.count_nonzero(labels < 0) + ties
+    assert wins.sum() == prompts * size * (size - 1) / 2
+    return fit_scores(wins, prior_ties=FIT_PRIOR_TIES)
 
 
 def _fit_score(arena: Arena, order) -> dict:
@@ -323,6 +346,8 @@ def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = Fals
     above = closure(size, decided)
     adjacent = _adjacent(arena)
     confident = [n for n in step.neighbours if n.status == ORDERED]
+    resolved = [n for n in step.neighbours if n.status in (ORDERED, CLOSE)]
+    strengths = population_scores(arena) if resolved else np.zeros(size)
     fitted = fitted_order(arena, spent, seed=seed)
     return DesignResult(design="active", systems=size, prompts=prompts, seed=arena.spec.seed, metric=metric,
                         labels=int(sum(spent.values())),
@@ -331,7 +356,12 @@ def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = Fals
                         seconds=time.perf_counter() - began, **_fit_score(arena, fitted),
                         stated_misordered=step.expected_misordered,
                         confident_neighbours=len(confident),
-                        confident_wrong=sum(arena.truth(n.upper, n.lower) <= 0 for n in confident))
+                        confident_wrong=sum(arena.truth(n.upper, n.lower) <= 0 for n in confident),
+                        resolved_neighbours=len(resolved),
+                        resolved_wrong=int(sum(strengths[n.upper] - strengths[n.lower] < -settings.resolution
+                                               for n in resolved)),
+                        resolved_wrong_direct=int(sum(arena.log_odds(n.upper, n.lower) < -settings.resolution
+                                                      for n in resolved)))
 
 
 def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:

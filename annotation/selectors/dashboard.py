@@ -358,7 +358,8 @@ def _ranking(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
 
 def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
     """The active ranking design's fitted order with each neighbour's posterior probability of
-    being misordered, its tiers and its decisions (docs/ranking.md)."""
+    being misordered (at all, and by more than the resolution), its tiers and its decisions
+    (docs/ranking.md)."""
     progress = active_ranking.active_progress(protocol_pairs, study.ranking_order, study.active_settings,
                                               study.decision_level)
     step = progress.step
@@ -371,11 +372,13 @@ def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
         "order": list(progress.order),
         "tiers": [list(tier) for tier in progress.tiers],
         "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
-                        "status": n.status} for n in step.neighbours],
+                        "misorder_beyond": n.misorder_beyond_resolution, "status": n.status} for n in step.neighbours],
         "expected_misordered": step.expected_misordered,
         "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
+        "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),
         "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
         "confidence": study.ranking_confidence,
+        "one_minus_confidence": 1 - study.ranking_confidence,
         "resolution": study.ranking_resolution,
         "decisions": decisions,
         "decided": direct,

@@ -23,6 +23,7 @@ from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, me
 from protocol.preferences import canonical_pair
 
 from ..models import (
+    ACTIVE_DEFAULTS,
     Annotator,
     CheckItem,
     Comparison,
@@ -450,8 +451,8 @@ def study_draft_update(
     family_control: str,
     pair_design: str,
     ranking_max_labels: int,
-    ranking_confidence: float = 0.9,
-    ranking_resolution: float = 0.1,
+    ranking_confidence: float = ACTIVE_DEFAULTS.confidence,
+    ranking_resolution: float = ACTIVE_DEFAULTS.resolution,
 ) -> Study:
     """Set the protocol parameters of a draft study (before its launch).
 

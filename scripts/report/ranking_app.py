@@ -33,6 +33,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from protocol.active_ranking import ActiveSettings  # noqa: E402
 from scripts.bench.hot_path import _drop, _setup  # noqa: E402
 
 
@@ -45,16 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", action="store_true", help="the study uses the arena's judge score")
     parser.add_argument("--workers", type=int, default=5)
     parser.add_argument("--gamma", type=float, default=0.05)
-    parser.add_argument("--batch", type=int, default=50, help="the study's batch size (the replay's too)")
+    parser.add_argument("--batch", type=int, help="the study's batch size (the replay's too; default 50 for the "
+                        "sort, the active design's rounds, 25, for it)")
     parser.add_argument("--max-labels", type=int, default=0,
                         help="the study's labels per comparison (ranking_max_labels; 0 = all items), the replay's cap")
     parser.add_argument("--design", choices=("ranking", "active"), default="ranking",
                         help="the merge sort (ranking) or the active Bradley–Terry design (active)")
-    parser.add_argument("--confidence", type=float, default=0.9, help="active design: the study's confidence")
-    parser.add_argument("--resolution", type=float, default=0.1, help="active design: the study's resolution")
+    parser.add_argument("--confidence", type=float, default=ActiveSettings().confidence,
+                        help="active design: the study's confidence")
+    parser.add_argument("--resolution", type=float, default=ActiveSettings().resolution,
+                        help="active design: the study's resolution")
     parser.add_argument("--no-replay", action="store_true", help="skip the protocol-only replays")
     parser.add_argument("--database-url", help="a PostgreSQL server (postgres://...); default SQLite")
     args = parser.parse_args(argv)
+    if args.batch is None:
+        args.batch = ActiveSettings().batch if args.design == "active" else 50
     dropped, var_dir = _setup(args.database_url)
     try:
         print(json.dumps(_run(args, Path(var_dir)), indent=1))
@@ -74,7 +80,6 @@ def _run(args, var_dir: Path) -> dict:
     from annotation.selectors import study_ranking
     from annotation.services import hits, study_import
     from protocol.arena import ArenaSpec, make_arena, write_bundle
-    from protocol.active_ranking import ActiveSettings
     from protocol.arena_replay import replay_active, replay_all_pairs, replay_ranking, score
     from protocol.ranking_design import RankingSettings
 

@@ -15,7 +15,8 @@ written to its own section). Designs (protocol.arena_replay):
   * the ranking design (one-stage merge sort, FWER), every comparison capped at
     200 / 300 / 400 / 600 labels or uncapped (its resolution, ``max_labels``);
   * the active Bradley–Terry design (protocol.active_ranking) at confidence 0.8 / 0.85 / 0.9 /
-    0.95 / 0.99 and resolution 0.1, with what it states against what it got;
+    0.925 / 0.95 / 0.975 / 0.99 and its default resolution (0.05), rounds and width, with what
+    it states against what it got;
   * uniform random pairs and items at 20,000 / 30,000 / 45,000 / 60,000 labels;
   * a reference no design can run: 200 to 2,000 labels on each pair of neighbours
     in the true order and nothing else.
@@ -56,8 +57,8 @@ RANKING_DOC = ROOT / "docs" / "ranking.md"
 SYSTEMS, PROMPTS, GAP, GAMMA = 50, 2000, 0.3, 0.05
 ALL_PAIRS_CAPS = (30, 60, 100, 200, 0)
 RANKING_CAPS = (200, 300, 400, 600, 0)
-ACTIVE_CONFIDENCE = (0.8, 0.85, 0.9, 0.95, 0.99)
-ACTIVE_RESOLUTION = 0.1
+ACTIVE_CONFIDENCE = (0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99)
+ACTIVE = ActiveSettings(gamma=GAMMA)
 UNIFORM_LABELS = (20_000, 30_000, 45_000, 60_000)
 ORACLE_LABELS = (200, 400, 500, 600, 700, 800, 1200, 2000)
 TARGET = 0.25
@@ -109,7 +110,7 @@ def active_points(seed: int, metric: bool, arena=None) -> list[dict]:
     arena = arena or make_arena(ArenaSpec(systems=SYSTEMS, prompts=PROMPTS, seed=seed, gap=GAP))
     rows = []
     for confidence in ACTIVE_CONFIDENCE:
-        active = ActiveSettings(confidence=confidence, resolution=ACTIVE_RESOLUTION, gamma=GAMMA)
+        active = replace(ACTIVE, confidence=confidence)
         rows.append({**asdict(replay_active(arena, active, metric=metric, seed=seed)), "cap": confidence})
     return rows
 
@@ -122,17 +123,24 @@ def null_table(metric: bool) -> str:
     confident neighbour is false), at each confidence of ``ACTIVE_CONFIDENCE``."""
     lines = [f"Null arenas ({NULL_SYSTEMS} equal systems × {NULL_PROMPTS} prompts, {NULL_SEEDS} seeds; "
              f"{'starting from the metric’s order' if metric else 'starting from a shuffle'}): every decision and "
-             "every confident neighbour is false.", "",
+             "every confident neighbour is false; a resolved neighbour is wrong beyond the resolution when the "
+             "Bradley–Terry fit of every label reverses it by more than the resolution, *(direct)* when the pair's own "
+             f"log-odds on its {NULL_PROMPTS} prompts do (equal systems still differ on a finite set of prompts, and "
+             "not transitively).", "",
              "| confidence | human labels | studies with a decided pair | confident neighbours per study | "
-             f"stated misordered (of {NULL_SYSTEMS - 1}) |", "|---|---|---|---|---|"]
+             f"stated misordered (of {NULL_SYSTEMS - 1}) | resolved per study | of them wrong beyond the resolution | "
+             "(direct) |", "|---|---|---|---|---|---|---|---|"]
     for confidence in ACTIVE_CONFIDENCE:
-        active = ActiveSettings(confidence=confidence, resolution=ACTIVE_RESOLUTION, gamma=GAMMA)
+        active = replace(ACTIVE, confidence=confidence)
         results = [replay_active(make_arena(ArenaSpec(systems=NULL_SYSTEMS, prompts=NULL_PROMPTS, seed=seed, gap=0.0)),
                                  active, metric=metric, seed=seed) for seed in range(NULL_SEEDS)]
         lines.append(f"| {confidence} | {np.mean([r.labels for r in results]):,.0f} | "
                      f"{sum(r.ordered_pairs > 0 for r in results)} of {NULL_SEEDS} | "
                      f"{np.mean([r.confident_neighbours for r in results]):.2f} | "
-                     f"{np.mean([r.stated_misordered for r in results]):.1f} |")
+                     f"{np.mean([r.stated_misordered for r in results]):.1f} | "
+                     f"{np.mean([r.resolved_neighbours for r in results]):.2f} | "
+                     f"{sum(r.resolved_wrong for r in results)} of {sum(r.resolved_neighbours for r in results)} | "
+                     f"{sum(r.resolved_wrong_direct for r in results)} |")
     return "\n".join(lines)
 
 
@@ -162,7 +170,11 @@ def points(rows: list[dict]) -> list[dict]:
                         stated=mean("stated_misordered") if design == "active" else float("nan"),
                         confident=mean("confident_neighbours") if design == "active" else float("nan"),
                         confident_wrong=int(sum(r["confident_wrong"] for r in group)) if design == "active" else 0,
-                        confident_total=int(sum(r["confident_neighbours"] for r in group)) if design == "active" else 0))
+                        confident_total=int(sum(r["confident_neighbours"] for r in group)) if design == "active" else 0,
+                        resolved_wrong=int(sum(r["resolved_wrong"] for r in group)) if design == "active" else 0,
+                        resolved_wrong_direct=int(sum(r["resolved_wrong_direct"] for r in group))
+                        if design == "active" else 0,
+                        resolved_total=int(sum(r["resolved_neighbours"] for r in group)) if design == "active" else 0))
     order = list(DESIGNS)
     return sorted(out, key=lambda p: (order.index(p["design"]), p["labels"]))
 
@@ -181,7 +193,8 @@ def render(points_: list[dict], seeds: int, metric: bool = False) -> str:
     lines = [
         f"k = {SYSTEMS} systems × {PROMPTS:,} prompts, mean neighbour gap {GAP}, {labels}, {seeds} seeds, "
         f"γ = {GAMMA}. *cap*: most labels a pair's run may take (the design's resolution; — = all prompts); "
-        f"for the active design its confidence (resolution {ACTIVE_RESOLUTION} in log-strength). "
+        f"for the active design its confidence (resolution {ACTIVE.resolution} in log-strength, rounds of "
+        f"{ACTIVE.batch} labels on {ACTIVE.width} neighbours). "
         "*wrong neighbours (fit)*: neighbours of the true order that the Bradley–Terry fit of the design's "
         "labels reverses (`arena_replay.fitted_order`, the estimator a leaderboard uses, the same for every "
         "design); *(own)*: those the design's own order reverses (all pairs: decided wins, then won labels; "
@@ -243,13 +256,20 @@ def render(points_: list[dict], seeds: int, metric: bool = False) -> str:
     lines += ["", "What the active design states, and how it held: *stated* is the expected number of misordered "
               "neighbours under its fit's posterior when it stopped (the sum of Φ(−z) over the k − 1 neighbours), "
               "*measured* the neighbours its order reverses; *confident* the neighbours it reported ordered at the "
-              "confidence (z ≥ Φ⁻¹(confidence)), *of them wrong* those the truth orders the other way (totals over "
-              "seeds); *decided*: pairs its e-processes decided at γ / (k (k − 1) / 2), direct and implied.", "",
+              "confidence (z ≥ Φ⁻¹(confidence)), *of them wrong* those the truth orders the other way; *resolved* "
+              "the neighbours it reported ordered or close (a reversal by more than the resolution has posterior "
+              "probability ≤ 1 − confidence), *wrong beyond the resolution* those that the Bradley–Terry fit of every "
+              "label of every pair (`arena_replay.population_scores`, what the design estimates) reverses by more "
+              "than the resolution, and *(direct)* those that the pair's own log-odds on all its prompts "
+              "(`Arena.log_odds`) reverse by more (totals over seeds); "
+              "*decided*: pairs its e-processes decided at γ / (k (k − 1) / 2), direct and implied.", "",
               "| confidence | human labels | stated misordered | measured (wrong neighbours) | confident neighbours | "
-              "of them wrong | neighbours decided | pairs decided | false pairs |", "|---|---|---|---|---|---|---|---|---|"]
+              "of them wrong | resolved | of them wrong beyond the resolution | (direct) | neighbours decided | "
+              "pairs decided | false pairs |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in (q for q in points_ if q["design"] == "active"):
         lines.append(f"| {p['cap']} | {p['labels']:,.0f} | {p['stated']:.1f} | {p['wrong_fit']:.1f} | "
                      f"{p['confident']:.1f} / {SYSTEMS - 1} | {p['confident_wrong']} of {p['confident_total']} | "
+                     f"{p['resolved_total']} | {p['resolved_wrong']} | {p['resolved_wrong_direct']} | "
                      f"{p['decided_neighbours']:.1f} | {p['decided']:,.0f} | {p['false_pairs']} |")
     return "\n".join(lines)
 

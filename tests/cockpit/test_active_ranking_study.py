@@ -1,6 +1,6 @@
 """The active ranking design in the app (issue 22, docs/ranking.md): labels go to the neighbours
 of the fitted order that it is least sure of, a step of rounds at a time, until every pair of
-neighbours is ordered at the study's confidence or tied within its resolution.
+neighbours is resolved to the study's resolution at its confidence (ordered, or close).
 
 Driven through the app's own paths: import, serving (hit_next_for_annotator), submits, the
 round closes, an exclusion's re-decision, the dashboard and the pair matrix."""
@@ -100,7 +100,8 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     assert "ranking complete" in page
     assert page.index(">s5<") < page.index(">s4<") < page.index(">s0<")
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
-    assert "confidence 0.9" in settings_page and "tied within 0.1" in settings_page
+    assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page
+    assert "P(by &gt; 0.05)" in page and "close" in page
 
 
 def test_the_active_design_refuses_what_it_cannot_keep_its_statement_with():

@@ -327,7 +327,8 @@ def test_matched_report_compares_at_equal_ordering_quality():
     def row(design, cap, labels, wrong, seed=0):
         return dict(design=design, cap=cap, seed=seed, labels=labels, wrong_adjacent_fit=wrong, tau_fit=0.9,
                     wrong_adjacent=wrong, resolved_adjacent=0, ordered_pairs=0, false_pairs=0, level=0.01,
-                    stated_misordered=1.5, confident_neighbours=40, confident_wrong=1)
+                    stated_misordered=1.5, confident_neighbours=40, confident_wrong=1, resolved_neighbours=45,
+                    resolved_wrong=0, resolved_wrong_direct=1)
 
     rows = [row("all_pairs", 30, 1000, 6), row("all_pairs", 0, 4000, 2), row("all_pairs_fwer", 0, 8000, 2),
             row("all_pairs_ebh", 0, 5000, 2), row("ranking", 200, 900, 2), row("active", 0.9, 1000, 2),
@@ -338,6 +339,6 @@ def test_matched_report_compares_at_equal_ordering_quality():
     assert "the ranking design 0.11× / 0.18× / 0.23×" in text and "active design **0.12× / 0.20× / 0.25×**" in text
     assert "**met** against the family-wise run, **met** against e-BH, met against per-pair γ" in text
     assert "| e-BH at γ | — | 5,000 | 2.0 |" in text and "none orders as well" in text
-    assert "| 0.9 | 1,000 | 1.5 | 2.0 | 40.0 / 49 | 1 of 40 |" in text
+    assert "| 0.9 | 1,000 | 1.5 | 2.0 | 40.0 / 49 | 1 of 40 | 45 | 0 | 1 |" in text
     dearer = [r if r["design"] != "active" else row("active", 0.9, 2100, 2) for r in rows]
     assert "**not met** against the family-wise run, **not met** against e-BH" in render(points(dearer), 1)

@@ -38,7 +38,8 @@ DEMO_CROWD_SETTINGS = {
 # systems on 200 prompts with a known order (mean neighbour gap 0.6) and a noisy judge,
 # generated here (no human lines); each comparison takes at most 120 of its 200 judgements.
 # The same arena run by the active design: rounds of 20 on the neighbours of the fitted order it
-# is least sure of, until each is ordered at confidence 0.9 or tied within 0.1.
+# is least sure of, until each is resolved to the study's resolution at its confidence (the
+# protocol's defaults, 0.05 at 0.95).
 RANKING_DEMOS = [
     ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
      {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000,
