@@ -5,7 +5,7 @@
 Logs in as USERNAME (a staff user), then times, each on its own keep-alive connection: the
 dashboard twice (the first render, then the cached one) and its HTML size, the decisions CSV,
 the page of its first pair, the metrics page, and a new crowd
-worker's first HIT through the start link. Loopback targets only. Prints one JSON object.
+worker's first HIT through the start link (then four more new workers', one after another). Loopback targets only. Prints one JSON object.
 """
 from __future__ import annotations
 
@@ -63,12 +63,22 @@ def probe(base: str, slug: str, username: str, password: str) -> dict:
     metrics_ms, status, _ = _timed(researcher, f"/s/{slug}/metrics/")
     result["metrics_page_ms"] = metrics_ms if status == 200 else f"HTTP {status}"
     researcher.close()
-    worker = Client(base)
-    hit_ms, status, body = _timed(worker, f"/s/{slug}/start/?PROLIFIC_PID=scale-probe&STUDY_ID=scale&SESSION_ID=probe")
-    _ok(status, "crowd start link")
-    result["first_hit_ms"] = hit_ms
-    worker.close()
+    # the first new worker's first HIT (the goal's number), then as many more, each a new worker
+    # on its own connection: how far the first is from the usual
+    times = []
+    for n in range(1 + MORE_WORKERS):
+        worker = Client(base)
+        hit_ms, status, body = _timed(worker, f"/s/{slug}/start/?PROLIFIC_PID=scale-probe-{n}&STUDY_ID=scale"
+                                              f"&SESSION_ID=probe")
+        _ok(status, "crowd start link")
+        times.append(hit_ms)
+        worker.close()
+    result["first_hit_ms"] = times[0]
+    result["first_hit_ms_next_workers"] = times[1:]
     return result
+
+
+MORE_WORKERS = 4
 
 
 def main(argv: list[str] | None = None) -> int:
