@@ -378,7 +378,7 @@ def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
         "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),
         "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
         "confidence": study.ranking_confidence,
-        "one_minus_confidence": 1 - study.ranking_confidence,
+        "one_minus_confidence": round(1 - study.ranking_confidence, 9),
         "resolution": study.ranking_resolution,
         "decisions": decisions,
         "decided": direct,

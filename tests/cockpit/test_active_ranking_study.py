@@ -101,7 +101,7 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     assert page.index(">s5<") < page.index(">s4<") < page.index(">s0<")
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
     assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page
-    assert "P(by &gt; 0.05)" in page and "close" in page
+    assert "… by &gt; 0.05" in page and "close" in page
 
 
 def test_the_active_design_refuses_what_it_cannot_keep_its_statement_with():
