@@ -40,6 +40,7 @@ import gzip
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -173,10 +174,11 @@ def _line(row: dict) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
-def bundle_lines(arena: Arena, *, human: bool = True):
+def bundle_lines(arena: Arena, *, human: bool = True, study_settings: Mapping[str, object] | None = None):
     """The bundle's lines in file order (an iterator of str; nothing is held but one prompt's
-    labels): study, items, outputs, metric scores, then one human preference per prompt and
-    pair (all k (k - 1) / 2 pairs) when ``human``."""
+    labels): study (with ``study_settings``, e.g. ``{"pair_design": "active"}``), items,
+    outputs, metric scores, then one human preference per prompt and pair (all k (k - 1) / 2
+    pairs) when ``human``."""
     spec = arena.spec
     yield _line({
         "kind": "study",
@@ -184,6 +186,7 @@ def bundle_lines(arena: Arena, *, human: bool = True):
         "criterion": "overall quality",
         "instructions": "Which response answers the prompt better? Choose a tie when they are equally good.",
         "metric": METRIC,
+        **dict(study_settings or {}),
     })
     for item in arena.items:
         yield _line({"kind": "item", "id": item, "input": f"prompt {item}"})
@@ -213,14 +216,15 @@ def _number(value: float) -> str:
     return json.dumps(float(value))
 
 
-def write_bundle(arena: Arena, path: str | Path, *, human: bool = True, compresslevel: int = 6) -> dict:
+def write_bundle(arena: Arena, path: str | Path, *, human: bool = True, compresslevel: int = 6,
+                 study_settings: Mapping[str, object] | None = None) -> dict:
     """Stream the arena's bundle to ``path`` (gzip, deterministic). Returns a summary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = 0
     with open(path, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel) as gz:
-        for chunk in bundle_lines(arena, human=human):
+        for chunk in bundle_lines(arena, human=human, study_settings=study_settings):
             lines += chunk.count("\n")
             gz.write(chunk.encode("utf-8"))
     return {"path": str(path), "lines": lines, "bytes": path.stat().st_size, "systems": len(arena.names),
@@ -239,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("gap", "item_sd", "judge_sd", "tie", "metric_sd", "metric_bias_sd"):
         make.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=getattr(defaults, name))
     make.add_argument("--no-human", action="store_true", help="leave the human preferences out")
+    make.add_argument("--study-setting", action="append", default=[], metavar="KEY=VALUE",
+                      help="a setting of the study line (docs/bundle-format.md), e.g. pair_design=active; "
+                           "VALUE is read as JSON when it is (0.95, true), else as text; repeatable")
     make.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     try:
@@ -248,9 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    settings = {}
+    for setting in args.study_setting:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            print(f"error: --study-setting takes KEY=VALUE, got {setting!r}", file=sys.stderr)
+            return 2
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
     began = time.perf_counter()
     arena = make_arena(spec)
-    summary = write_bundle(arena, args.out, human=not args.no_human)
+    summary = write_bundle(arena, args.out, human=not args.no_human, study_settings=settings)
     summary["seconds"] = round(time.perf_counter() - began, 2)
     summary["true_order"] = [arena.names[i] for i in arena.true_order]
     print(json.dumps(summary))

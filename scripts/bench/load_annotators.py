@@ -14,7 +14,8 @@ judged beyond ratings_per_item, an annotator judging one twice), lost judgements
 server acknowledged that are not stored) and protocol consistency. Prints one JSON object:
 submits_per_second, submit_then_next_hit_ms_p50/p95/p99, first_hit_ms_p50/p95, errors
 (5xx and failed connections), refused (4xx answers, e.g. a HIT no longer needed), duplicates,
-lost, protocol_consistent. Exit status 0 when errors, duplicates and lost are 0 and the
+lost, protocol_consistent; no_work_waits and no_work_seconds (a worker told there is no work for
+them right now waits the screen's recheck delay, as its page does, then asks again). Exit status 0 when errors, duplicates and lost are 0 and the
 protocol is consistent.
 """
 from __future__ import annotations
@@ -38,6 +39,10 @@ REPO = Path(__file__).resolve().parents[2]
 FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')
 # With no live lease the page offers the next comparison (htmx presses this button on load).
 NEXT = re.compile(r'<form method="post" action="([^"]+/next/)"')
+# "No work for you right now" (others hold every open comparison, e.g. while a ranking design
+# waits for its step's last round): htmx asks again after the delay, so a worker waits there.
+RECHECK = re.compile(r'<form class="recheck" method="post" action="([^"]+/next/)"[^>]*?'
+                     r'hx-trigger="load delay:(\d+(?:\.\d+)?)s"')
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 KEY = re.compile(r'name="key" value="([^"]+)"')
 RUBRIC_OPTION = re.compile(r'name="criterion-([a-z][a-z0-9_]*)" value="(-?\d)"')
@@ -165,6 +170,16 @@ def _work(client, slug, name, mode, think_ms, deadline, budget, lock, stats, rng
         form = FORM.search(body)
         if not form:
             ready = NEXT.search(body)
+            recheck = None if ready else RECHECK.search(body)
+            if recheck:
+                # waiting on the no-work screen as its page does (htmx asks again after the delay)
+                delay = float(recheck.group(2))
+                if time.monotonic() + delay >= deadline:
+                    return
+                time.sleep(delay)
+                with lock:
+                    stats["waited"].append(delay)
+                ready = recheck
             if not ready:
                 break  # no more work for this worker
             data = urllib.parse.urlencode({"csrfmiddlewaretoken": CSRF.search(body).group(1)}).encode()
@@ -251,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     base = args.base_url.rstrip("/")
     check_loopback(base)
     stats: dict = {"first": [], "submit": [], "next": [], "errors": 0, "refused": 0, "error_examples": set(),
-                   "acknowledged": [], "trace": []}
+                   "acknowledged": [], "trace": [], "waited": []}
     budget = {"left": args.max_hits}
     lock = threading.Lock()
     now = time.monotonic()
@@ -283,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         "errors": stats["errors"],
         "refused": stats["refused"],
         "next_requests": len(stats["next"]),  # "next comparison" posts from a page without a lease
+        # waits on the "no work right now" screen before it asked again, and their seconds in all
+        "no_work_waits": len(stats["waited"]),
+        "no_work_seconds": round(sum(stats["waited"]), 1),
         "error_examples": sorted(stats["error_examples"])[:5],
     }
     if not args.no_audit:

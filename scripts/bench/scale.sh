@@ -18,7 +18,9 @@
 # DATABASE_NAME "-" (the default) is SQLite. Environment: PYTHON (default .venv/bin/python, else
 # python3), PG (server URL without a database, default postgres://postgres@127.0.0.1:5432),
 # SEED (the arena's, default 0), NICE (niceness of the import, default 0), KEEP=1 keeps the
-# database, the bundle and the logs.
+# database, the bundle and the logs, STUDY_SETTINGS settings of the bundle's study line
+# (space-separated KEY=VALUE, e.g. "pair_design=active family_control=none batch_size=25": the
+# active ranking design under the crowd load).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PORT=${1:-8160}
@@ -52,8 +54,10 @@ if [ "$DB" != - ]; then
   pg_create "$PG" "$DB"
 fi
 
+settings=()
+for setting in ${STUDY_SETTINGS:-}; do settings+=(--study-setting "$setting"); done
 "$PYTHON" -m protocol.arena make --systems "$SYSTEMS" --prompts "$PROMPTS" --seed "${SEED:-0}" --no-human \
-  --out "$LOGS/arena.jsonl.gz" >"$LOGS/arena.json"
+  "${settings[@]}" --out "$LOGS/arena.jsonl.gz" >"$LOGS/arena.json"
 "$PYTHON" manage.py migrate --noinput -v 0
 /usr/bin/time -f '%e %M' -o "$LOGS/import.time" nice -n "${NICE:-0}" \
   "$PYTHON" manage.py import_study "$LOGS/arena.jsonl.gz" --slug "$SLUG" -v 0 >"$LOGS/import.log"
@@ -94,7 +98,8 @@ print(json.dumps({
     "load_workers": 20,
     **{f"load_{k}": load.get(k) for k in ("submits_per_second", "submit_then_next_hit_ms_p50",
                                           "submit_then_next_hit_ms_p95", "first_hit_ms_p50", "first_hit_ms_p95",
-                                          "errors", "refused", "duplicates", "lost", "protocol_consistent")},
+                                          "errors", "refused", "duplicates", "lost", "protocol_consistent",
+                                          "no_work_waits", "no_work_seconds")},
 }))
 PY
 exit $status

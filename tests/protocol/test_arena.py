@@ -109,3 +109,18 @@ def test_command_line_writes_a_readable_bundle(tmp_path, capsys):
     assert summary["lines"] == 1 + 6 + 24 + 24 + 36 and len(summary["true_order"]) == 4
     assert gzip.open(out, "rt").readline().startswith('{"kind":"study"')
     assert len(read_bundle(str(out)).human_preferences) == 36
+
+
+def test_command_line_puts_study_settings_on_the_study_line(tmp_path, capsys):
+    """``--study-setting KEY=VALUE`` (scripts/bench/scale.sh's STUDY_SETTINGS): the value as
+    JSON when it is one, else as text; a setting without "=" is refused by name."""
+    out = tmp_path / "active.jsonl.gz"
+    assert main(["make", "--systems", "4", "--prompts", "6", "--no-human", "--out", str(out),
+                 "--study-setting", "pair_design=active", "--study-setting", "batch_size=25",
+                 "--study-setting", "ranking_confidence=0.9"]) == 0
+    study = json.loads(gzip.open(out, "rt").readline())
+    assert (study["pair_design"], study["batch_size"], study["ranking_confidence"]) == ("active", 25, 0.9)
+    assert read_bundle(str(out)).study["pair_design"] == "active"
+    capsys.readouterr()
+    assert main(["make", "--systems", "4", "--prompts", "6", "--out", str(out), "--study-setting", "batch"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
