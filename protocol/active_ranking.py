@@ -34,11 +34,14 @@ and r the study's resolution:
     open      otherwise
 
 The first round, with no labels, funds every neighbour of the start order (the metric's order,
-or a seeded shuffle); each later round funds the ``width`` open neighbours nearest to the stop,
-smallest (d + r) / sd first, ``batch`` labels each (fewer where fewer are left). When the order
-changes, its new neighbours are the pairs funded, so labels also fall on pairs a few places
-apart, which the fit pools. The design stops when no neighbour is open (or ``budget`` is
-reached).
+or a seeded shuffle). After it the design keeps ``width`` rounds in flight: whenever a round
+closes, the fit is redone and the open neighbours nearest to their stop, smallest (d + r) / sd
+first, that have no round in flight are funded, ``batch`` labels each (fewer where fewer are
+left), until ``width`` rounds are in flight. So a crowd always has rounds to work on while the
+design is open (waiting for a whole step's last round left workers idle: docs/ranking.md). When
+the order changes, its new neighbours are the pairs funded, so labels also fall on pairs a few
+places apart, which the fit pools. The design stops when no neighbour is open and no round is in
+flight (or ``budget`` is reached).
 
 What it states
 --------------
@@ -55,7 +58,8 @@ What it states
   about another pair's beyond the truth).
 
 ``active_step`` is resumable: from the labels known so far (a win matrix and the labels per
-pair) it returns the labels to collect now, or that the design is complete. Pure numpy.
+pair) and the rounds in flight it returns the labels to collect now, or that the design is
+complete. Pure numpy.
 """
 from __future__ import annotations
 
@@ -92,7 +96,8 @@ class ActiveSettings:
                 is resolved when a reversal larger than this has posterior probability
                 <= 1 - confidence
     batch       labels a funded pair takes in one round
-    width       open neighbours funded per round (besides those with no label yet)
+    width       rounds kept in flight after the first (which funds every neighbour of the
+                start order)
     max_labels  most labels one pair may take (0 = all of its items)
     budget      most labels in all (0 = no limit)
     max_pairs   most distinct pairs ever sampled (0 = every pair, k (k - 1) / 2): the count
@@ -209,8 +214,9 @@ class ActiveStep:
 
     order       system indices, best first (the fit; ties by the start order)
     neighbours  (S - 1) the neighbour pairs of ``order``
-    pending     pair (i, j), i < j -> labels to collect now (empty when complete)
-    complete    no neighbour is open, or the budget is spent
+    pending     pair (i, j), i < j -> labels to fund now (rounds to open besides those in flight)
+    complete    nothing to fund and no round in flight: no neighbour is open, or the budget is
+                spent
     """
 
     order: tuple[int, ...]
@@ -240,15 +246,18 @@ def _key(a: int, b: int) -> Pair:
 
 
 def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Mapping[Pair, int],
-                start: Sequence[int], settings: ActiveSettings) -> ActiveStep:
-    """The design's next round.
+                start: Sequence[int], settings: ActiveSettings,
+                in_flight: Mapping[Pair, int] = MappingProxyType({})) -> ActiveStep:
+    """The rounds to open now.
 
-    wins    (S, S) win matrix of every label so far (``leaderboard.win_matrix``)
-    spent   pair (i, j), i < j -> labels it took so far
-    items   items per pair, or pair (i, j), i < j -> labels it can take in all (a pair not
-            named can take none)
-    start   (S,) the start order (system indices, best first): breaks the fit's ties, so the
-            first round, with no labels, funds its neighbours
+    wins       (S, S) win matrix of every label so far (``leaderboard.win_matrix``)
+    spent      pair (i, j), i < j -> labels it took so far
+    items      items per pair, or pair (i, j), i < j -> labels it can take in all (a pair not
+               named can take none)
+    start      (S,) the start order (system indices, best first): breaks the fit's ties, so
+               the first round, with no labels, funds its neighbours
+    in_flight  pair (i, j), i < j -> labels of its open round still to come: such a pair is not
+               funded again, and the design funds only up to ``width`` rounds in flight
     """
     wins = np.asarray(wins, dtype=float)
     size = len(wins)
@@ -268,9 +277,9 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
     else:
         def capacity_of(key: Pair) -> int:
             return settings.capacity(items)
-    sampled = sum(1 for n in spent.values() if n > 0)
+    sampled = len({key for key, n in spent.items() if n > 0} | set(in_flight))
     limit = settings.pair_limit(size)
-    total = sum(spent.values())
+    total = sum(spent.values()) + sum(in_flight.values())
 
     neighbours = []
     for a, b in zip(order[:-1], order[1:]):
@@ -291,7 +300,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
         neighbours.append(Neighbour(upper=a, lower=b, difference=difference, sd=sd, z=z,
                                     misorder=float(ndtr(-z)), margin=margin, status=status))
 
-    open_ = [n for n in neighbours if n.status == OPEN]
+    open_ = [n for n in neighbours if n.status == OPEN and _key(n.upper, n.lower) not in in_flight]
     order_position = {int(system): position for position, system in enumerate(order)}
     out_of_budget = bool(settings.budget) and total >= settings.budget
     pending: dict[Pair, int] = {}
@@ -299,7 +308,8 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
         if total == 0:
             chosen = open_[:limit]
         else:
-            chosen = sorted(open_, key=lambda n: (round(n.margin, 9), order_position[n.upper]))[:settings.width]
+            slots = max(0, settings.width - len(in_flight))
+            chosen = sorted(open_, key=lambda n: (round(n.margin, 9), order_position[n.upper]))[:slots]
             fresh = [n for n in chosen if spent.get(_key(n.upper, n.lower), 0) == 0]
             unfunded = set(id(n) for n in fresh[max(0, limit - sampled):])
             chosen = [n for n in chosen if id(n) not in unfunded]
@@ -313,25 +323,29 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
             if take > 0:
                 pending[key] = take
     return ActiveStep(order=tuple(int(s) for s in order), neighbours=tuple(neighbours),
-                      pending=MappingProxyType(pending), complete=not pending)
+                      pending=MappingProxyType(pending), complete=not pending and not in_flight)
 
 
 # The design inside the app ------------------------------------------------------------------
 # The app keeps one ProtocolState of all k (k - 1) / 2 pairs (one criterion, the e-process at
 # ``decision_level``, family "none"). A pair the design has not funded is PARKED (judgements
-# and all), which ``open_rounds`` never funds. A step's rounds are opened together by
-# ``active_advance``, and the next step is computed once all of them are closed: the design
-# then sees exactly what the synchronous replay sees.
+# and all), which ``open_rounds`` never funds. ``active_advance`` runs after every close: the
+# pair whose round closed is parked again, and the design tops the rounds in flight up to
+# ``width``. Rounds closed in the order they were opened give exactly the replay's run
+# (``arena_replay.replay_active``); a crowd closes them in its own order.
 
-def active_inputs(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int]]:
-    """(wins, spent, capacity) of ``active_step`` from the protocol's pairs, systems indexed by
-    their position in ``order`` (the start order). An item counts once, with the sign of its
-    judgements' mean (a tie half a win each); a decided or exhausted pair can take no more."""
+def active_inputs(pairs: Sequence[PairState], order: Sequence[str]
+                  ) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
+    """(wins, spent, capacity, in_flight) of ``active_step`` from the protocol's pairs, systems
+    indexed by their position in ``order`` (the start order). An item counts once, with the sign
+    of its judgements' mean (a tie half a win each); a decided or exhausted pair can take no
+    more; a pair with an open or filled round is in flight with its round's missing judgements."""
     position = start_positions(pairs, order)
     size = len(order)
     wins = np.zeros((size, size))
     spent: dict[Pair, int] = {}
     capacity: dict[Pair, int] = {}
+    in_flight: dict[Pair, int] = {}
     for p in pairs:
         i, j = position[p.first], position[p.second]
         plus, tie, minus = (float(x) for x in p.human_counts)
@@ -340,29 +354,26 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[np.
         key = _key(i, j)
         spent[key] = int(p.judgements)
         capacity[key] = int(p.judgements) if p.status in (DECIDED, EXHAUSTED) else int(p.capacity)
-    return wins, spent, capacity
-
-
-def _in_flight(state: ProtocolState) -> bool:
-    return any(p.status in (ROUND_OPEN, FILLED) for p in state.pairs)
+        if p.status in (ROUND_OPEN, FILLED):
+            in_flight[key] = int(p.quota)
+    return wins, spent, capacity, in_flight
 
 
 def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings) -> ProtocolState:
-    """Open the rounds of the design's next step, once the last step's are all closed.
+    """Park the pairs whose round has closed and top the rounds in flight up to ``width``.
 
     order  system names, the start order (fixed for the study)
-    While a round of the step is open or filled, a pair whose round has closed waits parked
-    (``open_rounds`` would fund it again otherwise). Then ``active_step`` on every pair's
-    counts: every waiting pair is parked, and each pair the step funds (a parked or futile
-    one: futility only means its e-process cannot decide, its labels still inform the fit)
-    gets a round of its share, within the budget left. Unchanged when the design is complete
-    (it then funds nothing).
+    A pair whose round closed (waiting) is parked (``open_rounds`` would fund it again
+    otherwise). Then ``active_step`` on every pair's counts and the rounds in flight: each pair
+    it funds (a parked or futile one: futility only means its e-process cannot decide, its
+    labels still inform the fit) gets a round of its share, within the budget left. Unchanged
+    when nothing is to be funded (the rounds in flight are ``width``, or the design is
+    complete).
     """
     pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
-    if _in_flight(state):
-        return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
-    wins, spent, capacity = active_inputs(pairs, order)
-    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings)
+    wins, spent, capacity, in_flight = active_inputs(pairs, order)
+    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings,
+                       in_flight=in_flight)
     index = {p.key: n for n, p in enumerate(pairs)}
     budget = state.budget_left
     quotas = {}
@@ -376,6 +387,8 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
         pairs[n] = replace(pair, status=WAITING)
         quotas[n] = take
         budget -= take
+    if not quotas:
+        return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
     return open_pairs(replace(state, pairs=tuple(pairs)), quotas)
 
 
@@ -440,8 +453,8 @@ def active_progress(pairs: Sequence[PairState], order: Sequence[str], settings: 
                     level: float) -> ActiveProgress:
     """The active study's progress: the step its counts give now and its decisions."""
     order = tuple(order)
-    wins, spent, capacity = active_inputs(pairs, order)
-    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings)
+    wins, spent, capacity, in_flight = active_inputs(pairs, order)
+    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings, in_flight=in_flight)
     position = start_positions(pairs, order)
     decided = [(position[p.first], position[p.second]) if p.decision > 0 else (position[p.second], position[p.first])
                for p in pairs if p.decision]

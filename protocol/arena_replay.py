@@ -314,8 +314,9 @@ def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = Fa
 
 def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = False, seed: int = 0,
                   batch: int = 50) -> DesignResult:
-    """The active Bradley–Terry design (protocol.active_ranking) run to its stop: each round's
-    labels are the next items of each funded pair in ``item_order(seed, ...)``; then every
+    """The active Bradley–Terry design (protocol.active_ranking) run to its stop, its rounds
+    closing in the order they were opened (the design redone after each close): a round's
+    labels are the next items of its pair in ``item_order(seed, ...)``; then every
     sampled pair's labels go through the per-pair e-process at ``settings.decision_level``
     (betting on the metric's labels with ``metric``), whose decisions and their transitive
     closure are the partial order scored. The design's own order is its fit."""
@@ -324,16 +325,19 @@ def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = Fals
     start = initial_order(arena, metric=metric, seed=seed)
     wins = np.zeros((size, size))
     spent: dict[tuple[int, int], int] = {}
+    in_flight: dict[tuple[int, int], int] = {}   # rounds open, in the order they were opened
     while True:
-        step = active_step(wins, spent, items=prompts, start=start, settings=settings)
-        if step.complete:
+        step = active_step(wins, spent, items=prompts, start=start, settings=settings, in_flight=in_flight)
+        in_flight.update(sorted(step.pending.items()))   # rounds opened together: by pair
+        if not in_flight:
             break
-        for (i, j), take in step.pending.items():
-            taken = spent.get((i, j), 0)
-            values = arena.human(i, j)[item_order(seed, i, j, prompts)[taken: taken + take]]
-            wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
-            wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
-            spent[i, j] = taken + take
+        (i, j), take = next(iter(in_flight.items()))   # the oldest round closes
+        del in_flight[i, j]
+        taken = spent.get((i, j), 0)
+        values = arena.human(i, j)[item_order(seed, i, j, prompts)[taken: taken + take]]
+        wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
+        wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
+        spent[i, j] = taken + take
     level = settings.decision_level(size)
     decided = []
     for (i, j), taken in sorted(spent.items()):

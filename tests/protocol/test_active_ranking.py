@@ -254,9 +254,10 @@ def test_orders_a_known_truth_arena_with_fewer_labels_than_all_pairs():
 
 def _drive_state(arena, settings_, *, seed):
     """The design inside a ProtocolState, as the app runs it: active_start, then rounds filled
-    with the arena's labels in ``item_order`` and closed one at a time while the step's other
-    rounds are open, ``active_advance`` and ``open_rounds`` after every close.
-    Returns (final state, names in start order)."""
+    with the arena's labels in ``item_order`` and closed one at a time, the oldest first, while
+    the other rounds are open, ``active_advance`` and ``open_rounds`` after every close.
+    Returns (final state, names in start order, and after each close the rounds open and the
+    open neighbours of the design's fit that have none)."""
     size, prompts = len(arena.names), len(arena.items)
     names = arena.names
     start_order = [names[s] for s in initial_order(arena, metric=False, seed=seed)]
@@ -265,18 +266,27 @@ def _drive_state(arena, settings_, *, seed):
                                 policy="adaptive", rule="eprocess", family="none", seed=seed)
     state = active_start(start(protocol, capacities), start_order, settings_)
     index = {name: n for n, name in enumerate(names)}
+    opened: list[tuple[str, str]] = []       # open rounds, oldest first
+    in_flight = []                           # rounds open after each advance
     while True:
         want = needed(state)
+        opened = [key for key in opened if key in want] + sorted(key for key in want if key not in opened)
         if not want:
             break
-        # one round filled and closed at a time, the others still open: as the app's closes come
-        (a, b), quota = sorted(want.items())[0]
+        # one round filled and closed at a time, the oldest, the others still open
+        (a, b), quota = opened[0], want[opened[0]]
         i, j = index[a], index[b]
         taken = state.pair(a, b).judgements
         items = item_order(seed, i, j, prompts)[taken: taken + quota]
         state = record_judgements(state, a, b, [str(t) for t in items], arena.human(i, j)[items])
+        opened.pop(0)                        # closed: if funded again, its new round is the newest
         state = open_rounds(active_advance(close_rounds(state), start_order, settings_))
-    return state, start_order
+        open_now = set(needed(state))
+        step = active_progress(state.pairs, start_order, settings_, settings_.decision_level(size)).step
+        idle = [n for n in step.neighbours if n.status == OPEN
+                and tuple(sorted((start_order[n.upper], start_order[n.lower]))) not in open_now]
+        in_flight.append((len(open_now), len(idle)))
+    return state, start_order, in_flight
 
 
 def test_the_app_loop_spends_exactly_what_the_replay_spends():
@@ -285,9 +295,15 @@ def test_the_app_loop_spends_exactly_what_the_replay_spends():
     replay, and ends with the same fitted order."""
     arena = make_arena(ArenaSpec(systems=10, prompts=300, seed=2))
     settings_ = ActiveSettings(confidence=0.9)
-    state, start_order = _drive_state(arena, settings_, seed=2)
+    state, start_order, in_flight = _drive_state(arena, settings_, seed=2)
     replay = replay_active(arena, settings_, seed=2)
     assert state.spent == replay.labels
+    # after every close the design keeps ``width`` rounds open, or every open neighbour has one,
+    # and never more: a crowd is not left waiting for a step's last round (seen failing when
+    # the step ignored the rounds in flight: 20 open at once; and with the steps of the first
+    # version, which waited for their last round with open neighbours unfunded)
+    assert max(count for count, _ in in_flight) == settings_.width
+    assert all(count == settings_.width or idle == 0 for count, idle in in_flight)
     progress = active_progress(state.pairs, start_order, settings_, settings_.decision_level(10))
     assert progress.complete and progress.labels == replay.labels
     fitted = [arena.names.index(name) for name in progress.order]
