@@ -379,6 +379,7 @@ def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
         "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
         "confidence": study.ranking_confidence,
         "one_minus_confidence": round(1 - study.ranking_confidence, 9),
+        "width": study.active_settings.width,
         "resolution": study.ranking_resolution,
         "decisions": decisions,
         "decided": direct,

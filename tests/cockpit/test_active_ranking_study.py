@@ -92,7 +92,7 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     client = Client()
     client.force_login(owner)
     page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
-    assert "Active ranking design" in page and "still open" in page
+    assert "Active ranking design" in page and "still open" in page and "10 rounds open at a time" in page
     assert f"0.05 / {PAIRS}" in page and "posterior" in page
     answer_hits(study, workers_of(["w1"]), lambda a, b, _: ranking_truth(a, b))
     study_dashboard_refresh(study_id=study.pk)
