@@ -4,7 +4,7 @@ arena of protocol.arena, so that designs are compared where they order the true 
 equally well.
 
     nice -n 10 .venv/bin/python scripts/report/ranking_matched.py [--seeds 3] [--metric] [--dry-run]
-        [--save-rows rows.jsonl | --load-rows rows.jsonl [--rerun active all_pairs_ebh]]
+        [--first-seed F] [--save-rows rows.jsonl | --load-rows rows.jsonl [--rerun active all_pairs_ebh]]
 
 Arena: k = 50 systems, 2,000 prompts, mean neighbour gap 0.3, seeds 0..S-1 (one process per
 seed), gamma = 0.05; human labels only, or with ``--metric`` the arena's judge score too (the
@@ -285,6 +285,8 @@ def _resolution(point: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="arenas FIRST_SEED .. FIRST_SEED + SEEDS - 1 (seeds no setting was chosen on)")
     parser.add_argument("--metric", action="store_true", help="the decision designs use the judge score")
     parser.add_argument("--dry-run", action="store_true", help="print instead of writing docs/ranking.md")
     parser.add_argument("--workers", type=int, default=3, help="processes (one seed each)")
@@ -304,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += [row for rows_ in pool.map(RERUN[design], seeds, [args.metric] * len(seeds)) for row in rows_]
     else:
         with ProcessPoolExecutor(max_workers=max(1, min(args.seeds, args.workers))) as pool:
-            rows = [row for rows in pool.map(run_seed, range(args.seeds), [args.metric] * args.seeds)
-                    for row in rows]
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
+            rows = [row for rows in pool.map(run_seed, seeds, [args.metric] * args.seeds) for row in rows]
     if args.save_rows:
         args.save_rows.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in rows))
     section = render(points(rows), args.seeds, args.metric) + "\n\n" + null_table(args.metric)
