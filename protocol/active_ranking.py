@@ -372,6 +372,10 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
     """
     pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
     wins, spent, capacity, in_flight = active_inputs(pairs, order)
+    if len(in_flight) >= settings.width:
+        # no free slot (the first round's rounds still closing): the step would fund nothing,
+        # so the fit is skipped
+        return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
     step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings,
                        in_flight=in_flight)
     index = {p.key: n for n, p in enumerate(pairs)}

@@ -146,15 +146,10 @@ def fitted_order(arena: Arena, spent: Mapping[tuple[int, int], int], *, seed: in
 def population_scores(arena: Arena) -> np.ndarray:
     """(S,) Bradley–Terry log-strengths fitted to every label of every pair (each pair's label on
     every prompt): what the active design's fit estimates, on this study's prompts."""
-    size, prompts = len(arena.names), len(arena.items)
-    wins = np.zeros((size, size))
-    for i in range(size):
-        for j in range(i + 1, size):
-            labels = arena.human(i, j)
-            ties = 0.5 * np.count_nonzero(labels == 0)
-            wins[i, j] = np.count_nonzero(labels > 0) + ties
-            wins[j, i] = np.count_nonzero(labels < 0) + ties
-    assert wins.sum() == prompts * size * (size - 1) / 2
+    size = len(arena.names)
+    first, second = np.triu_indices(size, k=1)
+    wins = sum(win_matrix(size, np.full(len(arena.items), i), np.full(len(arena.items), j), arena.human(i, j))
+               for i, j in zip(first.tolist(), second.tolist()))
     return fit_scores(wins, prior_ties=FIT_PRIOR_TIES)
 
 
