@@ -73,9 +73,10 @@ class Study(models.Model):
     # (protocol.rubric); [] = the one criterion above. Validated by protocol.bundle.parse_criteria.
     criteria = models.JSONField(default=list, blank=True)
     instructions = models.TextField(blank=True)
+    # Fixed at import: a markdown study's texts are rendered then and kept (annotation/rendering.py).
     text_format = models.CharField(
         max_length=10, choices=[("plain", "Plain text"), ("markdown", "Markdown")], default="plain",
-        help_text="how inputs and outputs are shown (annotation/rendering.py)")
+        editable=False, help_text="how inputs and outputs are shown (annotation/rendering.py)")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     gamma = models.FloatField(default=0.05)
     batch_size = models.PositiveIntegerField(default=10)
@@ -343,6 +344,10 @@ class Item(models.Model):
     # The input as a conversation, [{"role", "content"}, ...], when the bundle gave one; None for a text.
     input_messages = models.JSONField(null=True, blank=True)
     reference = models.TextField(blank=True)
+    # A markdown study's texts as HTML, rendered once at import (annotation/rendering.py
+    # stored_html); "" in a plain study, whose texts are escaped when shown.
+    input_html = models.TextField(blank=True, editable=False)
+    reference_html = models.TextField(blank=True, editable=False)
     position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
     withdrawn = models.BooleanField(default=False, help_text="never served again (e.g. flagged as broken)")
 
@@ -362,6 +367,7 @@ class Output(models.Model):
     text = models.TextField(blank=True)
     # The system's turns of a conversation, [{"role", "content"}, ...]; None for a text.
     messages = models.JSONField(null=True, blank=True)
+    html = models.TextField(blank=True, editable=False, help_text="rendered at import (markdown studies)")
 
     class Meta:
         constraints = [
@@ -718,6 +724,11 @@ class CheckItem(models.Model):
     reference = models.TextField(blank=True)
     first = models.TextField(blank=True)
     second = models.TextField(blank=True)
+    # Rendered at import in a markdown study, as Item's and Output's are.
+    input_html = models.TextField(blank=True, editable=False)
+    reference_html = models.TextField(blank=True, editable=False)
+    first_html = models.TextField(blank=True, editable=False)
+    second_html = models.TextField(blank=True, editable=False)
     expected = models.CharField(max_length=6, choices=Expected.choices)
     position = models.PositiveIntegerField(default=0)
 

@@ -15,6 +15,7 @@ urlpatterns = [
          name="hit_next"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_submit), name="hit_submit"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/diff/", views_annotate.hit_diff, name="hit_diff"),
     path("s/<slug:slug>/hits/<int:assignment_id>/skip/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_skip), name="hit_skip"),
     path("s/<slug:slug>/hits/<int:assignment_id>/flag/", throttle_page("submit", methods=("POST",))(

@@ -228,6 +228,21 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
 
 
 @crowd_frameable
+def hit_diff(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """The word differences of the worker's own HIT, computed when asked for: htmx loads them
+    into the HIT's closed box when it is opened; without JavaScript they are a page with a way
+    back to the comparison."""
+    study = _study_or_404(slug)
+    access_study_running(study)
+    annotator = access_study_worker(request, study).annotator
+    if annotator is None:
+        raise Http404("No HIT with this id.")
+    diff = selectors.hit_word_diff(assignment=_own_assignment(study, annotator, assignment_id), study=study)
+    template = "annotation/_word_diff.html" if request.headers.get("HX-Request") else "annotation/word_diff.html"
+    return render(request, template, {"study": study, "diff": diff})
+
+
+@crowd_frameable
 @require_POST
 @retry_transient
 def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:

@@ -13,6 +13,7 @@ from protocol import adaptive
 
 from ..models import Annotator, Assignment, CheckItem, Comparison, Judgement, PairState, Study
 from ..models import CrowdSession as CrowdEntry  # the name CrowdSession is the session dataclass below
+from ..rendering import word_diff
 from ..rubrics import rubric_screen
 from ..serving import protocol_state, store
 from ..serving.protocol_state import pair_state_of
@@ -38,6 +39,9 @@ def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
 def hit_display(*, assignment, study: Study | None = None, done: int | None = None) -> dict:
     """What the annotator sees for a HIT: input, the two outputs in screen order, and a rubric
     study's criteria with their scales (``criteria``; [] for one criterion: annotation/rubrics.py).
+    ``left``/``right`` are the raw texts, ``left_html``/``right_html`` (and the item's
+    ``input_html``/``reference_html``) what a markdown study rendered at import ("" in a plain
+    study: annotation/rendering.py shown_html).
 
     ``done``: the annotator's judgements in the study, when the caller has counted them already.
     """
@@ -45,27 +49,38 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
     if assignment.check_item_id is not None:
         # A check looks like any HIT (services/checks.py): its input and its two texts.
         check = CheckItem.objects.select_related("study").get(pk=assignment.check_item_id)
-        left, right = (check.second, check.first) if assignment.shown_swapped else (check.first, check.second)
+        first, second = (check.first, check.first_html), (check.second, check.second_html)
+        left, right = (second, first) if assignment.shown_swapped else (first, second)
         if done is None:
             done = annotator_judgement_count(study=study or check.study, annotator=assignment.annotator_id)
-        return {"assignment": assignment, "item": check, "left": left, "right": right, "done": done,
-                "left_messages": None, "right_messages": None, "criteria": rubric_screen(study or check.study)}
+        return {"assignment": assignment, "item": check, "left": left[0], "right": right[0], "done": done,
+                "left_messages": None, "right_messages": None, "left_html": left[1], "right_html": right[1],
+                "criteria": rubric_screen(study or check.study)}
     # The comparison, its item and the outputs of its two systems in one statement (the serving
     # store: this read is on every HIT's path).
     shown = store.hit_texts(assignment.comparison_id)
     item, first_id, second_id = shown.item, shown.first_id, shown.second_id
     study = study or Study.objects.get(pk=item.study_id)
-    texts: dict[int, tuple[str, list | None]] = {}
+    texts: dict[int, tuple[str, list | None, str]] = {}
     # The study's shown sample of each output, else its lowest sample.
-    for system_id, sample, text, messages in shown.outputs:
+    for system_id, sample, text, messages, html in shown.outputs:
         if system_id not in texts or sample == study.shown_sample:
-            texts[system_id] = (text, messages)
+            texts[system_id] = (text, messages, html)
     first, second = texts[first_id], texts[second_id]
     left, right = (second, first) if assignment.shown_swapped else (first, second)
     if done is None:
         done = annotator_judgement_count(study=study, annotator=assignment.annotator_id)
     return {"assignment": assignment, "item": item, "left": left[0], "right": right[0], "done": done,
-            "left_messages": left[1], "right_messages": right[1], "criteria": rubric_screen(study)}
+            "left_messages": left[1], "right_messages": right[1], "left_html": left[2], "right_html": right[2],
+            "criteria": rubric_screen(study)}
+
+
+def hit_word_diff(*, assignment, study: Study) -> tuple | None:
+    """The word diff of the HIT's two texts as the annotator sees them (left, right), or None
+    when a text is too long to compare (rendering.word_diff). Computed when asked for (the
+    worker opens it), never with the HIT."""
+    shown = hit_display(assignment=assignment, study=study, done=0)
+    return word_diff(shown["left"] or "", shown["right"] or "")
 
 
 def annotator_judgement_count(*, study: Study, annotator) -> int:

@@ -129,12 +129,13 @@ class LiveLease:
 @dataclass(frozen=True, slots=True)
 class HitTexts:
     """What a comparison's HIT shows: its item (an Item, other fields deferred), its two systems
-    and every sample of their outputs, ``(system_id, sample, text, messages)`` ordered by
-    system, sample (``messages``: a conversation's turns, None for a text)."""
+    and every sample of their outputs, ``(system_id, sample, text, messages, html)`` ordered by
+    system, sample (``messages``: a conversation's turns, None for a text; ``html``: the text
+    rendered at import, "" in a plain study)."""
     item: Item
     first_id: int
     second_id: int
-    outputs: tuple[tuple[int, int, str, list | None], ...]
+    outputs: tuple[tuple[int, int, str, list | None, str], ...]
 
 
 # --- Conversion (Django's own, per field) --------------------------------------------------
@@ -476,15 +477,17 @@ def hit_texts(comparison_id: int) -> HitTexts:
     """The comparison's item and the outputs of its two systems, in one statement."""
     found = _rows(
         'SELECT i."id", i."study_id", i."external_id", i."input", i."input_messages", i."reference", '
-        'c."first_id", c."second_id", o."system_id", o."sample", o."text", o."messages" '
+        'i."input_html", i."reference_html", c."first_id", c."second_id", o."system_id", o."sample", o."text", '
+        'o."messages", o."html" '
         f'FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
         f'JOIN {OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
         'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [comparison_id])
     # Columns in the model's field order: Model.from_db places values by that order.
-    item = _instance(Item, ("id", "study_id", "external_id", "input", "input_messages", "reference"), found[0][:6])
-    return HitTexts(item=item, first_id=found[0][6], second_id=found[0][7],
-                    outputs=tuple((system_id, sample, text, _read(Output, ("messages",), [messages])[0])
-                                  for *_, system_id, sample, text, messages in found))
+    item = _instance(Item, ("id", "study_id", "external_id", "input", "input_messages", "reference", "input_html",
+                            "reference_html"), found[0][:8])
+    return HitTexts(item=item, first_id=found[0][8], second_id=found[0][9],
+                    outputs=tuple((system_id, sample, text, _read(Output, ("messages",), [messages])[0], html)
+                                  for *_, system_id, sample, text, messages, html in found))
 
 
 # --- Judgements ----------------------------------------------------------------------------

@@ -1,26 +1,14 @@
-"""How a text is shown on a page: ``{% load output_text %}{{ text|output_text }}`` (plain) or
-``{{ text|output_text:"markdown" }}``; the rules (empty responses, sanitizing) are
-annotation.rendering's."""
+"""How a text is shown on a page: ``{% load output_text %}{% shown_text text messages html study.text_format %}``;
+the rules (empty responses, sanitizing, what is rendered at import) are annotation.rendering's."""
 from django import template
 
-from annotation.rendering import PLAIN, render_conversation, render_text, word_diff
+from annotation.rendering import PLAIN, shown_html
 
 register = template.Library()
 
 
-@register.filter(is_safe=True)
-def output_text(text, text_format=PLAIN):
-    return render_text(text, text_format or PLAIN)
-
-
-@register.filter(is_safe=True)
-def conversation(messages, text_format=PLAIN):
-    """``{{ messages|conversation:"markdown" }}``: a list of {"role", "content"} turn by turn."""
-    return render_conversation(messages or [], text_format or PLAIN)
-
-
 @register.simple_tag
-def output_diff(left, right):
-    """``{% output_diff left right as diff %}``: (left HTML, right HTML) with the differing words
-    marked, or None for texts too long to compare."""
-    return word_diff(left or "", right or "")
+def shown_text(text, messages, html, text_format=PLAIN):
+    """The HTML rendered at import when there is one, else the text (or the conversation of
+    ``messages``) rendered now (rendering.shown_html)."""
+    return shown_html(text, messages or None, html or "", text_format or PLAIN)

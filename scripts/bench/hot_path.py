@@ -17,7 +17,12 @@ process's CPU (Django, the driver) per cycle, and on PostgreSQL also the CPU of 
 backend that served this connection (from /proc; 10 ms ticks, so read it over many cycles).
 Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, python_calls_per_cycle (deterministic), pg_backend_cpu_ms_per_cycle,
 close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
-cpu_ms_per_cycle_min, the steadiest figure on a busy machine).
+cpu_ms_per_cycle_min, the steadiest figure on a busy machine); and in wall time, the median
+submit + next HIT (submit_next_ms_median, a close's own time left out) and the median GET of the
+HIT page (hit_page_ms_median, every worker's page --page-gets times over).
+
+Long answers (issue 36): ``--bundle var/long_chat.jsonl.gz --metric judge_score`` after
+``python scripts/bench/long_chat.py --words 1300 1300 --out var/long_chat.jsonl.gz``.
 """
 from __future__ import annotations
 
@@ -146,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                              "from `python -m protocol.arena make`")
     parser.add_argument("--metric", default="bert_score_f", help="the bundle's metric (arena bundles: judge_score)")
     parser.add_argument("--show-sql", action="store_true", help="print the statements of one cycle (stderr)")
+    parser.add_argument("--page-gets", type=int, default=5, help="GETs of each worker's HIT page, timed")
     parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
                         help="form: POST, then GET the annotate page (no JavaScript)")
     args = parser.parse_args(argv)
@@ -173,6 +179,7 @@ def _run(args) -> int:
     app = get_wsgi_application()
 
     close_cpu: list[float] = []
+    close_wall: list[float] = []
     close_backend_ms: list[float] = []
     backend = {"pid": None}
     close_inline = runtime.rounds_close
@@ -182,11 +189,12 @@ def _run(args) -> int:
     def timed_close(*, study_id):
         for counter in counting:
             counter.disable()
-        started, backend_started = time.process_time(), _backend_cpu_ms(backend["pid"])
+        started, backend_started, wall = time.process_time(), _backend_cpu_ms(backend["pid"]), time.perf_counter()
         try:
             return close_inline(study_id=study_id)
         finally:
             close_cpu.append(time.process_time() - started)
+            close_wall.append(time.perf_counter() - wall)
             close_backend_ms.append(_backend_cpu_ms(backend["pid"]) - backend_started)
             for counter in counting:
                 counter.enable()
@@ -225,13 +233,16 @@ def _run(args) -> int:
             form = FORM.search(page)
         data = {"csrfmiddlewaretoken": CSRF.search(page).group(1), "key": KEY.search(page).group(1),
                 "answer": ("left", "tie", "right")[n % 3], "seconds": "12.5"}
+        closes_before, started = sum(close_wall), time.perf_counter()
         status, page = browser.request("POST", form.group(1), data, htmx=args.mode == "htmx")
         if args.mode == "form" and status == 302:
             status, page = browser.request("GET", f"/s/{slug}/annotate/")
+        cycle_wall.append(time.perf_counter() - started - (sum(close_wall) - closes_before))
         if status != 200:
             raise SystemExit(f"submit answered {status}: {page[:300]}")
         pages[n] = page
 
+    cycle_wall: list[float] = []
     done = 0
     for _ in range(args.warmup):
         cycle(done % args.workers)
@@ -249,6 +260,7 @@ def _run(args) -> int:
             cursor.execute("SELECT pg_backend_pid()")
             backend_pid = backend["pid"] = cursor.fetchone()[0]
     runs = []
+    cycle_wall.clear()
     profiler = cProfile.Profile() if args.profile else None
     for _ in range(args.repeat):
         queries[0] = 0
@@ -270,6 +282,7 @@ def _run(args) -> int:
                      "closes": len(close_cpu),
                      "close_cpu_ms_mean": 1000 * statistics.mean(close_cpu) if close_cpu else None,
                      "close_pg_backend_cpu_ms_mean": statistics.mean(close_backend_ms) if close_backend_ms else None})
+    timed_wall = list(cycle_wall)  # the timed runs' cycles (the counting run below is slower)
     # Function calls per cycle (cProfile, one more run): deterministic, so it shows a change in
     # the work done even when the machine is too busy for CPU times to agree within 10 %.
     counter = cProfile.Profile()
@@ -280,6 +293,14 @@ def _run(args) -> int:
         done += 1
     counter.disable()
     calls = sum(entry[1] for entry in pstats.Stats(counter).stats.values())
+    counting.clear()
+    page_wall = []
+    for _ in range(args.page_gets):
+        for browser in browsers:
+            started = time.perf_counter()
+            status, _ = browser.request("GET", f"/s/{slug}/annotate/")
+            page_wall.append(time.perf_counter() - started)
+            assert status == 200, status
     result = {"database": connection.vendor, "mode": args.mode, "workers": args.workers, "cycles": args.cycles,
               "repeat": args.repeat}
     for key in runs[0]:
@@ -290,6 +311,9 @@ def _run(args) -> int:
     result["python_calls_per_cycle"] = round(calls / args.cycles)
     result["cpu_ms_per_cycle_min"] = round(min(r["cpu_ms_per_cycle"] for r in runs), 2)
     result["cpu_ms_per_cycle_runs"] = [round(r["cpu_ms_per_cycle"], 2) for r in runs]
+    result["submit_next_ms_median"] = round(1000 * statistics.median(timed_wall), 2)
+    result["hit_page_ms_median"] = round(1000 * statistics.median(page_wall), 2) if page_wall else None
+    result["hit_page_bytes_median"] = int(statistics.median(len(p.encode()) for p in pages))
     print(json.dumps(result))
     if profiler:
         if os.environ.get("BENCH_DUMP"):

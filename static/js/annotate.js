@@ -83,13 +83,24 @@
     label.hidden = false;
     var toggle = label.querySelector("input");
     syncPanes(document.getElementById("output-left"), document.getElementById("output-right"), toggle);
-    syncPanes(document.getElementById("diff-left"), document.getElementById("diff-right"), toggle);
+  }
+  function prepareDiffScrolling() {
+    var label = document.querySelector("[data-scroll-sync]");
+    if (label) syncPanes(document.getElementById("diff-left"), document.getElementById("diff-right"), label.querySelector("input"));
+  }
+  // The word differences arrive when their box is opened (htmx): that swap is no new HIT.
+  function onSwap(event) {
+    if (event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("#word-diff")) {
+      prepareDiffScrolling();
+      return;
+    }
+    prepare();
+    prepareScrolling();
   }
 
   document.addEventListener("DOMContentLoaded", prepare);
-  document.addEventListener("htmx:afterSwap", prepare);
   document.addEventListener("DOMContentLoaded", prepareScrolling);
-  document.addEventListener("htmx:afterSwap", prepareScrolling);
+  document.addEventListener("htmx:afterSwap", onSwap);
   document.addEventListener("submit", function (event) {
     var f = event.target.closest("form[data-hit-form]");
     if (!f) return;

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from annotation import models
+from annotation.rendering import MARKDOWN, stored_html
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
 from tests.factories import BUNDLES, PAYLOADS, bundle_bytes, chat_rows, worker_page
@@ -36,9 +37,11 @@ def test_chat_answers_render_lists_tables_and_highlighted_code(page, live_server
 def test_payloads_in_markdown_code_links_and_roles_run_nothing(page, live_server):
     payload = "\n\n".join(PAYLOADS)
     study = study_import(source=bundle_bytes(chat_rows(1, texts={"A": payload, "B": payload})), slug="chat-x")
-    models.Output.objects.filter(item__study=study).update(
-        messages=[{"role": '<img src=x onerror="window.__xss=20">', "content": payload},
-                  {"role": "assistant", "content": "[go](javascript:window.__xss=21)"}])
+    # Messages another tool wrote past the bundle reader, rendered as an import renders them.
+    messages = [{"role": '<img src=x onerror="window.__xss=20">', "content": payload},
+                {"role": "assistant", "content": "[go](javascript:window.__xss=21)"}]
+    models.Output.objects.filter(item__study=study).update(messages=messages,
+                                                           html=stored_html(None, messages, MARKDOWN))
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     page.goto(f"{live_server.url}/s/chat-x/start/?PROLIFIC_PID=w1&SESSION_ID=s1")
@@ -100,9 +103,16 @@ def test_the_two_outputs_scroll_together_until_the_box_is_unticked(page, live_se
     page.eval_on_selector("#output-left", "e => { e.scrollTop = 0; }")
     page.wait_for_timeout(300)
     assert page.eval_on_selector("#output-right", "e => e.scrollTop") > 0  # left alone
+    page.set_viewport_size({"width": 1366, "height": 400})
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
     page.click("#word-diff summary")
+    scrolled = page.evaluate("window.scrollY")
+    assert scrolled > 0  # the page is taller than the screen at this height
     # The sides are drawn at random: B's extra item is inserted on the right or deleted on the left.
     marked = page.locator("#diff-right ins, #diff-left del")
+    marked.first.wait_for()  # computed when the box is opened
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.scrollY") >= scrolled  # its arrival is no new HIT: the page stays put
     assert marked.count() == 1 and marked.first.inner_text().strip().startswith("80")
 
 

@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from annotation import models
-from annotation.rendering import MARKDOWN, PLAIN, render_conversation, word_diff
+from annotation.rendering import MARKDOWN, MAX_DIFF_WORDS, PLAIN, render_conversation, stored_html, word_diff
 from annotation.services import study_import
 from protocol.bundle import BundleError, read_bundle
 from tests.factories import bundle_bytes, chat_rows, current_hit, start_worker
@@ -53,8 +53,11 @@ def test_the_hit_shows_the_conversation_rendered_with_its_raw_text_one_click_awa
 def test_payloads_in_a_chat_study_reach_the_page_inert():
     payload = "\n\n".join(PAYLOADS)
     study = study_import(source=bundle_bytes(chat_rows(1, texts={"A": payload, "B": payload})), slug="chat-x")
-    # A role that got past the bundle reader (e.g. written by another tool) is still escaped.
-    models.Output.objects.filter(item__study=study).update(messages=[{"role": ROLE_PAYLOADS[2], "content": payload}])
+    # A role that got past the bundle reader (e.g. written by another tool) is still escaped,
+    # rendered as the import renders a markdown study's texts.
+    messages = [{"role": ROLE_PAYLOADS[2], "content": payload}]
+    models.Output.objects.filter(item__study=study).update(messages=messages,
+                                                           html=stored_html(None, messages, MARKDOWN))
     client = Client()
     start_worker(client, "chat-x", "w1")
     html = _hit_html(client, "chat-x")
@@ -62,8 +65,11 @@ def test_payloads_in_a_chat_study_reach_the_page_inert():
     raws = re.findall(r'<details class="raw-text"><summary>Raw text</summary><pre class="raw">(.*?)</pre></details>',
                       body, re.S)
     assert len(raws) == 3 and all("<" not in raw for raw in raws)  # the raw source, escaped
-    diff = re.search(r'<details class="card word-diff".*?</details>', body, re.S).group(0)
-    assert set(re.findall(r"</?(\w+)", diff)) <= {"details", "summary", "div", "pre", "ins", "del"}
+    diff_box = re.search(r'<details class="card word-diff".*?</details>', body, re.S).group(0)
+    assert set(re.findall(r"</?(\w+)", diff_box)) <= {"details", "summary", "div", "p", "a"}
+    diff_url = re.search(r'hx-get="([^"]+/diff/)"', diff_box).group(1)
+    diff = client.get(diff_url, HTTP_HX_REQUEST="true").content.decode()
+    assert set(re.findall(r"</?(\w+)", diff)) <= {"div", "pre", "ins", "del"}
     assert_inert(re.sub(r'<details class="(raw-text|card word-diff)".*?</details>', "", body, flags=re.S))
     assert "&lt;span class=&quot;role&quot;&gt;" not in body and "user&lt;img src=x onerror=1&gt;" in body
 
@@ -78,7 +84,7 @@ def test_word_diff_marks_only_the_differing_words_and_escapes_everything():
     left, right = word_diff("the <b>cat</b> sat on the mat", "the <b>dog</b> sat on the mat")
     assert left == "the <del>&lt;b&gt;cat&lt;/b&gt;</del> sat on the mat"
     assert right == "the <ins>&lt;b&gt;dog&lt;/b&gt;</ins> sat on the mat"
-    assert word_diff("x " * 6000, "y") is None
+    assert word_diff("x " * (MAX_DIFF_WORDS + 1), "y") is None
 
 
 @pytest.mark.django_db
@@ -87,7 +93,17 @@ def test_a_markdown_hit_offers_the_word_diff_and_a_plain_one_does_not(toy_rows):
     client = Client()
     start_worker(client, "chat", "w1")
     html = _hit_html(client, "chat")
-    assert 'id="word-diff"' in html and "<ins>" in html and "data-scroll-sync" in html
+    assert 'id="word-diff"' in html and "data-scroll-sync" in html
+    assert "<ins>" not in html  # the diff is computed when the worker opens it, not with every HIT
+    assignment, _ = current_hit(client, "chat")
+    fragment = client.get(f"/s/chat/hits/{assignment.pk}/diff/", HTTP_HX_REQUEST="true")
+    assert "<ins>" in fragment.content.decode() and "<html" not in fragment.content.decode()
+    page = client.get(f"/s/chat/hits/{assignment.pk}/diff/").content.decode()  # without JavaScript: a page
+    assert "<ins>" in page and 'href="/s/chat/annotate/"' in page
+    # Another worker's HIT has no diff for this one.
+    intruder = Client()
+    start_worker(intruder, "chat", "w9")
+    assert intruder.get(f"/s/chat/hits/{assignment.pk}/diff/").status_code == 404
     study_import(source=bundle_bytes(toy_rows), slug="plain")
     other = Client()
     start_worker(other, "plain", "w2")

@@ -37,10 +37,11 @@ def test_an_unknown_format_is_named():
         render_text("x", "html")
 
 
-def test_the_template_filter_takes_the_format():
-    template = Template('{% load output_text %}{{ text|output_text:"markdown" }}|{{ text|output_text }}')
+def test_the_template_tag_takes_the_format_and_prefers_the_html_stored_at_import():
+    template = Template('{% load output_text %}{% shown_text text None "" "markdown" %}|{% shown_text text None "" %}'
+                        '|{% shown_text text None "<p>stored</p>" "markdown" %}')
     rendered = template.render(Context({"text": "**bold**"}))
-    assert rendered == '<div class="markdown"><p><strong>bold</strong></p>\n</div>|**bold**'
+    assert rendered == '<div class="markdown"><p><strong>bold</strong></p>\n</div>|**bold**|<p>stored</p>'
 
 
 @settings(max_examples=300, deadline=None)

@@ -87,6 +87,9 @@ EXPECTED = {
                                                  row(403, 409, 409, 409, 404, 409))],
     # Asking for the next comparison: crowd workers and members get it (or the page), others not.
     "s/<slug:slug>/next/": [("POST", "/s/{slug}/next/", {}, row(403, 302, 302, 302, 404, 302))],
+    # The word differences of a HIT: its owner only (to anyone else the HIT does not exist).
+    "s/<slug:slug>/hits/<int:assignment_id>/diff/": [("GET", "/s/{slug}/hits/{hit}/diff/", None,
+                                                      row(403, 404, 200, 404, 404, 404))],
     "s/<slug:slug>/hits/<int:assignment_id>/skip/": [("POST", "/s/{slug}/hits/{hit}/skip/", {},
                                                       row(403, 404, 302, 404, 404, 404))],
     # An unknown reason: the HIT's owner is told (400), to anyone else the HIT does not exist.

@@ -42,6 +42,6 @@ def test_an_empty_output_passes_model_validation_and_the_database_and_exports(to
     (None, '<em class="empty-output">(empty response)</em>'),
     ("a <b>\nc", "a &lt;b&gt;<br>c"),
 ])
-def test_output_text_filter_marks_an_empty_response(text, shown):
-    template = Template("{% load output_text %}{{ text|output_text }}")
+def test_the_shown_text_tag_marks_an_empty_response(text, shown):
+    template = Template('{% load output_text %}{% shown_text text None "" %}')
     assert template.render(Context({"text": text})) == shown
