@@ -12,7 +12,8 @@
 # database, default postgres://postgres@127.0.0.1:5432), REDIS (a Redis database of its own,
 # default redis://127.0.0.1:6379/13: the run's cache, sessions and queue live there and it is
 # flushed first), WEB_WORKERS x WEB_THREADS (default 3 x 4), CELERY_CONCURRENCY (default 1),
-# KEEP=1 keeps the database and the logs.
+# KEEP=1 keeps the database and the logs; BUNDLE, SLUG, METRIC or LONG_WORDS="800 2000" choose
+# the study (lib.sh bench_study).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PORT=${1:-8131}
@@ -43,8 +44,8 @@ trap cleanup EXIT
 pg_create "$PG" "$DB"
 "$PYTHON" -c "import sys, redis; redis.Redis.from_url(sys.argv[1]).flushdb()" "$REDIS"
 "$PYTHON" manage.py migrate --noinput -v 0
-"$PYTHON" manage.py import_study data/bundles/summeval_relevance.jsonl.gz --slug summeval-relevance \
-  --metric bert_score_f -v 0
+bench_study
+"$PYTHON" manage.py import_study "$BUNDLE" --slug "$SLUG" --metric "$METRIC" -v 0
 
 nice -n "${CELERY_NICE:-10}" "$PYTHON" -m celery -A evalapp worker -B --concurrency "${CELERY_CONCURRENCY:-1}" -Q "$EVALAPP_CELERY_QUEUE" \
   --loglevel WARNING --schedule "$LOGS/celerybeat-schedule" >"$LOGS/celery.log" 2>&1 &
@@ -52,6 +53,6 @@ celery=$!
 server_start "$PORT" "$LOGS/gunicorn.log"
 
 status=0
-"$PYTHON" scripts/bench/load_annotators.py "http://127.0.0.1:$PORT" summeval-relevance --scenario deployment "$@" || status=$?
+"$PYTHON" scripts/bench/load_annotators.py "http://127.0.0.1:$PORT" "$SLUG" --scenario deployment "$@" || status=$?
 logs_errors "$LOGS/gunicorn.log" "$LOGS/celery.log"
 exit $status

@@ -12,7 +12,8 @@
 # Environment: PYTHON (default .venv/bin/python, else python3), WEB_WORKERS x WEB_THREADS (default
 # 3 x 4), KEEP=1 keeps the database and logs;
 # BUNDLE, SLUG and METRIC choose another study (a chat study:
-# BUNDLE=data/bundles/pandalm_chat.jsonl.gz SLUG=pandalm-chat METRIC=gpt35 scripts/bench/embedded.sh).
+# BUNDLE=data/bundles/pandalm_chat.jsonl.gz SLUG=pandalm-chat METRIC=gpt35 scripts/bench/embedded.sh);
+# LONG_WORDS="800 2000" serves long LLM answers (lib.sh bench_study).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PORT=${1:-8150}
@@ -29,9 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$PYTHON" manage.py migrate --noinput -v 0
-BUNDLE=${BUNDLE:-data/bundles/summeval_relevance.jsonl.gz}
-SLUG=${SLUG:-summeval-relevance}
-METRIC=${METRIC:-bert_score_f}
+bench_study
 "$PYTHON" manage.py import_study "$BUNDLE" --slug "$SLUG" --metric "$METRIC" -v 0
 server_start "$PORT" "$LOGS/gunicorn.log"
 

@@ -16,6 +16,24 @@ bench_settings() {
   export EVALAPP_THROTTLE_CROWD_NEW=${EVALAPP_THROTTLE_CROWD_NEW:-100000/minute}
 }
 
+# bench_study: the study a load benchmark serves, in BUNDLE, SLUG and METRIC (defaults: SummEval
+# relevance). LONG_WORDS="MIN MAX" serves long LLM answers instead (issue 36): a chat study of
+# LONG_SYSTEMS (6) x LONG_PROMPTS (300) markdown answers of MIN-MAX words made by
+# scripts/bench/long_chat.py into $LOGS.
+bench_study() {
+  if [ -n "${LONG_WORDS:-}" ]; then
+    BUNDLE="$LOGS/long_chat.jsonl.gz"
+    SLUG=${SLUG:-long-chat}
+    METRIC=${METRIC:-judge_score}
+    # shellcheck disable=SC2086  # MIN MAX: two words
+    "$PYTHON" scripts/bench/long_chat.py --systems "${LONG_SYSTEMS:-6}" --prompts "${LONG_PROMPTS:-300}" \
+      --words $LONG_WORDS --out "$BUNDLE" >&2
+  fi
+  BUNDLE=${BUNDLE:-data/bundles/summeval_relevance.jsonl.gz}
+  SLUG=${SLUG:-summeval-relevance}
+  METRIC=${METRIC:-bert_score_f}
+}
+
 # pg_create SERVER_URL NAME: the database NAME afresh (dropped first) on a PostgreSQL server (a
 # URL without a database); NAME is letters, digits and _ only.
 pg_create() {
