@@ -48,7 +48,7 @@ class StrictChoiceField(serializers.ChoiceField):
 
 
 # A serializer field per kind of study setting: JSON bodies (strict) and multipart forms.
-SETTING_FIELDS = {
+FIELD_CLASSES = {
     True: {INT: StrictIntegerField, FLOAT: StrictFloatField, TEXT: StrictCharField, BOOL: StrictBooleanField,
            CHOICE: StrictChoiceField},
     False: {INT: serializers.IntegerField, FLOAT: serializers.FloatField, TEXT: serializers.CharField,
@@ -66,7 +66,7 @@ def setting_field(setting: Setting, *, strict: bool, help_text: str | None = Non
         kwargs.update(choices=setting.choices, error_messages={"invalid_choice": setting.refusal('"{input}"')})
     if setting.kind == TEXT:
         kwargs.update(allow_blank=setting.blank)
-    return SETTING_FIELDS[strict][setting.kind](**kwargs)
+    return FIELD_CLASSES[strict][setting.kind](**kwargs)
 
 
 class SettingBoundsSchema(OpenApiSerializerFieldExtension):
