@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
+from protocol.study_settings import ADMIN, SETTINGS
+
 from . import models
 from .services import item_withdraw
 
@@ -45,11 +47,14 @@ class StudyAdmin(admin.ModelAdmin):
                     "separability_total", "separability_error", "protocol_lost_judgements",
                     "protocol_redecide_requested", "protocol_redecide_done", "exclusions_active")
 
+    # Study settings the admin may not set (the table of study settings, protocol/study_settings.py).
+    NOT_HERE = tuple(name for name, setting in SETTINGS.items() if ADMIN not in setting.surfaces)
+
     def get_readonly_fields(self, request, obj=None):
         """Once the protocol has started its parameters are fixed (Study.clean refuses a change
         too), and the budget is changed on the study's settings page, which checks it against
         what is spent and opens the rounds a raise allows."""
-        fields = list(self.STATE_FIELDS)
+        fields = [*self.STATE_FIELDS, *self.NOT_HERE]
         if obj is not None and obj.protocol_started:
             fields += [*models.Study.PROTOCOL_PARAMETERS, "budget"]
         return fields

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
@@ -43,15 +42,10 @@ from .errors import QualityError
 from .models import Annotator, Assignment, Study
 from .rubrics import SHOWN_ANSWERS
 from .services import hits as serving
-from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
+from .services.quality import annotator_exclude, annotator_include
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64}
-SETTINGS_FIELDS = tuple(serializers.StudySettingsSerializer().fields)
-CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
-QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
-                  "exclude_low_agreement")
-PROTOCOL_RUN_FIELDS = tuple(f for f in SETTINGS_FIELDS if f not in CROWD_FIELDS + QUALITY_FIELDS)
 
 _ERRORS = {
     400: OpenApiResponse(ValidationErrorSerializer, description="invalid input (code invalid; `errors` names "
@@ -115,10 +109,8 @@ class StudyListApi(APIView):
                                           metric="" if form.validated_data["human_only"] else
                                           (form.validated_data.get("metric") or None),
                                           metric_required=True, created_by=request.user,
-                                          study_settings={key: form.validated_data.get(key) for key in (
-                                              "protocol_rule", "allocation_policy", "family_control",
-                                              "pair_design", "ranking_max_labels", "ranking_confidence",
-                                              "ranking_resolution")})
+                                          study_settings={s.name: form.validated_data.get(s.name)
+                                                          for s in serializers.IMPORT_SETTINGS})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)
@@ -143,7 +135,7 @@ class StudySettingsApi(APIView):
                    responses={200: serializers.StudySettingsSerializer, **errors(403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
-        return Response(serializers.StudySettingsSerializer({f: getattr(study, f) for f in SETTINGS_FIELDS}).data)
+        return Response(serializers.StudySettingsSerializer(study).data)
 
     @extend_schema(operation_id="study_settings_update",
                    summary="Pause, resume or finish a study, change its budget or other settings",
@@ -159,19 +151,13 @@ class StudySettingsApi(APIView):
         study = _researcher_study(request, slug)
         form = serializers.StudySettingsSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
-        values = {f: getattr(study, f) for f in SETTINGS_FIELDS} | form.validated_data
-        try:
-            with transaction.atomic():  # all of the request or none of it
-                study = services.study_settings_update(study=study, **{f: values[f] for f in PROTOCOL_RUN_FIELDS})
-                if set(form.validated_data) & set(CROWD_FIELDS):
-                    study = services.study_crowd_settings_update(study=study, **{f: values[f] for f in CROWD_FIELDS})
-                if set(form.validated_data) & set(QUALITY_FIELDS):
-                    study = study_quality_settings_update(study=study, **{f: values[f] for f in QUALITY_FIELDS})
+        try:  # all of the request or none of it
+            study = services.study_settings_update(study=study, changes=form.validated_data)
         except DjangoValidationError as exc:  # the request is well-formed; a rule of the study refuses it
             raise Conflict(" ".join(exc.messages)) from exc
         except ValueError as exc:
             raise Conflict(str(exc)) from exc
-        return Response(serializers.StudySettingsSerializer({f: getattr(study, f) for f in SETTINGS_FIELDS}).data)
+        return Response(serializers.StudySettingsSerializer(study).data)
 
 
 class StudyDecisionsApi(APIView):

@@ -22,15 +22,13 @@ class MailingPasswordResetForm(PasswordResetForm):
         except Exception as exc:  # smtplib and socket errors alike: the mail did not go
             raise MailNotSent(str(exc)) from exc
 
+from django.utils.text import capfirst
+
+from protocol.study_settings import (BOOL, CHOICE, DRAFT, INT, METRIC, RUNNING, TEXT, Setting, cross_problems,
+                                     settings_for)
+
 from .guarantees import PAPER_POLICY_WARNING
-from .models import (
-    ACTIVE_DEFAULTS,
-    MIN_ITEM_CHOICE_TEMPERATURE,
-    RANKING_CONFIDENCE_HELP,
-    RANKING_RESOLUTION_HELP,
-    TEMPERATURE_REASON,
-    Study,
-)
+from .models import SettingBounds, Study
 
 
 class StudyUploadForm(forms.Form):
@@ -67,123 +65,126 @@ class StudyMetricChoiceForm(forms.Form):
         return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
 
 
-class StudySettingsForm(forms.Form):
-    """What a researcher may change while a study runs (see services.study_settings_update)."""
+def setting_formfield(setting: Setting, *, required: bool) -> forms.Field:
+    """The form field of a study setting (protocol/study_settings.py): its label, help and
+    widget; its bounds are checked by the setting's own check (SettingBounds), whose message
+    names the setting and the bounds."""
+    common = {"label": capfirst(setting.label), "help_text": setting.explained, "validators": [SettingBounds(setting.name)]}
+    if setting.kind == BOOL:
+        return forms.BooleanField(required=False, **common)
+    if setting.kind == CHOICE:
+        return forms.ChoiceField(choices=setting.choices, required=required, **common,
+                                 error_messages={"invalid_choice": setting.refusal('"%(value)s"')})
+    if setting.kind == TEXT:
+        widget = forms.Textarea(attrs={"rows": 6}) if setting.max_length > 200 else forms.TextInput
+        field = forms.CharField(required=required and not setting.blank, widget=widget, **common)
+        field.widget.attrs["maxlength"] = str(setting.max_length)
+        return field
+    attrs = {"min": setting.minimum} if not setting.min_exclusive else {}
+    attrs.update({"max": setting.maximum} if not setting.max_exclusive else {})
+    kind = forms.IntegerField if setting.kind == INT else forms.FloatField
+    field = kind(required=required, **common)
+    field.widget.attrs.update({key: str(value) for key, value in attrs.items()})
+    return field
 
-    status = forms.ChoiceField(choices=[("running", "Running"), ("paused", "Paused"), ("finished", "Finished")])
-    budget = forms.IntegerField(min_value=0, help_text="human judgements the protocol may spend")
-    lease_timeout_seconds = forms.IntegerField(min_value=30, max_value=86400,
-                                               help_text="seconds an annotator keeps a HIT")
-    completion_code = forms.CharField(required=False, max_length=64,
-                                      help_text="shown to crowd workers when their work is done")
-    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
-    item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
-                                             ("stratified", "Stratified by separability")])
-    item_choice_temperature = forms.FloatField(
-        min_value=MIN_ITEM_CHOICE_TEMPERATURE, max_value=10.0,
-        error_messages={"min_value": f"Must be at least %(limit_value)s: {TEMPERATURE_REASON}."},
-        help_text=f"weighted choice: lower = stronger preference for separable items; at least "
-                  f"{MIN_ITEM_CHOICE_TEMPERATURE}, because {TEMPERATURE_REASON}")
+
+class SettingsForm(forms.Form):
+    """A form of study settings built from their table (protocol/study_settings.py): those of
+    ``surface`` (and ``group``). ``study`` gives the initial values.
+
+    ``keep_empty``: a field left empty (or out) keeps the study's value, so the form works
+    without that part; otherwise an empty optional setting takes its default. ``marker``: the
+    name of a hidden field without which the form changes nothing (a fieldset of booleans,
+    whose unticked boxes are not sent)."""
+
+    surface = RUNNING
+    group: str | None = None
+    keep_empty = False
+    marker: str | None = None
+
+    def __init__(self, *args, study: Study | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = [s for s in settings_for(self.surface, group=self.group) if s.kind != METRIC]
+        for setting in self.settings:
+            self.fields[setting.name] = setting_formfield(setting, required=not (self.keep_empty or setting.optional))
+        if self.marker:
+            self.fields[self.marker] = forms.CharField(widget=forms.HiddenInput, initial="1", required=False)
+        if study is not None:
+            self.initial = {**{s.name: getattr(study, s.name) for s in self.settings}, **self.initial}
+
+    def clean(self):
+        data = super().clean()
+        given = {name: value for name, value in data.items() if value is not None}
+        for name, problem in cross_problems(given).items():
+            if name in self.fields and name in given:
+                self.add_error(name, problem)
+        return data
+
+    def changes(self) -> dict:
+        """The settings this form sets: name -> value."""
+        if self.marker and not self.cleaned_data.get(self.marker):
+            return {}
+        changes = {}
+        for setting in self.settings:
+            value = self.cleaned_data.get(setting.name)
+            if value is None and self.keep_empty:
+                continue
+            changes[setting.name] = setting.default if value is None else value
+        return changes
 
 
-class StudyDraftForm(forms.Form):
+class StudySettingsForm(SettingsForm):
+    """What a researcher may change while a study runs (services.study_settings_update)."""
+
+    group = "run"
+
+
+class StudyCrowdSettingsForm(SettingsForm):
+    """A crowd worker's session (docs/crowd.md); shown on the settings page under the above. A
+    field left out keeps the study's value (the settings form without this part still works)."""
+
+    group = "crowd"
+    keep_empty = True
+
+
+class StudyQualitySettingsForm(SettingsForm):
+    """Checks and exclusion rules (docs/quality.md); on the settings page. Applied only when the
+    page's quality fieldset was sent (``quality_form``), so other forms leave them alone."""
+
+    group = "quality"
+    keep_empty = True
+    marker = "quality_form"
+
+
+# The running study's settings page: its forms by the name the template knows them by.
+RUNNING_FORMS = {"form": StudySettingsForm, "crowd": StudyCrowdSettingsForm, "quality": StudyQualitySettingsForm}
+
+
+def running_settings_forms(study: Study, data=None) -> dict[str, SettingsForm]:
+    """The forms of a running study's settings page (bound to ``data`` when given)."""
+    return {name: form(data, study=study) for name, form in RUNNING_FORMS.items()}
+
+
+class StudyDraftForm(SettingsForm):
     """A draft's protocol parameters (services.study_draft_update); ``metrics``: the study's own
     metric names. Once launched they are fixed (Study.PROTOCOL_PARAMETERS)."""
 
+    surface = DRAFT
     metric = forms.ChoiceField(label="Metric for the protocol")
-    gamma = forms.FloatField(label="γ (error level per decision)", min_value=0.001, max_value=0.5,
-                             help_text="e.g. 0.05; smaller = more judgements per decision")
-    batch_size = forms.IntegerField(min_value=1, max_value=1000, help_text="judgements per pair per round")
-    budget = forms.IntegerField(min_value=1, help_text="human judgements the protocol may spend")
-    ratings_per_item = forms.IntegerField(min_value=1, max_value=100,
-                                          help_text="judgements one comparison may receive")
-    protocol_rule = forms.ChoiceField(label="Decision rule", choices=Study.Rule.choices,
-                                      help_text="error-controlled: false ± ≤ γ under any number of looks; "
-                                                "the paper's rule tests at γ per look only")
-    allocation_policy = forms.ChoiceField(choices=[("adaptive", "Adaptive"),
-                                                   ("paper", f"Paper (Algorithm 2) — {PAPER_POLICY_WARNING}")])
-    family_control = forms.ChoiceField(label="Family control across pairs", choices=Study.FamilyControl.choices,
-                                       help_text="with the error-controlled rule")
-    pair_design = forms.ChoiceField(label="Pairs decided", choices=Study.PairDesign.choices,
-                                    help_text="ranking (many systems): a merge sort decides the pairs it needs, each "
-                                              "at γ / C(k); active: labels where the fitted order is least sure, "
-                                              "until it is resolved; both need family control 'none'")
-    ranking_max_labels = forms.IntegerField(
-        label="Labels per comparison", min_value=0, required=False,
-        help_text="ranking designs: most judgements one pair may take, its resolution (a pair still "
-                  "undecided then is a tie); 0 or empty = all of its items")
-    ranking_confidence = forms.FloatField(
-        label="Confidence", min_value=0.5, max_value=0.999999, required=False,
-        help_text=f"{RANKING_CONFIDENCE_HELP} (empty: {ACTIVE_DEFAULTS.confidence})")
-    ranking_resolution = forms.FloatField(
-        label="Resolution", min_value=0.0, required=False,
-        help_text=f"{RANKING_RESOLUTION_HELP} (empty: {ACTIVE_DEFAULTS.resolution})")
-    item_choice = forms.ChoiceField(choices=[("uniform", "Uniform"), ("weighted", "Separability-weighted"),
-                                             ("stratified", "Stratified by separability")])
 
     def __init__(self, *args, metrics: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["metric"].choices = [(METRIC_PREFIX + m, m) for m in metrics] + [
             (HUMAN_ONLY, "No metric: human-only study")]
-
-    def clean_ranking_max_labels(self) -> int:
-        return self.cleaned_data.get("ranking_max_labels") or 0
-
-    def clean_ranking_confidence(self) -> float:
-        value = self.cleaned_data.get("ranking_confidence")
-        return ACTIVE_DEFAULTS.confidence if value is None else value
-
-    def clean_ranking_resolution(self) -> float:
-        value = self.cleaned_data.get("ranking_resolution")
-        return ACTIVE_DEFAULTS.resolution if value is None else value
+        # the paper's policy is offered with its measured false-decision rate (guarantees.py)
+        policy = self.fields["allocation_policy"]
+        policy.choices = [(value, f"{label} — {PAPER_POLICY_WARNING}" if value == Study.Allocation.PAPER else label)
+                          for value, label in policy.choices]
 
     def chosen_metric(self) -> str:
         """The metric's name; "" for a human-only study."""
         value = self.cleaned_data["metric"]
         return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
-
-
-class StudyCrowdSettingsForm(forms.Form):
-    """A crowd worker's session (docs/crowd.md); shown on the settings page under the above.
-
-    A field left out keeps the study's value (the settings form without this part still works).
-    """
-
-    session_hits_min = forms.IntegerField(min_value=1, required=False, label="Comparisons for the completion code",
-                                          help_text="a worker gets the code after this many")
-    session_hits_max = forms.IntegerField(min_value=0, required=False, label="Most comparisons per worker",
-                                          help_text="0 = no limit")
-    session_minutes = forms.IntegerField(min_value=0, required=False, label="Session time limit (minutes)",
-                                         help_text="no new comparison after this long; 0 = no limit")
-    min_seconds_per_hit = forms.IntegerField(min_value=0, max_value=3600, required=False, label="Minimum seconds per comparison",
-                                             help_text="the answer buttons unlock after this long")
-
-    def clean(self):
-        data = super().clean()
-        low, high = data.get("session_hits_min"), data.get("session_hits_max")
-        if low is not None and high and high < low:  # both given; else the service's full_clean checks
-            self.add_error("session_hits_max", f"must be 0 or at least {low} (the comparisons for the code)")
-        return data
-
-
-class StudyQualitySettingsForm(forms.Form):
-    """Checks and exclusion rules (docs/quality.md); on the settings page. Applied only when the
-    page's quality fieldset was sent (``quality_form``), so other forms leave them alone."""
-
-    quality_form = forms.CharField(widget=forms.HiddenInput, initial="1", required=False)
-    check_every = forms.IntegerField(min_value=0, max_value=1000, required=False, label="A check every N comparisons",
-                                     help_text="about one HIT in N + 1 is a check, never two in a row; 0 = none "
-                                               "(needs check lines in the bundle)")
-    onboarding_checks = forms.IntegerField(min_value=0, max_value=50, required=False, label="Onboarding checks",
-                                           help_text="a worker's first HITs are this many checks; fail them and "
-                                                     "they are thanked and not served more")
-    repeat_every = forms.IntegerField(min_value=0, max_value=1000, required=False,
-                                      label="A repeat every N comparisons",
-                                      help_text="repeats a comparison the worker judged, sides swapped "
-                                                "(repeat consistency); 0 = none")
-    exclude_too_fast = forms.BooleanField(required=False, label="Exclude workers flagged too fast")
-    exclude_failed_checks = forms.BooleanField(required=False, label="Exclude workers who fail checks")
-    exclude_low_agreement = forms.BooleanField(required=False, label="Exclude workers with low agreement")
 
 ROLE_CHOICES = [("annotator", "Annotator"), ("researcher", "Researcher")]
 

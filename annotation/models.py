@@ -8,63 +8,78 @@ is kept on the Assignment and undone when a judgement is saved.
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.deconstruct import deconstructible
 
-from protocol.allocation import MIN_TEMPERATURE
-from protocol.allocation import TEMPERATURE_REASON as _TEMPERATURE_REASON
 from protocol.bundle import CHECK_EXPECTED, parse_criteria
 from protocol.active_ranking import ActiveSettings
 from protocol.ranking_design import planned_decisions
+from protocol.study_settings import CHOICE, FIXED, METRIC, SETTINGS, TEXT, cross_problems
 
 from . import guarantees
 
 PREFERENCE_VALUES = Q(value__in=(-1, 0, 1))
 
-# The active design's defaults are the protocol's (one declaration); forms and the API say them.
-ACTIVE_DEFAULTS = ActiveSettings()
-RANKING_CONFIDENCE_HELP = ("active design: posterior probability at which two neighbours of the order count as "
-                           "ordered, or as close (misordered by no more than the resolution)")
-RANKING_RESOLUTION_HELP = ("active design: the smallest difference of log-strengths the ranking must get "
-                           "right; two neighbours are resolved once a reversal larger than this is "
-                           "unlikely (0.05 is a 51.25 % win rate)")
+# Lowest temperature of separability-weighted item choice and its reason (the study settings'
+# table, protocol/study_settings.py, which takes them from protocol.allocation).
+MIN_ITEM_CHOICE_TEMPERATURE = SETTINGS["item_choice_temperature"].minimum
+TEMPERATURE_REASON = SETTINGS["item_choice_temperature"].reason
 
-# Lowest temperature of separability-weighted item choice (form, API, admin and model share
-# it): the protocol's bound and its reason (protocol.allocation).
-MIN_ITEM_CHOICE_TEMPERATURE = MIN_TEMPERATURE
-TEMPERATURE_REASON = _TEMPERATURE_REASON.format(minimum=MIN_TEMPERATURE, exponent=2 / MIN_TEMPERATURE)
+
+@deconstructible
+class SettingBounds:
+    """A study setting's bounds as declared in protocol/study_settings.py: the one check the
+    model, the forms and the API serializers run; its message names the setting and its bounds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, value) -> None:
+        problem = SETTINGS[self.name].problem(value)
+        if problem:
+            raise ValidationError(problem, code="bounds")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SettingBounds) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def declared(name: str, *, bounds: bool = True, **field) -> dict:
+    """A Study field's keyword arguments from the study setting ``name``: its label (the field's
+    verbose name), default, help, choices and bounds (a validator); ``field`` adds the rest."""
+    setting = SETTINGS[name]
+    kwargs = {"verbose_name": setting.label, "default": setting.default, "help_text": setting.explained, **field}
+    if bounds:
+        kwargs["validators"] = [SettingBounds(name)]
+    if setting.kind == CHOICE:
+        kwargs["choices"] = list(setting.choices)
+        kwargs["error_messages"] = {"invalid_choice": setting.refusal("%(value)r")}
+    if setting.kind == TEXT:
+        kwargs["blank"] = setting.blank
+    if setting.default in ("", None):
+        del kwargs["default"]  # the field's own empty default (and no table rebuild on SQLite)
+    return kwargs
+
+
+def choices_of(name: str, *extra: tuple[str, str]) -> list:
+    """The members of a TextChoices class for the choices of the study setting ``name``
+    (each named by its value in capitals), after ``extra`` (value, label) pairs."""
+    return [(value.upper(), (value, label)) for value, label in (*extra, *SETTINGS[name].choices)]
 
 
 class Study(models.Model):
-    class Status(models.TextChoices):
-        DRAFT = "draft", "Draft"
-        RUNNING = "running", "Running"
-        PAUSED = "paused", "Paused"
-        FINISHED = "finished", "Finished"
-
-    class Allocation(models.TextChoices):
-        PAPER = "paper", "Paper (Algorithm 2)"
-        ADAPTIVE = "adaptive", "Adaptive"
-
-    class Rule(models.TextChoices):
-        EPROCESS = "eprocess", "Error-controlled (e-process)"
-        BAYES = "bayes", "Bayesian θ thresholds (the paper's rule)"
-
-    class FamilyControl(models.TextChoices):
-        EBH = "ebh", "e-BH (false discovery rate over the study's pairs)"
-        FAMILYWISE = "bonferroni", "Family-wise (any false ± over the study's pairs)"
-        NONE = "none", "None (each pair on its own)"
-
-    class PairDesign(models.TextChoices):
-        ALL_PAIRS = "all_pairs", "All pairs (every pair decided)"
-        RANKING = "ranking", "Ranking (a merge sort decides only the pairs it needs)"
-        ACTIVE = "active", "Active ranking (labels where the fitted order is least sure)"
-
-    class ItemChoice(models.TextChoices):
-        UNIFORM = "uniform", "Uniform"
-        WEIGHTED = "weighted", "Separability-weighted"
-        STRATIFIED = "stratified", "Stratified by separability"
+    # Choices are declared once, with their setting (protocol/study_settings.py); a draft is a
+    # status of its own, not one a researcher sets.
+    Status = models.TextChoices("Status", choices_of("status", ("draft", "Draft")))
+    Allocation = models.TextChoices("Allocation", choices_of("allocation_policy"))
+    Rule = models.TextChoices("Rule", choices_of("protocol_rule"))
+    FamilyControl = models.TextChoices("FamilyControl", choices_of("family_control"))
+    PairDesign = models.TextChoices("PairDesign", choices_of("pair_design"))
+    ItemChoice = models.TextChoices("ItemChoice", choices_of("item_choice"))
 
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=200)
@@ -72,81 +87,58 @@ class Study(models.Model):
     # A rubric: several criteria answered in one HIT, each decided by its own protocol lane
     # (protocol.rubric); [] = the one criterion above. Validated by protocol.bundle.parse_criteria.
     criteria = models.JSONField(default=list, blank=True)
-    instructions = models.TextField(blank=True)
-    # Fixed at import: a markdown study's texts are rendered then and kept (annotation/rendering.py).
-    text_format = models.CharField(
-        max_length=10, choices=[("plain", "Plain text"), ("markdown", "Markdown")], default="plain",
-        editable=False, help_text="how inputs and outputs are shown (annotation/rendering.py)")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
-    gamma = models.FloatField(default=0.05)
-    batch_size = models.PositiveIntegerField(default=10)
-    budget = models.PositiveIntegerField(default=0, help_text="human annotations; 0 = one per comparison")
-    ratings_per_item = models.PositiveIntegerField(default=1)
+    # Every study setting's field takes its label, default, help, choices and bounds from the
+    # table of study settings (``declared``); tests/test_study_settings.py holds the two together.
+    instructions = models.TextField(**declared("instructions"))
+    text_format = models.CharField(max_length=10, **declared("text_format"))
+    status = models.CharField(max_length=10, choices=Status.choices, default=SETTINGS["status"].default,
+                              error_messages={"invalid_choice": SETTINGS["status"].refusal("%(value)r")})
+    gamma = models.FloatField(**declared("gamma"))
+    batch_size = models.PositiveIntegerField(**declared("batch_size"))
+    budget = models.PositiveIntegerField(**declared("budget"))
+    ratings_per_item = models.PositiveIntegerField(**declared("ratings_per_item"))
     # A new study controls its false ± decisions (issue 19): the adaptive policy with the
     # e-process rule. Studies made before keep the paper's policy and rule (migration 0012).
-    allocation_policy = models.CharField(max_length=10, choices=Allocation.choices, default=Allocation.ADAPTIVE)
-    protocol_rule = models.CharField(
-        "decision rule", max_length=10, choices=Rule.choices, default=Rule.EPROCESS,
-        help_text="eprocess: false ± ≤ γ under any number of looks; bayes: the paper's θ thresholds, γ per look")
-    family_control = models.CharField(
-        max_length=10, choices=FamilyControl.choices, default=FamilyControl.EBH,
-        help_text="error control across the study's pairs (decision rule eprocess)")
+    allocation_policy = models.CharField(max_length=10, **declared("allocation_policy"))
+    protocol_rule = models.CharField(max_length=10, **declared("protocol_rule"))
+    family_control = models.CharField(max_length=10, **declared("family_control"))
     # Which pairs the protocol spends on (docs/ranking.md): all of them, or those a merge sort
     # over the systems asks for, each decided at γ / C(k) so that the whole ranking is wrong
     # with probability ≤ γ. ``ranking_order`` is the sort's initial order, fixed at the start.
-    pair_design = models.CharField(
-        max_length=10, choices=PairDesign.choices, default=PairDesign.ALL_PAIRS,
-        help_text="all_pairs: every pair decided; ranking: for many systems, a merge sort decides "
-                  "the pairs it needs (≤ k log₂ k) and the others follow by transitivity")
-    ranking_max_labels = models.PositiveIntegerField(
-        "labels per comparison", default=0,
-        help_text="ranking design: most human judgements one comparison of the sort may take, its "
-                  "resolution (a pair still undecided then is a tie); 0 = all of its items")
+    pair_design = models.CharField(max_length=10, **declared("pair_design"))
+    ranking_max_labels = models.PositiveIntegerField(**declared("ranking_max_labels"))
     ranking_order = models.JSONField(default=list, blank=True, editable=False,
                                      help_text="the ranking design's initial order (system names)")
     # The active design (docs/ranking.md, protocol.active_ranking) stops when every pair of
     # neighbours of the fitted order is resolved to this resolution (a difference of
-    # Bradley–Terry log-strengths) at this posterior confidence; defaults are the protocol's.
-    ranking_confidence = models.FloatField(
-        "confidence", default=ACTIVE_DEFAULTS.confidence, validators=[MinValueValidator(0.5)],
-        help_text=RANKING_CONFIDENCE_HELP)
-    ranking_resolution = models.FloatField(
-        "resolution", default=ACTIVE_DEFAULTS.resolution, validators=[MinValueValidator(0.0)],
-        help_text=RANKING_RESOLUTION_HELP)
-    item_choice = models.CharField(max_length=10, choices=ItemChoice.choices, default=ItemChoice.UNIFORM)
-    item_choice_temperature = models.FloatField(
-        default=0.25, validators=[MinValueValidator(MIN_ITEM_CHOICE_TEMPERATURE, message=(
-            f"the item choice temperature must be at least {MIN_ITEM_CHOICE_TEMPERATURE}: {TEMPERATURE_REASON}"))])
-    separability_similarity = models.CharField(max_length=40, default="rouge1")
-    shown_sample = models.PositiveIntegerField(default=0)
-    metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    lease_timeout_seconds = models.PositiveIntegerField(default=900)
-    completion_code = models.CharField(max_length=64, blank=True)
+    # Bradley–Terry log-strengths) at this posterior confidence.
+    ranking_confidence = models.FloatField(**declared("ranking_confidence"))
+    ranking_resolution = models.FloatField(**declared("ranking_resolution"))
+    item_choice = models.CharField(max_length=10, **declared("item_choice"))
+    item_choice_temperature = models.FloatField(**declared("item_choice_temperature"))
+    separability_similarity = models.CharField(max_length=40, **declared("separability_similarity"))
+    shown_sample = models.PositiveIntegerField(**declared("shown_sample"))
+    metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                               **declared("metric", bounds=False))
+    lease_timeout_seconds = models.PositiveIntegerField(**declared("lease_timeout_seconds"))
+    completion_code = models.CharField(max_length=SETTINGS["completion_code"].max_length, **declared("completion_code"))
     # Prolific's STUDY_ID of this study: when set, a start link naming another one is refused.
-    prolific_study_id = models.CharField(max_length=64, blank=True,
-                                         help_text="Prolific's STUDY_ID; a start link with another one is refused")
+    prolific_study_id = models.CharField(max_length=SETTINGS["prolific_study_id"].max_length,
+                                         **declared("prolific_study_id"))
     # A crowd worker's session is their work in this study (an Annotator is one platform
     # worker id); the completion-code rule is selectors.crowd_session's docstring.
-    session_hits_min = models.PositiveIntegerField(
-        default=1, help_text="judgements a worker needs for the completion code")
-    session_hits_max = models.PositiveIntegerField(
-        default=0, help_text="most judgements one worker is served; 0 = no limit")
-    session_minutes = models.PositiveIntegerField(
-        default=0, help_text="minutes from a worker's first HIT after which no new HIT is served; 0 = no limit")
-    min_seconds_per_hit = models.PositiveIntegerField(
-        default=0, help_text="seconds a HIT must be on screen before it can be answered")
+    session_hits_min = models.PositiveIntegerField(**declared("session_hits_min"))
+    session_hits_max = models.PositiveIntegerField(**declared("session_hits_max"))
+    session_minutes = models.PositiveIntegerField(**declared("session_minutes"))
+    min_seconds_per_hit = models.PositiveIntegerField(**declared("min_seconds_per_hit"))
     # Quality control (docs/quality.md). A rule excludes a worker that protocol.quality flags
     # with its flag; exclusion re-decides the affected pairs (services/quality.py).
-    check_every = models.PositiveIntegerField(
-        default=0, help_text="about one HIT in this many is a check (never two in a row); 0 = no checks")
-    repeat_every = models.PositiveIntegerField(
-        default=0, help_text="about one HIT in this many repeats a comparison the worker judged, sides swapped; "
-                             "0 = no repeats")
-    onboarding_checks = models.PositiveIntegerField(
-        default=0, help_text="a worker's first HITs are this many checks; who fails them is not served more")
-    exclude_too_fast = models.BooleanField(default=False, help_text="exclude workers flagged too_fast")
-    exclude_failed_checks = models.BooleanField(default=False, help_text="exclude workers flagged failed_checks")
-    exclude_low_agreement = models.BooleanField(default=False, help_text="exclude workers flagged low_agreement")
+    check_every = models.PositiveIntegerField(**declared("check_every"))
+    repeat_every = models.PositiveIntegerField(**declared("repeat_every"))
+    onboarding_checks = models.PositiveIntegerField(**declared("onboarding_checks"))
+    exclude_too_fast = models.BooleanField(**declared("exclude_too_fast"))
+    exclude_failed_checks = models.BooleanField(**declared("exclude_failed_checks"))
+    exclude_low_agreement = models.BooleanField(**declared("exclude_low_agreement"))
     protocol_lost_judgements = models.PositiveIntegerField(
         default=0, help_text="judgements of excluded workers (protocol state): spent, but no longer counted")
     # An exclusion or re-inclusion bumps ``requested``; the re-decision that brings the protocol
@@ -155,8 +147,8 @@ class Study(models.Model):
     protocol_redecide_done = models.PositiveIntegerField(default=0)
     exclusions_active = models.PositiveIntegerField(
         default=0, help_text="workers excluded now (serving asks who only when this is not 0)")
-    protocol_seed = models.PositiveIntegerField(default=0, help_text="seed of everything random in the protocol")
-    protocol_strict = models.BooleanField(default=False, help_text="Pocock-adjusted level per look")
+    protocol_seed = models.PositiveIntegerField(**declared("protocol_seed"))
+    protocol_strict = models.BooleanField(**declared("protocol_strict"))
     protocol_closes = models.PositiveIntegerField(default=0, help_text="rounds closed so far (protocol state)")
     # One closer of the study's rounds at a time, across processes (services/runtime.py): the
     # closer holds the study until this time; a close asked for meanwhile sets ``close_again``
@@ -187,10 +179,15 @@ class Study(models.Model):
         return self.name
 
     # The protocol's own parameters: every round's decision was made under them, so they are
-    # fixed once the protocol has started (budget and item choice stay a researcher's to change).
-    PROTOCOL_PARAMETERS = ("metric", "gamma", "batch_size", "allocation_policy", "protocol_rule", "family_control",
-                           "ratings_per_item", "protocol_seed", "protocol_strict", "criteria", "pair_design",
-                           "ranking_max_labels", "ranking_confidence", "ranking_resolution")
+    # fixed once the protocol has started (budget and item choice stay a researcher's to change):
+    # the settings the table marks fixed, and the rubric's criteria.
+    PROTOCOL_PARAMETERS = (*FIXED, "criteria")
+
+    def setting_values(self) -> dict:
+        """Every study setting's value (protocol/study_settings.py), the metric by its name
+        ("" for none)."""
+        return {name: (self.metric.name if self.metric_id else "") if setting.kind == METRIC else getattr(self, name)
+                for name, setting in SETTINGS.items()}
 
     @property
     def guarantee(self) -> str:
@@ -252,11 +249,21 @@ class Study(models.Model):
         """Has the protocol started (its pairs hold protocol state)? One query."""
         return self.pk is not None and self.pair_states.exclude(state={}).exists()
 
+    def clean_fields(self, exclude=None) -> None:
+        """Each field's validation, but a stored setting that is not being changed is not checked
+        again: a value from before the bounds of the table (an older bundle's, say) stays until
+        someone changes it, and a study holding one can still change its other settings."""
+        exclude = set(exclude or ())
+        if self.pk is not None:
+            bounded = [name for name, setting in SETTINGS.items() if setting.kind != METRIC]
+            stored = Study.objects.filter(pk=self.pk).values(*bounded).first() or {}
+            exclude |= {name for name, value in stored.items() if getattr(self, name) == value}
+        super().clean_fields(exclude=exclude)
+
     def clean(self) -> None:
         """The study's metric must be one of its own (another study's has no scores for these
-        outputs), and the protocol's parameters may not change once the protocol has started."""
-        from django.core.exceptions import ValidationError
-
+        outputs), settings taken together must agree (protocol.study_settings.cross_problems),
+        and the protocol's parameters may not change once the protocol has started."""
         errors = {}
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
@@ -265,13 +272,9 @@ class Study(models.Model):
             _, problems = parse_criteria(self.criteria)
             if problems:
                 errors["criteria"] = problems
+        errors.update(cross_problems({name: getattr(self, name) for name in ("session_hits_min", "session_hits_max")}))
         if self.orders_systems:
             errors.update(self._ranking_problems())
-            if self.ranks_actively and not 0.5 <= self.ranking_confidence < 1:
-                errors["ranking_confidence"] = ("the confidence is a posterior probability: at least 0.5 and "
-                                                f"below 1, got {self.ranking_confidence}")
-            if self.ranks_actively and not (0 <= self.ranking_resolution < float("inf")):
-                errors["ranking_resolution"] = f"the resolution must be a number >= 0, got {self.ranking_resolution}"
         elif self.ranking_max_labels:
             errors["ranking_max_labels"] = ("labels per comparison is the ranking design's resolution; "
                                             "the all-pairs design takes every item of a pair (leave it 0)")

@@ -1,15 +1,12 @@
 """DRF serializers: shapes of the API's input and output, no logic."""
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
+from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, METRIC, SETTINGS, TEXT, Setting,
+                                     settings_for)
+
 from .guarantees import PAPER_POLICY_WARNING
-from .models import (
-    ACTIVE_DEFAULTS,
-    MIN_ITEM_CHOICE_TEMPERATURE,
-    RANKING_CONFIDENCE_HELP,
-    RANKING_RESOLUTION_HELP,
-    TEMPERATURE_REASON,
-    Study,
-)
+from .models import SettingBounds, Study
 
 
 # JSON bodies are typed: DRF's fields would take "5", 5.0 and true for an integer, 5 for a
@@ -50,6 +47,50 @@ class StrictChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
+# A serializer field per kind of study setting: JSON bodies (strict) and multipart forms.
+FIELD_CLASSES = {
+    True: {INT: StrictIntegerField, FLOAT: StrictFloatField, TEXT: StrictCharField, BOOL: StrictBooleanField,
+           CHOICE: StrictChoiceField},
+    False: {INT: serializers.IntegerField, FLOAT: serializers.FloatField, TEXT: serializers.CharField,
+            BOOL: serializers.BooleanField, CHOICE: serializers.ChoiceField},
+}
+
+
+def setting_field(setting: Setting, *, strict: bool, help_text: str | None = None, **kwargs) -> serializers.Field:
+    """The serializer field of a study setting (protocol/study_settings.py): its bounds are the
+    setting's own check (SettingBounds, whose message names the setting and its bounds), and the
+    schema says them (SettingBoundsSchema)."""
+    kwargs.update(help_text=setting.explained if help_text is None else help_text,
+                  validators=[SettingBounds(setting.name)])
+    if setting.kind == CHOICE:
+        kwargs.update(choices=setting.choices, error_messages={"invalid_choice": setting.refusal('"{input}"')})
+    if setting.kind == TEXT:
+        kwargs.update(allow_blank=setting.blank)
+    return FIELD_CLASSES[strict][setting.kind](**kwargs)
+
+
+class SettingBoundsSchema(OpenApiSerializerFieldExtension):
+    """OpenAPI: a study setting's field states its bounds (inclusive or exclusive) and length."""
+
+    target_class = "rest_framework.fields.Field"
+    match_subclasses = True
+
+    @classmethod
+    def _matches(cls, target) -> bool:
+        return any(isinstance(v, SettingBounds) for v in getattr(target, "validators", ()))
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        setting = SETTINGS[next(v.name for v in self.target.validators if isinstance(v, SettingBounds))]
+        if setting.kind in (INT, FLOAT):
+            schema.update(minimum=setting.minimum, maximum=setting.maximum)
+            schema.update({"exclusiveMinimum": True} if setting.min_exclusive else {})
+            schema.update({"exclusiveMaximum": True} if setting.max_exclusive else {})
+        if setting.kind == TEXT:
+            schema["maxLength"] = setting.max_length
+        return schema
+
+
 class StudySerializer(serializers.ModelSerializer):
     metric = serializers.CharField(source="metric.name", default=None, read_only=True)
     guarantee = serializers.CharField(read_only=True, help_text="what a ± decision guarantees under the study's rule")
@@ -60,10 +101,21 @@ class StudySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["slug", "name", "criterion", "status", "gamma", "batch_size", "budget", "ratings_per_item",
-                  "allocation_policy", "protocol_rule", "protocol_strict", "family_control", "pair_design",
-                  "ranking_max_labels", "ranking_confidence", "ranking_resolution", "ranking_order", "guarantee", "family_guarantee", "policy_warning",
-                  "item_choice", "metric", "separability_status", "created_at"]
+        # the protocol parameters (Study.PROTOCOL_PARAMETERS) with the status, budget and item choice
+        fields = ["slug", "name", "criterion", "status", "budget", *Study.PROTOCOL_PARAMETERS, "ranking_order",
+                  "guarantee", "family_guarantee", "policy_warning", "item_choice", "separability_status",
+                  "created_at"]
+
+
+# Settings the API's import takes (the metric, a choice among the bundle's, is its own field).
+IMPORT_SETTINGS = tuple(s for s in settings_for(API_IMPORT) if s.kind != METRIC)
+IMPORT_NOTES = {Study.Allocation.PAPER: PAPER_POLICY_WARNING}
+
+
+def _import_help(setting: Setting) -> str:
+    notes = " ".join(IMPORT_NOTES[value] for value in setting.values if value in IMPORT_NOTES)
+    return f"{setting.explained}; default: the bundle's setting, else {setting.default}" + (
+        f". {notes}" if notes else "")
 
 
 class StudyImportSerializer(serializers.Serializer):
@@ -75,30 +127,12 @@ class StudyImportSerializer(serializers.Serializer):
         required=False, default=False,
         help_text="no metric: the protocol decides from human judgements only. A bundle that has "
                   "metrics but names none is refused unless a metric or this is given")
-    protocol_rule = serializers.ChoiceField(
-        choices=Study.Rule.choices, required=False,
-        help_text="the decision rule; default: the bundle's setting, else eprocess (false ± ≤ γ under any number "
-                  "of looks)")
-    allocation_policy = serializers.ChoiceField(
-        choices=Study.Allocation.choices, required=False,
-        help_text="default: the bundle's setting, else adaptive. " + PAPER_POLICY_WARNING)
-    family_control = serializers.ChoiceField(
-        choices=Study.FamilyControl.choices, required=False,
-        help_text="control across the study's pairs; default: the bundle's setting, else ebh")
-    pair_design = serializers.ChoiceField(
-        choices=Study.PairDesign.choices, required=False,
-        help_text="which pairs the protocol decides; default: the bundle's setting, else all_pairs. ranking "
-                  "and active need family_control none and a bundle without human judgements")
-    ranking_max_labels = serializers.IntegerField(
-        min_value=0, required=False,
-        help_text="ranking designs: most judgements one pair may take (its resolution); default: the "
-                  "bundle's setting, else 0 = all of its items")
-    ranking_confidence = serializers.FloatField(
-        min_value=0.5, max_value=0.999999, required=False,
-        help_text=f"{RANKING_CONFIDENCE_HELP}; default: the bundle's setting, else {ACTIVE_DEFAULTS.confidence}")
-    ranking_resolution = serializers.FloatField(
-        min_value=0.0, required=False,
-        help_text=f"{RANKING_RESOLUTION_HELP}; default: the bundle's setting, else {ACTIVE_DEFAULTS.resolution}")
+
+    def get_fields(self):
+        # the settings chosen at import, over the bundle's own (multipart: DRF's lenient fields)
+        return {**super().get_fields(), **{s.name: setting_field(s, strict=False, required=False,
+                                                                   help_text=_import_help(s))
+                                          for s in IMPORT_SETTINGS}}
 
 
 class PairSerializer(serializers.Serializer):
@@ -168,40 +202,11 @@ class StudyDetailSerializer(StudySerializer):
 
 
 class StudySettingsSerializer(serializers.Serializer):
-    """What a researcher may change while a study runs; a PATCH sends only what changes."""
+    """What a researcher may change while a study runs (the settings of the table the API may
+    set); a PATCH sends only what changes."""
 
-    status = StrictChoiceField(choices=["running", "paused", "finished"],
-                                     help_text="paused: open leases stay, nothing new is leased")
-    budget = StrictIntegerField(min_value=0, max_value=2**31 - 1,
-                                      help_text="human judgements the protocol may spend (never below "
-                                                "what is spent and asked for)")
-    lease_timeout_seconds = StrictIntegerField(min_value=30, max_value=86400)
-    completion_code = StrictCharField(max_length=64, allow_blank=True)
-    instructions = StrictCharField(allow_blank=True, max_length=20000)
-    item_choice = StrictChoiceField(choices=Study.ItemChoice.choices)
-    item_choice_temperature = StrictFloatField(
-        min_value=MIN_ITEM_CHOICE_TEMPERATURE, max_value=10.0,
-        error_messages={"min_value": f"Ensure this value is greater than or equal to {{min_value}}: {TEMPERATURE_REASON}."},
-        help_text=f"weighted choice: at least {MIN_ITEM_CHOICE_TEMPERATURE}, because {TEMPERATURE_REASON}")
-    # A crowd worker's session (docs/crowd.md).
-    session_hits_min = StrictIntegerField(min_value=1, max_value=100000,
-                                                help_text="comparisons before the completion code")
-    session_hits_max = StrictIntegerField(min_value=0, max_value=100000, help_text="0: no maximum")
-    session_minutes = StrictIntegerField(min_value=0, max_value=1440, help_text="0: no time limit")
-    min_seconds_per_hit = StrictIntegerField(min_value=0, max_value=3600,
-                                                   help_text="answers faster than this are refused")
-    # Quality control (docs/quality.md).
-    check_every = StrictIntegerField(min_value=0, max_value=1000,
-                                           help_text="about one HIT in N + 1 is a check, never two in a row "
-                                                     "(0: none; needs check items)")
-    onboarding_checks = StrictIntegerField(min_value=0, max_value=50,
-                                                 help_text="a worker's first HITs that are checks")
-    repeat_every = StrictIntegerField(min_value=0, max_value=1000,
-                                            help_text="repeats a comparison the worker judged, sides swapped "
-                                                      "(0: none)")
-    exclude_too_fast = StrictBooleanField()
-    exclude_failed_checks = StrictBooleanField()
-    exclude_low_agreement = StrictBooleanField()
+    def get_fields(self):
+        return {s.name: setting_field(s, strict=True) for s in settings_for(API)}
 
 
 class DecisionSerializer(PairSerializer):

@@ -19,18 +19,11 @@ from . import figures, guarantees, reports, selectors, services
 from .errors import QualityError
 from .access import access_study_as_researcher
 from .http import bad_request, quoted
-from .forms import (
-    HUMAN_ONLY,
-    METRIC_PREFIX,
-    StudyCrowdSettingsForm,
-    StudyDraftForm,
-    StudyQualitySettingsForm,
-    StudySettingsForm,
-)
+from .forms import HUMAN_ONLY, METRIC_PREFIX, StudyDraftForm, running_settings_forms
 from .models import Annotator, Study
 from .rubrics import is_rubric, study_rubric
 from .selectors import dashboard as dashboard_reads
-from .services.quality import annotator_exclude, annotator_include, study_quality_settings_update
+from .services.quality import annotator_exclude, annotator_include
 
 
 def _dashboard_context(study: Study) -> dict:
@@ -312,25 +305,12 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
-SETTINGS_FIELDS = ("status", "budget", "lease_timeout_seconds", "completion_code", "instructions", "item_choice",
-                   "item_choice_temperature")
-CROWD_FIELDS = ("session_hits_min", "session_hits_max", "session_minutes", "min_seconds_per_hit")
-QUALITY_FIELDS = ("check_every", "onboarding_checks", "repeat_every", "exclude_too_fast", "exclude_failed_checks",
-                  "exclude_low_agreement")
-
-
-DRAFT_FIELDS = ("gamma", "batch_size", "budget", "ratings_per_item", "protocol_rule", "allocation_policy",
-                "family_control", "pair_design", "ranking_max_labels", "ranking_confidence", "ranking_resolution",
-                "item_choice")
-
-
 def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
     """A draft's settings: its protocol parameters (editable until the launch) and Launch."""
     metrics = list(study.metrics.values_list("name", flat=True))
     action = request.POST.get("action") if request.method == "POST" else None
-    form = StudyDraftForm(metrics=metrics, initial={
-        "metric": METRIC_PREFIX + study.metric.name if study.metric_id else HUMAN_ONLY,
-        **{f: getattr(study, f) for f in DRAFT_FIELDS}})
+    form = StudyDraftForm(metrics=metrics, study=study, initial={
+        "metric": METRIC_PREFIX + study.metric.name if study.metric_id else HUMAN_ONLY})
     if action == "launch":
         try:
             services.study_launch(study=study)
@@ -345,7 +325,7 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
             name = form.chosen_metric()
             try:
                 services.study_draft_update(study=study, metric=study.metrics.get(name=name) if name else None,
-                                            **{f: form.cleaned_data[f] for f in DRAFT_FIELDS})
+                                            changes=form.changes())
             except ValidationError as exc:
                 form.add_error(None, exc.messages)
             else:
@@ -359,40 +339,25 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
 
 @login_required
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """A study's settings page: a draft's protocol parameters, or what may change while it runs
+    (the forms of forms.running_settings_forms, saved together by services.study_settings_update)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     if study.status == Study.Status.DRAFT and not study.protocol_started:
         return _draft_settings(request, study)
     if request.method == "POST" and request.POST.get("action") in ("draft", "launch"):
         return render(request, "annotation/study_settings.html", {
-            "study": study, "form": StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS}),
-            "crowd": StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS}),
-            "quality": StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
-                                                                                for f in QUALITY_FIELDS}}),
+            "study": study, **running_settings_forms(study),
             "refused": "The study has been launched: its protocol parameters are fixed."}, status=400)
-    if request.method == "POST":
-        form, crowd = StudySettingsForm(request.POST), StudyCrowdSettingsForm(request.POST)
-        quality = StudyQualitySettingsForm(request.POST)
-        if form.is_valid() and crowd.is_valid() and quality.is_valid():
-            try:
-                services.study_settings_update(study=study, **form.cleaned_data)
-                services.study_crowd_settings_update(study=study, **{
-                    f: getattr(study, f) if crowd.cleaned_data.get(f) is None else crowd.cleaned_data[f]
-                    for f in CROWD_FIELDS})
-                if quality.cleaned_data.get("quality_form"):
-                    study_quality_settings_update(study=study, **{
-                        f: getattr(study, f) if quality.cleaned_data.get(f) is None else quality.cleaned_data[f]
-                        for f in QUALITY_FIELDS})
-            except (ValueError, ValidationError) as exc:
-                form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
-            else:
-                messages.success(request, "Settings saved.")
-                return redirect("dashboard", slug=slug)
-    else:
-        form = StudySettingsForm(initial={f: getattr(study, f) for f in SETTINGS_FIELDS})
-        crowd = StudyCrowdSettingsForm(initial={f: getattr(study, f) for f in CROWD_FIELDS})
-        quality = StudyQualitySettingsForm(initial={"quality_form": "1", **{f: getattr(study, f)
-                                                                           for f in QUALITY_FIELDS}})
-    return render(request, "annotation/study_settings.html",
-                  {"study": study, "form": form, "crowd": crowd, "quality": quality},
-                  status=400 if form.errors or crowd.errors or quality.errors else 200)
+    forms = running_settings_forms(study, request.POST if request.method == "POST" else None)
+    if request.method == "POST" and all(form.is_valid() for form in forms.values()):
+        try:
+            services.study_settings_update(study=study, changes={
+                name: value for form in forms.values() for name, value in form.changes().items()})
+        except (ValueError, ValidationError) as exc:
+            forms["form"].add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("dashboard", slug=slug)
+    return render(request, "annotation/study_settings.html", {"study": study, **forms},
+                  status=400 if any(form.errors for form in forms.values()) else 200)

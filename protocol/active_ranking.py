@@ -75,6 +75,7 @@ from .machine import open_pairs
 from .ranking_design import closure, start_positions
 from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
 from .state import OPEN as ROUND_OPEN
+from .study_settings import SETTINGS as STUDY_SETTINGS
 
 Pair = tuple[int, int]
 
@@ -105,8 +106,9 @@ class ActiveSettings:
     gamma       family-wise level of the decisions reported
     """
 
-    confidence: float = 0.95
-    resolution: float = 0.05
+    # A study's defaults (the table of study settings, protocol/study_settings.py).
+    confidence: float = STUDY_SETTINGS["ranking_confidence"].default
+    resolution: float = STUDY_SETTINGS["ranking_resolution"].default
     batch: int = 25
     width: int = 10
     max_labels: int = 0

@@ -33,38 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from .study_settings import BUNDLE, cross_problems, settings_for
+
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 MAX_REPORTED_PROBLEMS = 200
 
-# Optional study settings a bundle may carry; the app maps them onto Study fields.
-STUDY_SETTINGS = {
-    "gamma": float,
-    "batch_size": int,
-    "budget": int,
-    "ratings_per_item": int,
-    "allocation_policy": str,
-    "protocol_rule": str,
-    "family_control": str,
-    "pair_design": str,
-    "ranking_max_labels": int,
-    "ranking_confidence": float,
-    "ranking_resolution": float,
-    "metric": str,
-    "lease_timeout_seconds": int,
-    "completion_code": str,
-    "prolific_study_id": str,
-    "shown_sample": int,
-    "session_hits_min": int,
-    "session_hits_max": int,
-    "session_minutes": int,
-    "min_seconds_per_hit": int,
-    "check_every": int,
-    "onboarding_checks": int,
-    "repeat_every": int,
-}
-# How texts are shown (annotation/rendering.py): a study-level setting, checked here.
-TEXT_FORMATS = ("plain", "markdown")
+# The study settings a bundle may carry (protocol.study_settings, the one table): name -> Setting.
+STUDY_SETTINGS = {setting.name: setting for setting in settings_for(BUNDLE)}
 # Roles a conversation message may have; anything else is refused (a role is shown as a label).
 MESSAGE_ROLES = ("system", "user", "assistant")
 # Which output a judge saw in the first position: "AB" the row's first, "BA" its second.
@@ -80,7 +56,7 @@ CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)
 # kind -> (required fields, optional fields)
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "study": (frozenset({"name"}),
-              frozenset({"criterion", "criteria", "instructions", "text_format", *STUDY_SETTINGS})),
+              frozenset({"criterion", "criteria", *STUDY_SETTINGS})),
     "item": (frozenset({"id", "input"}), frozenset({"reference"})),
     "output": (frozenset({"item", "system", "text"}), frozenset({"sample"})),
     "metric_score": (frozenset({"item", "system", "metric", "score"}), frozenset()),
@@ -444,43 +420,26 @@ def _parse_study(obj: dict, line: int, check: _Checker) -> dict:
     name = _text(obj, "name", line, check)
     if name is not None:
         study["name"] = name
-    for key in ("criterion", "instructions"):
-        if key in obj:
-            value = _text(obj, key, line, check, allow_empty=True)
-            if value is not None:
-                study[key] = value
-    if "text_format" in obj:
-        if obj["text_format"] in TEXT_FORMATS:
-            study["text_format"] = obj["text_format"]
-        else:
-            check.add(line, f"study setting 'text_format' must be one of {', '.join(map(json.dumps, TEXT_FORMATS))}, "
-                            f"got {json.dumps(obj['text_format'])}")
+    if "criterion" in obj:
+        value = _text(obj, "criterion", line, check, allow_empty=True)
+        if value is not None:
+            study["criterion"] = value
     if "criteria" in obj:
         criteria, problems = parse_criteria(obj["criteria"])
         for problem in problems:
             check.add(line, f"study: {problem}")
         if not problems:
             study["criteria"] = [c.as_dict() for c in criteria]
-    for key, kind in STUDY_SETTINGS.items():
+    for key, setting in STUDY_SETTINGS.items():
         if key not in obj:
             continue
-        value = obj[key]
-        if kind is str:
-            ok = isinstance(value, str) and bool(value.strip())
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        problem = setting.problem(obj[key], subject=f"study setting {key!r}")
+        if problem:
+            check.add(line, problem)
         else:
-            ok = (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and 0 < value < 1
-            )
-        if ok:
-            study[key] = value
-        else:
-            expected = {str: "a non-empty string", int: "a whole number >= 0", float: "a number in (0, 1)"}
-            check.add(line, f"study setting {key!r} must be {expected[kind]}, got {json.dumps(value)}")
+            study[key] = obj[key]
+    for problem in cross_problems(study).values():
+        check.add(line, f"study: {problem}")
     return study
 
 

@@ -7,37 +7,10 @@ import json
 import os
 from collections.abc import Iterator
 
-from protocol.bundle import parse_bundle_lines, write_bundle_rows
+from protocol.bundle import STUDY_SETTINGS, parse_bundle_lines, write_bundle_rows
 
 from ..models import Annotator, CheckItem, HumanScore, MetricPreference, MetricScore, Output, Study
 from .quality import counted_judgements
-
-
-# Study settings a bundle may carry (protocol.bundle.STUDY_SETTINGS) -> Study fields.
-SETTING_FIELDS = {
-    "gamma": "gamma",
-    "batch_size": "batch_size",
-    "budget": "budget",
-    "ratings_per_item": "ratings_per_item",
-    "allocation_policy": "allocation_policy",
-    "protocol_rule": "protocol_rule",
-    "family_control": "family_control",
-    "pair_design": "pair_design",
-    "ranking_max_labels": "ranking_max_labels",
-    "ranking_confidence": "ranking_confidence",
-    "ranking_resolution": "ranking_resolution",
-    "lease_timeout_seconds": "lease_timeout_seconds",
-    "completion_code": "completion_code",
-    "prolific_study_id": "prolific_study_id",
-    "shown_sample": "shown_sample",
-    "session_hits_min": "session_hits_min",
-    "session_hits_max": "session_hits_max",
-    "session_minutes": "session_minutes",
-    "min_seconds_per_hit": "min_seconds_per_hit",
-    "check_every": "check_every",
-    "onboarding_checks": "onboarding_checks",
-    "repeat_every": "repeat_every",
-}
 
 
 def study_export_rows(*, study: Study) -> Iterator[dict]:
@@ -47,16 +20,11 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
         head["criterion"] = study.criterion
     if study.criteria:
         head["criteria"] = study.criteria
-    if study.instructions:
-        head["instructions"] = study.instructions
-    if study.text_format != "plain":
-        head["text_format"] = study.text_format
-    for key, field in SETTING_FIELDS.items():
-        value = getattr(study, field)
-        if value not in ("", None):
-            head[key] = value
-    if study.metric_id:
-        head["metric"] = study.metric.name
+    # Every setting a bundle may carry whose value is not its default (a default is what the
+    # study line says by leaving the setting out), the metric by name.
+    values = study.setting_values()
+    head.update({name: values[name] for name, setting in STUDY_SETTINGS.items()
+                 if values[name] not in ("", None, setting.default)})
     yield head
     for item in study.items.order_by("position").iterator():
         row = {"kind": "item", "id": item.external_id,

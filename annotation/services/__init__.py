@@ -6,7 +6,7 @@ uploads          a validated bundle kept between its upload and the researcher's
 crowd            a crowd worker's identity, bound to the platform session of its first entry
 hits             serving: leases and submits (lock-light; statements in annotation/serving/store.py)
 checks           attention and gold checks, repeats
-quality          excluding and re-including workers, a study's quality settings
+quality          excluding and re-including workers; the rule that checks need check items
 runtime          the protocol's runtime: start, round close, re-decision, sweep
 planner          planner jobs
 transactions     retrying a unit of database work after a transient failure

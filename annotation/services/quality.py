@@ -25,7 +25,6 @@ from ..errors import QualityError
 from ..models import (AnnotatorExclusion, Annotator, Assignment, CheckItem, ExclusionEvent, Judgement, JudgementKind,
                       Study)
 from ..selectors.quality import study_annotator_quality
-from .common import model_update
 from .hits import hit_release
 
 log = logging.getLogger(__name__)
@@ -88,20 +87,11 @@ def _set_excluded(study: Study, annotator: Annotator, excluded: bool, *, user, r
     return True
 
 
-def study_quality_settings_update(*, study: Study, check_every: int, onboarding_checks: int, exclude_too_fast: bool,
-                                  exclude_failed_checks: bool, exclude_low_agreement: bool,
-                                  repeat_every: int = 0) -> Study:
-    """Set a study's checks and exclusion rules (docs/quality.md); QualityError names a bad one.
-
-    Checks need check items (bundle lines ``check``). Rules act in the next sweep.
-    """
+def checks_need_items(*, study: Study, check_every: int, onboarding_checks: int) -> None:
+    """Checks need check items (bundle lines ``check``): QualityError when they are asked for in a
+    study without any (the settings update's rule, docs/quality.md)."""
     if (check_every or onboarding_checks) and not CheckItem.objects.filter(study=study).exists():
         raise QualityError("this study has no check items (bundle lines of kind 'check'): checks cannot be served")
-    study.refresh_from_db()
-    return model_update(instance=study, data={
-        "check_every": check_every, "onboarding_checks": onboarding_checks, "repeat_every": repeat_every,
-        "exclude_too_fast": exclude_too_fast, "exclude_failed_checks": exclude_failed_checks,
-        "exclude_low_agreement": exclude_low_agreement})
 
 
 def exclusion_rules_apply(*, study: Study, thresholds: QualityThresholds = QualityThresholds()) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -20,11 +20,12 @@ from rest_framework.authtoken.models import Token
 from protocol import rubric
 from protocol.separability import compute_alignments
 
-from protocol.bundle import Bundle, BundleError, BundleLimits, BundleProblem, messages_rows, read_bundle
+from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, BundleProblem, messages_rows,
+                             read_bundle)
 from protocol.preferences import canonical_pair
+from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS
 
 from ..models import (
-    ACTIVE_DEFAULTS,
     Annotator,
     CheckItem,
     Comparison,
@@ -42,12 +43,12 @@ from ..models import (
 )
 from .. import jobs, rendering
 from ..rubrics import answer_row
-from ..selectors.exports import SETTING_FIELDS
 from ..selectors.studies import comparison_sample_texts
 from ..serving import protocol_state
 from . import runtime
 from .common import model_update
 from .members import study_membership_set
+from .quality import checks_need_items
 
 BATCH = 2000
 Progress = Callable[[str, int, int], None]
@@ -104,7 +105,7 @@ def study_import(
     is refused (BundleError naming its metrics): a human-only study is then asked for with
     ``metric=""`` (the upload page, the API and ``import_study`` never make one silently).
     ``created_by`` becomes a researcher of the study.
-    ``study_settings``: settings chosen at import (bundle keys, SETTING_FIELDS), over the
+    ``study_settings``: settings chosen at import (settings a bundle may carry), over the
     bundle's own; what neither sets takes the Study default (the error-controlled rule).
     ``start``: start the protocol now (the study runs), or store a draft — not served, its
     protocol parameters editable (``study_draft_update``) until ``study_launch``.
@@ -116,9 +117,9 @@ def study_import(
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
     bundle = read_bundle(source, limits=bundle_limits())
     progress("validated", bundle.line_count(), bundle.line_count())
-    unknown = sorted(set(study_settings or {}) - set(SETTING_FIELDS))
+    unknown = sorted(set(study_settings or {}) - set(STUDY_SETTINGS))
     if unknown:
-        raise ValueError(f"unknown study settings {unknown}; known: {sorted(SETTING_FIELDS)}")
+        raise ValueError(f"unknown study settings {unknown}; known: {sorted(STUDY_SETTINGS)}")
     chosen = {**bundle.study, **{k: v for k, v in (study_settings or {}).items() if v is not None}}
     # A rubric's first criterion may name its metric: it is then the study's metric.
     named = bundle.study.get("metric") or next(iter(c.get("metric") for c in bundle.study.get("criteria", ())), None)
@@ -130,10 +131,6 @@ def study_import(
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
-    low, high = bundle.study.get("session_hits_min", 1), bundle.study.get("session_hits_max", 0)
-    if high and high < low:
-        raise BundleError([BundleProblem(0, f"session_hits_max ({high}) is below session_hits_min ({low}); "
-                                            "use 0 for no maximum")])
     if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
@@ -251,9 +248,9 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         name=bundle.study["name"],
         criterion=bundle.study.get("criterion", ""),
         criteria=bundle.study.get("criteria", []),
-        instructions=bundle.study.get("instructions", ""),
-        text_format=settings_chosen.get("text_format", "plain"),
-        **{field: settings_chosen[key] for key, field in SETTING_FIELDS.items() if key in settings_chosen},
+        # every setting of the study line but its metric, which is stored once its rows are
+        **{name: value for name, value in settings_chosen.items()
+           if name in STUDY_SETTINGS and STUDY_SETTINGS[name].kind != METRIC},
     )
     # study_slug_for checked the slug, but another import may take it before this one writes.
     taken = BundleError([BundleProblem(0, f"a study with slug {slug!r} exists already; choose another slug")])
@@ -262,9 +259,8 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     except ValidationError as exc:
         if "slug" in exc.message_dict and Study.objects.filter(slug=slug).exists():
             raise taken from None
-        fields = {field: key for key, field in SETTING_FIELDS.items()}
-        if set(exc.message_dict) <= set(fields):  # a bad value of the study line: name it there
-            raise BundleError([BundleProblem(0, f"study setting {fields[name]!r}: {message}")
+        if set(exc.message_dict) <= set(STUDY_SETTINGS):  # a bad value of the study line: name it there
+            raise BundleError([BundleProblem(0, f"study setting {name!r}: {message}")
                                for name, messages in exc.message_dict.items() for message in messages]) from None
         raise
     try:
@@ -453,75 +449,65 @@ def study_separability_compute(*, study_id: int, progress: Progress = _no_progre
     return len(keys)
 
 
-def study_settings_update(
-    *,
-    study: Study,
-    status: str,
-    budget: int,
-    lease_timeout_seconds: int,
-    completion_code: str,
-    instructions: str,
-    item_choice: str,
-    item_choice_temperature: float,
-) -> Study:
-    """Change what a researcher may change while a study runs (takes the study lock).
+# What may change while a study runs, and what a draft's page sets before its launch (the table
+# of study settings, protocol/study_settings.py); the metric is chosen by name, apart.
+RUNNING_SETTINGS = frozenset(name for name, setting in SETTINGS.items()
+                             if not setting.fixed and {RUNNING, API} & setting.surfaces)
+DRAFT_SETTINGS = frozenset(name for name, setting in SETTINGS.items()
+                           if DRAFT in setting.surfaces and setting.kind != METRIC)
 
-    The budget may not go below the judgements already spent plus those asked for in open
-    rounds (ValueError naming both); a larger budget opens new rounds at once. The protocol's
-    own parameters (metric, batch, gamma, policy) are fixed once it has started.
+
+def _unknown(changes: Mapping[str, object], allowed: frozenset, what: str) -> None:
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not {what}; these are: {', '.join(sorted(allowed))}")
+
+
+def study_settings_update(*, study: Study, changes: Mapping[str, object]) -> Study:
+    """Change settings a researcher may change while a study runs (``changes``: setting name ->
+    value, each one of RUNNING_SETTINGS; takes the study lock). All of them or none.
+
+    ValueError when the study is a draft (its settings page launches it), when the budget would
+    go below the judgements already spent plus those asked for in open rounds (naming both), or
+    when checks are asked for without check items (QualityError); ValidationError names a value
+    out of its bounds or settings that disagree. A larger budget opens new rounds at once; crowd
+    and quality settings act on the next HIT served and the next sweep. The protocol's own
+    parameters (Study.PROTOCOL_PARAMETERS) are fixed once it has started.
     """
+    _unknown(changes, RUNNING_SETTINGS, "a setting that may change while a study runs")
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.status == Study.Status.DRAFT:
             raise ValueError("the study is a draft: set its protocol parameters and launch it on its settings page")
+        if {"check_every", "onboarding_checks"} & set(changes):
+            checks_need_items(study=study, check_every=changes.get("check_every", study.check_every),
+                              onboarding_checks=changes.get("onboarding_checks", study.onboarding_checks))
         rows = list(PairState.objects.select_for_update().filter(study=study).order_by("id"))
         state = protocol_state.study_rubric_load(study, rows)
         imported = study.protocol_imported_judgements
         committed = state.spent + state.reserved - imported
-        if budget < committed:
+        if "budget" in changes and changes["budget"] < committed:
             raise ValueError(f"the budget cannot be below {committed}: judgements already spent and "
                              f"asked for in open rounds ({state.spent - imported} + {state.reserved})")
-        model_update(instance=study, data={
-            "status": status, "budget": budget, "lease_timeout_seconds": lease_timeout_seconds,
-            "completion_code": completion_code, "instructions": instructions, "item_choice": item_choice,
-            "item_choice_temperature": item_choice_temperature})
+        model_update(instance=study, data=dict(changes))
         resized = rubric.with_settings(state, protocol_state.protocol_settings(study))
         protocol_state.study_state_save(study, rows, rubric.open_rounds(resized), before=state)
         return study
 
 
-def study_draft_update(
-    *,
-    study: Study,
-    metric: Metric | None,
-    gamma: float,
-    batch_size: int,
-    budget: int,
-    ratings_per_item: int,
-    allocation_policy: str,
-    item_choice: str,
-    protocol_rule: str,
-    family_control: str,
-    pair_design: str,
-    ranking_max_labels: int,
-    ranking_confidence: float = ACTIVE_DEFAULTS.confidence,
-    ranking_resolution: float = ACTIVE_DEFAULTS.resolution,
-) -> Study:
-    """Set the protocol parameters of a draft study (before its launch).
+def study_draft_update(*, study: Study, metric: Metric | None, changes: Mapping[str, object]) -> Study:
+    """Set the protocol parameters of a draft study before its launch (``changes``: setting name ->
+    value, each one of DRAFT_SETTINGS; ``metric`` None: a human-only study).
 
     ValueError when the study is no longer a draft; ValidationError names a bad value (e.g. a
-    metric of another study, γ outside (0, 1)). ``metric`` None: a human-only study.
+    metric of another study, γ outside its bounds).
     """
+    _unknown(changes, DRAFT_SETTINGS, "a setting of a draft")
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if study.status != Study.Status.DRAFT or study.protocol_started:
             raise ValueError("the study has been launched: its protocol parameters are fixed")
-        return model_update(instance=study, data={
-            "metric": metric, "gamma": gamma, "batch_size": batch_size, "budget": budget,
-            "ratings_per_item": ratings_per_item, "allocation_policy": allocation_policy,
-            "protocol_rule": protocol_rule, "family_control": family_control, "pair_design": pair_design,
-            "ranking_max_labels": ranking_max_labels, "ranking_confidence": ranking_confidence,
-            "ranking_resolution": ranking_resolution, "item_choice": item_choice})
+        return model_update(instance=study, data={"metric": metric, **changes})
 
 
 def study_launch(*, study: Study) -> Study:
@@ -538,27 +524,6 @@ def study_launch(*, study: Study) -> Study:
         study.status = Study.Status.RUNNING
         study.save(update_fields=["status"])
         return study
-
-
-def study_crowd_settings_update(
-    *,
-    study: Study,
-    session_hits_min: int,
-    session_hits_max: int,
-    session_minutes: int,
-    min_seconds_per_hit: int,
-    completion_code: str | None = None,
-) -> Study:
-    """Set the crowd-session settings of a study (docs/crowd.md); ValidationError names a bad one.
-
-    ``completion_code`` None leaves it unchanged. Takes effect for the next HIT served.
-    """
-    study.refresh_from_db()
-    data = {"session_hits_min": session_hits_min, "session_hits_max": session_hits_max,
-            "session_minutes": session_minutes, "min_seconds_per_hit": min_seconds_per_hit}
-    if completion_code is not None:
-        data["completion_code"] = completion_code
-    return model_update(instance=study, data=data)
 
 
 def item_withdraw(*, item: Item) -> Item:
@@ -602,7 +567,6 @@ __all__ = [
     "study_launch",
     "study_settings_update",
     "item_withdraw",
-    "study_crowd_settings_update",
     "demo_user_ensure",
     "study_import",
     "api_token_create",

@@ -46,3 +46,23 @@ def test_single_sample_studies_have_no_separability(toy_rows):
     with pytest.raises(ValueError, match="separability must be"):
         study_import(source=bundle_bytes(rows), slug="x", separability="later")
     assert Study.objects.count() == 1
+
+
+def test_the_bundle_chooses_the_similarity_separability_is_scored_with(toy_rows):
+    """``separability_similarity`` (a study setting read at import, issue 40): the study line
+    chooses one of protocol.similarity's, the scores are that similarity's, the export writes it
+    back, and a similarity the library does not know is refused by name."""
+    from annotation.selectors.exports import study_export_rows
+    from protocol.bundle import BundleError
+
+    rows = [{**toy_rows[0], "separability_similarity": "token_jaccard"}, *toy_rows[1:]]
+    study = study_import(source=bundle_bytes(rows), separability="inline")
+    assert (study.separability_similarity, study.separability_status) == ("token_jaccard", "done")
+    expected = bundle_separability(read_bundle(bundle_bytes(rows)), "token_jaccard")
+    stored = {(c.item.external_id, c.first.name, c.second.name): c.separability
+              for c in Comparison.objects.filter(study=study).select_related("item", "first", "second")}
+    np.testing.assert_allclose([stored[key] for key in expected.comparisons], expected.separability, atol=1e-12)
+    assert next(study_export_rows(study=study))["separability_similarity"] == "token_jaccard"
+    with pytest.raises(BundleError, match="study setting 'separability_similarity' must be one of \"rouge1\""):
+        study_import(source=bundle_bytes([{**toy_rows[0], "separability_similarity": "spacy"}, *toy_rows[1:]]),
+                     slug="unknown-similarity")

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
 from annotation.reports import study_metrics_table, study_metrics_table_refresh
-from annotation.services import (demo_user_ensure, study_crowd_settings_update, study_import,
+from annotation.services import (demo_user_ensure, study_import, study_settings_update,
                                  study_membership_set)
 from annotation.services.runtime import protocol_ensure_started
 from protocol.arena import ArenaSpec, make_arena, write_bundle
@@ -72,7 +72,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"importing {filename} ...")
                 study = study_import(source=path, slug=slug, metric=metric)
                 if slug in DEMO_CROWD_SETTINGS:
-                    study_crowd_settings_update(study=study, **DEMO_CROWD_SETTINGS[slug])
+                    study_settings_update(study=study, changes=DEMO_CROWD_SETTINGS[slug])
             protocol_ensure_started(study=study)
             studies.append(study)
         studies += [self._ranking_demo(*demo) for demo in RANKING_DEMOS]
