@@ -242,8 +242,10 @@ _TABLE = (
     Setting("budget", INT, 0, "human judgements the protocol may spend (never below what is spent and asked "
             "for); 0 at import: every comparison ratings_per_item times", surfaces=ANYWHERE, minimum=0,
             maximum=INT_MAX),
-    Setting("lease_timeout_seconds", INT, 900, "seconds an annotator keeps a HIT", label="lease timeout (seconds)",
-            surfaces=RUN_SURFACES, minimum=30, maximum=86400),
+    Setting("lease_timeout_seconds", INT, 900, "seconds an annotator keeps a HIT (a page left gives it back at "
+            "once); at import without one: twice the time to read a typical HIT at 240 words a minute, 3 to 30 "
+            "minutes (lease_timeout_for)", label="lease timeout (seconds)", surfaces=RUN_SURFACES, minimum=30,
+            maximum=86400),
     Setting("completion_code", TEXT, "", "shown to crowd workers when their work is done", surfaces=RUN_SURFACES,
             max_length=64, blank=True),
     Setting("instructions", TEXT, "", "what annotators are asked, shown with every HIT", surfaces=RUN_SURFACES,
@@ -359,6 +361,29 @@ def docs_with_table(text: str) -> str:
     """``text`` (docs/bundle-format.md) with its generated table replaced by the current one."""
     start, end = text.index(DOCS_START), text.index(DOCS_END) + len(DOCS_END)
     return text[:start] + docs_block() + text[end:]
+
+
+# A lease that fits a HIT (issue 36): long enough to read both answers twice over at a reading
+# speed of 240 words a minute, so a worker is rarely cut off, short enough that an idle tab gives
+# its comparison back within minutes (a closed one gives it back at once).
+READING_WORDS_PER_MINUTE = 240
+LEASE_SECONDS_RANGE = (180, 1800)
+
+
+def lease_timeout_for(words_per_hit: float) -> int:
+    """The lease timeout (seconds) that fits a HIT of ``words_per_hit`` words (input and both
+    outputs): twice its reading time, within LEASE_SECONDS_RANGE.
+
+    >>> lease_timeout_for(600)    # a news article and two summaries: 150 s to read
+    300
+    >>> lease_timeout_for(2850)   # a question and two 1,400-word answers
+    1425
+    >>> lease_timeout_for(40)
+    180
+    """
+    seconds = 2 * 60 * words_per_hit / READING_WORDS_PER_MINUTE
+    low, high = LEASE_SECONDS_RANGE
+    return int(min(max(round(seconds), low), high))
 
 
 def main(argv: list[str] | None = None) -> int:

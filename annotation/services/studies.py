@@ -23,7 +23,7 @@ from protocol.separability import compute_alignments
 from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, BundleProblem, messages_rows,
                              read_bundle)
 from protocol.preferences import canonical_pair
-from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS
+from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS, lease_timeout_for
 
 from ..models import (
     Annotator,
@@ -138,6 +138,8 @@ def study_import(
         raise BundleError([BundleProblem(0, f"the {chosen['pair_design']} design starts with no human judgements "
                                             "(it spends only on the pairs it asks for); leave the human_preference "
                                             "lines out or use pair_design 'all_pairs'")])
+    if "lease_timeout_seconds" not in chosen:
+        chosen["lease_timeout_seconds"] = lease_timeout_for(_words_per_hit(bundle))
     texts_html = _texts_rendered(bundle, chosen.get("text_format", rendering.PLAIN), progress)
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -191,6 +193,15 @@ def _planner_statistics_refresh() -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in IMPORTED_TABLES))
+
+
+def _words_per_hit(bundle: Bundle) -> float:
+    """A typical HIT's words: the median input's and twice the median output's."""
+    def median(values: list[int]) -> float:
+        ordered = sorted(values)
+        return float(ordered[len(ordered) // 2]) if ordered else 0.0
+
+    return median([len(r.input.split()) for r in bundle.items]) + 2 * median([len(r.text.split()) for r in bundle.outputs])
 
 
 @dataclass(frozen=True)

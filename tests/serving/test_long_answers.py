@@ -134,3 +134,14 @@ def test_the_word_diff_keeps_a_longest_common_subsequence_of_the_words(left_word
     for marked, words in ((marked_left, left_words), (marked_right, right_words)):
         plain = marked.replace("<del>", "").replace("</del>", "").replace("<ins>", "").replace("</ins>", "")
         assert plain.split() == [w.replace("<", "&lt;").replace(">", "&gt;") for w in words]
+
+
+@pytest.mark.django_db
+def test_a_lease_fits_the_hit_unless_the_study_sets_one():
+    long = chat_rows(3, texts={"A": "word " * 1400, "B": "word " * 1400})
+    study = study_import(source=bundle_bytes(long), slug="long-lease")
+    # About 2,800 words a HIT: 700 s to read at 240 words a minute, held twice that.
+    assert 1380 <= study.lease_timeout_seconds <= 1420
+    assert study_import(source=bundle_bytes(chat_rows(1)), slug="short-lease").lease_timeout_seconds == 180
+    assert study_import(source=bundle_bytes(chat_rows(1, lease_timeout_seconds=600)),
+                        slug="set-lease").lease_timeout_seconds == 600
