@@ -376,7 +376,9 @@ class _Checker:
 
     def add(self, line: int, message: str) -> None:
         self.total += 1
-        if len(self.problems) < MAX_REPORTED_PROBLEMS:
+        # A problem of the file as a whole (line 0: no study line, ...) is always kept: it is
+        # often the one that explains the others.
+        if len(self.problems) < MAX_REPORTED_PROBLEMS or line == 0:
             self.problems.append(BundleProblem(line, message))
 
 
@@ -466,7 +468,10 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
         kind = obj.get("kind")
         if kind not in SCHEMA:
             known = ", ".join(KIND_ORDER)
-            check.add(number, f"unknown kind {json.dumps(kind)} (expected one of: {known})")
+            if "kind" not in obj:
+                check.add(number, f"no field 'kind' (each line says what it is: one of {known})")
+            else:
+                check.add(number, f"unknown kind {json.dumps(kind)} (expected one of: {known})")
             continue
         required, optional = SCHEMA[kind]
         present = set(obj) - {"kind"}

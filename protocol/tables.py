@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bundle import GZIP_MAGIC, MESSAGE_ROLES, BundleError, BundleProblem
+from .bundle import GZIP_MAGIC, MESSAGE_ROLES, BundleError, BundleProblem, bundle_rows, read_bundle
+from .computed_metrics import with_computed_metrics
 
 ROLES = ("prompt", "model", "response", "id", "reference", "sample", "messages")
 # A column's role from its name (lower case, spaces and dashes as _), first match wins.
@@ -108,9 +109,57 @@ def _normal(name: str) -> str:
 
 # --- Reading files ------------------------------------------------------------------------
 
-def _bytes_of(source: str | os.PathLike | bytes) -> bytes:
-    data = Path(source).read_bytes() if not isinstance(source, (bytes, bytearray)) else bytes(source)
+def _bytes_of(source) -> bytes:
+    if isinstance(source, (bytes, bytearray)):
+        data = bytes(source)
+    elif hasattr(source, "read"):
+        if hasattr(source, "seek"):
+            source.seek(0)
+        data = source.read()
+    else:
+        data = Path(source).read_bytes()
     return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
+
+
+def _head(source, size: int = 65536) -> bytes:
+    """The first bytes of ``source`` (decompressed), without reading the rest."""
+    if isinstance(source, (bytes, bytearray)):
+        raw = io.BytesIO(source)
+    elif hasattr(source, "read"):
+        if hasattr(source, "seek"):
+            source.seek(0)
+        raw = source
+    else:
+        if Path(source).is_dir():
+            return b""
+        raw = open(source, "rb")  # noqa: SIM115 — closed below when ours
+    try:
+        start = raw.read(2)
+        rest = raw.read(size)
+        data = start + rest
+        if start == GZIP_MAGIC:
+            try:
+                data = gzip.GzipFile(fileobj=io.BytesIO(data)).read1(size)
+            except (OSError, EOFError):
+                return b""
+        return data
+    finally:
+        if hasattr(raw, "seek"):
+            raw.seek(0)
+        if raw is not source and not isinstance(source, (bytes, bytearray)):
+            raw.close()
+
+
+def is_bundle(source) -> bool:
+    """Whether ``source`` (a path, bytes or a binary file) is a study bundle: its first line is a
+    JSON object with a ``kind``. Reads only the file's head."""
+    line = _head(source).lstrip().split(b"\n", 1)[0]
+    if not line.startswith(b"{"):
+        return False
+    try:
+        return "kind" in json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return b'"kind"' in line[:200]
 
 
 def _text(name: str, data: bytes) -> str:
@@ -121,9 +170,9 @@ def _text(name: str, data: bytes) -> str:
             from None
 
 
-def read_records(name: str, source: str | os.PathLike | bytes) -> Records:
+def read_records(name: str, source) -> Records:
     """One file's records, whatever its form (detected from the content, then the name)."""
-    if not isinstance(source, (bytes, bytearray)) and Path(source).is_dir():
+    if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
         return _dataset_records(name, Path(source))
     data = _bytes_of(source)
     if data[:4] == b"PAR1":
@@ -636,6 +685,24 @@ def study_rows(records: list[Records], *, name: str | None = None, columns: dict
             raise BundleError([BundleProblem(0, f"{other.name}: no column {missing[0]!r}, which {records[0].name} "
                                                 "has (tables imported together share their columns)")])
     return table_rows(records, mapping, name=name, text_format=text_format)
+
+
+def import_source(files: list[tuple[str, Any]], *, columns: dict | None = None, name: str | None = None,
+                  text_format: str | None = None, compute: Iterable[str] = ()):
+    """What the import reads for ``files`` (name, path / bytes / binary file): one bundle with
+    nothing to compute is passed on as it is (read as a stream, within the import's limits);
+    anything else becomes the bytes of the bundle it makes: tables (``study_rows``) or a bundle
+    with metrics computed (protocol.computed_metrics)."""
+    compute = tuple(compute)
+    if len(files) == 1 and is_bundle(files[0][1]):
+        if columns:
+            raise BundleError([BundleProblem(0, f"{files[0][0]} is a study bundle: it needs no column mapping")])
+        if not compute:
+            return files[0][1]
+        rows = list(bundle_rows(read_bundle(files[0][1])))
+    else:
+        rows = study_rows(read_files(files), name=name, columns=columns, text_format=text_format)
+    return rows_bytes(with_computed_metrics(rows, compute))
 
 
 def rows_bytes(rows: Iterable[dict]) -> bytes:

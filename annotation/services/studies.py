@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils.text import slugify
 from rest_framework.authtoken.models import Token
 
-from protocol import rubric
+from protocol import rubric, tables
 from protocol.separability import compute_alignments
 
 from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, BundleProblem, messages_rows,
@@ -115,7 +115,14 @@ def study_import(
     """
     if separability not in ("inline", "background", "skip"):
         raise ValueError(f"separability must be inline, background or skip, got {separability!r}")
-    bundle = read_bundle(source, limits=bundle_limits())
+    try:
+        bundle = read_bundle(source, limits=bundle_limits())
+    except BundleError:
+        # A table or a tool's output given as a bundle: say what it is and how to import it.
+        looks = "" if tables.is_bundle(source) else tables.what_it_looks_like("the file", source)
+        if looks:
+            raise BundleError([BundleProblem(0, looks)]) from None
+        raise
     progress("validated", bundle.line_count(), bundle.line_count())
     unknown = sorted(set(study_settings or {}) - set(STUDY_SETTINGS))
     if unknown:
