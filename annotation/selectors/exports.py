@@ -1,15 +1,18 @@
 """The stored study as bundle rows (the export format is the import format, docs/bundle-format.md):
 ``study_export_rows`` and ``study_export`` for the export command, ``study_bundle`` for the planner
-and the metric report."""
+and the metric report; and its judgements as training-ready preference data
+(``study_training_export``: TRL's formats with a dataset card)."""
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from protocol.bundle import STUDY_SETTINGS, parse_bundle_lines, write_bundle_rows
+from protocol.preference_data import RULE, ComparisonVotes, preference_rows
 
-from ..models import Annotator, CheckItem, HumanScore, MetricPreference, MetricScore, Output, Study
+from ..models import Annotator, CheckItem, Comparison, HumanScore, MetricPreference, MetricScore, Output, Study
 from .quality import counted_judgements
 
 
@@ -99,3 +102,112 @@ def study_bundle(*, study: Study):
     """The study's current data (live judgements as human_preference rows) as a protocol Bundle."""
 
     return parse_bundle_lines((n, json.dumps(row)) for n, row in enumerate(study_export_rows(study=study), 1))
+
+
+# --- Training-ready preference data (issue 37): TRL's formats, protocol/preference_data.py ----
+
+def study_preference_comparisons(*, study: Study) -> Iterator[ComparisonVotes]:
+    """Every comparison with counted judgements, as ``protocol.preference_data.ComparisonVotes``:
+    the item's input (its conversation when it has one), the two systems' shown outputs and
+    the counted votes in canonical order; a rubric study gives one per criterion."""
+    votes: dict[int, list] = {}
+    for comparison_id, value, answers in counted_judgements(study=study).values_list(
+            "comparison_id", "value", "answers").order_by("id"):
+        votes.setdefault(comparison_id, []).append(answers if answers is not None else value)
+    if not votes:
+        return
+    criteria = [c["name"] for c in study.criteria] if study.criteria else [""]
+    texts: dict[tuple[int, int], object] = {}
+    comparisons = list(Comparison.objects.filter(pk__in=votes).select_related("item", "first", "second")
+                       .order_by("item__position", "first__name", "second__name"))
+    for o in Output.objects.filter(item_id__in={c.item_id for c in comparisons}).order_by("-sample"):
+        if (o.item_id, o.system_id) not in texts or o.sample == study.shown_sample:
+            texts[(o.item_id, o.system_id)] = o.messages if o.messages is not None else o.text
+    for c in comparisons:
+        prompt = c.item.input_messages if c.item.input_messages is not None else c.item.input
+        first, second = texts.get((c.item_id, c.first_id), ""), texts.get((c.item_id, c.second_id), "")
+        for criterion in criteria:
+            values = tuple(v[criterion]["value"] if isinstance(v, dict) else v for v in votes[c.pk]
+                           if not isinstance(v, dict) or criterion in v)
+            yield ComparisonVotes(item=c.item.external_id, prompt=prompt, first_system=c.first.name,
+                                  second_system=c.second.name, first_text=first, second_text=second, votes=values,
+                                  criterion=criterion)
+
+
+def study_preference_rows(*, study: Study, form: str = "trl", min_agreement: float = 0.0) -> tuple[list, dict]:
+    """The study's preference data in ``form`` (protocol.preference_data.FORMATS) and its summary."""
+    return preference_rows(study_preference_comparisons(study=study), form=form, min_agreement=min_agreement)
+
+
+def study_dataset_card(*, study: Study, form: str, summary: dict, min_agreement: float = 0.0) -> str:
+    """A Hugging Face dataset card (README.md) for the study's preference data: what the rows
+    are and the methods paragraph (the decision rule, γ, the labels used, the decisions)."""
+    pairs = list(study.pair_states.values_list("first__name", "second__name", "decision", "status"))
+    decided = [(a, b, d) for a, b, d, _ in pairs if d]
+    judged = counted_judgements(study=study).count()
+    family = study.family_guarantee
+    decisions = "; ".join(f"{a if d > 0 else b} over {b if d > 0 else a}" for a, b, d in decided) or "none yet"
+    agreement = f" and at least {min_agreement:.0%} of its votes for the majority" if min_agreement else ""
+    return "\n".join([
+        "---",
+        "tags: [preference, human-feedback, evalapp]",
+        f"pretty_name: {json.dumps(study.name)}",
+        "---",
+        "",
+        f"# {study.name}: human preferences ({form})",
+        "",
+        f"Pairwise human judgements collected with evalapp (study `{study.slug}`), in the TRL "
+        f"library's `{form}` format: {summary['rows']} rows from {summary['comparisons']} judged comparisons "
+        f"of {study.systems.count()} systems on {study.items.count()} items.",
+        "",
+        "## How the rows were made",
+        "",
+        f"{RULE} A comparison is kept when it has a preferred answer{agreement}: "
+        f"{summary['with_a_winner']} kept, {summary['left_out_ties']} left out as ties or even splits, "
+        f"{summary['left_out_below_agreement']} below the agreement asked for. Each row carries its votes "
+        "(`votes_chosen`, `votes_rejected`, `votes_tie`), `agreement` (the majority's share of the votes), "
+        "the two systems and the item" + (" and the criterion (a rubric study: one row per criterion)"
+                                          if study.criteria else "") + ".",
+        "",
+        "## Methods",
+        "",
+        f"Annotators saw an input and two outputs in random order and said which was better"
+        f"{' for ' + study.criterion if study.criterion else ''}. {judged} counted judgements (checks, "
+        "repeats and excluded workers' judgements left out). The study decided each pair of systems with "
+        f"the {study.get_protocol_rule_display()} rule at γ = {study.gamma}, {study.get_allocation_policy_display()} "
+        f"policy, batch {study.batch_size}, metric {study.metric.name if study.metric_id else 'none (human only)'}: "
+        f"{study.guarantee}{(' ' + family) if family else ''} Decided pairs ({len(decided)} of {len(pairs)}): "
+        f"{decisions}.",
+        "",
+    ])
+
+
+def study_training_export(*, study: Study, path: str | os.PathLike, form: str = "trl",
+                          min_agreement: float = 0.0) -> dict:
+    """Write the study's preference data to ``path``: JSON Lines (``.jsonl``, ``.jsonl.gz``),
+    Parquet (``.parquet``) or, for a path without a suffix, a ``datasets`` directory
+    (``save_to_disk``) with its dataset card; a file gets its card beside it
+    (``<path>.README.md``). Returns the summary with ``path`` and ``card``."""
+    rows, summary = study_preference_rows(study=study, form=form, min_agreement=min_agreement)
+    card = study_dataset_card(study=study, form=form, summary=summary, min_agreement=min_agreement)
+    path = Path(path)
+    name = path.name.lower()
+    if name.endswith((".jsonl", ".jsonl.gz", ".json")):
+        write_bundle_rows(rows, path)
+        card_path = path.with_name(path.name + ".README.md")
+    elif name.endswith(".parquet"):
+        import pyarrow as pa  # noqa: PLC0415 — the table libraries load only for these exports
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        card_path = path.with_name(path.name + ".README.md")
+    elif not path.suffix:
+        import datasets  # noqa: PLC0415
+
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
+        card_path = path / "README.md"
+    else:
+        raise ValueError(f"{path.name}: write .jsonl, .jsonl.gz, .parquet, or a folder (no suffix) for a dataset")
+    card_path.write_text(card)
+    return {**summary, "path": str(path), "card": str(card_path)}
