@@ -41,10 +41,12 @@ DEMO_CROWD_SETTINGS = {
 # is least sure of, until each is resolved to the study's resolution at its confidence (the
 # protocol's defaults, 0.05 at 0.95).
 RANKING_DEMOS = [
-    ("arena-ranking", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
+    ("arena-ranking", "Synthetic arena, ranked by a merge sort (12 systems x 200 prompts)",
+     ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
      {"pair_design": "ranking", "family_control": "none", "batch_size": 20, "budget": 20000,
       "ranking_max_labels": 120}),
-    ("arena-active", ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
+    ("arena-active", "Synthetic arena, ranked actively (12 systems x 200 prompts)",
+     ArenaSpec(systems=12, prompts=200, seed=0, gap=0.6),
      {"pair_design": "active", "family_control": "none", "batch_size": 20, "budget": 20000}),
 ]
 ACCOUNTS = [
@@ -91,14 +93,20 @@ class Command(BaseCommand):
             if study.metrics.exists() and study_metrics_table(study=study) is None:
                 self.stdout.write(f"computing the metrics table of {study.slug} ...")
                 study_metrics_table_refresh(study_id=study.pk)
+        base = f"http://127.0.0.1:{port}"
+        self.stdout.write("\nStudies (researchers: the dashboard; crowd workers: the start link, as Prolific sends it):")
+        for study in studies:
+            self.stdout.write(f"  {study.name}\n    {base}/s/{study.slug}/dashboard/\n"
+                              f"    {base}/s/{study.slug}/start/?PROLIFIC_PID=demo-worker-1&STUDY_ID=demo"
+                              "&SESSION_ID=demo-session-1")
         self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))
 
-    def _ranking_demo(self, slug: str, spec: ArenaSpec, study_settings: dict) -> Study:
+    def _ranking_demo(self, slug: str, name: str, spec: ArenaSpec, study_settings: dict) -> Study:
         study = Study.objects.filter(slug=slug).first()
         if study is not None:
             return study
         self.stdout.write(f"generating and importing the synthetic arena {slug} ...")
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "arena.jsonl.gz"
-            write_bundle(make_arena(spec), path, human=False)
+            write_bundle(make_arena(spec), path, human=False, study_settings={"name": name})
             return study_import(source=path, slug=slug, metric="judge_score", study_settings=study_settings)

@@ -1,0 +1,23 @@
+"""The demo command (README command one) imports every demo study under a name of its own and
+prints each study's address and crowd link (issue 37)."""
+import io
+import re
+
+import pytest
+from django.core.management import call_command
+
+from annotation.models import Study
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+
+def test_the_demo_prints_every_studys_dashboard_and_crowd_link_and_names_are_distinct():
+    out = io.StringIO()
+    call_command("demo_setup", stdout=out, stderr=io.StringIO())
+    printed = out.getvalue()
+    studies = list(Study.objects.all())
+    assert len(studies) >= 6
+    assert len({s.name for s in studies}) == len(studies)  # arena-ranking and arena-active were both "Synthetic arena: ..."
+    for study in studies:
+        assert f"/s/{study.slug}/dashboard/" in printed and f"/s/{study.slug}/start/?PROLIFIC_PID=" in printed
+    assert re.search(r"admin\s+password: admin-demo-pass", printed)
