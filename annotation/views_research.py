@@ -333,8 +333,11 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
                 return redirect("study_settings", slug=study.slug)
     elif action is not None:
         form.add_error(None, "Choose save or launch.")
-    return render(request, "annotation/study_settings.html", {"study": study, "draft_form": form},
-                  status=400 if form.errors else 200)
+    return render(request, "annotation/study_settings.html", {
+        "study": study, "draft_form": form,
+        # Counted from the outputs: a comparison is stored only once it is used (docs/architecture.md).
+        "comparisons": sum(selectors.study_pair_item_counts(study=study).values())},
+        status=400 if form.errors else 200)
 
 
 @login_required

@@ -328,6 +328,8 @@ def test_save_as_draft_then_edit_the_protocol_parameters_and_launch(toy_rows):
     assert study.status == "draft" and not study.protocol_started
     page = client.get("/s/d/settings/").content.decode()
     assert "Draft: not served yet" in page and 'name="batch_size"' in page and 'name="gamma"' in page
+    # Its comparisons counted from its outputs (3 pairs x 2 items; one is stored so far), and the planner.
+    assert "6 comparisons (items × pairs of systems)" in page and 'href="/s/d/plan/"' in page
     # The dashboard of a draft sends the researcher to its settings (nothing to show yet).
     assert client.get("/s/d/dashboard/")["Location"] == "/s/d/settings/"
     draft = {"action": "draft", "metric": "metric:judge", "gamma": "0.1", "batch_size": "3", "budget": "20",
