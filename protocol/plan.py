@@ -67,6 +67,7 @@ and at the top ``pairs``, ``pairs_with_human_labels`` and ``metric_spread``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -443,6 +444,9 @@ class Plan:
     expected_insertion: float
     interval: tuple[float, float]
     scenarios: Mapping[str, float] = field(default_factory=dict)
+    # The budgets asked for that this plan stands for when they were above what the study can
+    # spend and were capped to ``budget`` (one plan per budget actually replayed).
+    asked: tuple[int, ...] = ()
 
     def summary(self, *, details: bool = False) -> dict:
         """The command-line object (exactly the keys of its contract); ``details`` adds the
@@ -457,7 +461,7 @@ class Plan:
         if details:
             out.update(expected_omission=self.expected_omission, expected_inversion=self.expected_inversion,
                        expected_insertion=self.expected_insertion, comparisons=self.comparisons,
-                       scenarios=dict(self.scenarios))
+                       scenarios=dict(self.scenarios), asked=list(self.asked))
         return out
 
 
@@ -567,14 +571,23 @@ def plan(
     done = 0
     if progress is not None:
         progress(done, total)
-    plans = []
+    plans: list[Plan] = []
     items = max(len(v[1]) for v in metric.values())
     start = tuple(metric_order(metric) if start is None else start)
+    ceiling = items if design == "ranking" else comparisons
+    replayed: dict[tuple, int] = {}
     for point in grid:
-        if design == "ranking":
-            budget = items if point.budget is None else min(point.budget, items)
-        else:
-            budget = comparisons if point.budget is None else min(point.budget, comparisons)
+        budget = ceiling if point.budget is None else min(point.budget, ceiling)
+        key = (budget, point.batch, point.gamma)
+        asked = (point.budget,) if point.budget is not None and point.budget > ceiling else ()
+        if key in replayed:
+            # A budget above the ceiling replays as the ceiling: one plan, saying what was asked.
+            at = replayed[key]
+            plans[at] = dataclasses.replace(plans[at], asked=plans[at].asked + asked)
+            done += len(scenarios) * reps
+            if progress is not None:
+                progress(done, total)
+            continue
         runs: dict[str, list] = {}
         for name, scenario in scenarios:
             for rep in range(reps):
@@ -590,7 +603,8 @@ def plan(
                 done += 1
                 if progress is not None:
                     progress(done, total)
-        plans.append(_summarise(point, budget, comparisons, runs))
+        replayed[key] = len(plans)
+        plans.append(dataclasses.replace(_summarise(point, budget, comparisons, runs), asked=asked))
     return PlanResult(assumptions, tuple(plans), len(metric), len(real), metric_spread(metric))
 
 

@@ -139,6 +139,13 @@ def test_without_human_labels_every_scenario_runs_and_the_interval_spans_them():
     assert capped.budget == 6 and capped.expected_annotations <= 6
 
 
+def test_budgets_above_what_the_study_can_spend_are_one_plan_that_says_what_was_asked():
+    metric, human = three_system_tables()  # 16 comparisons
+    result = plan(metric, human, grid=grid_of([8, 20, 50, None], [2], [0.05]), reps=1, assumptions=assumptions())
+    assert [(p.budget, p.asked) for p in result.plans] == [(8, ()), (16, (20, 50))]
+    assert result.plans[1].summary(details=True)["asked"] == [20, 50]
+
+
 def test_the_defaults_are_used_without_human_labels_and_fitted_with_them():
     metric, human = three_system_tables()
     assert plan(metric, {}, grid=[GridPoint(None, 2, 0.05)], reps=1).assumptions == DEFAULT_ASSUMPTIONS
