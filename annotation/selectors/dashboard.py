@@ -237,7 +237,11 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     metric = metric_labels_table(study=study, metric=study.metric, human=human)
     favi = favi_lib.favi_by_pair(human, metric) if human and metric else {}
     human_decisions = ranking.decisions_from_labels(human) if human else {}
+    # The metric's own decisions (its significance graph) from its labels on all of a pair's
+    # items; its category against the humans from the items both labelled (docs/formulas.md §5),
+    # as the pair page and the metric report judge it.
     metric_decisions = ranking.decisions_from_counts(study_metric_counts(study=study))
+    metric_on_judged = ranking.decisions_from_labels(metric) if metric else {}
     pairs, running, protocol_pairs = [], [], []
     for s in states:
         key = (s.first.name, s.second.name)
@@ -253,8 +257,8 @@ def study_dashboard_heavy(*, study: Study) -> dict:
             "capacity": protocol_pair.capacity if protocol_pair else 0,
             "favi": None if f is None or np.isnan(f.favi) else f.favi,
             "agreement": None if f is None else f.sample_accuracy,
-            "category": (ranking.decision_category(human_decisions.get(key, 0), metric_decisions[key])
-                         if key in metric_decisions else None),
+            "category": (ranking.decision_category(human_decisions.get(key, 0), metric_on_judged[key])
+                         if key in metric_on_judged else None),
         })
         if protocol_pair and status not in (*adaptive.STOPPED, adaptive.PARKED) and protocol_pair.remaining > 0:
             running.append((protocol_pair.human_counts, protocol_pair.remaining))
@@ -533,6 +537,11 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     metric_table = pair_labels_table({(first, second): sorted(metric_labels.items())})
     human_decision = ranking.decisions_from_labels(human_table).get((first, second), 0) if human_table else 0
     metric_decision = ranking.decisions_from_labels(metric_table).get((first, second)) if metric_table else None
+    # The metric's error category: judged against the humans on the items both labelled
+    # (docs/formulas.md §5), as the dashboard and the metric report judge it.
+    judged_table = pair_labels_table({(first, second): sorted((i, label) for i, label in metric_labels.items()
+                                                              if i in by_item)})
+    metric_on_judged = ranking.decisions_from_labels(judged_table).get((first, second)) if judged_table else None
     favi = favi_lib.favi_by_pair(human_table, metric_table).get((first, second)) if human_table and metric_table else None
     counts = {"wins": int((values > 0).sum()), "ties": int((values == 0).sum()), "losses": int((values < 0).sum())}
     scored = [i["separability"] for i in items if i["separability"] is not None]
@@ -549,8 +558,9 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "reasons": _pair_reasons(study, first, second) if is_rubric(study) else [],
         "annotator_agreement": judgement_agreement(study=study, pair=row),
         "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
-        "human_decision": human_decision, "metric_decision": metric_decision,
-        "category": None if metric_decision is None else ranking.decision_category(human_decision, metric_decision),
+        "human_decision": human_decision, "metric_decision": metric_decision, "metric_on_judged": metric_on_judged,
+        "judged_items": len(by_item),
+        "category": None if metric_on_judged is None else ranking.decision_category(human_decision, metric_on_judged),
         "favi": None if favi is None or np.isnan(favi.favi) else favi.favi,
         "agreement": None if favi is None else favi.sample_accuracy,
         "separability": scored,

@@ -5,8 +5,10 @@ import io
 import pytest
 
 from annotation.models import Judgement
-from annotation.services import study_import
+from annotation.selectors.dashboard import pair_detail_data, study_dashboard_data
+from annotation.services import study_import, study_membership_set
 from tests.factories import (
+    api_for,
     BUNDLES,
     answer_truthfully,
     bundle_bytes,
@@ -237,3 +239,24 @@ def test_agreement_says_when_it_cannot_be_computed(client):
     researcher_client(client, study)
     html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
     assert "no comparison has been judged twice yet" in html and "nan" not in html.lower().split("<body")[1]
+
+
+def test_the_dashboard_the_pair_page_and_the_report_api_name_a_pairs_metric_category_alike():
+    """The metric against the humans on the items both labelled (docs/formulas.md §5): a metric
+    that favours A on all 30 items but agrees with the humans' 3 ties' insignificance there is
+    Correct everywhere (the dashboard said Insertion: it took the metric's decision on all items)."""
+    rows = [{"kind": "study", "name": "Categories", "batch_size": 2, "metric": "judge"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"Q{n}"} for n in range(30)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": f"{s}{n}"} for n in range(30) for s in "AB"]
+    rows += [{"kind": "metric_preference", "item": f"i{n}", "first": "A", "second": "B", "metric": "judge",
+              "preference": 1} for n in range(30)]
+    rows += [{"kind": "human_preference", "item": f"i{n}", "first": "A", "second": "B", "preference": 1,
+              "annotator": "e1"} for n in range(3)]
+    study = study_import(source=bundle_bytes(rows), slug="categories")
+    dashboard = study_dashboard_data(study=study)["pairs"][0]
+    page = pair_detail_data(study=study, first="A", second="B")
+    researcher, user = api_for("cat-researcher")
+    study_membership_set(study=study, user=user, role="researcher")
+    report = researcher.get("/api/studies/categories/report/").json()["pairs"][0]
+    assert dashboard["category"] == page["category"] == report["category"] == "Correct"
+    assert page["metric_decision"] == 1  # on its own, over all 30 items, the metric decides
