@@ -280,10 +280,13 @@ def test_an_empty_search_lists_judged_items_first_a_page_at_a_time(client, monke
     assert 'href="?q=input&amp;page=2" rel="next"' in page
 
 
-def test_one_workers_items(client, reader_study):
+def test_one_workers_items_from_the_quality_table(client, reader_study):
     study, j = reader_study
     researcher_client(client, study)
     live = j["live"].annotator
+    dashboard = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    quality_row = element(dashboard, f'id="worker-{live.pk}"')
+    assert f'href="/s/{study.slug}/items/?annotator={live.pk}"' in quality_row
     response = client.get(f"/s/{study.slug}/items/?annotator={live.pk}")
     (row,) = response.context["rows"]
     assert row["item"].external_id == ODD_ID
@@ -297,6 +300,16 @@ def test_one_workers_items(client, reader_study):
     stranger = Annotator.objects.create(platform="prolific", external_id="elsewhere")
     assert client.get(f"/s/{study.slug}/items/?annotator={stranger.pk}").status_code == 404
     assert client.get(f"/s/{study.slug}/items/?annotator=x1").status_code == 400
+
+
+def test_the_pair_page_and_the_dashboard_link_to_the_reader(client):
+    study = study_import(source=bundle_bytes(rubric_rows(items=4, imported=2)), slug="rubric-links")
+    researcher_client(client, study)
+    page = client.get(f"/s/{study.slug}/pair/?first=A&second=B").content.decode()
+    link = f'href="{reader_url(study, "r00", "A", "B")}"'.replace("&", "&amp;")
+    assert link in element(page, 'id="items"')        # the items table
+    assert link in element(page, 'id="reasons"')      # the judgements' reasons
+    assert f'href="/s/{study.slug}/items/"' in client.get(f"/s/{study.slug}/dashboard/").content.decode()
 
 
 def test_reading_items_writes_nothing(client, reader_study):
