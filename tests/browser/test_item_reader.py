@@ -68,15 +68,14 @@ def simulated_workers(study, rng) -> None:
 
 
 @pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
-def test_the_item_reader_from_the_pair_page_at_laptop_and_phone_sizes(browser, live_server, size):
+def test_the_item_reader_from_the_pair_page_at_laptop_and_phone_sizes(page, live_server, size):
     study = study_import(source=pandalm_chat_slice(), slug="pandalm-chat")
     simulated_workers(study, random.Random(4))
     judged = Judgement.objects.filter(comparison__study=study, comparison__item__external_id="p325",
                                       comparison__first__name=FIRST, comparison__second__name=SECOND)
     assert judged.count() >= 2, "the simulated workers judged the item's pair"
     width, height = size
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": height})  # the page fixture checks the CSP too
     browser_login(page, live_server, study, username=f"reader{width}")
     page.goto(f"{live_server.url}/s/{study.slug}/pair/?first={FIRST}&second={SECOND}")
     page.click("#items a:text-is('p325')")
@@ -109,4 +108,13 @@ def test_the_item_reader_from_the_pair_page_at_laptop_and_phone_sizes(browser, l
     assert page.locator("table.item-metrics tr[data-metric=pandalm7b]").count() == 1
     assert "nearly the same list" in page.locator("#flags").inner_text()
     page.screenshot(path=str(SCREENSHOTS / f"item-reader-{width}x{height}.png"), full_page=True)
-    context.close()
+    # Every system's output of the item, then the search that finds it: no sideways scroll either.
+    page.click("a[data-all-outputs]")
+    page.wait_for_url("**/item/?item=p325")
+    assert page.locator(".item-output").count() == 3
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.goto(f"{live_server.url}/s/{study.slug}/items/?q=CREW+MEMBER")
+    assert page.locator(".item-hit").count() == 1 and page.locator(".item-hit mark").inner_text() == "Crew Member"
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.click(".item-hit a.item-link")
+    page.wait_for_url("**/item/?item=p325")
