@@ -28,7 +28,6 @@ MAX_QUERY_CHARS = 200
 SNIPPET_CHARS = 90  # characters of context on each side of a match
 
 STRENGTH_WORDS = {2: "much", 1: "slightly"}
-ORDER_WORDS = {"AB": "first", "BA": "second"}
 
 
 def study_item(*, study: Study, external_id: str) -> Item | None:
