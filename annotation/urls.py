@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views, views_annotate, views_members, views_planner, views_research
+from . import views_items
 from .throttles import throttle_page
 from .framing import crowd_frameable
 
@@ -23,6 +24,9 @@ urlpatterns = [
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
     # System names may hold any character (a "/" too): the pair is named in the query string.
     path("s/<slug:slug>/pair/", views_research.pair_detail, name="pair_detail"),
+    # Item ids may hold any character (a "/", a "..", a space): the item is named in the query string.
+    path("s/<slug:slug>/item/", views_items.item_reader, name="item_reader"),
+    path("s/<slug:slug>/items/", views_items.item_search, name="item_search"),
     path("s/<slug:slug>/metrics/", views_research.metrics_table, name="metrics_table"),
     path("s/<slug:slug>/plan/", views_planner.planner, name="planner"),
     path("s/<slug:slug>/plan/<int:job_id>/", views_planner.plan_job, name="plan_job"),

@@ -8,6 +8,8 @@ quality     which judgements count; the annotator quality table and the exclusio
 studies     a study as a whole: home list, progress, labels and pairs for the protocol,
             judgements, members, planner jobs
 exports     the stored study as bundle rows (export, the planner's and the report's bundle)
+items       the item reader and the item search: one item's texts, judgements, metric and
+            judges' verdicts and reports; the study's items by text
 
 Every public name is re-exported here (``selectors.study_progress``); a module of the app imports
 from the screen's module. The modules import one another in the order above from the bottom.
@@ -17,3 +19,4 @@ from .studies import *  # noqa: F401,F403
 from .exports import *  # noqa: F401,F403
 from .serving import *  # noqa: F401,F403
 from .dashboard import *  # noqa: F401,F403
+from .items import *  # noqa: F401,F403

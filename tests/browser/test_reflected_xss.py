@@ -10,10 +10,13 @@ from tests.factories import browser_login, bundle_bytes
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PAYLOADS = ('<script>window.__xss=1</script>', '<img src=x onerror="window.__xss=2">')
-# Every researcher page that validates a query parameter and answers a 400 when it is wrong.
+# Every researcher page that validates a query parameter and answers a 400 when it is wrong
+# (and the item search, which shows its query back).
 PATHS = ("/s/{slug}/metrics/?sort={p}", "/s/{slug}/dashboard/?qsort={p}", "/s/{slug}/dashboard/?qorder={p}",
          "/s/{slug}/export/quality.csv?sort={p}", "/s/{slug}/export/quality.csv?order={p}",
-         "/s/{slug}/pair/?first={p}&second=A", "/s/{slug}/export/judgements.csv?first={p}")
+         "/s/{slug}/pair/?first={p}&second=A", "/s/{slug}/export/judgements.csv?first={p}",
+         "/s/{slug}/item/?item={p}", "/s/{slug}/item/?item=i1&first={p}&second=A", "/s/{slug}/items/?q={p}",
+         "/s/{slug}/items/?annotator={p}")
 
 
 def test_bad_query_parameters_run_no_script(page, live_server, toy_rows):

@@ -98,6 +98,9 @@ EXPECTED = {
     "s/<slug:slug>/dashboard/": [("GET", "/s/{slug}/dashboard/", None, RESEARCHER_PAGE)],
     # The pair page names its pair in the query string; the metrics table is computed on demand.
     "s/<slug:slug>/pair/": [("GET", "/s/{slug}/pair/?first=A&second=B", None, RESEARCHER_PAGE)],
+    # The item reader names its item (any characters) in the query string; i01 is in crowd_rows.
+    "s/<slug:slug>/item/": [("GET", "/s/{slug}/item/?item=i01&first=A&second=B", None, RESEARCHER_PAGE)],
+    "s/<slug:slug>/items/": [("GET", "/s/{slug}/items/?q=input", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/metrics/": [("GET", "/s/{slug}/metrics/", None, RESEARCHER_PAGE)],
     # The planner: an empty plan request is invalid (400) for who may plan; no job 999999 exists.
     "s/<slug:slug>/plan/": [("GET", "/s/{slug}/plan/", None, RESEARCHER_PAGE),
