@@ -217,13 +217,17 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
     assignment = selectors.hit_of_study(study=study, assignment_id=assignment_id)
     if assignment is None:
         raise Http404("No HIT with this id.")
+    plain = not request.headers.get("HX-Request")  # htmx swaps a 200 only: it shows the error
+    try:
+        answer = hit_answer_from_post(study, request.POST)
+    except ValueError as exc:  # a field no form of ours sends (a NUL character): the request is bad
+        return _after_post(request, study, annotator, error=str(exc), status=400 if plain else 200)
     error = ""
     try:
-        serving.judgement_submit(assignment=assignment, annotator=annotator,
-                                 **hit_answer_from_post(study, request.POST))
+        serving.judgement_submit(assignment=assignment, annotator=annotator, **answer)
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
-    status = 409 if error and not request.headers.get("HX-Request") else 200
+    status = 409 if error and plain else 200
     return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status)
 
 

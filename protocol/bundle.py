@@ -389,6 +389,44 @@ def _nested_deeper_than(text: str, limit: int) -> bool:
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')  # possessive: no backtracking on a long line
 _BRACKETS = re.compile(r"[\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unstorable(value: str) -> str | None:
+    """What in ``value`` no database text can hold, named for a problem, else None: a NUL
+    character (PostgreSQL's text and jsonb refuse it) or a lone surrogate (not Unicode text:
+    it cannot be encoded as UTF-8 for any database). json.loads makes them only from escapes."""
+    if "\x00" in value:
+        return "a NUL character (\\u0000), which no text can store"
+    surrogate = _SURROGATE.search(value)
+    if surrogate:
+        return f"a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode text"
+    return None
+
+
+def _unstorable_field(obj) -> tuple[str | None, bool]:
+    """The problem of the first string of a parsed line (a field name, or a field's value at any
+    depth) that no database can store (``_unstorable``), else None; and whether it is a field
+    name (the line is then read no further: no schema field has such a name)."""
+    def inner(value) -> str | None:
+        if isinstance(value, str):
+            return _unstorable(value)
+        if isinstance(value, dict):
+            return next(filter(None, (inner(k) or inner(v) for k, v in value.items())), None)
+        if isinstance(value, list):
+            return next(filter(None, map(inner, value)), None)
+        return None
+
+    if not isinstance(obj, dict):
+        found = inner(obj)
+        return (found and f"the line holds {found}; remove it"), True
+    for key, value in obj.items():
+        if _unstorable(key):
+            return f"a field name ({json.dumps(key)}) holds {_unstorable(key)}; remove it", True
+        found = inner(value)
+        if found:
+            return f"field {key!r} holds {found}; remove it", False
+    return None, False
 
 
 class _Checker:
@@ -501,6 +539,13 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             check.add(number, f"not valid JSON ({exc})")
             continue
+        # NUL and lone surrogates reach a string only as \u escapes: most lines skip the walk. A
+        # line with one is read on (its references checked) but the bundle is refused.
+        unstorable, skip = _unstorable_field(obj) if "\\u" in text else (None, False)
+        if unstorable:
+            check.add(number, unstorable)
+            if skip:
+                continue
         if not isinstance(obj, dict):
             check.add(number, f"expected a JSON object, got {type(obj).__name__}")
             continue

@@ -69,3 +69,24 @@ def test_a_line_is_split_only_at_newlines():
     data = (json.dumps(STUDY) + "\n" + json.dumps(item, ensure_ascii=False) + "\n"
             + json.dumps(OUT_A) + "\n" + json.dumps(OUT_B) + "\n").encode()
     assert read_bundle(data).items[0].input == "before\u2028after"
+
+
+@pytest.mark.parametrize("escape,what", [("\\u0000", "a NUL character (\\u0000), which no text can store"),
+                                         ("\\udfff", "a lone surrogate (\\udfff), which is not Unicode text")])
+def test_nul_and_lone_surrogates_are_refused_in_any_string_with_the_line(escape, what):
+    """PostgreSQL stores no NUL and no database a lone surrogate: each was a 500 at import
+    (issue 36, finding 4). Every string is checked: values at any depth and field names; a
+    surrogate pair (an emoji written as two escapes) is one character and is fine."""
+    character = escape.encode().decode("unicode_escape")
+    chat = {**ITEM, "id": "d2", "input": [{"role": "user", "content": f"hi{character}"}]}  # json.dumps escapes it
+    rows = [STUDY, '{"kind": "item", "id": "d1", "input": "a' + escape + 'b"}', chat,
+            '{"kind": "output", "item": "d1", "system": "A", "text": "a", "' + escape + '": 1}',
+            '{"kind": "output", "item": "d1", "system": "B", "text": "\\ud83d\\ude00 \\\\u0000"}']
+    with pytest.raises(BundleError) as info:
+        read_bundle(lines(*rows))
+    assert [str(p) for p in info.value.problems] == [
+        f"line 2: field 'input' holds {what}; remove it",
+        f"line 3: field 'input' holds {what}; remove it",
+        f"line 4: a field name ({json.dumps(character)}) holds {what}; remove it"]
+    bundle = read_bundle(lines(STUDY, ITEM, OUT_A, rows[4]))
+    assert bundle.outputs[1].text == "\U0001F600 \\u0000"
