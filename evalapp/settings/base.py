@@ -233,13 +233,15 @@ EVALAPP_PROCESS_LANES = frozenset(
 # for what processes share, files in var/ (the embedded default's gunicorn processes: the
 # throttle's counts in diskcache's SQLite shards, the shared reports as files).
 if os.environ.get("EVALAPP_CACHE_URL"):
+    # While Redis does not answer, each process counts and caches in its own memory and says so
+    # in its log (evalapp/caches.ResilientRedisCache; docs/serving.md): an outage was a 500 on
+    # every rate-limited request. A call waits at most a second for Redis, and after a failure
+    # Redis is asked again only every retry_seconds.
+    _redis_options = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0, "retry_seconds": 5}
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                    "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"},
-        "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                     "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-throttle"},
-        "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                   "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-shared"},
+        alias: {"BACKEND": "evalapp.caches.ResilientRedisCache", "LOCATION": os.environ["EVALAPP_CACHE_URL"],
+                "KEY_PREFIX": prefix, "OPTIONS": _redis_options}
+        for alias, prefix in (("default", "evalapp"), ("throttle", "evalapp-throttle"), ("shared", "evalapp-shared"))
     }
 else:
     CACHES = {
