@@ -283,6 +283,9 @@ REST_FRAMEWORK = {
 EVALAPP_THROTTLE_RATES = {
     "api": os.environ.get("EVALAPP_THROTTLE_API", "600/minute"),
     "submit": os.environ.get("EVALAPP_THROTTLE_SUBMIT", "120/minute"),
+    # GETs of the HIT page per annotator: a worker reloads, answers without JavaScript (a GET
+    # after each answer) or waits on "no work right now" (a GET every 5 s), never 2 a second.
+    "page": os.environ.get("EVALAPP_THROTTLE_PAGE", "120/minute"),
     "crowd_start": os.environ.get("EVALAPP_THROTTLE_CROWD_START", "30/minute"),
     # New crowd workers (worker id + platform session) one client address may start.
     "crowd_new": os.environ.get("EVALAPP_THROTTLE_CROWD_NEW", "20/hour"),
