@@ -28,7 +28,7 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -875,8 +875,32 @@ def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int 
     ``limits`` (:class:`BundleLimits`; ``max_bytes`` overrides theirs). Raises
     :class:`BundleError` with every problem found (each naming its line) when anything is
     wrong; a broken limit stops the reading at once and names the line.
+
+    A source that can be read twice (a path, bytes, a seekable file) is read once first only
+    to check the limits, parsing nothing and keeping one line at a time, so a bundle beyond a
+    limit is refused before any of its rows is parsed: one row over the row limit was refused
+    only after a million rows were parsed and held (docs/bundle-format.md, "Limits"). A stream
+    that cannot be rewound is checked as it is parsed.
     """
+    rewind = _rewind(source)
+    if rewind is not None:
+        for _ in iter_bundle_lines(source, max_bytes=max_bytes, limits=limits):
+            pass
+        rewind()
     return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes, limits=limits))
+
+
+def _rewind(source) -> Callable[[], None] | None:
+    """How to read ``source`` again from where it is now, or None when it cannot be."""
+    if isinstance(source, (bytes, bytearray, str, os.PathLike)):
+        return lambda: None  # opened anew by each read
+    try:
+        if not source.seekable():
+            return None
+        start = source.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return lambda: source.seek(start)
 
 
 def bundle_rows(bundle: Bundle) -> Iterator[dict]:
