@@ -13,7 +13,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class IdempotencyKeyRequired(exceptions.APIException):
-    status_code = status.HTTP_428_PRECONDITION_REQUIRED
+    """No Idempotency-Key header, or an empty one: a 400, as the IETF's Idempotency-Key draft
+    says (it was a 428, which no check of a missing required header expects)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
     default_detail = "A submit needs an Idempotency-Key header (at most 64 characters, unique per answer)."
     default_code = "idempotency_key_required"
 
