@@ -54,9 +54,18 @@ def study_roles_for_user(user) -> Callable[[object], StudyRole]:
     return roles
 
 
+SESSION_ANNOTATOR_PREFIX = "evalapp:annotator:"
+
+
 def session_annotator_key(study) -> str:
     """The session entry holding the Annotator id of a crowd worker who entered ``study``."""
-    return f"evalapp:annotator:{study.pk}"
+    return f"{SESSION_ANNOTATOR_PREFIX}{study.pk}"
+
+
+def session_names_a_worker(session) -> bool:
+    """Whether a session holds any crowd worker's entry (of any study): whether its requests
+    can be counted per annotator (annotation/throttles.py)."""
+    return any(key.startswith(SESSION_ANNOTATOR_PREFIX) for key in session.keys())
 
 
 def _role(user, study) -> str | None:

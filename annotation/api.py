@@ -49,8 +49,10 @@ IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64}
 
 _ERRORS = {
     400: OpenApiResponse(ValidationErrorSerializer, description="invalid input (code invalid; `errors` names "
-                                                                "each field) or a body that is not JSON "
-                                                                "(code parse_error)"),
+                                                                "each field), a body that is not JSON "
+                                                                "(code parse_error), or a submit without an "
+                                                                "Idempotency-Key header (code "
+                                                                "idempotency_key_required)"),
     401: OpenApiResponse(ErrorSerializer, description="no or invalid credentials (code not_authenticated "
                                                       "or authentication_failed)"),
     403: OpenApiResponse(ErrorSerializer, description="the caller may see the study but not do this "
@@ -58,7 +60,6 @@ _ERRORS = {
     404: OpenApiResponse(ErrorSerializer, description="no such study or object, or one the caller may not "
                                                       "know exists (code not_found)"),
     409: OpenApiResponse(ErrorSerializer, description="conflicts with the current state (code conflict)"),
-    428: OpenApiResponse(ErrorSerializer, description="no Idempotency-Key header (code idempotency_key_required)"),
     429: OpenApiResponse(ErrorSerializer, description="too many requests (code throttled); see Retry-After"),
 }
 
@@ -375,17 +376,19 @@ class HitSubmitApi(APIView):
                    parameters=[OpenApiParameter("Idempotency-Key", IDEMPOTENCY_KEY_SCHEMA, OpenApiParameter.HEADER,
                                                 required=True,
                                                 description="unique per answer, 1 to 64 characters (none or "
-                                                            "empty: 428)")],
-                   responses={200: serializers.SubmitResultSerializer, **errors(400, 404, 409, 428)})
+                                                            "empty: 400, code idempotency_key_required)")],
+                   responses={200: serializers.SubmitResultSerializer, **errors(400, 404, 409)})
     def post(self, request, hit_id):
-        assignment = get_object_or_404(Assignment.objects.select_related(
-            "annotator", "comparison__first", "comparison__second", "comparison__item"), pk=hit_id)
-        access_hit_of_user(request.user, assignment)
+        # The header first: a request without it is malformed whoever sends it (and says nothing
+        # of whether the HIT exists); then who asks.
         key = request.headers.get("Idempotency-Key", "")
         if not key:
             raise IdempotencyKeyRequired()
         if len(key) > IDEMPOTENCY_KEY_SCHEMA["maxLength"]:
             raise ValidationError({"Idempotency-Key": ["at most 64 characters"]})
+        assignment = get_object_or_404(Assignment.objects.select_related(
+            "annotator", "comparison__first", "comparison__second", "comparison__item"), pk=hit_id)
+        access_hit_of_user(request.user, assignment)
         form = serializers.SubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:

@@ -6,13 +6,17 @@ errors add ``errors`` (field -> messages); an invalid bundle adds ``problems`` (
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, serializers, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class IdempotencyKeyRequired(exceptions.APIException):
-    status_code = status.HTTP_428_PRECONDITION_REQUIRED
+    """No Idempotency-Key header, or an empty one: a 400, as the IETF's Idempotency-Key draft
+    says (it was a 428, which no check of a missing required header expects)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
     default_detail = "A submit needs an Idempotency-Key header (at most 64 characters, unique per answer)."
     default_code = "idempotency_key_required"
 
@@ -65,13 +69,22 @@ def exception_handler(exc, context):
     return response
 
 
+def server_error(request, *args, **kwargs):
+    """handler500: an error no view handled answers in the API's shape under /api/ (a client
+    of the API parses JSON, never Django's HTML page), the 500 page elsewhere. Django has
+    logged the exception with its traceback before this runs."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "A server error occurred.", "code": "server_error"}, status=500)
+    return defaults.server_error(request, *args, **kwargs)
+
+
 class ErrorSerializer(serializers.Serializer):
     """Every error answer of the API."""
 
     detail = serializers.CharField(help_text="what went wrong, for a person")
     code = serializers.CharField(help_text="stable token for a program, e.g. not_found, permission_denied, "
                                            "not_authenticated, throttled, invalid, conflict, "
-                                           "idempotency_key_required")
+                                           "idempotency_key_required, server_error")
 
 
 class ValidationErrorSerializer(ErrorSerializer):

@@ -23,6 +23,7 @@ from celery import current_app
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections, connection
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def rounds_close(study_id: int) -> None:
     elif mode == "celery":
         # Coalesce a burst of filled rounds into one task (the task closes all of them).
         if cache.add(QUEUED_KEY.format(study_id), 1, timeout=1):
-            _task(ROUNDS_CLOSE).delay(study_id)
+            _send_or_leave_to_the_sweep(ROUNDS_CLOSE, study_id)
     else:
         with _guard:
             if study_id in _pending:
@@ -56,6 +57,29 @@ def rounds_close(study_id: int) -> None:
             _pending.add(study_id)
         _executor("rounds").submit(_close_in_thread, study_id)
         sweeper_ensure()
+
+
+# While the broker does not answer, a filled round waits for the sweep (Celery beat runs it on
+# the same broker once it is back; it closes what a lost task left), instead of failing the
+# submit whose answer is already stored. After a failure the broker is not asked again for this
+# long (each send waits for the broker's retries); the warning is logged at most once a minute.
+BROKER_RETRY_SECONDS = 5
+BROKER_WARN_SECONDS = 60
+_broker = {"retry_at": 0.0, "warned_at": -1e9}
+
+
+def _send_or_leave_to_the_sweep(task: str, argument: int) -> None:
+    now = time.monotonic()
+    if now < _broker["retry_at"]:
+        return
+    try:
+        _task(task).delay(argument)
+    except KombuOperationalError as error:
+        _broker["retry_at"] = now + BROKER_RETRY_SECONDS
+        if now - _broker["warned_at"] >= BROKER_WARN_SECONDS:
+            _broker["warned_at"] = now
+            log.warning("Celery broker unreachable (%s): round closes are left to the sweep, which closes "
+                        "them once the broker is back; asking it again every %d s", error, BROKER_RETRY_SECONDS)
 
 
 def _where_closes_run(task: str, argument: int, executor: str) -> None:

@@ -7,6 +7,8 @@ is kept on the Assignment and undone when a judgement is saved.
 """
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -69,6 +71,11 @@ def choices_of(name: str, *extra: tuple[str, str]) -> list:
     """The members of a TextChoices class for the choices of the study setting ``name``
     (each named by its value in capitals), after ``extra`` (value, label) pairs."""
     return [(value.upper(), (value, label)) for value, label in (*extra, *SETTINGS[name].choices)]
+
+
+def completion_secret_new() -> str:
+    """A study's own random key for its workers' completion codes (256 bits)."""
+    return secrets.token_hex(32)
 
 
 class Study(models.Model):
@@ -164,6 +171,9 @@ class Study(models.Model):
     separability_total = models.PositiveIntegerField(default=0)
     separability_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The key of the study's workers' completion codes (selectors.worker_completion_code): made
+    # at random with the study, never shown, exported or editable.
+    completion_secret = models.CharField(max_length=64, default=completion_secret_new, editable=False)
 
     class Meta:
         verbose_name_plural = "studies"
@@ -675,6 +685,9 @@ class CrowdSession(models.Model):
     annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="crowd_sessions")
     platform_session_id = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An entry from before migration 0021 keeps the code it was given then (its MAC part, made
+    # with the server's SECRET_KEY): a code already handed out stays valid. Empty otherwise.
+    legacy_code_mac = models.CharField(max_length=16, blank=True, default="", editable=False)
 
     class Meta:
         constraints = [

@@ -77,6 +77,8 @@ def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -
             raise ValueError(f"{criterion.label!r}: give a short reason")
         if criterion.reason == "off":
             reason = ""
+        if "\x00" in reason:
+            raise ValueError(f"{criterion.label!r}: the reason holds a NUL character, which no answer may contain")
         if len(reason) > MAX_REASON_CHARS:
             raise ValueError(f"{criterion.label!r}: the reason is longer than {MAX_REASON_CHARS} characters")
         sign = (value > 0) - (value < 0)
@@ -109,18 +111,28 @@ def rubric_screen(study) -> list[dict]:
             for c in study_rubric(study)]
 
 
+def form_field(data: Mapping[str, str], name: str) -> str:
+    """The HIT form's field ``name`` ("" when absent); ValueError naming the field when it holds
+    a NUL character, which no database text can store (PostgreSQL refuses it: a 500 before)."""
+    value = data.get(name, "")
+    if "\x00" in value:
+        raise ValueError(f"the field {name!r} holds a NUL character, which no answer may contain: "
+                         "remove it and answer again")
+    return value
+
+
 def answers_from_post(study, data: Mapping[str, str]) -> dict:
     """Screen-order answers (``answers_from_screen``'s ``shown``) from the HIT form's fields:
     ``criterion-<name>`` the chosen value, ``reason-<name>`` the reason. A value that is not
-    a whole number counts as not given."""
+    a whole number counts as not given; ValueError for a field with a NUL (``form_field``)."""
     shown = {}
     for criterion in study_rubric(study):
-        raw = data.get(f"criterion-{criterion.name}", "")
+        raw = form_field(data, f"criterion-{criterion.name}")
         try:
             value = int(raw)
         except ValueError:
             value = None
-        shown[criterion.name] = {"value": value, "reason": data.get(f"reason-{criterion.name}", "")}
+        shown[criterion.name] = {"value": value, "reason": form_field(data, f"reason-{criterion.name}")}
     return shown
 
 
@@ -137,10 +149,11 @@ def hit_answer_from_post(study, data: Mapping[str, str]) -> dict:
     """The annotate page's HIT form as ``services.hits.judgement_submit``'s keyword arguments
     (but the assignment and annotator): ``answer`` (left / tie / right) or, in a rubric study,
     the criteria's fields (``answers_from_post``); ``key``; the browser's ``seconds`` on task
-    and ``read_ms`` to the first answer (absent or implausible: None)."""
-    read_ms = _client_time(data.get("read_ms"), below=86_400_000)
-    return {"shown_value": SHOWN_ANSWERS.get(data.get("answer", ""), 99),
+    and ``read_ms`` to the first answer (absent or implausible: None). ValueError naming a
+    field that holds a NUL character (``form_field``)."""
+    read_ms = _client_time(form_field(data, "read_ms"), below=86_400_000)
+    return {"shown_value": SHOWN_ANSWERS.get(form_field(data, "answer"), 99),
             "answers": answers_from_post(study, data) if is_rubric(study) else None,
-            "idempotency_key": data.get("key", ""),
-            "seconds_on_task": _client_time(data.get("seconds"), below=86_400),
+            "idempotency_key": form_field(data, "key"),
+            "seconds_on_task": _client_time(form_field(data, "seconds"), below=86_400),
             "read_seconds": None if read_ms is None else read_ms / 1000}

@@ -11,7 +11,7 @@ urlpatterns = [
     path("studies/upload/", views.study_upload, name="study_upload"),
     path("s/<slug:slug>/start/", throttle_page("crowd_start")(crowd_frameable(views_annotate.study_start)),
          name="study_start"),
-    path("s/<slug:slug>/annotate/", views_annotate.annotate, name="annotate"),
+    path("s/<slug:slug>/annotate/", throttle_page("page", methods=("GET",))(views_annotate.annotate), name="annotate"),
     path("s/<slug:slug>/next/", throttle_page("submit", methods=("POST",))(views_annotate.hit_next),
          name="hit_next"),
     path("s/<slug:slug>/hits/<int:assignment_id>/", throttle_page("submit", methods=("POST",))(

@@ -23,14 +23,9 @@ from .rubrics import hit_answer_from_post
 from .services import hits as serving
 from .services.checks import worker_screened_out
 from .services.transactions import retry_transient
-from .throttles import CrowdNewWorkerThrottle, too_many_requests
+from .throttles import CrowdNewWorkerThrottle, throttle_worker, too_many_requests
 
 
-def _annotator(request: HttpRequest, study: Study) -> Annotator:
-    """The request's annotator for ``study`` (access.py decides; a member's is made on first use,
-    so call it from a POST)."""
-    worker = access_study_worker(request, study)
-    return worker.annotator or serving.annotator_for_user(user=worker.user)
 MTURK_NO_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 # Short confirmations after a POST (a redirect carries only the name, so a GET never writes).
 NOTICES = {"saved": "Saved ✓",
@@ -157,9 +152,13 @@ def _study_or_404(slug: str) -> Study:
 
 
 def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
+    """The study and the request's annotator, the request counted against their rate
+    (throttles.throttle_worker: the scope its URL's throttle_page names)."""
     study = _study_or_404(slug)
     access_study_running(study)
-    return study, _annotator(request, study)
+    worker = access_study_worker(request, study)
+    throttle_worker(request, worker)
+    return study, worker.annotator or serving.annotator_for_user(user=worker.user)
 
 
 @crowd_frameable
@@ -171,6 +170,7 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
         # Not a crowd worker of this study and not logged in: log in first, then come back.
         return redirect_to_login(request.get_full_path())
     worker = access_study_worker(request, study)
+    throttle_worker(request, worker)
     if worker.annotator is None:  # a member who never annotated: nothing of theirs to show yet
         return render(request, _screen_template(request), {
             "study": study, "screen": "ready", "done": 0, "annotator": Annotator(platform=Annotator.Platform.LOCAL)})
@@ -217,13 +217,17 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
     assignment = selectors.hit_of_study(study=study, assignment_id=assignment_id)
     if assignment is None:
         raise Http404("No HIT with this id.")
+    plain = not request.headers.get("HX-Request")  # htmx swaps a 200 only: it shows the error
+    try:
+        answer = hit_answer_from_post(study, request.POST)
+    except ValueError as exc:  # a field no form of ours sends (a NUL character): the request is bad
+        return _after_post(request, study, annotator, error=str(exc), status=400 if plain else 200)
     error = ""
     try:
-        serving.judgement_submit(assignment=assignment, annotator=annotator,
-                                 **hit_answer_from_post(study, request.POST))
+        serving.judgement_submit(assignment=assignment, annotator=annotator, **answer)
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
-    status = 409 if error and not request.headers.get("HX-Request") else 200
+    status = 409 if error and plain else 200
     return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status)
 
 

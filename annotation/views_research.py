@@ -100,7 +100,7 @@ def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
     except ValueError as exc:
         return bad_request(request, str(exc))
     rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
-    response = HttpResponse(content_type="text/csv")
+    response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-quality.csv"'
     writer = csv.writer(response)
     writer.writerow(selectors.QUALITY_COLUMNS)
@@ -204,6 +204,8 @@ def help_page(request: HttpRequest) -> HttpResponse:
         "paper_warning": guarantees.PAPER_POLICY_WARNING})
 
 
+# Every CSV export is UTF-8 and says so (a spreadsheet otherwise guesses, often cp1252).
+CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -213,7 +215,7 @@ def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
     (selectors.study_crowd_sessions), to match with the platform's submission list."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    response = HttpResponse(content_type="text/csv")
+    response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-crowd.csv"'
     writer = csv.writer(response)
     writer.writerow(selectors.CROWD_SESSION_COLUMNS)
@@ -279,7 +281,7 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
                 "" if read_seconds is None else round(read_seconds, 3),
                 *(answers.get(name, {}).get(part, "") for name in criteria for part in ("value", "strength", "reason")))])
 
-    response = StreamingHttpResponse(lines(), content_type="text/csv")
+    response = StreamingHttpResponse(lines(), content_type=CSV_CONTENT_TYPE)
     suffix = f"-{first}-{second}" if first else ""
     response["Content-Disposition"] = f'attachment; filename="{study.slug}{suffix}-judgements.csv"'
     return response
@@ -291,7 +293,7 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     data = reports.study_dashboard(study=study)
-    response = HttpResponse(content_type="text/csv")
+    response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)
     fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement"]

@@ -18,3 +18,5 @@ urlpatterns = [
     path("api/", include("annotation.api_urls")),
     path("", include("annotation.urls")),
 ]
+# A 500 under /api/ answers JSON in the API's error shape (docs/api.md).
+handler500 = "annotation.api_errors.server_error"

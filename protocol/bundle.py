@@ -28,7 +28,7 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -365,6 +365,44 @@ def _nested_deeper_than(text: str, limit: int) -> bool:
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')  # possessive: no backtracking on a long line
 _BRACKETS = re.compile(r"[\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unstorable(value: str) -> str | None:
+    """What in ``value`` no database text can hold, named for a problem, else None: a NUL
+    character (PostgreSQL's text and jsonb refuse it) or a lone surrogate (not Unicode text:
+    it cannot be encoded as UTF-8 for any database). json.loads makes them only from escapes."""
+    if "\x00" in value:
+        return "a NUL character (\\u0000), which no text can store"
+    surrogate = _SURROGATE.search(value)
+    if surrogate:
+        return f"a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode text"
+    return None
+
+
+def _unstorable_field(obj) -> tuple[str | None, bool]:
+    """The problem of the first string of a parsed line (a field name, or a field's value at any
+    depth) that no database can store (``_unstorable``), else None; and whether it is a field
+    name (the line is then read no further: no schema field has such a name)."""
+    def inner(value) -> str | None:
+        if isinstance(value, str):
+            return _unstorable(value)
+        if isinstance(value, dict):
+            return next(filter(None, (inner(k) or inner(v) for k, v in value.items())), None)
+        if isinstance(value, list):
+            return next(filter(None, map(inner, value)), None)
+        return None
+
+    if not isinstance(obj, dict):
+        found = inner(obj)
+        return (found and f"the line holds {found}; remove it"), True
+    for key, value in obj.items():
+        if _unstorable(key):
+            return f"a field name ({json.dumps(key)}) holds {_unstorable(key)}; remove it", True
+        found = inner(value)
+        if found:
+            return f"field {key!r} holds {found}; remove it", False
+    return None, False
 
 
 class _Checker:
@@ -462,6 +500,13 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             check.add(number, f"not valid JSON ({exc})")
             continue
+        # NUL and lone surrogates reach a string only as \u escapes: most lines skip the walk. A
+        # line with one is read on (its references checked) but the bundle is refused.
+        unstorable, skip = _unstorable_field(obj) if "\\u" in text else (None, False)
+        if unstorable:
+            check.add(number, unstorable)
+            if skip:
+                continue
         if not isinstance(obj, dict):
             check.add(number, f"expected a JSON object, got {type(obj).__name__}")
             continue
@@ -794,8 +839,32 @@ def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int 
     ``limits`` (:class:`BundleLimits`; ``max_bytes`` overrides theirs). Raises
     :class:`BundleError` with every problem found (each naming its line) when anything is
     wrong; a broken limit stops the reading at once and names the line.
+
+    A source that can be read twice (a path, bytes, a seekable file) is read once first only
+    to check the limits, parsing nothing and keeping one line at a time, so a bundle beyond a
+    limit is refused before any of its rows is parsed: one row over the row limit was refused
+    only after a million rows were parsed and held (docs/bundle-format.md, "Limits"). A stream
+    that cannot be rewound is checked as it is parsed.
     """
+    rewind = _rewind(source)
+    if rewind is not None:
+        for _ in iter_bundle_lines(source, max_bytes=max_bytes, limits=limits):
+            pass
+        rewind()
     return parse_bundle_lines(iter_bundle_lines(source, max_bytes=max_bytes, limits=limits))
+
+
+def _rewind(source) -> Callable[[], None] | None:
+    """How to read ``source`` again from where it is now, or None when it cannot be."""
+    if isinstance(source, (bytes, bytearray, str, os.PathLike)):
+        return lambda: None  # opened anew by each read
+    try:
+        if not source.seekable():
+            return None
+        start = source.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return lambda: source.seek(start)
 
 
 def bundle_rows(bundle: Bundle) -> Iterator[dict]:

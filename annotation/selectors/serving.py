@@ -2,12 +2,14 @@
 whether there is work, and the audit of serving's invariants."""
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
-from django.utils.crypto import salted_hmac
 
 from protocol import adaptive
 
@@ -240,15 +242,31 @@ def crowd_entry_known(*, study: Study, platform: str, worker_id: str, platform_s
                                      platform_session_id=(platform_session_id or "").strip()).exists()
 
 
-def worker_completion_code(*, study: Study, platform: str, worker_id: str, session_id: str) -> str:
-    """A crowd worker's own completion code: the study's code and a MAC (the server's secret
-    key) of study, platform, worker id and platform session, so a code passed on to another
-    worker does not match their submission; "" when the study has no code. Researchers verify
+# A code's own part: 16 characters of Crockford's base32 (digits and capitals without I, L, O
+# and U, which a worker could misread or mistype), 5 bits each: 80 bits of an HMAC-SHA256.
+CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CODE_CHARS = 16
+
+
+def worker_completion_code(*, study: Study, platform: str, worker_id: str, session_id: str,
+                           legacy_mac: str = "") -> str:
+    """A crowd worker's own completion code: the study's code and a MAC of study, platform,
+    worker id and platform session, keyed by the study's own random ``completion_secret``, so
+    a code passed on to another worker does not match their submission and nobody computes one
+    from the link; "" when the study has no code. The fields are a JSON list (no separator a
+    worker id could contain makes two entries one). ``legacy_mac``: an entry from before
+    migration 0021 keeps the code it had (CrowdSession.legacy_code_mac). Researchers verify
     submissions against study_crowd_sessions (crowd.csv)."""
     if not study.completion_code:
         return ""
-    mac = salted_hmac("evalapp.completion-code", f"{study.pk}:{platform}:{worker_id}:{session_id}").hexdigest()
-    return f"{study.completion_code}-{mac[:10].upper()}"
+    if legacy_mac:
+        return f"{study.completion_code}-{legacy_mac}"
+    if not study.completion_secret:
+        raise ValueError(f"study {study.slug!r} has no completion secret")
+    fields = json.dumps(["evalapp.completion-code.v2", study.pk, platform, worker_id, session_id])
+    number = int.from_bytes(hmac.new(study.completion_secret.encode(), fields.encode(), hashlib.sha256).digest()[:10], "big")
+    mac = "".join(CODE_ALPHABET[(number >> 5 * k) & 31] for k in reversed(range(CODE_CHARS)))
+    return f"{study.completion_code}-{mac}"
 
 
 def crowd_completion_code(*, study: Study, annotator) -> str:
@@ -256,10 +274,10 @@ def crowd_completion_code(*, study: Study, annotator) -> str:
     code for a logged-in member (the platforms pay crowd workers only)."""
     if annotator.platform not in (Annotator.Platform.PROLIFIC, Annotator.Platform.MTURK):
         return study.completion_code
-    session_id = annotator.session_id or (CrowdEntry.objects.filter(study=study, annotator=annotator)
-                                          .values_list("platform_session_id", flat=True).first() or "")
+    entry_session, legacy_mac = (CrowdEntry.objects.filter(study=study, annotator=annotator)
+                                 .values_list("platform_session_id", "legacy_code_mac").first() or ("", ""))
     return worker_completion_code(study=study, platform=annotator.platform, worker_id=annotator.external_id,
-                                  session_id=session_id)
+                                  session_id=annotator.session_id or entry_session, legacy_mac=legacy_mac)
 
 
 # Columns of crowd.csv: what a researcher matches with the platform's submission list.
@@ -283,7 +301,8 @@ def study_crowd_sessions(*, study: Study) -> list[dict]:
                      "judgements": done, "minimum_met": done >= hits_min,
                      "completion_code": worker_completion_code(study=study, platform=annotator.platform,
                                                                worker_id=annotator.external_id,
-                                                               session_id=entry.platform_session_id)})
+                                                               session_id=entry.platform_session_id,
+                                                               legacy_mac=entry.legacy_code_mac)})
     return rows
 
 

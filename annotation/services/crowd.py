@@ -16,13 +16,18 @@ def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform
     The same worker id and session continue the same work (a reload, another browser); the
     same worker id from another session is another Annotator, so whoever typed a worker's id
     first holds neither the genuine worker's place nor their code. ``platform_study_id``
-    (Prolific's STUDY_ID) must be the study's ``prolific_study_id`` when one is set.
+    (Prolific's STUDY_ID) must be the study's ``prolific_study_id`` when one is set, and a
+    study that sets one takes Prolific entries only (the MTurk form of the link is refused).
     CrowdEntryRefused (a ValueError) for a missing worker or session id or another study's link.
     """
     platform_session_id = (platform_session_id or "").strip()
     if not platform_session_id or len(platform_session_id) > 200:
         name = "assignmentId" if platform == Annotator.Platform.MTURK else "SESSION_ID"
         raise CrowdEntryRefused(f"the study link lacks the platform's session id ({name})")
+    if study.prolific_study_id and platform != Annotator.Platform.PROLIFIC:
+        # Another platform's form of the link would skip the STUDY_ID check below.
+        raise CrowdEntryRefused("this study runs on Prolific: please open it from Prolific "
+                                "(links of other platforms are refused)")
     if (platform == Annotator.Platform.PROLIFIC and study.prolific_study_id
             and (platform_study_id or "").strip() != study.prolific_study_id):
         raise CrowdEntryRefused("this link's STUDY_ID is not this study's Prolific study: "

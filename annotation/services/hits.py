@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -275,6 +276,10 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
     """
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")
+    try:
+        ProhibitNullCharactersValidator()(note)  # a model's full_clean does not check it; PostgreSQL refuses it
+    except ValidationError as exc:
+        raise HitError(f"note: {' '.join(exc.messages)}") from exc
     if assignment.check_item_id is not None:
         # A check looks like any HIT; a report of one is not an item's problem, so it only skips.
         # (A repeat's report is its comparison's, as for the original.)

@@ -52,6 +52,8 @@ def _set_excluded(study: Study, annotator: Annotator, excluded: bool, *, user, r
     reason = (reason or "").strip()
     if len(reason) > 500:
         raise QualityError("a reason is at most 500 characters")
+    if "\x00" in reason:  # full_clean does not check it; PostgreSQL refuses it
+        raise QualityError("the reason holds a NUL character: remove it")
     if not Judgement.objects.filter(comparison__study=study, annotator=annotator).exists() and not \
             Assignment.objects.filter(comparison__study=study, annotator=annotator).exists():
         raise QualityError(f"worker {annotator.external_id!r} has no work in this study")

@@ -233,13 +233,15 @@ EVALAPP_PROCESS_LANES = frozenset(
 # for what processes share, files in var/ (the embedded default's gunicorn processes: the
 # throttle's counts in diskcache's SQLite shards, the shared reports as files).
 if os.environ.get("EVALAPP_CACHE_URL"):
+    # While Redis does not answer, each process counts and caches in its own memory and says so
+    # in its log (evalapp/caches.ResilientRedisCache; docs/serving.md): an outage was a 500 on
+    # every rate-limited request. A call waits at most a second for Redis, and after a failure
+    # Redis is asked again only every retry_seconds.
+    _redis_options = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0, "retry_seconds": 5}
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                    "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp"},
-        "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                     "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-throttle"},
-        "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                   "LOCATION": os.environ["EVALAPP_CACHE_URL"], "KEY_PREFIX": "evalapp-shared"},
+        alias: {"BACKEND": "evalapp.caches.ResilientRedisCache", "LOCATION": os.environ["EVALAPP_CACHE_URL"],
+                "KEY_PREFIX": prefix, "OPTIONS": _redis_options}
+        for alias, prefix in (("default", "evalapp"), ("throttle", "evalapp-throttle"), ("shared", "evalapp-shared"))
     }
 else:
     CACHES = {
@@ -281,6 +283,9 @@ REST_FRAMEWORK = {
 EVALAPP_THROTTLE_RATES = {
     "api": os.environ.get("EVALAPP_THROTTLE_API", "600/minute"),
     "submit": os.environ.get("EVALAPP_THROTTLE_SUBMIT", "120/minute"),
+    # GETs of the HIT page per annotator: a worker reloads, answers without JavaScript (a GET
+    # after each answer) or waits on "no work right now" (a GET every 5 s), never 2 a second.
+    "page": os.environ.get("EVALAPP_THROTTLE_PAGE", "120/minute"),
     "crowd_start": os.environ.get("EVALAPP_THROTTLE_CROWD_START", "30/minute"),
     # New crowd workers (worker id + platform session) one client address may start.
     "crowd_new": os.environ.get("EVALAPP_THROTTLE_CROWD_NEW", "20/hour"),

@@ -7,11 +7,12 @@ PYTHON=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo pyth
 server=""
 
 # The server's settings for a benchmark: DEBUG off, warnings only, its files under $LOGS/var, and
-# the per-IP and per-session limits raised (one load generator on one IP stands for every worker).
+# the per-IP and per-annotator limits raised (one load generator on one IP stands for every worker).
 bench_settings() {
   export DJANGO_SETTINGS_MODULE=evalapp.settings.dev DJANGO_DEBUG=0 DJANGO_LOG_LEVEL=WARNING
   export EVALAPP_VAR_DIR="$LOGS/var"
   export EVALAPP_THROTTLE_SUBMIT=${EVALAPP_THROTTLE_SUBMIT:-100000/minute}
+  export EVALAPP_THROTTLE_PAGE=${EVALAPP_THROTTLE_PAGE:-100000/minute}
   export EVALAPP_THROTTLE_CROWD_START=${EVALAPP_THROTTLE_CROWD_START:-100000/minute}
   export EVALAPP_THROTTLE_CROWD_NEW=${EVALAPP_THROTTLE_CROWD_NEW:-100000/minute}
 }

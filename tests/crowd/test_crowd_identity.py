@@ -64,6 +64,23 @@ def test_a_prolific_link_of_another_study_is_refused():
     assert enter(Client(), study.slug, "PROLIFIC_PID=p1&STUDY_ID=64f0aa&SESSION_ID=s1").status_code == 302
 
 
+def test_a_prolific_study_refuses_the_mturk_form_of_its_link():
+    """The MTurk form (?workerId=) skipped the STUDY_ID check of a Prolific study (issue 36,
+    finding 6): a study that names its Prolific study takes entries from Prolific only."""
+    rows = crowd_rows()
+    rows[0]["prolific_study_id"] = "64f0aa"
+    study = study_import(source=bundle_bytes(rows))
+    for query in ("workerId=W1&assignmentId=A1&hitId=H1&turkSubmitTo=https://www.mturk.com",
+                  "workerId=W1&assignmentId=A1&STUDY_ID=64f0aa"):
+        response = enter(Client(), study.slug, query)
+        assert response.status_code == 400, query
+        assert "runs on Prolific" in response.content.decode()
+    assert not CrowdSession.objects.exists() and not Annotator.objects.filter(platform="mturk").exists()
+    # A study without a Prolific study id takes both forms.
+    other = study_import(source=bundle_bytes(crowd_rows()), slug="open")
+    assert enter(Client(), other.slug, "workerId=W1&assignmentId=A1").status_code == 302
+
+
 def test_new_workers_per_client_are_limited_and_a_forged_header_does_not_help(settings):
     """12 invented ids submitted 2,463 counted judgements before: a client may start only so
     many new workers; a returning worker's reload is not a new one."""

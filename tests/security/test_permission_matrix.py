@@ -67,10 +67,10 @@ EXPECTED = {
         ("DELETE", "/api/studies/{slug}/members/{username}/", None, row(401, 401, 403, 409, 404, 409))],
     "api/studies/<slug:slug>/hits/next/": [("POST", "/api/studies/{slug}/hits/next/", None,
                                             row(401, 401, 200, 200, 404, 200))],
-    # Without an Idempotency-Key: only the HIT's owner gets that far (428); to anyone else the HIT
-    # does not exist.
+    # Without an Idempotency-Key: a malformed request for every caller (400), whether the HIT is
+    # theirs or not; with one, to anyone but its owner the HIT does not exist.
     "api/hits/<int:hit_id>/submit/": [("POST", "/api/hits/{hit}/submit/", {"answer": "left"},
-                                       row(401, 401, 428, 404, 404, 404))],
+                                       row(401, 401, 400, 400, 400, 400))],
     "api/^": [("GET", "/api/", None, row(404, 404, 404, 404, 404, 404)),
              ("POST", "/api/hits/x/submit/", {}, row(404, 404, 404, 404, 404, 404))],
     "": [("GET", "/", None, PUBLIC)],

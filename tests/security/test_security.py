@@ -66,7 +66,7 @@ def test_csv_exports_neutralise_formulas_and_are_not_sniffed_as_html(hostile_stu
     every_cell = []
     for name in ("judgements", "decisions"):
         response = client.get(f"/s/hostile/export/{name}.csv")
-        assert response["Content-Type"] == "text/csv" and response["X-Content-Type-Options"] == "nosniff"
+        assert response["Content-Type"] == "text/csv; charset=utf-8" and response["X-Content-Type-Options"] == "nosniff"
         assert response["Content-Disposition"].startswith("attachment;")
         body = b"".join(response.streaming_content if response.streaming else [response.content]).decode()
         cells = [cell for line in csv.reader(io.StringIO(body)) for cell in line]

@@ -123,3 +123,29 @@ def named(data: bytes) -> io.BytesIO:
     upload = io.BytesIO(gzip.compress(data))
     upload.name = "deep.jsonl.gz"
     return upload
+
+
+def test_one_row_over_the_row_limit_is_refused_before_any_row_is_parsed(tmp_path):
+    """A bundle of valid rows, one more than BundleLimits' 1,000,000 (issue 36, finding 5): the
+    rows were parsed and held until the last one broke the limit (+329 MB of peak RSS and
+    12-17 s, docs/bundle-format.md); now a first pass only counts, so the process stays near its
+    baseline (84 MB with Django loaded)."""
+    path = tmp_path / "rows.jsonl.gz"
+    systems = [f"s{n}" for n in range(10)]
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        out.write(STUDY_LINE.decode())
+        out.writelines(f'{{"kind": "item", "id": "i{n}", "input": "Input {n}"}}\n' for n in range(1000))
+        out.writelines(f'{{"kind": "output", "item": "i{n}", "system": "{s}", "text": "{s} {n}"}}\n'
+                       for n in range(1000) for s in systems)
+        rows = 1 + 1000 + 10_000
+        metric = 0
+        while rows <= 1_000_000:
+            count = min(10_000, 1_000_001 - rows)
+            out.writelines(f'{{"kind": "metric_score", "item": "i{k // 10}", "system": "s{k % 10}", '
+                           f'"metric": "m{metric}", "score": 0.5}}\n' for k in range(count))
+            rows += count
+            metric += 1
+    result = import_in_a_fresh_process(path, tmp_path)
+    assert result["outcome"] == "line 1000001: file too large: more than 1000000 rows"
+    print(result)
+    assert result["peak_mb"] < 256, result

@@ -1,5 +1,6 @@
 """The background separability task through a real Celery worker on Redis."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -103,3 +104,66 @@ def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
     assert closed.count() == 1 and closed.get().judgements == 3
     study.refresh_from_db()
     assert study.protocol_closes == 1
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for a parent that does not reap it is dead)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_worker_killed_with_sigkill_leaves_no_child_behind(tmp_path):
+    """``celery worker -B`` (scripts/bench/deployment.sh, README) runs beat in a child process;
+    a worker killed with SIGKILL left it running (issue 36, finding 9): it went on sending the
+    sweep, and a restarted worker started a second beat. Every child must die with it."""
+    if not redis_answers():
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-kill-{time.monotonic_ns()}"
+    env = {**os.environ, "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15", "DATABASE_URL": database_url(),
+           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test", "EVALAPP_CELERY_QUEUE": queue}
+    log = open(tmp_path / "worker.log", "w")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "evalapp", "worker", "-B", "--concurrency", "1", "-Q", queue,
+         "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"), "--without-heartbeat",
+         "--without-mingle", "--without-gossip"],
+        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (
+                "beat: Starting" in (tmp_path / "worker.log").read_text() and len(_children(worker.pid)) >= 2):
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.2)
+        children = _children(worker.pid)
+        assert len(children) >= 2, (children, (tmp_path / "worker.log").read_text()[-3000:])  # the pool's and beat
+        worker.kill()
+        worker.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(map(_alive, children)):
+            time.sleep(0.1)
+        survivors = [pid for pid in children if _alive(pid)]
+        assert survivors == [], [open(f"/proc/{pid}/cmdline").read() for pid in survivors]
+    finally:
+        for pid in children:  # what the test started and the worker left behind
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if worker.poll() is None:
+            worker.kill()
+        log.close()
