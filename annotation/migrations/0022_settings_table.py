@@ -80,7 +80,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='study',
             name='lease_timeout_seconds',
-            field=models.PositiveIntegerField(default=900, help_text='seconds an annotator keeps a HIT; a whole number at least 30 and at most 86400', validators=[annotation.models.SettingBounds('lease_timeout_seconds')], verbose_name='lease timeout (seconds)'),
+            field=models.PositiveIntegerField(default=900, help_text='seconds an annotator keeps a HIT (a page left gives it back at once); at import without one: twice the time to read a typical HIT at 240 words a minute, 3 to 30 minutes (lease_timeout_for); a whole number at least 30 and at most 86400', validators=[annotation.models.SettingBounds('lease_timeout_seconds')], verbose_name='lease timeout (seconds)'),
         ),
         migrations.AlterField(
             model_name='study',

@@ -39,7 +39,7 @@ def keep_issued_codes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0020_active_resolved_to_resolution'),
+        ('annotation', '0022_settings_table'),
     ]
 
     operations = [
