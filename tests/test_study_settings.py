@@ -36,6 +36,7 @@ NOT_SETTINGS = {
     "protocol_lost_judgements", "protocol_redecide_requested", "protocol_redecide_done", "exclusions_active",
     "protocol_closes", "protocol_closer_until", "protocol_close_again", "protocol_imported_judgements",
     "separability_status", "separability_done", "separability_total", "separability_error", "created_at",
+    "completion_secret",  # the key that signs workers' completion codes: generated, never shown or set
 }
 
 
