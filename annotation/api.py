@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -19,7 +20,9 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from protocol import tables
 from protocol.bundle import BundleError, BundleProblem
+from protocol.preference_data import FORMATS as PREFERENCE_FORMATS
 
 from . import selectors, serializers, services
 from .access import (
@@ -41,6 +44,8 @@ from .api_errors import (
 from .errors import QualityError
 from .models import Annotator, Assignment, Study
 from .rubrics import SHOWN_ANSWERS
+from .selectors.exports import (preference_jsonl, preference_parquet, study_dataset_card, study_export_rows,
+                                study_preference_rows)
 from .services import hits as serving
 from .services.quality import annotator_exclude, annotator_include
 from .throttles import ApiTokenThrottle, SubmitThrottle
@@ -88,7 +93,8 @@ class StudyListApi(APIView):
         studies = studies_for_researcher(request.user).select_related("metric").order_by("name")
         return Response(serializers.StudySerializer(studies, many=True).data)
 
-    @extend_schema(operation_id="studies_import", summary="Import a study bundle (JSON Lines, optionally gzipped)",
+    @extend_schema(operation_id="studies_import", summary="Import a study: a bundle (JSON Lines, optionally "
+                   "gzipped), or tables and tools' output files with their column roles",
                    request=serializers.StudyImportSerializer,
                    responses={201: serializers.StudySerializer,
                               422: OpenApiResponse(BundleErrorSerializer, description="the file is not a "
@@ -104,8 +110,19 @@ class StudyListApi(APIView):
                 # arrives as): a bundle the app cannot read, like any other invalid bundle.
                 raise BundleInvalid(BundleError([BundleProblem(0, "no bundle: the file is missing or empty")]))
             raise ValidationError(form.errors)
+        data = form.validated_data
+        files = [(f.name, f.file) for f in (data["bundle"], *data.get("files", ()))]
         try:
-            study = services.study_import(source=form.validated_data["bundle"].file,
+            source = files[0][1]
+            if len(files) > 1 or data.get("columns") or data.get("compute") or not tables.is_bundle(source):
+                source = tables.import_source(
+                    files, columns=tables.parse_columns(data["columns"]) if data.get("columns") else None,
+                    name=data.get("name") or None, text_format=data.get("text_format") or None,
+                    compute=sorted(data.get("compute") or ()))
+        except BundleError as exc:
+            raise BundleInvalid(exc) from exc
+        try:
+            study = services.study_import(source=source,
                                           slug=form.validated_data.get("slug") or None,
                                           metric="" if form.validated_data["human_only"] else
                                           (form.validated_data.get("metric") or None),
@@ -304,6 +321,60 @@ class StudyReportApi(APIView):
         except ValueError as exc:
             raise Conflict(str(exc)) from exc
         return Response(serializers.MetricReportSerializer(report).data)
+
+
+EXPORT_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet",
+                "card": "text/markdown; charset=utf-8"}
+
+
+class StudyExportApi(APIView):
+    @extend_schema(
+        operation_id="study_export",
+        summary="The study as a bundle, or its judgements as training-ready preference data (TRL's formats)",
+        parameters=[
+            OpenApiParameter("dataset", str, enum=["bundle", *PREFERENCE_FORMATS], description=(
+                "bundle (default): the study bundle (JSON Lines); trl: prompt / chosen / rejected; "
+                "trl-conversational: the same as messages; kto: prompt / completion / label")),
+            OpenApiParameter("file", str, enum=list(EXPORT_TYPES), description="jsonl (default), parquet, or "
+                             "card: the dataset card (the rule for ties and disagreements, the methods); a "
+                             "dataset's only"),
+            OpenApiParameter("min_agreement", {"type": "number", "minimum": 0, "maximum": 1},
+                             description="leave out comparisons whose majority has a smaller share of the votes")],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY,
+                   (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+                   (200, "text/markdown"): OpenApiTypes.STR,
+                   409: OpenApiResponse(ErrorSerializer, description="a bundle asked for as parquet or card "
+                                        "(code conflict)"),
+                   **errors(400, 403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        dataset, kind = request.query_params.get("dataset", "bundle"), request.query_params.get("file", "jsonl")
+        if dataset not in ("bundle", *PREFERENCE_FORMATS):
+            raise ValidationError({"dataset": [f"one of bundle, {', '.join(PREFERENCE_FORMATS)}, got {dataset!r}"]})
+        if kind not in EXPORT_TYPES:
+            raise ValidationError({"file": [f"one of {', '.join(EXPORT_TYPES)}, got {kind!r}"]})
+        try:
+            agreement = float(request.query_params.get("min_agreement", 0))
+        except ValueError:
+            agreement = -1.0
+        if not 0 <= agreement <= 1:
+            raise ValidationError({"min_agreement": ["a number from 0 to 1"]})
+        if dataset == "bundle" and kind != "jsonl":
+            raise Conflict("the study bundle is JSON Lines: ask for file=jsonl, or for a dataset's parquet or card")
+        if dataset == "bundle":
+            body, name = preference_jsonl(list(study_export_rows(study=study))), f"{study.slug}.jsonl"
+        else:
+            rows, summary = study_preference_rows(study=study, form=dataset, min_agreement=agreement)
+            if kind == "card":
+                body = study_dataset_card(study=study, form=dataset, summary=summary,
+                                          min_agreement=agreement).encode()
+                name = f"{study.slug}-{dataset}.README.md"
+            else:
+                body = preference_parquet(rows) if kind == "parquet" else preference_jsonl(rows)
+                name = f"{study.slug}-{dataset}.{kind}"
+        response = HttpResponse(body, content_type=EXPORT_TYPES[kind])
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
 
 
 class StudyMembersApi(APIView):

@@ -31,11 +31,77 @@ from .guarantees import PAPER_POLICY_WARNING
 from .models import SettingBounds, Study
 
 
-class StudyUploadForm(forms.Form):
-    """The upload's first step: the file (validated at once) and the study's address."""
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
 
-    bundle = forms.FileField(help_text="Study bundle: .jsonl or .jsonl.gz")
+
+class MultipleFileField(forms.FileField):
+    """Several files in one field (Django's documented pattern)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        return [single(d, initial) for d in data] if isinstance(data, (list, tuple)) else [single(data, initial)]
+
+
+class StudyUploadForm(forms.Form):
+    """The upload's first step: the files (validated at once) and the study's address."""
+
+    bundle = MultipleFileField(label="Files", help_text=(
+        "A study bundle (.jsonl, .jsonl.gz); or your answers as a table (CSV, TSV, JSON Lines, JSON, Parquet: "
+        "a row per prompt and model), AlpacaEval outputs (one file per model), or MT-Bench question and answer "
+        "files. Several files: choose them together."))
     slug = forms.SlugField(required=False, help_text="URL name; default: from the study's name")
+
+
+class StudyColumnsForm(forms.Form):
+    """The upload's column step for files that are no bundle (protocol/tables.py): which column
+    plays which role, the metric columns, the metrics to compute at import, the study's name
+    and text format. ``columns``: the first file's columns; ``detected``: their detected roles."""
+
+    ROLES = (("prompt", "Prompt (the input)"), ("model", "Model (the system)"), ("response", "Response"),
+             ("id", "Item id (optional)"), ("reference", "Reference (optional)"), ("sample", "Sample (optional)"),
+             ("messages", "Whole chats (optional: instead of prompt and response)"))
+
+    staged_files = forms.CharField(widget=forms.HiddenInput)
+    name = forms.CharField(max_length=200, help_text="the study's name")
+    text_format = forms.ChoiceField(choices=[("", "as the answers look"), ("markdown", "markdown"),
+                                             ("plain", "plain text")], required=False, label="Show texts as")
+    metrics = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                        label="Columns of metric scores")
+    compute = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                        label="Metrics to compute", choices=[
+                                            ("chrf", "chrF against the reference"),
+                                            ("bleu", "BLEU against the reference"),
+                                            ("rouge_l", "ROUGE-L against the reference"),
+                                            ("length", "answer length in words (a baseline)")])
+
+    def __init__(self, *args, columns: list[str] = (), detected: dict | None = None, table: bool = True, **kwargs):
+        detected = detected or {}
+        initial = kwargs.setdefault("initial", {})
+        for role, _ in self.ROLES:
+            initial.setdefault(role, next((c for c, r in detected.items() if r == role), ""))
+        initial.setdefault("metrics", [c for c, r in detected.items() if r == "metric"])
+        super().__init__(*args, **kwargs)
+        if table:
+            for role, label in self.ROLES:
+                self.fields[role] = forms.ChoiceField(label=label, required=False,
+                                                      choices=[("", "—")] + [(c, c) for c in columns])
+            self.fields["metrics"].choices = [(c, c) for c in columns]
+        else:  # FastChat / MT-Bench files: their layout is known
+            del self.fields["metrics"]
+        self.order_fields([role for role, _ in self.ROLES] + ["metrics", "compute", "name", "text_format"])
+
+    def mapping(self) -> dict:
+        """The column mapping for protocol.tables (every role given explicitly)."""
+        if "metrics" not in self.fields:
+            return {}
+        mapping = {role: self.cleaned_data.get(role) or "" for role, _ in self.ROLES}
+        mapping["metrics"] = list(self.cleaned_data.get("metrics") or [])
+        return mapping
 
 
 HUMAN_ONLY = "none"

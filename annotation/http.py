@@ -5,8 +5,15 @@ as text, never as markup, because the only way a page answers 400 is this functi
 """
 from __future__ import annotations
 
+import functools
+
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from .throttles import ApiTokenThrottle, too_many_requests
 
 QUOTED_MAX = 80
 
@@ -21,6 +28,29 @@ def bad_request(request: HttpRequest, message: str) -> HttpResponse:
     """A 400 page saying ``message`` (escaped by the template)."""
     body = render_to_string("400.html", {"message": message}, request=request)
     return HttpResponse(body, status=400)
+
+
+def login_or_api_token_required(view):
+    """A page that a pipeline may fetch too (the CSV exports): ``Authorization: Token <key>``
+    authenticates as the API does (401 for a wrong or revoked key, counted against the token's
+    API rate), anything else needs a logged-in session (the login page, as login_required)."""
+    from_session = login_required(view)
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.headers.get("Authorization", "").startswith("Token "):
+            return from_session(request, *args, **kwargs)
+        try:
+            user, token = TokenAuthentication().authenticate(request)
+        except AuthenticationFailed as exc:
+            return JsonResponse({"detail": str(exc.detail), "code": "authentication_failed"}, status=401)
+        request.user, request.auth = user, token
+        throttle = ApiTokenThrottle()
+        if not throttle.allow_request(request, None):
+            return too_many_requests(request, throttle.wait())
+        return view(request, *args, **kwargs)
+
+    return wrapped
 
 
 class RefuseNulMiddleware:

@@ -2,6 +2,8 @@
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
+from protocol.computed_metrics import COMPUTABLE
+from protocol.tables import ROLES as TABLE_ROLES
 from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, METRIC, SETTINGS, TEXT, Setting,
                                      settings_for)
 
@@ -118,8 +120,28 @@ def _import_help(setting: Setting) -> str:
         f". {notes}" if notes else "")
 
 
+_ROLE = "(?:" + "|".join((*TABLE_ROLES, "metrics", "ignore")) + ")"
+COLUMNS_PATTERN = rf"^(?:\s*{_ROLE}\s*=[^,=]*(?:,\s*{_ROLE}\s*=[^,=]*)*)?$"  # protocol.tables.parse_columns
+
+
 class StudyImportSerializer(serializers.Serializer):
-    bundle = serializers.FileField()
+    bundle = serializers.FileField(help_text="a study bundle; or the first of the files a researcher has "
+                                             "(a table: CSV, TSV, JSON Lines, JSON, Parquet; AlpacaEval outputs; "
+                                             "an MT-Bench question file): docs/bundle-format.md, 'Files as you have them'")
+    files = serializers.ListField(child=serializers.FileField(), required=False,
+                                  help_text="more files read with the first: another model's AlpacaEval outputs, "
+                                            "MT-Bench answer files, tables with the same columns")
+    columns = serializers.RegexField(COLUMNS_PATTERN, required=False, allow_blank=True, max_length=2000,
+                                     help_text="a table's column roles when their names do not give them: "
+                                               "prompt=question,model=generator,response=answer,metrics=a+b,ignore=c")
+    compute = serializers.MultipleChoiceField(choices=COMPUTABLE, required=False,
+                                              help_text="metrics to compute at import: chrf, bleu, rouge_l "
+                                                        "(against the reference column), length")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                 help_text="a table's study name (default: the first file's name)")
+    text_format = serializers.ChoiceField(choices=["plain", "markdown"], required=False,
+                                          help_text="how a table's texts are shown (default: markdown when the "
+                                                    "answers look like it)")
     slug = serializers.SlugField(required=False, allow_blank=True)
     metric = serializers.CharField(required=False, allow_blank=True,
                                    help_text="the protocol's metric; default: the bundle's setting")
@@ -155,6 +177,14 @@ class HitSerializer(serializers.Serializer):
     input = serializers.CharField(source="item.input")
     left = serializers.CharField()
     right = serializers.CharField()
+    # A chat study's texts as the conversations they are ([{"role", "content"}, ...]); null for a
+    # plain text (``input``, ``left`` and ``right`` are then all there is).
+    input_messages = serializers.ListField(child=serializers.DictField(child=serializers.CharField()),
+                                           source="item.input_messages", allow_null=True, default=None)
+    left_messages = serializers.ListField(child=serializers.DictField(child=serializers.CharField()),
+                                          allow_null=True, default=None)
+    right_messages = serializers.ListField(child=serializers.DictField(child=serializers.CharField()),
+                                           allow_null=True, default=None)
     expires_at = serializers.DateTimeField(source="assignment.expires_at")
     criteria = serializers.ListField(
         child=serializers.DictField(), required=False,

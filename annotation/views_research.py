@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from . import figures, guarantees, reports, selectors, services
 from .errors import QualityError
 from .access import access_study_as_researcher
-from .http import bad_request, quoted
+from .http import bad_request, login_or_api_token_required, quoted
 from .forms import HUMAN_ONLY, METRIC_PREFIX, StudyDraftForm, running_settings_forms
 from .models import Annotator, Study
 from .rubrics import is_rubric, study_rubric
@@ -90,7 +90,7 @@ def _quality_context(request: HttpRequest, study: Study) -> dict:
             "annotator_agreement": selectors.judgement_agreement(study=study)}
 
 
-@login_required
+@login_or_api_token_required
 def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """The annotator quality table (``?sort=&order=`` as on the dashboard) as CSV."""
     study = get_object_or_404(Study, slug=slug)
@@ -209,7 +209,7 @@ CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-@login_required
+@login_or_api_token_required
 def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """Every crowd worker's entry with their judgements and own completion code
     (selectors.study_crowd_sessions), to match with the platform's submission list."""
@@ -240,7 +240,7 @@ class _Echo:
         return value
 
 
-@login_required
+@login_or_api_token_required
 def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     """Every judgement of the study, canonical order (+1 = first better), as CSV;
     ``?first=A&second=B`` keeps one pair (either order)."""
@@ -287,7 +287,7 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     return response
 
 
-@login_required
+@login_or_api_token_required
 def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """The protocol state of every pair (decision, θ, judgements, status) as CSV."""
     study = get_object_or_404(Study, slug=slug)

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,19 +172,26 @@ def _text(name: str, data: bytes) -> str:
 
 
 def read_records(name: str, source) -> Records:
-    """One file's records, whatever its form (detected from the content, then the name)."""
-    if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
-        return _dataset_records(name, Path(source))
-    data = _bytes_of(source)
-    if data[:4] == b"PAR1":
-        return _parquet_records(name, data)
-    text = _text(name, data)
-    head = text.lstrip()[:1]
-    if head == "[":
-        return _json_list_records(name, text)
-    if head == "{":
-        return _jsonl_records(name, text)
-    return _csv_records(name, text)
+    """One file's records, whatever its form (detected from the content, then the name).
+    BundleError, naming the file, for anything that cannot be read (a file from outside: a
+    truncated gzip or a broken Parquet file is a problem of the file, not of the app)."""
+    try:
+        if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
+            return _dataset_records(name, Path(source))
+        data = _bytes_of(source)
+        if data[:4] == b"PAR1":
+            return _parquet_records(name, data)
+        text = _text(name, data)
+        head = text.lstrip()[:1]
+        if head == "[":
+            return _json_list_records(name, text)
+        if head == "{":
+            return _jsonl_records(name, text)
+        return _csv_records(name, text)
+    except BundleError:
+        raise
+    except (ValueError, OSError, EOFError, zlib.error, TypeError) as exc:
+        raise BundleError([BundleProblem(0, f"{name}: cannot be read ({type(exc).__name__}: {exc})")]) from None
 
 
 def _json_list_records(name: str, text: str) -> Records:

@@ -4,6 +4,7 @@ and the metric report; and its judgements as training-ready preference data
 (``study_training_export``: TRL's formats with a dataset card)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -182,6 +183,20 @@ def study_dataset_card(*, study: Study, form: str, summary: dict, min_agreement:
     ])
 
 
+def preference_parquet(rows: list[dict]) -> bytes:
+    """Rows as a Parquet file's bytes."""
+    import pyarrow as pa  # noqa: PLC0415 — the table libraries load only for these exports
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    out = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    return out.getvalue()
+
+
+def preference_jsonl(rows: list[dict]) -> bytes:
+    return b"".join(json.dumps(row, ensure_ascii=False, allow_nan=False).encode() + b"\n" for row in rows)
+
+
 def study_training_export(*, study: Study, path: str | os.PathLike, form: str = "trl",
                           min_agreement: float = 0.0) -> dict:
     """Write the study's preference data to ``path``: JSON Lines (``.jsonl``, ``.jsonl.gz``),
@@ -196,11 +211,8 @@ def study_training_export(*, study: Study, path: str | os.PathLike, form: str = 
         write_bundle_rows(rows, path)
         card_path = path.with_name(path.name + ".README.md")
     elif name.endswith(".parquet"):
-        import pyarrow as pa  # noqa: PLC0415 — the table libraries load only for these exports
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows), path)
+        path.write_bytes(preference_parquet(rows))
         card_path = path.with_name(path.name + ".README.md")
     elif not path.suffix:
         import datasets  # noqa: PLC0415

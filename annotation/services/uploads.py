@@ -1,4 +1,5 @@
-"""A validated bundle kept between its upload and the researcher's metric choice.
+"""A validated bundle kept between its upload and the researcher's metric choice (and the
+files a researcher has, tables and tools' outputs, kept between their upload and the column step).
 
 The upload page works in two posts, without JavaScript: the first validates the bundle and
 stages its bytes on disk under a random token, named with the uploader's user id, so that
@@ -97,6 +98,43 @@ def _remove_stale() -> None:
     for path in staged_dir().iterdir():
         try:
             if path.stat().st_mtime < cutoff:
-                os.unlink(path)
+                shutil.rmtree(path) if path.is_dir() else os.unlink(path)
         except FileNotFoundError:  # another process removed it first
             pass
+
+
+# Files that are no bundle (tables, tools' outputs: protocol/tables.py) wait for the column step
+# in a folder of their own, under the same kind of token, named the same way.
+def _files_dir(user_id: int, token: str) -> Path:
+    return staged_dir() / f"{user_id}-{token}.files"
+
+
+def staged_files_create(*, files: list[tuple[str, BinaryIO]], user) -> str:
+    """Keep ``files`` (name, binary file) for ``user`` until the column step; returns the token.
+    Names are reduced to their last component (a browser may send a path)."""
+    _remove_stale()
+    token = secrets.token_urlsafe(32)
+    folder = _files_dir(user.pk, token)
+    folder.mkdir(mode=0o700)
+    for position, (name, source) in enumerate(files):
+        safe = Path(name).name.replace("\x00", "") or f"file-{position}"
+        source.seek(0)
+        with (folder / f"{position:02d}-{safe}").open("wb") as staged:
+            shutil.copyfileobj(source, staged)
+    return token
+
+
+def staged_files_get(*, token: str, user) -> list[tuple[str, Path]] | None:
+    """The staged files as (name as uploaded, path), in upload order; None when the token is
+    malformed, unknown, another user's or used already. A read."""
+    if not TOKEN_PATTERN.match(token or ""):
+        return None
+    folder = _files_dir(user.pk, token)
+    if not folder.is_dir():
+        return None
+    return [(path.name[3:], path) for path in sorted(folder.iterdir())]
+
+
+def staged_files_discard(*, token: str, user) -> None:
+    if TOKEN_PATTERN.match(token or ""):
+        shutil.rmtree(_files_dir(user.pk, token), ignore_errors=True)

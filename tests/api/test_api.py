@@ -1,16 +1,19 @@
 """The REST API: import, study state, researcher endpoints, HIT next/submit, tokens, error bodies."""
 import io
+import json
 import logging
 
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
-from annotation.services import study_membership_set
-from tests.factories import api_for, api_upload, crowd_rows, rubric_rows
+from annotation.services import study_import, study_membership_set
+from tests.factories import api_for, api_upload, bundle_bytes, chat_rows, crowd_rows, rubric_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +94,8 @@ def test_studies_the_caller_may_not_know_answer_404_and_errors_have_one_shape():
 def test_hit_next_and_idempotent_submit(study_with_annotator):
     _, client = study_with_annotator
     hit = client.post("/api/studies/s2/hits/next/").json()
-    assert set(hit) == {"id", "input", "left", "right", "expires_at", "criteria"} and hit["criteria"] == []
+    assert set(hit) == {"id", "input", "left", "right", "expires_at", "criteria", "input_messages", "left_messages",
+                         "right_messages"} and hit["criteria"] == []
     for _ in range(2):
         response = client.post(f"/api/hits/{hit['id']}/submit/", {"answer": "right"}, format="json",
                                HTTP_IDEMPOTENCY_KEY="key-123")
@@ -355,3 +359,40 @@ def test_a_rubric_hit_lists_its_criteria_and_takes_answers():
     assert judgement.answers["helpfulness"] == {"value": -sign, "strength": 2}
     assert judgement.answers["correctness"] == {"value": sign, "reason": "fewer bugs"}
     assert judgement.read_seconds == 7.5
+
+
+def test_the_api_imports_a_table_with_its_column_roles_and_computed_metrics():
+    """Issue 37: the files researchers have, through the API (a token's client)."""
+    client, _ = api_for("table-api", researcher=True)
+    table = "question,generator,answer,reference\n" + "".join(
+        f"Q{p},{m},Answer {p} by {m},Answer {p}\n" for p in range(6) for m in ("m1", "m2"))
+    response = client.post("/api/studies/", {"bundle": SimpleUploadedFile("answers.csv", table.encode()),
+                                             "columns": "prompt=question,model=generator,response=answer",
+                                             "compute": ["chrf", "length"], "metric": "chrf", "slug": "api-table"},
+                           format="multipart")
+    assert response.status_code == 201, response.content
+    study = models.Study.objects.get(slug="api-table")
+    assert study.metric.name == "chrf" and study.items.count() == 6 and study.items.first().reference == "Answer 0"
+    bad = client.post("/api/studies/", {"bundle": SimpleUploadedFile("answers.csv", table.encode()),
+                                        "columns": "prompt=nope"}, format="multipart")
+    assert bad.status_code == 422 and "no column 'nope' for the prompt" in str(bad.json())
+    malformed = client.post("/api/studies/", {"bundle": SimpleUploadedFile("answers.csv", table.encode()),
+                                              "columns": "nonsense"}, format="multipart")
+    assert malformed.status_code == 400 and "columns" in malformed.json()["errors"]
+    answers = [SimpleUploadedFile(f"{m}.json", json.dumps([{"instruction": f"Tip {n}", "output": f"{m} {n}",
+                                                            "generator": m} for n in range(3)]).encode())
+               for m in ("gpt4", "llama")]
+    pair = client.post("/api/studies/", {"bundle": answers[0], "files": [answers[1]], "human_only": True,
+                                         "slug": "api-alpaca"}, format="multipart")
+    assert pair.status_code == 201, pair.content
+    assert models.Study.objects.get(slug="api-alpaca").pair_states.count() == 1
+
+
+def test_hits_next_returns_a_chat_studys_conversations_as_lists():
+    client, user = api_for("chat-api", researcher=True)
+    study = study_import(source=bundle_bytes(chat_rows(2)), slug="chat-api-study")
+    study_membership_set(study=study, user=user, role="annotator")
+    hit = client.post("/api/studies/chat-api-study/hits/next/").json()
+    assert hit["input_messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
+    assert hit["left_messages"][0]["role"] == "assistant" and hit["right_messages"][0]["role"] == "assistant"
+    assert "assistant: " in hit["left"]  # the flattened text stays, for clients that want one string

@@ -58,12 +58,12 @@ def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(bundle_bytes(toy_rows[:3] + [{"kind": "output", "item": "zzz", "system": "A", "text": "t"}]))
     page.set_input_files("input[name=bundle]", str(bad))
-    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Check the files')")
     assert "line 4: output refers to unknown item 'zzz'" in page.locator("[role=alert]").inner_text()
     good = tmp_path / "good.jsonl.gz"
     good.write_bytes(gzip.compress(bundle_bytes(toy_rows)))
     page.set_input_files("input[name=bundle]", str(good))
-    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Check the files')")
     # The metric step: the bundle's own metrics, its setting preselected, the human-only warning.
     select = page.locator("select[name=metric]")
     assert select.input_value() == "metric:rouge"
@@ -135,7 +135,7 @@ def test_upload_as_draft_edit_and_launch(browser, live_server, toy_rows, tmp_pat
     good = tmp_path / "good.jsonl"
     good.write_bytes(bundle_bytes(toy_rows))
     page.set_input_files("input[name=bundle]", str(good))
-    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Check the files')")
     page.click("button:has-text('Save as draft')")
     page.wait_for_url(f"{live_server.url}/s/toy-study/settings/")
     assert "Saved as a draft" in page.content() and "Draft: not served yet" in page.content()
@@ -164,7 +164,7 @@ def test_researcher_uploads_bad_then_good_bundle(page, live_server, toy_rows, tm
     good = tmp_path / "good.jsonl.gz"
     good.write_bytes(gzip.compress(bundle_bytes(toy_rows)))
     page.set_input_files("input[name=bundle]", str(good))
-    page.click("button:has-text('Check the bundle')")
+    page.click("button:has-text('Check the files')")
     page.click("button:has-text('Import and start the study')")
     page.wait_for_url(f"{live_server.url}/s/toy-study/dashboard/")
     page.goto(f"{live_server.url}/")

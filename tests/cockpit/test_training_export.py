@@ -4,9 +4,11 @@ disagreements and a dataset card; Parquet and a datasets directory too."""
 import json
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 
-from annotation.services import study_import
+from annotation.services import api_token_create, study_import, study_membership_set
 from tests.factories import bundle_bytes, chat_rows, rubric_rows
 
 
@@ -68,3 +70,32 @@ def test_a_rubric_study_gives_one_row_per_criterion(tmp_path):
     assert sorted((r["item"], r["criterion"], r["chosen_system"]) for r in rows) == [
         ("r00", "correctness", "B"), ("r00", "helpfulness", "A"), ("r01", "correctness", "B"),
         ("r01", "helpfulness", "A")]
+
+
+@pytest.mark.django_db
+def test_the_export_through_the_api_with_a_token(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    study = voted_chat_study()
+    user = User.objects.create_user("exporter")
+    study_membership_set(study=study, user=user, role="researcher")
+    token = api_token_create(user=user).key
+    client = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
+    response = client.get("/api/studies/voted/export/?dataset=trl", **auth)
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
+    (tmp_path / "api.jsonl").write_bytes(response.content)
+    loaded = datasets.load_dataset("json", data_files=str(tmp_path / "api.jsonl"), split="train")
+    assert loaded["item"] == ["chat-0", "chat-1"] and loaded["chosen"][1] == "Sort, then take the last."
+    parquet = client.get("/api/studies/voted/export/?dataset=kto&file=parquet", **auth)
+    (tmp_path / "api.parquet").write_bytes(parquet.content)
+    assert len(datasets.Dataset.from_parquet(str(tmp_path / "api.parquet"))) == 4
+    card = client.get("/api/studies/voted/export/?dataset=trl&file=card", **auth).content.decode()
+    assert "left out as ties or even splits" in card
+    bundle = client.get("/api/studies/voted/export/", **auth).content.decode().splitlines()
+    assert '"kind": "study"' in bundle[0] and sum('"human_preference"' in line for line in bundle) == 8
+    assert client.get("/api/studies/voted/export/?dataset=dpo", **auth).status_code == 400
+    assert client.get("/api/studies/voted/export/?dataset=trl").status_code == 401  # no token, no data
+    # The CSV exports take the same token (they sent it to the login page).
+    csv_response = client.get("/s/voted/export/judgements.csv", **auth)
+    assert csv_response.status_code == 200 and csv_response["Content-Type"].startswith("text/csv")
+    assert client.get("/s/voted/export/judgements.csv", HTTP_AUTHORIZATION="Token wrong").status_code in (401, 403)

@@ -177,3 +177,10 @@ def test_the_mapping_step_sees_roles_and_first_rows():
     assert len(sniffed.first_rows) == 5 and sniffed.first_rows[0]["model"] == "gpt-x" and sniffed.rows == 12
     with pytest.raises(ValueError, match="ROLE=COLUMN"):
         tables.parse_columns("answer")
+
+
+@pytest.mark.parametrize("data", [b"\x1f\x8b\x08", b"PAR1 not parquet at all", b"\xff\xfe\x00bad"])
+def test_a_file_that_cannot_be_read_is_named_not_a_crash(data):
+    with pytest.raises(BundleError) as refused:
+        tables.read_files([("upload.bin", data)])
+    assert str(refused.value.problems[0]).startswith("upload.bin: ")

@@ -59,6 +59,7 @@ EXPECTED = {
     # No human labels yet: who may ask gets 409 (nothing to compare), the others as always.
     "api/studies/<slug:slug>/report/": [("GET", "/api/studies/{slug}/report/", None,
                                          row(401, 401, 403, 409, 404, 409))],
+    "api/studies/<slug:slug>/export/": [("GET", "/api/studies/{slug}/export/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/members/": [("GET", "/api/studies/{slug}/members/", None, RESEARCHER_API),
                                          ("POST", "/api/studies/{slug}/members/", {},
                                           row(401, 401, 403, 400, 404, 400))],
