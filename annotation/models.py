@@ -282,7 +282,8 @@ class Study(models.Model):
             _, problems = parse_criteria(self.criteria)
             if problems:
                 errors["criteria"] = problems
-        errors.update(cross_problems({name: getattr(self, name) for name in ("session_hits_min", "session_hits_max")}))
+        errors.update(cross_problems({name: getattr(self, name) for name, setting in SETTINGS.items()
+                                      if setting.kind != METRIC}))
         if self.orders_systems:
             errors.update(self._ranking_problems())
         elif self.ranking_max_labels:

@@ -321,12 +321,18 @@ def cross_problems(values: Mapping[str, object]) -> dict[str, str]:
     """Problems of settings taken together, name -> message; a setting not in ``values``
     takes its default. (A rule that needs the study's rows, such as checks needing check
     lines, is its surface's.)"""
+    problems = {}
     low = values.get("session_hits_min", SETTINGS["session_hits_min"].default)
     high = values.get("session_hits_max", SETTINGS["session_hits_max"].default)
     if isinstance(low, int) and isinstance(high, int) and high and high < low:
-        return {"session_hits_max": f"session_hits_max ({high}) is below session_hits_min ({low}): it must be 0 "
-                                    f"or at least {low} (0: no maximum)"}
-    return {}
+        problems["session_hits_max"] = (f"session_hits_max ({high}) is below session_hits_min ({low}): it must be "
+                                        f"0 or at least {low} (0: no maximum)")
+    # A Prolific study pays a worker who comes back with its completion code: without one its
+    # workers could finish and not be paid (issue 36).
+    if str(values.get("prolific_study_id") or "").strip() and not str(values.get("completion_code") or "").strip():
+        problems["completion_code"] = ("a Prolific study (prolific_study_id is set) needs a completion_code: "
+                                       "Prolific pays a worker who returns with it")
+    return problems
 
 
 # -- the docs table -----------------------------------------------------------------------------

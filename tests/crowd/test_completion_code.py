@@ -1,10 +1,12 @@
 """The completion code pays for judgements, not for skips (issue 21, finding 3), over HTTP."""
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation.models import Judgement
-from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, current_hit, start_worker
+from annotation.services import study_import, study_settings_update
+from protocol.bundle import BundleError
+from tests.factories import bundle_bytes, crowd_rows, current_hit, researcher_client, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,3 +64,29 @@ def test_the_study_running_out_of_work_still_pays_for_work_done():
     page = worker.get(f"/s/{study.slug}/annotate/")
     assert page.context["screen"] in ("finished", "nowork") and page.context["code_due"]
     assert "C0DE42" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_prolific_study_cannot_be_made_or_left_without_a_completion_code(toy_rows):
+    """Issue 36: a study that recruits on Prolific, launched without a code, left its workers unpaid."""
+    rows = [dict(toy_rows[0], prolific_study_id="6501abc"), *toy_rows[1:]]
+    with pytest.raises(BundleError, match="a Prolific study .* needs a completion_code"):
+        study_import(source=bundle_bytes(rows), slug="no-code")
+    rows[0]["completion_code"] = "C0DE42"
+    study = study_import(source=bundle_bytes(rows), slug="with-code")
+    with pytest.raises(ValidationError, match="needs a completion_code"):
+        study_settings_update(study=study, changes={"completion_code": ""})
+
+
+@pytest.mark.django_db
+def test_the_draft_settings_and_dashboard_say_what_a_worker_sees_without_a_code(client, toy_rows):
+    study = study_import(source=bundle_bytes(toy_rows), slug="plain-no-code", start=False)
+    researcher_client(client, study)
+    notice = "A Prolific or MTurk worker who finishes this study sees “This study has no completion code”"
+    assert notice in client.get("/s/plain-no-code/settings/").content.decode()
+    running = study_import(source=bundle_bytes(toy_rows), slug="running-no-code")
+    researcher_client(client, running)
+    assert notice in client.get("/s/running-no-code/dashboard/").content.decode()
+    assert notice in client.get("/s/running-no-code/settings/").content.decode()
+    study_settings_update(study=running, changes={"completion_code": "DONE-1"})
+    assert notice not in client.get("/s/running-no-code/dashboard/").content.decode()
