@@ -7,10 +7,10 @@ with their HTTP status. It runs in a thread of the test process on a free loopba
 app reaches it with the real ``openai`` client, as it would reach any endpoint.
 
 The judge it plays reads the two answers from MT-Bench's markers and each answer's
-``(quality N)``; it is position-biased: with probability ``2 * first_share - 1`` it names
-the answer shown first whatever the texts, else the better one (``[[C]]`` for equal
-qualities), so that over both orders the first-shown answer wins ``first_share`` of the
-non-tie verdicts. Every draw is deterministic: a hash of the model and the user message.
+``(quality N)``; equal qualities are a tie (``[[C]]``), and otherwise it is position-biased:
+with probability ``2 * first_share - 1`` it names the answer shown first whatever the texts,
+else the better one, so that over both orders the first-shown answer wins ``first_share`` of
+the non-tie verdicts. Every draw is deterministic: a hash of the model and the user message.
 It can refuse every ``fail_every``-th request (500 and 429 in turn), answer ``unparsed_share``
 of them without a verdict, take ``delay`` seconds per answer, and demand an API key.
 """
@@ -42,12 +42,14 @@ def fake_verdict(model: str, user: str, *, first_share: float, unparsed_share: f
     """The letter the fake judge gives for a user message (None: it answers without one)."""
     if _draw(model, user, "unparsed") < unparsed_share:
         return None
-    if _draw(model, user, "position") < 2 * first_share - 1:
-        return "A"
     a = re.search(_ANSWER.format("A"), user, re.S)
     b = re.search(_ANSWER.format("B"), user, re.S)
     qa, qb = quality(a.group(1) if a else ""), quality(b.group(1) if b else "")
-    return "A" if qa > qb else "B" if qb > qa else "C"
+    if qa == qb:
+        return "C"
+    if _draw(model, user, "position") < 2 * first_share - 1:
+        return "A"
+    return "A" if qa > qb else "B"
 
 
 class FakeJudgeServer:
