@@ -6,12 +6,14 @@ rubric study); the page schedules it through annotation/jobs.py, ``manage.py jud
 in its own process. ``judge_run_execute`` does the work: the run's units are (comparison,
 criterion, order) — a comparison is an item of a pair on which both systems have an output,
 judged in both presentation orders or in one chosen per comparison by a hash — and a unit
-whose verdict (or unparsed answer) is stored already is skipped. The rest go in batches: each
-call's answer is written to the cache (JudgeCall, keyed by protocol.judge_prompts.call_key)
-as soon as it arrives, and a batch's verdicts, unparsed units and counters in one
-transaction. A process killed mid-batch leaves the batch's paid answers in the cache and
-nothing else of it, so the next attempt (a second command, the page's resume, the sweep)
-judges that batch again from the cache without paying twice, and no unit is stored twice.
+whose verdict (or unparsed answer) is stored already is skipped. The rest are called with
+``concurrency`` calls in flight at all times (a slow call holds one thread, not a batch); each
+call's answer is written to the cache (JudgeCall, keyed by protocol.judge_prompts.call_key) as
+soon as it arrives, and the units whose answers are all in are stored a batch at a time: their
+verdicts, unparsed units and counters in one transaction. A process killed mid-batch leaves
+the batch's paid answers in the cache and nothing else of it, so the next attempt (a second
+command, the page's resume, the sweep) judges that batch again from the cache without paying
+twice, and no unit is stored twice.
 
 The API key is read from the environment variable the run names, in the process that runs it,
 and is never written anywhere. A run never writes into a metric the study's protocol uses or
@@ -25,6 +27,7 @@ import os
 import re
 import socket
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -374,75 +377,126 @@ def _texts(units: Iterable[Unit], study: Study) -> tuple[dict[int, str], dict[in
     return outputs, items
 
 
+@dataclass
+class _Waiting:
+    """A unit loaded and not yet stored: its call keys, and how many of them cost no call (the
+    cache, or a call another unit of the window asked for)."""
+    unit: Unit
+    keys: list[str]
+    hits: int
+
+
 def _judge(run: JudgeRun, api_key: str, pending: list[Unit], state: Progress,
            progress: Callable[[Progress], None] | None) -> None:
+    """Judge ``pending``: calls kept ``run.concurrency`` in flight across batches (a slow call
+    holds one thread, not the batch), each answer cached as it arrives, the units whose answers
+    are all in stored ``batch`` at a time in one transaction."""
     prompt = JudgePrompt(run.prompt_name, run.prompt_system, run.prompt_template)
     labels = {c.name: c.label for c in study_rubric(run.study)}
     temperature = 0.0 if run.samples == 1 else SAMPLE_TEMPERATURE
+    batch = max(run.concurrency * BATCH_PER_THREAD, 1)
     endpoint = ChatEndpoint(base_url=run.base_url, api_key=api_key, timeout=settings.EVALAPP_JUDGE_TIMEOUT,
                             max_retries=settings.EVALAPP_JUDGE_MAX_RETRIES, backoff=settings.EVALAPP_JUDGE_BACKOFF)
+    chunks = _chunks(pending, batch)
+    answers: dict[str, int | None] = {}     # key -> verdict of the keys answered (cache or call)
+    needed: Counter[str] = Counter()         # key -> waiting units that need it
+    waiting: list[_Waiting] = []
+    queued: deque[tuple[str, list[dict[str, str]]]] = deque()
+    asked: set[str] = set()                  # keys queued or in flight
+    in_flight: dict[Future, str] = {}
+    retries = 0
+
+    def load() -> bool:
+        """The next chunk of units: their messages, the cache's answers, the calls still to make."""
+        chunk = next(chunks, None)
+        if chunk is None:
+            return False
+        outputs, items = _texts(chunk, run.study)
+        loaded, messages_of = [], {}
+        for unit in chunk:
+            question, reference = items[unit.item_id]
+            messages = prompt.messages(question=question, answer_a=outputs[unit.shown_first],
+                                       answer_b=outputs[unit.shown_second], reference=reference,
+                                       criterion=labels.get(unit.criterion, unit.criterion))
+            keys = [call_key(model=run.model, messages=messages, order=unit.order, sample=k,
+                             temperature=temperature) for k in range(run.samples)]
+            loaded.append((unit, keys))
+            for key in keys:
+                messages_of.setdefault(key, messages)
+        unknown = [key for key in messages_of if key not in answers and key not in asked]
+        answers.update(JudgeCall.objects.filter(key__in=unknown).values_list("key", "verdict"))
+        for unit, keys in loaded:
+            hits = 0
+            for key in keys:
+                needed[key] += 1
+                if key in answers or key in asked:
+                    hits += 1
+                else:
+                    queued.append((key, messages_of[key]))
+                    asked.add(key)
+            waiting.append(_Waiting(unit, keys, hits))
+        return True
+
+    def store(done: list[_Waiting]) -> None:
+        nonlocal retries, waiting
+        stored, unparsed = _store(run, [w.unit for w in done], [w.keys for w in done], answers,
+                                  hits=sum(w.hits for w in done), retries=retries)
+        state.done += len(done)
+        state.cache_hits += sum(w.hits for w in done)
+        state.retries += retries
+        state.verdicts += stored
+        state.unparsed += unparsed
+        retries = 0
+        gone = {id(w) for w in done}
+        waiting = [w for w in waiting if id(w) not in gone]
+        for w in done:
+            for key in w.keys:
+                needed[key] -= 1
+                if needed[key] <= 0:
+                    del needed[key]
+                    answers.pop(key, None)
+        if progress:
+            progress(state)
+
     beat = time.monotonic()
+    more = True
     pool = ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix=f"judge-{run.pk}")
     try:
-        for batch in _chunks(pending, max(run.concurrency * BATCH_PER_THREAD, 1)):
-            outputs, items = _texts(batch, run.study)
-            calls: dict[str, list[dict[str, str]]] = {}
-            unit_keys: list[list[str]] = []
-            for unit in batch:
-                question, reference = items[unit.item_id]
-                messages = prompt.messages(question=question, answer_a=outputs[unit.shown_first],
-                                           answer_b=outputs[unit.shown_second], reference=reference,
-                                           criterion=labels.get(unit.criterion, unit.criterion))
-                keys = [call_key(model=run.model, messages=messages, order=unit.order, sample=k,
-                                 temperature=temperature) for k in range(run.samples)]
-                unit_keys.append(keys)
-                for key in keys:
-                    calls.setdefault(key, messages)
-            verdicts = dict(JudgeCall.objects.filter(key__in=list(calls)).values_list("key", "verdict"))
-            to_call = [key for key in calls if key not in verdicts]
-            hits = sum(len(keys) for keys in unit_keys) - len(to_call)
-            futures: dict[Future, str] = {}
-            queue = iter(to_call)
-            retries = 0
-            try:
-                # At most ``concurrency`` calls in flight; each answer is cached as it arrives.
-                for key in queue:
-                    futures[pool.submit(endpoint.complete, model=run.model, messages=calls[key],
-                                        temperature=temperature)] = key
-                    if len(futures) >= run.concurrency:
-                        break
-                while futures:
-                    done, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        key = futures.pop(future)
-                        answer = future.result()  # EndpointError ends the run (the others are cancelled)
-                        verdict = parse_verdict(answer.content)
-                        _cache(key, run, answer, verdict)
-                        verdicts[key] = verdict
-                        retries += answer.retries
-                        state.calls += 1
-                        state.prompt_tokens += answer.prompt_tokens
-                        state.completion_tokens += answer.completion_tokens
-                        following = next(queue, None)
-                        if following is not None:
-                            futures[pool.submit(endpoint.complete, model=run.model, messages=calls[following],
-                                                temperature=temperature)] = following
-                    if time.monotonic() - beat > HEARTBEAT_SECONDS:
-                        JudgeRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
-                        beat = time.monotonic()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-            stored, unparsed = _store(run, batch, unit_keys, verdicts, hits=hits, retries=retries)
-            beat = time.monotonic()
-            state.done += len(batch)
-            state.cache_hits += hits
-            state.retries += retries
-            state.verdicts += stored
-            state.unparsed += unparsed
-            if progress:
-                progress(state)
+        while True:
+            # enough calls queued to keep every thread busy; at most two batches of units held
+            while more and len(queued) < run.concurrency and len(waiting) < 2 * batch:
+                more = load()
+            while queued and len(in_flight) < run.concurrency:
+                key, messages = queued.popleft()
+                in_flight[pool.submit(endpoint.complete, model=run.model, messages=messages,
+                                      temperature=temperature)] = key
+            if in_flight:
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    key = in_flight.pop(future)
+                    answer = future.result()  # EndpointError ends the run (the others are cancelled)
+                    verdict = parse_verdict(answer.content)
+                    _cache(key, run, answer, verdict)
+                    answers[key] = verdict
+                    asked.discard(key)
+                    retries += answer.retries
+                    state.calls += 1
+                    state.prompt_tokens += answer.prompt_tokens
+                    state.completion_tokens += answer.completion_tokens
+            ready = [w for w in waiting if all(key in answers for key in w.keys)]
+            last = not (more or queued or in_flight)
+            if ready and (len(ready) >= batch or last):
+                store(ready)
+                beat = time.monotonic()
+            elif time.monotonic() - beat > HEARTBEAT_SECONDS:
+                JudgeRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+                beat = time.monotonic()
+            if last:
+                break
+    except BaseException:
+        for future in in_flight:
+            future.cancel()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         endpoint.close()
@@ -461,7 +515,8 @@ def _cache(key: str, run: JudgeRun, answer, verdict: int | None) -> None:
 
 def _store(run: JudgeRun, batch: list[Unit], unit_keys: list[list[str]], verdicts: dict[str, int | None], *,
            hits: int, retries: int) -> tuple[int, int]:
-    """A batch's verdicts, unparsed units and counters in one transaction."""
+    """A batch's verdicts, unparsed units and counters in one transaction (every answer it uses
+    is in the cache already: a kill between leaves the cache, never a verdict without one)."""
     preferences, unparsed = [], []
     for unit, keys in zip(batch, unit_keys):
         shown = combine_samples(verdicts[key] for key in keys)

@@ -131,7 +131,7 @@ def test_calls_in_flight_are_bounded_and_overlap(key_env):
     study, _ = _study(items=8)  # 48 calls
     timings = {}
     for concurrency in (1, 8):
-        with FakeJudgeServer(delay=0.05) as server:
+        with FakeJudgeServer(delay=0.1) as server:
             began = time.perf_counter()
             run = _run(study, server, key_env[0], concurrency=concurrency, metric_name=f"judge:c{concurrency}",
                        model=f"fake-{concurrency}")
