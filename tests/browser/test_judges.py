@@ -49,7 +49,7 @@ def test_a_judge_run_from_its_page_with_a_progress_bar(browser, live_server, set
                          slug=f"judged-{token}")
     user = User.objects.create_user(f"judge-{token}", password="judge-pass-123")
     study_membership_set(study=study, user=user, role="researcher")
-    with FakeJudgeServer(first_share=0.7, delay=0.05, api_key=key) as server:
+    with FakeJudgeServer(first_share=0.7, delay=0.1, api_key=key) as server:
         settings.EVALAPP_JUDGE_ENDPOINTS = {env: [server.base_url]}
         context, page = login(browser, live_server, (1366, 768), user.username, study.slug)
         page.click(f"a[href='/s/{study.slug}/judges/']")
