@@ -375,6 +375,15 @@ class StudyExportApi(APIView):
         response = HttpResponse(body, content_type=EXPORT_TYPES[kind])
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
+class StudyJudgesApi(APIView):
+    @extend_schema(operation_id="study_judges",
+                   summary="The study's LLM judges against the humans (position bias, flip rate, agreement, "
+                           "Cohen's κ, balanced agreement, savings bound) and its judge runs",
+                   responses={200: serializers.StudyJudgesSerializer, **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        return Response(serializers.StudyJudgesSerializer({
+            "judges": selectors.study_judges(study=study), "runs": selectors.study_judge_runs(study=study)}).data)
 
 
 class StudyMembersApi(APIView):

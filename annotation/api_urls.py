@@ -14,6 +14,7 @@ urlpatterns = [
     path("studies/<slug:slug>/judgements/", api.StudyJudgementsApi.as_view(), name="api_study_judgements"),
     path("studies/<slug:slug>/report/", api.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<slug:slug>/export/", api.StudyExportApi.as_view(), name="api_study_export"),
+    path("studies/<slug:slug>/judges/", api.StudyJudgesApi.as_view(), name="api_study_judges"),
     path("studies/<slug:slug>/annotators/", api.StudyAnnotatorsApi.as_view(), name="api_study_annotators"),
     path("studies/<slug:slug>/annotators/<int:annotator_id>/exclusion/", api.AnnotatorExclusionApi.as_view(),
          name="api_study_annotator_exclusion"),

@@ -33,6 +33,7 @@ PLAN_JOB = "annotation.tasks.plan_job_task"
 STUDY_SEPARABILITY = "annotation.tasks.study_separability_task"
 STUDY_METRICS_TABLE = "annotation.tasks.study_metrics_table_task"
 STUDY_DASHBOARD = "annotation.tasks.study_dashboard_task"
+JUDGE_RUN = "annotation.tasks.judge_run_task"
 # A close already queued for the study (celery mode): a burst of filled rounds sends one task.
 QUEUED_KEY = "evalapp:rounds-close-queued:{}"
 
@@ -111,6 +112,12 @@ def study_metrics_table(study_id: int) -> None:
     """Compute a study's metrics table where round closes run (off the request: seconds at 50
     systems, which the embedded server used to spend in the page's request)."""
     _where_closes_run(STUDY_METRICS_TABLE, study_id, "reports")
+
+
+def judge_run(run_id: int) -> None:
+    """Run an LLM judge run where round closes run; call after its commit. Its own lane
+    ("judges"): a run waits on the endpoint for minutes, and must not hold up plans or reports."""
+    _where_closes_run(JUDGE_RUN, run_id, "judges")
 
 
 def study_dashboard(study_id: int) -> None:

@@ -11,6 +11,7 @@ import secrets
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.utils.deconstruct import deconstructible
@@ -844,3 +845,111 @@ class PlanJob(models.Model):
     @property
     def percent(self) -> int:
         return int(100 * self.done / self.total) if self.total else 0
+
+
+class JudgeRun(models.Model):
+    """One run of an LLM judge over a study's comparisons (services/judges.py, docs/judges.md):
+    its settings, its progress and what it cost. Its verdicts are the study's MetricPreference
+    rows of ``metric_name`` (a rubric: ``metric_name:criterion`` per criterion judged); its calls
+    are JudgeCall rows (the cache). The API key is never stored: ``api_key_env`` names the
+    environment variable the process that runs it reads the key from.
+
+    done counts (comparison, criterion, order) units finished: a verdict stored, or unparsed;
+    a unit found finished by an earlier run counts as done (``already``) without a call.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Scope(models.TextChoices):
+        ALL = "all", "Every comparison (each item of each pair)"
+        UNDECIDED_FIRST = "undecided_first", "Every comparison, the pairs still undecided first"
+        UNDECIDED = "undecided", "Only the pairs still undecided"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_runs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    metric_name = models.CharField(max_length=150, help_text="the metric its verdicts are stored as")
+    model = models.CharField(max_length=200, help_text="the judge model, as the endpoint names it")
+    base_url = models.CharField(max_length=500, help_text="the OpenAI-compatible endpoint (…/v1)")
+    api_key_env = models.CharField(max_length=100, help_text="the environment variable holding the API key")
+    prompt_name = models.CharField(max_length=200)
+    prompt_system = models.TextField(blank=True)
+    prompt_template = models.TextField()
+    criteria = models.JSONField(default=list, blank=True, help_text="the criteria judged (names)")
+    both_orders = models.BooleanField(default=True)
+    samples = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    concurrency = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ALL)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0, help_text="units (comparison, criterion, order) to judge")
+    done = models.PositiveIntegerField(default=0, help_text="units finished (stored or unparsed)")
+    already = models.PositiveIntegerField(default=0, help_text="units an earlier run had finished")
+    verdicts = models.PositiveIntegerField(default=0, help_text="verdicts stored by this run")
+    unparsed = models.PositiveIntegerField(default=0, help_text="units whose every sample named no verdict")
+    cache_hits = models.PositiveIntegerField(default=0, help_text="calls answered from the cache")
+    retries = models.PositiveIntegerField(default=0, help_text="calls tried again after a 429, 5xx or timeout")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="last sign of life (its start, each batch)")
+    attempts = models.PositiveIntegerField(default=0, help_text="times started (a resume is one more)")
+    owner = models.CharField(max_length=300, blank=True, help_text="host:pid of the process running it")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.CheckConstraint(condition=Q(samples__gte=1) & Q(concurrency__gte=1),
+                                              name="judge_run_samples_concurrency_positive")]
+
+    def __str__(self) -> str:
+        return f"judge {self.pk} · {self.study} · {self.model} · {self.status}"
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def running(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+
+class JudgeCall(models.Model):
+    """One answered call of a judge: the cache (docs/judges.md). ``key`` is
+    protocol.judge_prompts.call_key (model, the messages with the two texts in the order shown,
+    order, sample, temperature), so a rerun or a resumed run never pays for it again, in any
+    study. ``verdict`` in the order shown (+1 the first answer better, -1 the second, 0 a
+    tie; None unparsed); ``run`` the run that paid for it."""
+
+    key = models.CharField(max_length=64, unique=True)
+    run = models.ForeignKey(JudgeRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls")
+    model = models.CharField(max_length=200)
+    content = models.TextField(blank=True)
+    verdict = models.SmallIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(default=0.0, help_text="the call's time, retries included")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(verdict__isnull=True) | Q(verdict__in=(-1, 0, 1)),
+                                              name="judge_call_verdict_valid")]
+
+
+class JudgeUnparsed(models.Model):
+    """A comparison in one order whose every sample named no verdict: not a tie, so no
+    MetricPreference row; kept so that a resumed run does not count it twice."""
+
+    metric = models.ForeignKey(Metric, on_delete=models.CASCADE, related_name="unparsed")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    first = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    order = models.CharField(max_length=2)
+    run = models.ForeignKey(JudgeRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["metric", "item", "first", "second", "order"],
+                                               name="judge_unparsed_unique")]

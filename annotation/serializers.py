@@ -358,3 +358,67 @@ class ExclusionResultSerializer(serializers.Serializer):
     annotator_id = serializers.IntegerField()
     excluded = serializers.BooleanField()
     changed = serializers.BooleanField(help_text="false when the worker already was in that state")
+
+
+class JudgeStatsSerializer(serializers.Serializer):
+    """One judge (a preference metric and the judge its verdicts name) against the humans
+    (protocol.judges.JudgeStats; docs/judges.md)."""
+    metric = serializers.CharField()
+    judge = serializers.CharField(help_text="the judge model its verdicts name ('' when unknown)")
+    criterion = serializers.CharField(help_text="a rubric study's criterion the judge is compared on; '' otherwise")
+    verdicts = serializers.IntegerField()
+    unparsed = serializers.IntegerField(help_text="a judge run's answers that named no verdict (not ties)")
+    ordered = serializers.IntegerField(help_text="verdicts with a known presentation order")
+    decisive = serializers.IntegerField(help_text="ordered verdicts that are not a tie")
+    first_position_share = serializers.FloatField(allow_null=True, help_text=(
+        "of the decisive verdicts, the share won by the output shown first (0.5 = no position bias)"))
+    both_orders = serializers.IntegerField(help_text="comparisons judged in both orders")
+    flip_rate = serializers.FloatField(allow_null=True, help_text="of those, the share whose verdict changed with "
+                                                                   "the order")
+    human_compared = serializers.IntegerField(help_text="comparisons with a verdict and human labels")
+    human_agreement = serializers.FloatField(allow_null=True, help_text=(
+        "share where the verdict (orders combined) equals the humans' majority"))
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's κ of the verdict and the humans' majority")
+    balanced_agreement = serializers.FloatField(allow_null=True, help_text=(
+        "mean over the humans' labels (+, =, -) of the share the judge labelled alike"))
+    savings_pairs = serializers.IntegerField(help_text="pairs the savings bound is estimated on")
+    savings_eta2 = serializers.FloatField(allow_null=True, help_text="mean share of a pair's human-label variance "
+                                                                      "the judge's label explains")
+    savings_uniform = serializers.FloatField(allow_null=True, help_text=(
+        "least share of a human-only rule's labels (half a pair's items) any rule reading this judge could make do "
+        "with, items drawn uniformly (protocol.savings)"))
+    savings_active = serializers.FloatField(allow_null=True, help_text="the same, items drawn by the judge's label")
+
+
+class JudgeRunSerializer(serializers.Serializer):
+    """A judge run's settings (the key's environment variable by name only), progress and cost."""
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    metric = serializers.CharField()
+    model = serializers.CharField()
+    base_url = serializers.CharField()
+    api_key_env = serializers.CharField(help_text="the environment variable the key is read from (never the key)")
+    prompt = serializers.CharField(help_text="the prompt's name, or sha256:<12 hex> of its texts")
+    criteria = serializers.ListField(child=serializers.CharField())
+    both_orders = serializers.BooleanField()
+    samples = serializers.IntegerField()
+    concurrency = serializers.IntegerField()
+    scope = serializers.ChoiceField(choices=["all", "undecided_first", "undecided"])
+    total = serializers.IntegerField(help_text="(comparison, criterion, order) units to judge")
+    done = serializers.IntegerField()
+    already = serializers.IntegerField(help_text="units stored by an earlier run")
+    verdicts = serializers.IntegerField()
+    unparsed = serializers.IntegerField()
+    calls = serializers.IntegerField(help_text="calls this run paid for")
+    cache_hits = serializers.IntegerField()
+    retries = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StudyJudgesSerializer(serializers.Serializer):
+    judges = JudgeStatsSerializer(many=True)
+    runs = JudgeRunSerializer(many=True)

@@ -9,7 +9,7 @@ from django.db import InterfaceError, OperationalError
 
 from . import jobs
 from .reports import study_dashboard_refresh, study_metrics_table_refresh
-from .services import planner, runtime, studies
+from .services import judges, planner, runtime, studies
 
 
 @shared_task(acks_late=True)
@@ -44,3 +44,8 @@ def plan_job_task(job_id: int) -> None:
 @shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1, max_retries=3)
 def study_dashboard_task(study_id: int) -> None:
     study_dashboard_refresh(study_id=study_id)
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=1, max_retries=3)
+def judge_run_task(run_id: int) -> None:
+    judges.judge_run_execute(run_id=run_id)

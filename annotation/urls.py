@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_annotate, views_members, views_planner, views_research
+from . import views, views_annotate, views_judges, views_members, views_planner, views_research
 from . import views_items
 from .throttles import throttle_page
 from .framing import crowd_frameable
@@ -30,6 +30,8 @@ urlpatterns = [
     path("s/<slug:slug>/metrics/", views_research.metrics_table, name="metrics_table"),
     path("s/<slug:slug>/plan/", views_planner.planner, name="planner"),
     path("s/<slug:slug>/plan/<int:job_id>/", views_planner.plan_job, name="plan_job"),
+    path("s/<slug:slug>/judges/", views_judges.judges, name="judges"),
+    path("s/<slug:slug>/judges/<int:run_id>/", views_judges.judge_run, name="judge_run"),
     path("help/", views_research.help_page, name="help"),
     path("s/<slug:slug>/settings/", views_research.study_settings, name="study_settings"),
     path("s/<slug:slug>/members/", views_members.study_members, name="study_members"),

@@ -27,7 +27,9 @@ quality       per-annotator quality statistics and flags (too fast, failed check
 leaderboard   Bradley–Terry leaderboard with bootstrap intervals
 projection    judgements a study is still expected to need
 plan          the planner: replays of the protocol on a study's labels for a grid of settings
-judges        an LLM judge's position bias, flip rate and agreement with the humans
+judges        an LLM judge's position bias, flip rate, agreement, Cohen's κ and savings bound against
+              the humans
+judge_prompts the judge's prompt (MT-Bench's pairwise by default), its verdict, the cache key of a call
 arena         deterministic synthetic arenas (systems with known strengths, a noisy judge)
 arena_replay  the known-truth replay: all pairs, the ranking design, random pairs + Bradley–Terry
 ranking_design  a ranking of many systems from O(k log k) pairs (merge sort on decided pairs)

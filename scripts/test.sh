@@ -23,7 +23,7 @@ sys.exit(s.connect_ex(("127.0.0.1", 5432)))
 PY
 then
   echo "== database-backed tests on PostgreSQL (127.0.0.1:5432)"
-  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q -n "$WORKERS" tests/serving tests/crowd tests/quality tests/cockpit tests/api tests/security tests/browser
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q -n "$WORKERS" tests/serving tests/crowd tests/quality tests/cockpit tests/api tests/security tests/browser tests/judges
 elif [ -n "${DATABASE_URL:-}" ]; then
   echo "== (DATABASE_URL was set: the suite above ran on it)"
 fi

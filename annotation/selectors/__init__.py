@@ -6,7 +6,8 @@ dashboard   the researcher dashboard and the pair page (leaderboard, pair matrix
             metric against the humans, the charts)
 quality     which judgements count; the annotator quality table and the exclusion log
 studies     a study as a whole: home list, progress, labels and pairs for the protocol,
-            judgements, members, planner jobs
+            judgements, members, planner jobs; its LLM judges against the humans
+judges      a study's judge runs: progress and cost
 exports     the stored study as bundle rows (export, the planner's and the report's bundle)
 items       the item reader and the item search: one item's texts, judgements, metric and
             judges' verdicts and reports; the study's items by text
@@ -16,6 +17,7 @@ from the screen's module. The modules import one another in the order above from
 """
 from .quality import *  # noqa: F401,F403
 from .studies import *  # noqa: F401,F403
+from .judges import *  # noqa: F401,F403
 from .exports import *  # noqa: F401,F403
 from .serving import *  # noqa: F401,F403
 from .dashboard import *  # noqa: F401,F403

@@ -16,7 +16,7 @@ from protocol.projection import judgements_to_finish
 from protocol.report import compare_metric, report_json
 
 from .. import figures
-from ..models import AnnotatorExclusion, Comparison, Judgement, PairState, PairStateHistory, Study
+from ..models import AnnotatorExclusion, Comparison, Judgement, JudgeRun, PairState, PairStateHistory, Study
 from ..rubrics import criterion_metrics, is_rubric, study_rubric
 from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
@@ -79,17 +79,20 @@ def dashboard_version(*, study: Study) -> tuple:
     """A cheap fingerprint of the dashboard's heavy parts: it changes when a round closes (or a
     pair is rebuilt, an annotator excluded, a setting or the separability changes), not with
     every judgement, so the dashboard is computed once per round (issue 22: 2.45 M comparisons
-    at 50 systems). No scan of the comparisons: the separability's state is on the study row."""
+    at 50 systems), or as a judge run stores verdicts. No scan of the comparisons: the
+    separability's state is on the study row."""
 
     exclusions = AnnotatorExclusion.objects.filter(study=study).aggregate(
         n=Count("id", filter=Q(excluded=True)), last=Max("updated_at"))
     pairs = PairState.objects.filter(study=study).aggregate(
         rounds=Sum("round"), decided=Count("id", filter=~Q(decision=0)), versions=Sum("version"))
     history = PairStateHistory.objects.filter(pair_state__study=study).aggregate(n=Count("id"), last=Max("id"))
+    # A judge run's verdicts change the Judges table (not the protocol).
+    judged = JudgeRun.objects.filter(study=study).aggregate(n=Count("id"), done=Sum("done"))
     return (study.pk, study.slug, str(study.created_at), study.budget, study.metric_id, study.gamma, study.batch_size,
             study.status, pairs["rounds"], pairs["decided"], pairs["versions"], history["n"], history["last"],
             study.separability_status, study.separability_done, exclusions["n"], str(exclusions["last"]),
-            study.protocol_lost_judgements, study.protocol_seed)
+            study.protocol_lost_judgements, study.protocol_seed, judged["n"], judged["done"])
 
 
 def study_dashboard_data(*, study: Study) -> dict:

@@ -17,7 +17,7 @@ from protocol.preferences import canonical_pair, preferences_from_scores
 from ..access import studies_visible_to, study_roles_for_user
 from ..rubrics import criterion_metrics, lane_values, study_rubric
 from ..serving.metric_labels import metric_label_source
-from ..models import (AnnotatorExclusion, HumanScore, Item, Judgement, MetricPreference,
+from ..models import (AnnotatorExclusion, HumanScore, Item, Judgement, JudgeRun, JudgeUnparsed, MetricPreference,
                       Output, PairState, PlanJob, Study, StudyMembership, System)
 from .quality import counted_judgements
 
@@ -302,7 +302,10 @@ def study_judges(*, study: Study) -> list[dict]:
     protocol.preferences.human_labels counts them); the judge agrees when its verdict equals
     the sign of the humans' mean. In a rubric study a judge is compared with the humans'
     answers to the criterion whose metric it is (``criterion``; the first criterion's metric
-    is the study's unless it names its own); imported ratings belong to the first criterion."""
+    is the study's unless it names its own, a judge run's the criterion it judged); imported
+    ratings belong to the first criterion. ``unparsed``: a judge run's answers that named no
+    verdict (not ties, not in the verdicts); the calibration (κ, balanced agreement, the
+    savings bound) is protocol.judges'."""
     verdicts: dict[tuple[str, str], list[JudgeVerdict]] = {}
     rows = MetricPreference.objects.filter(metric__study=study).values_list(
         "metric__name", "judge", "item__external_id", "first__name", "second__name", "value", "order")
@@ -312,6 +315,12 @@ def study_judges(*, study: Study) -> list[dict]:
         return []
     criteria = study_rubric(study)
     criterion_of = {metric: name for name, metric in reversed(criterion_metrics(study).items()) if metric}
+    # A judge run's metric is its criterion's (``judge:<model>:<criterion>`` in a rubric study).
+    for name, run_criteria in JudgeRun.objects.filter(study=study).values_list("metric_name", "criteria"):
+        for criterion in run_criteria:
+            criterion_of.setdefault(f"{name}:{criterion}" if study.criteria else name, criterion)
+    unparsed = dict(JudgeUnparsed.objects.filter(metric__study=study).order_by().values("metric__name")
+                    .annotate(n=Count("id")).values_list("metric__name", "n"))
     human_sum: dict[str, dict[tuple[str, str, str], list[int]]] = {c.name: {} for c in criteria}
     for (a, b), labels in study_judgement_answers(study=study, criteria=criteria).items():
         for item, answer in labels:
@@ -330,5 +339,6 @@ def study_judges(*, study: Study) -> list[dict]:
              for name, by_key in human_sum.items()}
     return [{"metric": metric, "judge": judge,
              "criterion": criterion_of.get(metric, criteria[0].name) if study.criteria else "",
+             "unparsed": unparsed.get(metric, 0),
              **dataclasses.asdict(judge_stats(found, human[criterion_of.get(metric, criteria[0].name)]))}
             for (metric, judge), found in sorted(verdicts.items())]

@@ -38,6 +38,7 @@ from ..selectors.studies import study_draw_chances, study_judgement_answers, stu
 from ..serving import protocol_state
 from ..serving.metric_labels import lane_label_sources
 from .hits import leases_reclaim
+from .judges import judge_runs_resume
 from .planner import plan_jobs_resume
 from .quality import exclusion_rules_apply
 from .transactions import retry_transient
@@ -253,7 +254,7 @@ def _rounds_apply(study: Study, read_at: dict[tuple[str, str], tuple[int, int]],
 def protocol_sweep() -> dict:
     """Periodic repair: close filled rounds left behind, return expired leases to the pool, apply
     the studies' exclusion rules, finish re-decisions left behind (finished studies too) and
-    resume planner jobs whose process ended."""
+    resume planner jobs and judge runs whose process ended."""
     closed = reclaimed = excluded = 0
     # A finished study serves nothing, but a researcher may still exclude a worker there: finish
     # a re-decision whose task was lost.
@@ -267,7 +268,7 @@ def protocol_sweep() -> dict:
         if redecide_pending(study) or PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
             closed += rounds_close(study_id=study.pk)
     return {"pairs_closed": closed, "leases_reclaimed": reclaimed, "workers_excluded": excluded,
-            "plans_resumed": plan_jobs_resume()}
+            "plans_resumed": plan_jobs_resume(), "judge_runs_resumed": judge_runs_resume()}
 
 
 # --- Re-decision after exclusions (moved from services/quality.py) -----------------------

@@ -1,6 +1,7 @@
 """Settings shared by every environment; values come from the environment."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -226,6 +227,20 @@ EVALAPP_SWEEP_SECONDS = float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))
 EVALAPP_PROCESS_LANES = frozenset(
     lane.strip() for lane in os.environ.get("EVALAPP_PROCESS_LANES", "reports").split(",") if lane.strip())
 
+# LLM judge runs (annotation/services/judges.py, docs/judges.md). A run started from a study's
+# page may send an API key only where this allows: environment variable name -> the base URLs
+# its key may be sent to (JSON in EVALAPP_JUDGE_ENDPOINTS; a researcher picks one pair, and no
+# researcher can have the server send a key elsewhere or read another variable). The key stays
+# in the environment, never in the database. `manage.py judge` (a shell user) may name any.
+EVALAPP_JUDGE_ENDPOINTS = json.loads(os.environ.get("EVALAPP_JUDGE_ENDPOINTS")
+                                     or '{"OPENAI_API_KEY": ["https://api.openai.com/v1"]}')
+# One call's timeout (s); calls tried again after a 429, a 5xx, a timeout or a lost connection,
+# waiting EVALAPP_JUDGE_BACKOFF seconds doubled each time (at most 60 s, or the Retry-After).
+EVALAPP_JUDGE_TIMEOUT = float(os.environ.get("EVALAPP_JUDGE_TIMEOUT", "120"))
+EVALAPP_JUDGE_MAX_RETRIES = int(os.environ.get("EVALAPP_JUDGE_MAX_RETRIES", "6"))
+EVALAPP_JUDGE_BACKOFF = float(os.environ.get("EVALAPP_JUDGE_BACKOFF", "1"))
+EVALAPP_JUDGE_MAX_CONCURRENCY = 32
+
 # Caches, one declaration. "default" (round-close coalescing; per process is enough),
 # "throttle" (rate-limit counts, which every web process must share, or N processes accept N
 # times a limit) and "shared" (the metrics table, computed by a worker and read by every web
@@ -318,5 +333,7 @@ LOGGING = {
     "filters": {"forbidden_one_line": {"()": "annotation.log_filters.ForbiddenWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"filters": ["forbidden_one_line"]}},
+    "loggers": {"django.request": {"filters": ["forbidden_one_line"]},
+                # a judge run's HTTP clients: one INFO line per call otherwise (10,000 for a study)
+                **{name: {"level": "WARNING"} for name in ("openai", "httpx", "httpx2", "httpcore", "httpcore2")}},
 }

@@ -67,4 +67,8 @@ def test_dashboard_and_api_show_the_judges_position_bias_and_human_agreement(cli
     judges = client.get(f"/api/studies/{study.slug}/").json()["judges"]
     assert judges == [{"metric": "gpt35", "judge": "gpt-3.5-turbo", "criterion": "", "verdicts": 2, "ordered": 2, "decisive": 2,
                        "first_position_share": 1.0, "both_orders": 1, "flip_rate": 1.0, "human_compared": 1,
-                       "human_agreement": 0.0}]
+                       "human_agreement": 0.0, "unparsed": 0,
+                       # one comparison, human +, judge =: p_o = 0, p_e = 1 x 0 = 0, so κ = 0; the
+                       # human's one label (+) never matched: balanced 0; one human label, no variance
+                       "kappa": 0.0, "balanced_agreement": 0.0, "savings_pairs": 0, "savings_eta2": None,
+                       "savings_uniform": None, "savings_active": None}]

@@ -28,8 +28,10 @@ ORDERS_METRIC = "llm_gpt35_h2h_orders"
 # by the summary shown first; 110 comparisons in both orders, 34 of them flipped with the order;
 # the judge (orders combined, a flip is a tie) equals the sign of the experts' mean difference
 # on 52 of 110.
+# The confusion of the experts' sign (rows) and the judge's verdict (columns), +, =, - in the
+# canonical pair order (the smaller system name first), gives Cohen's κ and balanced agreement.
 EXPECTED = {"verdicts": 220, "ordered": 220, "decisive": 219, "first_wins": 119, "both_orders": 110,
-            "flips": 34, "human_compared": 110, "agree": 52}
+            "flips": 34, "human_compared": 110, "agree": 52, "confusion": [[16, 11, 6], [8, 11, 7], [14, 12, 25]]}
 
 
 def _slice() -> tuple[list[str], bytes]:
@@ -63,16 +65,22 @@ def _from_source(docs: list[str]) -> dict:
                 experts = [e["relevance"] for e in s.get("expert_annotations") or []]
                 ratings[(s["doc_id"], s["model_id"])] = sum(experts) / 3 if experts else s["expert_avg"]["relevance"]
     flips = agree = 0
+    confusion = [[0, 0, 0], [0, 0, 0], [0, 0, 0]]  # rows the experts' sign, columns the judge's: +, =, -
     for (doc, a, b), by_first in verdicts.items():
         assert sorted(by_first) == sorted((a, b))
         va, vb = by_first[a], by_first[b]
         flips += va != vb
         judge = va if va == vb else 0
         diff = ratings[(doc, a)] - ratings[(doc, b)]
-        agree += judge == (diff > 0) - (diff < 0)
+        human = (diff > 0) - (diff < 0)
+        agree += judge == human
+        # the canonical pair is (a, b) sorted by name; model_1 and model_2 may be either
+        sign = 1 if a < b else -1
+        confusion[1 - sign * human][1 - sign * judge] += 1
     n = sum(len(v) for v in verdicts.values())
     return {"verdicts": n, "ordered": n, "decisive": decisive, "first_wins": first_wins,
-            "both_orders": len(verdicts), "flips": flips, "human_compared": len(verdicts), "agree": agree}
+            "both_orders": len(verdicts), "flips": flips, "human_compared": len(verdicts), "agree": agree,
+            "confusion": confusion}
 
 
 @pytest.mark.skipif(not SOURCE.is_dir(), reason="the SummEval source folder is not here")
@@ -91,7 +99,18 @@ def test_judges_table_shows_gpt35_position_bias_and_agreement_on_summeval(client
         "metric": ORDERS_METRIC, "judge": "gpt-3.5-turbo-0301", "criterion": "", "verdicts": e["verdicts"], "ordered": e["ordered"],
         "decisive": e["decisive"], "first_position_share": e["first_wins"] / e["decisive"],
         "both_orders": e["both_orders"], "flip_rate": e["flips"] / e["both_orders"],
-        "human_compared": e["human_compared"], "human_agreement": e["agree"] / e["human_compared"]}
+        "human_compared": e["human_compared"], "human_agreement": e["agree"] / e["human_compared"],
+        **{k: judges[ORDERS_METRIC][k] for k in ("kappa", "balanced_agreement", "unparsed", "savings_pairs",
+                                                 "savings_eta2", "savings_uniform", "savings_active")}}
+    c, n = e["confusion"], e["human_compared"]
+    observed = sum(c[k][k] for k in range(3)) / n
+    chance = sum(sum(c[k]) * sum(row[k] for row in c) for k in range(3)) / n ** 2
+    assert judges[ORDERS_METRIC]["kappa"] == pytest.approx((observed - chance) / (1 - chance))
+    assert judges[ORDERS_METRIC]["balanced_agreement"] == pytest.approx(sum(c[k][k] / sum(c[k]) for k in range(3)) / 3)
+    assert judges[ORDERS_METRIC]["unparsed"] == 0
+    # 11 pairs of 10 documents, each pair's experts varying: the bound is estimated on all of them
+    assert judges[ORDERS_METRIC]["savings_pairs"] == 11
+    assert 0 < judges[ORDERS_METRIC]["savings_active"] <= judges[ORDERS_METRIC]["savings_uniform"] <= 1
     # The combined metric (one row per comparison, no order) cannot show a position bias.
     combined = judges["llm_gpt35_h2h"]
     assert (combined["verdicts"], combined["ordered"], combined["first_position_share"], combined["flip_rate"]) == (

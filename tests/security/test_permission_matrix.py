@@ -60,6 +60,7 @@ EXPECTED = {
     "api/studies/<slug:slug>/report/": [("GET", "/api/studies/{slug}/report/", None,
                                          row(401, 401, 403, 409, 404, 409))],
     "api/studies/<slug:slug>/export/": [("GET", "/api/studies/{slug}/export/", None, RESEARCHER_API)],
+    "api/studies/<slug:slug>/judges/": [("GET", "/api/studies/{slug}/judges/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/members/": [("GET", "/api/studies/{slug}/members/", None, RESEARCHER_API),
                                          ("POST", "/api/studies/{slug}/members/", {},
                                           row(401, 401, 403, 400, 404, 400))],
@@ -107,6 +108,12 @@ EXPECTED = {
     "s/<slug:slug>/plan/": [("GET", "/s/{slug}/plan/", None, RESEARCHER_PAGE),
                             ("POST", "/s/{slug}/plan/", {}, row(302, 302, 403, 400, 404, 400))],
     "s/<slug:slug>/plan/<int:job_id>/": [("GET", "/s/{slug}/plan/999999/", None, row(302, 302, 403, 404, 404, 404))],
+    # Judges: an empty run request is invalid (400) for who may run one; no run 999999 exists.
+    "s/<slug:slug>/judges/": [("GET", "/s/{slug}/judges/", None, RESEARCHER_PAGE),
+                              ("POST", "/s/{slug}/judges/", {}, row(302, 302, 403, 400, 404, 400))],
+    "s/<slug:slug>/judges/<int:run_id>/": [
+        ("GET", "/s/{slug}/judges/999999/", None, row(302, 302, 403, 404, 404, 404)),
+        ("POST", "/s/{slug}/judges/999999/", {}, row(302, 302, 403, 404, 404, 404))],
     "help/": [("GET", "/help/", None, PUBLIC)],
     "s/<slug:slug>/settings/": [("GET", "/s/{slug}/settings/", None, RESEARCHER_PAGE)],
     # Members: researchers of the study and staff; a POST naming no action is refused (400) to them.
