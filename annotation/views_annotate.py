@@ -128,7 +128,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "skipped"  # their own skips emptied their queue: not the study's end, no code for it
     else:
         screen = "nowork"
-    code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
+    code_due = screen != "screened" and session.code_due
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
     context.update(screen=screen, done=session.done, code_due=code_due, recheck_seconds=NOWORK_RECHECK_SECONDS,
                    completion_code=selectors.crowd_completion_code(study=study, annotator=annotator) if code_due else "",

@@ -188,11 +188,13 @@ class CrowdSession:
     def minimum_met(self) -> bool:
         return self.done >= self.hits_min
 
-    def code_due(self, *, no_more_work: bool) -> bool:
-        """The completion code rule: the minimum is met, or the worker judged at least one
-        comparison and the study can serve them nothing more (paused, finished, out of work
-        for them, or their time is up). A worker who judged nothing never gets the code."""
-        return self.minimum_met or (self.done >= 1 and (no_more_work or self.time_up))
+    @property
+    def code_due(self) -> bool:
+        """The completion code rule: the code pays for the work the study asks, its minimum
+        (``session_hits_min``), whatever the screen. A worker the study cannot serve enough
+        (paused, finished, no work right now, time up) gets no code: their screen says what to
+        do (docs/crowd.md). crowd.csv's ``minimum_met`` is this rule."""
+        return self.minimum_met
 
 
 def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:

@@ -269,3 +269,32 @@ def test_mturk_preview_in_frame_and_other_pages_refuse_frames(page, live_server,
     page.wait_for_timeout(1000)
     assert frame.locator("text=Accept the HIT to begin").count() == 0
 
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_no_work_screen_after_one_judgement_of_ten_shows_no_code_and_says_what_to_do(browser, live_server, size):
+    """Issue 36, 8: the worker judged 1 of the 10 the study asks, and others hold every open
+    comparison: "No work for you right now" without a completion code, saying that the judgement
+    is saved, that the page checks again, and how to return the study on Prolific."""
+    from annotation.services import hits
+    from tests.factories import workers_of
+
+    study = crowd_study(session_hits_min=10, session_hits_max=0)
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=one-of-ten&STUDY_ID=s&SESSION_ID=t")
+    for annotator in workers_of([f"holder{n}" for n in range(40)]).values():
+        if hits.hit_next_for_annotator(study=study, annotator=annotator) is None:
+            break
+    page.click("#hit .answers button[value=left]")
+    page.wait_for_selector("[data-end=nowork]")
+    assert Judgement.objects.filter(annotator__external_id="one-of-ten").count() == 1
+    text = " ".join(page.locator("[data-end]").inner_text().split())
+    assert page.locator(".completion-code").count() == 0 and CODE not in page.content()
+    assert "You judged 1 comparison in this study (10 needed for the completion code); your judgements are saved" in text
+    assert "checks again every 5 seconds" in text and "return the study on Prolific" in text
+    assert page.locator("a[href^='https://app.prolific.com/submissions/complete']").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(SCREENSHOTS / f"annotate-nowork-{width}x{height}.png"))
+    context.close()
