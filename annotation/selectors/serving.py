@@ -173,7 +173,9 @@ class CrowdSession:
 
     @property
     def target(self) -> int:
-        """M in "comparison N of M": the maximum, else the minimum when it is above 1 (0 = none)."""
+        """The HIT's progress bar's end: the maximum, else the minimum when it is above 1 (0 = none).
+        The text says "Comparison N of M" for a maximum only; a minimum is "M needed for your
+        completion code" (and ": done" past it), as the worker may go on."""
         return self.hits_max or (self.hits_min if self.hits_min > 1 else 0)
 
     @property

@@ -1,5 +1,6 @@
 """Crowd sessions through HTTP: quotas, the completion-code rule, end screens, skip, flag,
 minimum time on task, MTurk submit, framing headers."""
+import re
 from datetime import timedelta
 
 import pytest
@@ -113,6 +114,24 @@ def test_a_study_without_a_completion_code_tells_the_worker_what_to_do():
     assert "This study has no completion code. Please submit the HIT to MTurk with the button below." in \
         " ".join(body.split())
     assert 'action="https://www.mturk.com/mturk/externalSubmit"' in body and 'name="completion_code"' not in body
+
+
+def test_progress_past_the_minimum_of_a_study_without_a_maximum_says_something_true():
+    """Issue 36, 7: "Comparison 11 of 10" once a worker passed the minimum of a study with no
+    maximum. The minimum is no end: the counter names it as what the code needs, then done."""
+    study = crowd_study(session_hits_min=2, session_hits_max=0)
+    worker = prolific(study)
+    progress = []
+    for _ in range(3):
+        context, body = screen(worker, study)
+        progress.append(" ".join(re.search(r'data-progress>(.*?)<progress', body, re.S).group(1).split()))
+        answer(worker, study)
+    assert progress == ["Comparison 1 — 2 needed for your completion code",
+                        "Comparison 2 — 2 needed for your completion code",
+                        "Comparison 3 — 2 needed for your completion code: done ✓"]
+    Study.objects.filter(pk=study.pk).update(session_hits_min=1)
+    context, body = screen(prolific(study, "p2"), study)
+    assert re.search(r'data-progress>\s*Comparison 1\s*</p>', body) and "<progress" not in body
 
 
 def test_stopping_early_is_offered_only_after_the_minimum():
