@@ -298,3 +298,29 @@ def test_no_work_screen_after_one_judgement_of_ten_shows_no_code_and_says_what_t
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(SCREENSHOTS / f"annotate-nowork-{width}x{height}.png"))
     context.close()
+
+
+def overlap(a, b) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and \
+        a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+@pytest.mark.parametrize("bundle", ["crowd", "summeval_rubric"])
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_the_saved_notice_covers_neither_the_title_nor_the_progress(browser, live_server, bundle, size):
+    """Issue 36, 6: "Saved ✓" (fixed at the top of the screen) covered the study's title on a
+    phone and "Comparison N" on the desktop rubric. It now sits in the HIT's head, beside them."""
+    study = crowd_study() if bundle == "crowd" else study_import(source=BUNDLES / "summeval_rubric.jsonl.gz",
+                                                                 slug="summeval-rubric")
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=notice&STUDY_ID=s&SESSION_ID=t")
+    page.goto(f"{live_server.url}/s/{study.slug}/annotate/?notice=saved")
+    notice = box(page, ".notice")
+    assert page.locator(".notice").inner_text() == "Saved ✓" and notice["width"] > 0
+    assert 0 <= notice["y"] and notice["y"] + notice["height"] <= height and notice["x"] + notice["width"] <= width
+    for selector in ("#hit h1", "[data-progress]", "header.top"):
+        assert not overlap(notice, box(page, selector)), (selector, notice, box(page, selector))
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    context.close()
