@@ -74,6 +74,8 @@ EXPECTED = {
     "api/^": [("GET", "/api/", None, row(404, 404, 404, 404, 404, 404)),
              ("POST", "/api/hits/x/submit/", {}, row(404, 404, 404, 404, 404, 404))],
     "": [("GET", "/", None, PUBLIC)],
+    # Browsers ask pages that link no icon (the admin's) for it: sent to static/favicon.svg.
+    "favicon.ico": [("GET", "/favicon.ico", None, row(302, 302, 302, 302, 302, 302))],
     "account/api-token/": [("GET", "/account/api-token/", None, LOGGED_IN)],
     "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200)),
                         # The metric step with an unknown staged upload: refused, nothing imported.
