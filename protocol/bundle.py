@@ -69,7 +69,8 @@ TEXT_FORMATS = ("plain", "markdown")
 MESSAGE_ROLES = ("system", "user", "assistant")
 # Which output a judge saw in the first position: "AB" the row's first, "BA" its second.
 JUDGE_ORDERS = ("AB", "BA")
-# A rubric criterion's reason field: none, optional, or required with every answer.
+# A rubric criterion's reason field: none, optional, or required with a preference (A or B
+# better; optional with "about the same": annotation/rubrics.answers_from_screen).
 REASON_MODES = ("off", "optional", "required")
 MAX_CRITERIA = 8
 MAX_REASON_CHARS = 1000

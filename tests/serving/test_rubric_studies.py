@@ -98,6 +98,29 @@ def test_each_criterion_is_decided_by_its_own_protocol_and_a_hit_counts_once():
     assert stored.read_seconds == 4.5 and set(stored.answers) == {"helpfulness", "correctness", "style"}
 
 
+def test_a_required_reason_explains_a_preference_and_about_the_same_needs_none():
+    """Issue 36, 3: a criterion whose reason is "required" refused "About the same" without a
+    reason. A reason explains why one output is better: it is required with a preference (any
+    strength) and optional with a tie; a tie's reason, when given, is kept."""
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
+    annotator = worker("w1")
+    base = {"helpfulness": {"value": 1}, "style": {"value": 0}}
+    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                         idempotency_key="tie", answers={**base, "correctness": {"value": 0}})
+    assert judgement.answers["correctness"] == {"value": 0}
+    for value in (1, -1):
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        with pytest.raises(HitError, match="'Which answer is more correct\\?': give a short reason "
+                                           "\\(required when one answer is better\\)"):
+            serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                     idempotency_key=f"pref{value}", answers={**base, "correctness": {"value": value}})
+    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                         idempotency_key="tie-why",
+                                         answers={**base, "correctness": {"value": 0, "reason": "both fail"}})
+    assert judgement.answers["correctness"] == {"value": 0, "reason": "both fail"}
+
+
 def test_a_rubric_submit_names_the_missing_criterion_and_the_required_reason():
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     annotator = worker("w1")
