@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -112,7 +112,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
-                       flag_reasons=ItemFlag.Reason.choices)
+                       flag_reasons=ItemFlag.Reason.choices, lease=serving.lease_token(hit.expires_at))
         if refused is not None and refused[0] == hit.pk and context["criteria"]:
             given = answers_from_post(study, refused[1])
             for criterion in context["criteria"]:
@@ -245,6 +245,32 @@ def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     study, annotator = _crowd_request(request, slug)
     serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
     return _after_post(request, study, annotator, notice="skipped")
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_release(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """The page that showed this HIT is gone (annotate.js sends this on ``pagehide``): give its
+    lease back at once, unless the lease changed since the page was rendered (``lease``: its
+    token) or it was answered; not a skip. Always 204: a beacon reads no answer."""
+    study, annotator = _crowd_request(request, slug)
+    serving.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
+                      lease=request.POST.get("lease", ""))
+    return HttpResponse(status=204)
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_keep(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """The page shows this HIT (again): hold its lease anew, taking it back if the page before
+    released it and nobody took it meanwhile. ``{"lease": token}``, or 409 ``{"lease": null}``
+    when the HIT is gone (annotate.js then asks for the next one)."""
+    study, annotator = _crowd_request(request, slug)
+    lease = serving.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
+                             annotator=annotator)
+    return JsonResponse({"lease": lease}, status=200 if lease else 409)
 
 
 @crowd_frameable

@@ -142,6 +142,29 @@
     syncPanes(document.getElementById("diff-left"), document.getElementById("diff-right"), toggle);
   }
 
+  // The HIT's lease: leaving the page gives it back at once, so that others are served its
+  // comparison (a closed tab held it for the study's lease timeout); the page shown (again: a
+  // reload, the back button) holds it anew, taking it back from its old page's release when
+  // nobody took it meanwhile, else shows the next HIT (docs/crowd.md).
+  function post(f, fields) { // a POST's body, with the form's CSRF token
+    var data = new FormData();
+    data.append("csrfmiddlewaretoken", f.querySelector("input[name=csrfmiddlewaretoken]").value);
+    Object.keys(fields).forEach(function (name) { data.append(name, fields[name]); });
+    return data;
+  }
+  window.addEventListener("pagehide", function () {
+    var f = form();
+    if (f && !f.dataset.answered && navigator.sendBeacon) navigator.sendBeacon(f.dataset.release, post(f, { lease: f.dataset.lease }));
+  });
+  window.addEventListener("pageshow", function () {
+    var f = form();
+    if (!f) return;
+    fetch(f.dataset.keep, { method: "POST", body: post(f, {}), credentials: "same-origin" }).then(function (response) {
+      if (response.status === 409) window.location.reload(); // gone: the page then asks for the next HIT
+      return response.ok ? response.json() : null;
+    }).then(function (kept) { if (kept && kept.lease) f.dataset.lease = kept.lease; });
+  });
+
   document.addEventListener("DOMContentLoaded", prepare);
   document.addEventListener("htmx:afterSwap", prepare);
   document.addEventListener("DOMContentLoaded", prepareScrolling);
@@ -186,7 +209,7 @@
     var target = event.target.nodeType === 1 ? event.target : document.body;
     if (!f || event.altKey || event.ctrlKey || event.metaKey || target.closest("details.flag")) return;
     var rubric = f.querySelector("[data-rubric]");
-    if (target.matches(TYPING)) { // a reason box: what is typed is the reason; Escape or Enter leaves it
+    if (target.matches(TYPING)) { // a reason box: keys type the reason; Escape leaves it, Enter submits (or goes to what is missing)
       if (!rubric || !target.matches("[data-reason]") || (key !== "Escape" && key !== "Enter")) return;
       event.preventDefault();
       if (key === "Escape") moveOn(f, target.closest("fieldset")); else submitRubric(f);

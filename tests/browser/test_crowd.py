@@ -347,3 +347,75 @@ def test_the_saved_notice_covers_neither_the_title_nor_the_progress(browser, liv
         assert not overlap(notice, box(page, selector)), (selector, notice, box(page, selector))
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     context.close()
+
+
+def one_slot_each() -> Study:
+    """One item, three systems: three comparisons, one per pair, each pair's round asks for one."""
+    return study_import(source=bundle_bytes(crowd_rows(items=1, batch=1, budget=3)))
+
+
+def _one_free_comparison_for(browser, live_server, study, pid):
+    """A worker's page on the start link, holding the one comparison that other workers (through
+    the services) leave free: (context, page, their HIT)."""
+    from annotation.services import hits
+    from tests.factories import workers_of
+
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=t")
+    page.wait_for_selector("form[data-hit-form]")
+    for annotator in workers_of([f"holder{n}" for n in range(40)]).values():
+        if hits.hit_next_for_annotator(study=study, annotator=annotator) is None:
+            break
+    mine = Assignment.objects.get(annotator__external_id=pid, state=Assignment.State.LEASED)
+    return context, page, mine
+
+
+def test_a_closed_tab_gives_its_comparison_to_the_next_worker_at_once(browser, live_server):
+    """Issue 36, 10: the lease of a closed tab held its comparison for lease_timeout_seconds
+    (900 s): with every other comparison held, the study served nothing meanwhile. The page
+    now sends its release when it goes (pagehide, a beacon), and a worker waiting on "No work
+    for you right now" gets that comparison at the page's next check, without a reload."""
+    import time
+
+    study = one_slot_each()
+    context, page, mine = _one_free_comparison_for(browser, live_server, study, "closer")
+    waiting = browser.new_context(viewport={"width": 390, "height": 844})
+    other = waiting.new_page()
+    other.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=waiter&STUDY_ID=s&SESSION_ID=t")
+    assert other.locator("#hit[data-screen='nowork']").count() == 1
+    other.evaluate("window.sameDocument = true")
+    page.close()
+    closed = time.monotonic()
+    while Assignment.objects.get(pk=mine.pk).state == Assignment.State.LEASED and time.monotonic() - closed < 5:
+        time.sleep(0.1)
+    assert Assignment.objects.get(pk=mine.pk).state == Assignment.State.EXPIRED  # released, not skipped
+    other.wait_for_selector("form[data-hit-form]", timeout=8000)  # the no-work screen checks every 5 s
+    theirs = Assignment.objects.get(annotator__external_id="waiter", state=Assignment.State.LEASED)
+    assert theirs.comparison_id == mine.comparison_id
+    assert other.evaluate("window.sameDocument === true")
+    waiting.close()
+    context.close()
+
+
+def test_a_reload_keeps_the_workers_hit(browser, live_server):
+    """A reload fires pagehide too, and the old page's release arrives after the new page was
+    read: the new page holds the lease anew (taking it back), so the worker keeps their HIT and
+    nobody else is served it; the answer is saved."""
+    from annotation.services import hits
+    from tests.factories import workers_of
+
+    study = one_slot_each()
+    context, page, mine = _one_free_comparison_for(browser, live_server, study, "reloader")
+    for _ in range(2):
+        page.reload()
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(500)
+        assert f"/hits/{mine.pk}/" in page.locator("form[data-hit-form]").get_attribute("action")
+        assert Assignment.objects.get(pk=mine.pk).state == Assignment.State.LEASED
+        assert hits.hit_next_for_annotator(study=study, annotator=workers_of(["late"])["late"]) is None
+    page.wait_for_timeout(300)
+    page.click("#hit .answers button[value=left]")
+    page.wait_for_selector(".notice:has-text('Saved')")
+    assert Judgement.objects.get(annotator__external_id="reloader").assignment_id == mine.pk
+    context.close()

@@ -87,6 +87,13 @@ EXPECTED = {
     # An invalid answer: nothing is stored, whoever may post gets the HIT page back with the error.
     "s/<slug:slug>/hits/<int:assignment_id>/": [("POST", "/s/{slug}/hits/{hit}/", {"answer": "maybe", "key": "k1"},
                                                  row(403, 409, 409, 409, 404, 409))],
+    # The page that showed a HIT holds its lease anew (keep) or gives it back (release, with a
+    # token that is not the lease's: nothing changes): the HIT's owner only, to anyone else it
+    # does not exist.
+    "s/<slug:slug>/hits/<int:assignment_id>/keep/": [("POST", "/s/{slug}/hits/{hit}/keep/", {},
+                                                      row(403, 404, 200, 404, 404, 404))],
+    "s/<slug:slug>/hits/<int:assignment_id>/release/": [("POST", "/s/{slug}/hits/{hit}/release/", {"lease": "x"},
+                                                         row(403, 404, 204, 404, 404, 404))],
     # Asking for the next comparison: crowd workers and members get it (or the page), others not.
     "s/<slug:slug>/next/": [("POST", "/s/{slug}/next/", {}, row(403, 302, 302, 302, 404, 302))],
     "s/<slug:slug>/hits/<int:assignment_id>/skip/": [("POST", "/s/{slug}/hits/{hit}/skip/", {},
