@@ -104,8 +104,8 @@ def test_a_study_without_a_completion_code_tells_the_worker_what_to_do():
     context, body = screen(worker, study, "?finish=1")
     body = " ".join(body.split())
     assert context["screen"] == "stopped" and context["code_due"] and 'class="completion-code"' not in body
-    assert "This study has no completion code. Your judgements are saved with your Prolific ID: please send the " \
-           "researchers a message on Prolific" in body
+    assert "You judged 1 comparison in this study; your judgements are saved." in body
+    assert "This study has no completion code. Please send the researchers a message on Prolific" in body
     assert "submissions/complete" not in body
     mturk = Client()
     mturk.get(f"/s/{study.slug}/start/?workerId=W9&assignmentId=A9&hitId=H9&turkSubmitTo=https://www.mturk.com")
