@@ -160,7 +160,8 @@
     var f = form();
     if (!f) return;
     fetch(f.dataset.keep, { method: "POST", body: post(f, {}), credentials: "same-origin" }).then(function (response) {
-      if (response.status === 409) window.location.reload(); // gone: the page then asks for the next HIT
+      // Gone (and not answered meanwhile from this page): reloaded, the page asks for the next HIT.
+      if (response.status === 409 && form() === f && !f.dataset.answered) window.location.reload();
       return response.ok ? response.json() : null;
     }).then(function (kept) { if (kept && kept.lease) f.dataset.lease = kept.lease; });
   });

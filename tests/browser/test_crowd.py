@@ -419,3 +419,21 @@ def test_a_reload_keeps_the_workers_hit(browser, live_server):
     page.wait_for_selector(".notice:has-text('Saved')")
     assert Judgement.objects.get(annotator__external_id="reloader").assignment_id == mine.pk
     context.close()
+
+
+def test_a_late_answer_to_keep_does_not_reload_a_page_that_moved_on(page, live_server):
+    """The page's keep (on pageshow) may come back after the worker answered that HIT: the
+    server then says the HIT is gone (409), which must not reload the page the worker is now
+    working on (it did, under PostgreSQL's timing, in the full suite)."""
+    study = crowd_study()
+    held = []
+    page.route("**/keep/", lambda route: held.append(route))
+    page.goto(f"{live_server.url}/s/{study.slug}/start/?PROLIFIC_PID=late-keep&STUDY_ID=s&SESSION_ID=t")
+    page.wait_for_timeout(300)
+    page.evaluate("window.sameDocument = true")
+    click_answer(page)
+    assert held, "the page asked to keep its HIT"
+    held[0].continue_()
+    page.wait_for_timeout(1000)
+    assert page.evaluate("window.sameDocument === true"), "the page reloaded"
+    assert progress_text(page).startswith("Comparison 2") and Judgement.objects.count() == 1
