@@ -55,7 +55,7 @@ def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -
     shown   criterion -> {"value": -2..2 with a strength scale, else -1..1, as shown (+ = left
             better), "reason": str}
     ValueError naming the criterion when one is missing, out of range or lacks a required
-    reason, or when an unknown criterion is answered.
+    reason (a preference without one; a tie needs none), or when an unknown criterion is answered.
     """
     criteria = study_rubric(study)
     names = {c.name for c in criteria}
@@ -73,8 +73,10 @@ def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -
             raise ValueError(f"{criterion.label!r}: the answer must be one of {', '.join(map(str, scale))}, "
                              f"got {value!r}")
         reason = str(given.get("reason") or "").strip()
-        if criterion.reason == "required" and not reason:
-            raise ValueError(f"{criterion.label!r}: give a short reason")
+        # A reason explains a preference: "required" asks for one when one output is better
+        # (any strength), not with "About the same" (issue 36; docs/bundle-format.md).
+        if criterion.reason == "required" and not reason and value != 0:
+            raise ValueError(f"{criterion.label!r}: give a short reason (required when one answer is better)")
         if criterion.reason == "off":
             reason = ""
         if "\x00" in reason:

@@ -10,9 +10,9 @@ cache, which every web process shares (Redis with EVALAPP_CACHE_URL, each proces
 while Redis does not answer: evalapp/caches.py; else diskcache's SQLite shards in var/throttle): three processes accept the
 limit once, not three times. The client address comes from REMOTE_ADDR, or from
 X-Forwarded-For as set by EVALAPP_TRUSTED_PROXIES trusted proxies (DRF's NUM_PROXIES), never
-from what a client wrote there itself. Skips, reports and "next comparison" posts count against
-the ``submit`` rate with the answers: each is a worker's action on a HIT; ``page`` counts the
-HIT page's GETs.
+from what a client wrote there itself. Skips, reports, "next comparison" posts and a page's
+release or keep of its HIT's lease count against the ``submit`` rate with the answers: each is a
+worker's action on a HIT; ``page`` counts the HIT page's GETs.
 """
 from __future__ import annotations
 

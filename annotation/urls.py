@@ -21,6 +21,11 @@ urlpatterns = [
         views_annotate.hit_skip), name="hit_skip"),
     path("s/<slug:slug>/hits/<int:assignment_id>/flag/", throttle_page("submit", methods=("POST",))(
         views_annotate.hit_flag), name="hit_flag"),
+    # The page that showed a HIT is gone (a beacon on pagehide) / shows it again (a reload).
+    path("s/<slug:slug>/hits/<int:assignment_id>/release/", throttle_page("submit", methods=("POST",))(
+        views_annotate.hit_release), name="hit_release"),
+    path("s/<slug:slug>/hits/<int:assignment_id>/keep/", throttle_page("submit", methods=("POST",))(
+        views_annotate.hit_keep), name="hit_keep"),
     path("s/<slug:slug>/dashboard/", views_research.dashboard, name="dashboard"),
     # System names may hold any character (a "/" too): the pair is named in the query string.
     path("s/<slug:slug>/pair/", views_research.pair_detail, name="pair_detail"),

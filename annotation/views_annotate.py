@@ -8,9 +8,11 @@ ends a HIT (submit, skip, report) leases the next one before it answers.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -19,7 +21,7 @@ from . import selectors, services
 from .access import access_study_running, access_study_worker, session_annotator_key
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
-from .rubrics import hit_answer_from_post
+from .rubrics import answers_from_post, hit_answer_from_post
 from .services import hits as serving
 from .services.checks import worker_screened_out
 from .services.transactions import retry_transient
@@ -80,7 +82,7 @@ NOWORK_RECHECK_SECONDS = 5
 
 
 def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *, lease: bool, error: str = "",
-                    notice: str = "", finishing: bool = False) -> dict:
+                    notice: str = "", finishing: bool = False, refused: tuple[int, Mapping[str, str]] | None = None) -> dict:
     """The annotator's HIT, or the screen that says why there is none (and whether the code is due).
 
     ``lease``: lease the next HIT when the annotator holds none (POST only); without it the
@@ -89,6 +91,8 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     polite end without a code, and the platform's return path), finished, share (the worker's maximum is reached), time
     (their session time is up), nowork (nothing for them right now), skipped (what is left for
     them they skipped) or stopped (they chose to stop after meeting the minimum). The completion-code rule is CrowdSession.code_due.
+    ``refused``: (the HIT, its form) of a submit the server refused: shown again, that HIT's
+    rubric keeps the answers and reasons given.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
                "key": serving.new_idempotency_key()}
@@ -103,7 +107,11 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
-                       flag_reasons=ItemFlag.Reason.choices)
+                       flag_reasons=ItemFlag.Reason.choices, lease=serving.lease_token(hit.expires_at))
+        if refused is not None and refused[0] == hit.pk and context["criteria"]:
+            given = answers_from_post(study, refused[1])
+            for criterion in context["criteria"]:
+                criterion.update(chosen=given[criterion["name"]]["value"], given_reason=given[criterion["name"]]["reason"])
         return context
     if finishing:
         screen = "stopped"
@@ -123,7 +131,7 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "skipped"  # their own skips emptied their queue: not the study's end, no code for it
     else:
         screen = "nowork"
-    code_due = screen != "screened" and session.code_due(no_more_work=screen in ("paused", "finished", "nowork"))
+    code_due = screen != "screened" and session.code_due
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
     context.update(screen=screen, done=session.done, code_due=code_due, recheck_seconds=NOWORK_RECHECK_SECONDS,
                    completion_code=selectors.crowd_completion_code(study=study, annotator=annotator) if code_due else "",
@@ -188,12 +196,13 @@ def hit_next(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, notice: str = "",
-                error: str = "", status: int = 200) -> HttpResponse:
+                error: str = "", status: int = 200, refused: tuple[int, Mapping[str, str]] | None = None) -> HttpResponse:
     """Answer a POST: lease the next HIT, then show it (htmx) or redirect to the page that
-    shows it (post/redirect/get; an error is shown at once, with ``status``)."""
+    shows it (post/redirect/get; an error is shown at once, with ``status``, and ``refused``:
+    the refused HIT's answers)."""
     if error or request.headers.get("HX-Request"):
         return _render_screen(request, study, annotator, status=status, lease=True, error=error,
-                              notice=NOTICES.get(notice, ""))
+                              notice=NOTICES.get(notice, ""), refused=refused)
     serving.hit_next_for_annotator(study=study, annotator=annotator)
     suffix = f"?notice={notice}" if notice else ""
     return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
@@ -228,7 +237,8 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
     except (serving.HitError, ValueError) as exc:
         error = str(exc)
     status = 409 if error and plain else 200
-    return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status)
+    return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status,
+                       refused=(assignment.pk, request.POST) if error else None)
 
 
 @crowd_frameable
@@ -254,6 +264,32 @@ def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     study, annotator = _crowd_request(request, slug)
     serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
     return _after_post(request, study, annotator, notice="skipped")
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_release(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """The page that showed this HIT is gone (annotate.js sends this on ``pagehide``): give its
+    lease back at once, unless the lease changed since the page was rendered (``lease``: its
+    token) or it was answered; not a skip. Always 204: a beacon reads no answer."""
+    study, annotator = _crowd_request(request, slug)
+    serving.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
+                      lease=request.POST.get("lease", ""))
+    return HttpResponse(status=204)
+
+
+@crowd_frameable
+@require_POST
+@retry_transient
+def hit_keep(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
+    """The page shows this HIT (again): hold its lease anew, taking it back if the page before
+    released it and nobody took it meanwhile. ``{"lease": token}``, or 409 ``{"lease": null}``
+    when the HIT is gone (annotate.js then asks for the next one)."""
+    study, annotator = _crowd_request(request, slug)
+    lease = serving.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
+                             annotator=annotator)
+    return JsonResponse({"lease": lease}, status=200 if lease else 409)
 
 
 @crowd_frameable

@@ -1,11 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpResponseRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from annotation import views
 from annotation.throttles import throttle_page
 
 urlpatterns = [
+    # Our pages link static/favicon.svg (base.html); pages that are not ours (the admin) make the
+    # browser ask for /favicon.ico: send it there too rather than answer 404.
+    path("favicon.ico", lambda request: HttpResponseRedirect(static("favicon.svg"))),
     path("admin/login/", throttle_page("login", methods=("POST",))(admin.site.login)),
     path("admin/", admin.site.urls),
     # Password guesses are POSTs: throttled per client IP (docs/api.md).

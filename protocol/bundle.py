@@ -45,7 +45,8 @@ STUDY_SETTINGS = {setting.name: setting for setting in settings_for(BUNDLE)}
 MESSAGE_ROLES = ("system", "user", "assistant")
 # Which output a judge saw in the first position: "AB" the row's first, "BA" its second.
 JUDGE_ORDERS = ("AB", "BA")
-# A rubric criterion's reason field: none, optional, or required with every answer.
+# A rubric criterion's reason field: none, optional, or required with a preference (A or B
+# better; optional with "about the same": annotation/rubrics.answers_from_screen).
 REASON_MODES = ("off", "optional", "required")
 MAX_CRITERIA = 8
 MAX_REASON_CHARS = 1000

@@ -190,7 +190,9 @@ class CrowdSession:
 
     @property
     def target(self) -> int:
-        """M in "comparison N of M": the maximum, else the minimum when it is above 1 (0 = none)."""
+        """The HIT's progress bar's end: the maximum, else the minimum when it is above 1 (0 = none).
+        The text says "Comparison N of M" for a maximum only; a minimum is "M needed for your
+        completion code" (and ": done" past it), as the worker may go on."""
         return self.hits_max or (self.hits_min if self.hits_min > 1 else 0)
 
     @property
@@ -205,11 +207,13 @@ class CrowdSession:
     def minimum_met(self) -> bool:
         return self.done >= self.hits_min
 
-    def code_due(self, *, no_more_work: bool) -> bool:
-        """The completion code rule: the minimum is met, or the worker judged at least one
-        comparison and the study can serve them nothing more (paused, finished, out of work
-        for them, or their time is up). A worker who judged nothing never gets the code."""
-        return self.minimum_met or (self.done >= 1 and (no_more_work or self.time_up))
+    @property
+    def code_due(self) -> bool:
+        """The completion code rule: the code pays for the work the study asks, its minimum
+        (``session_hits_min``), whatever the screen. A worker the study cannot serve enough
+        (paused, finished, no work right now, time up) gets no code: their screen says what to
+        do (docs/crowd.md). crowd.csv's ``minimum_met`` is this rule."""
+        return self.minimum_met
 
 
 def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:

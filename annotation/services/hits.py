@@ -28,6 +28,7 @@ import random
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
+from datetime import timezone as dt_timezone
 
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
@@ -266,6 +267,93 @@ def _release(assignment_id: int, state: str) -> bool:
             return False
         store.pair_row_locked(pair_id)
         return store.lease_expire(assignment_id, state)
+
+
+def lease_token(expires_at) -> str:
+    """What a page that shows a HIT knows of its lease: its expiry, exact to the microsecond.
+    ``hit_leave`` releases a lease only while it still has this expiry; ``hit_keep`` moves it."""
+    return expires_at.astimezone(dt_timezone.utc).isoformat()
+
+
+def hit_leave(*, assignment: Assignment, annotator: Annotator, lease: str) -> bool:
+    """The worker left the page that showed this HIT (closed the tab, went elsewhere, or
+    reloaded it): give its lease back at once, so that the comparison is served to others
+    (a closed tab held it for the lease timeout: 15 minutes by default). Not a skip: the worker
+    may be served it again. ``lease``: the page's ``lease_token``; a lease renewed since (a
+    reload's page holds it anew: ``hit_keep``), submitted, skipped or ended otherwise is left as
+    it is, so a late or repeated release does nothing. True when a lease was released.
+    """
+    if assignment.annotator_id != annotator.pk:
+        raise HitError("this HIT belongs to another annotator")
+    if assignment.kind != JudgementKind.REAL:
+        return False  # a check or a repeat holds no comparison from anyone: it simply lapses
+    return _leave(assignment.pk, lease)
+
+
+@retry_transient
+def _leave(assignment_id: int, lease: str) -> bool:
+    with transaction.atomic():
+        pair_id = store.pair_of_assignment(assignment_id)
+        if pair_id is None:
+            return False
+        store.pair_row_locked(pair_id)
+        held = store.lease_held(assignment_id)
+        if held.state != Assignment.State.LEASED or lease_token(held.expires_at) != lease:
+            return False
+        return store.lease_expire(assignment_id, Assignment.State.EXPIRED)
+
+
+def hit_keep(*, study: Study, assignment: Assignment, annotator: Annotator) -> str | None:
+    """The worker's page shows this HIT again (a reload, a page restored by the back button):
+    hold its lease anew, for the study's lease timeout from now, and return its new
+    ``lease_token``. The page before sends its release when it goes (``hit_leave``, on
+    ``pagehide``: a reload too, after the new page was read), so a lease released is taken back
+    while its comparison is free and still needed, in the same round, and the worker holds no
+    other HIT; None when it cannot be (taken by another worker, judged, skipped, the round
+    closed): the page then asks for the next HIT. A later release sent with the old token
+    does nothing.
+    """
+    if assignment.annotator_id != annotator.pk:
+        raise HitError("this HIT belongs to another annotator")
+    if assignment.kind != JudgementKind.REAL:  # a check or a repeat: nobody else waits for it
+        live = assignment.state == Assignment.State.LEASED and assignment.expires_at > timezone.now()
+        return lease_token(assignment.expires_at) if live else None
+    return _keep(study, assignment.pk, annotator.pk)
+
+
+@retry_transient
+def _keep(study: Study, assignment_id: int, annotator_id: int) -> str | None:
+    now = timezone.now()
+    expires = now + timedelta(seconds=study.lease_timeout_seconds)
+    with transaction.atomic():
+        pair_id = store.pair_of_assignment(assignment_id)
+        if pair_id is None:
+            return None
+        row = store.pair_row_locked(pair_id)
+        held = store.lease_held(assignment_id)
+        if held.state == Assignment.State.LEASED:
+            store.lease_renew(assignment_id, held.comparison_id, expires)
+            return lease_token(expires)
+        if (held.state != Assignment.State.EXPIRED or study.status != Study.Status.RUNNING
+                or row.status != adaptive.OPEN or row.round != held.round
+                or store.lease_current(study.pk, annotator_id, now,
+                                       with_checks=bool(study.check_every or study.onboarding_checks)) is not None
+                or store.annotator_excluded(study.pk, annotator_id)):
+            return None
+        pair = store.OpenPair(row.pk, row.round, row.quota_left, row.leased, row.first_id, row.second_id)
+        free = store.pair_items(study.pk, pair, annotator_id, ratings_per_item=study.ratings_per_item, now=now,
+                                among=[held.item_id])
+        if not free:
+            return None
+        if free[0].lease_expires_at is not None:
+            # Another worker's lease past its expiry: taken over, the pair's count stays the same.
+            store.leases_of_comparison_expire(held.comparison_id)
+        elif row.quota_left <= row.leased:
+            return None
+        else:
+            store.pair_leases_add(pair_id, +1)
+        store.lease_resume(assignment_id, held.comparison_id, expires)
+        return lease_token(expires)
 
 
 def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note: str = "") -> ItemFlag:

@@ -127,6 +127,16 @@ class LiveLease:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldLease:
+    """A comparison's HIT as a page that shows it asks after it (leave and keep)."""
+    state: str
+    expires_at: datetime
+    comparison_id: int
+    item_id: int
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
 class HitTexts:
     """What a comparison's HIT shows: its item (an Item, other fields deferred), its two systems
     and every sample of their outputs, ``(system_id, sample, text, messages, html)`` ordered by
@@ -355,6 +365,33 @@ def lease_expire(assignment_id: int, state: str = Assignment.State.EXPIRED) -> b
     comparison_lease_set(lease.comparison_id, None)
     pair_leases_add(lease.pair_id, -1)
     return True
+
+
+def lease_held(assignment_id: int) -> HeldLease | None:
+    """The state and expiry of a comparison's HIT, with its comparison's item (None for a check)."""
+    row = _one(f'SELECT a."state", a."expires_at", a."comparison_id", c."item_id", a."round" FROM {ASSIGNMENT} a '
+               f'JOIN {COMPARISON} c ON c."id" = a."comparison_id" WHERE a."id" = %s', [assignment_id])
+    if row is None:
+        return None
+    state, expires_at = _read(Assignment, ("state", "expires_at"), row[:2])
+    return HeldLease(state, expires_at, *row[2:])
+
+
+def lease_renew(assignment_id: int, comparison_id: int, expires: datetime) -> None:
+    """Move a LEASED assignment's expiry (and its comparison's) to ``expires``. Call holding the
+    pair's lock."""
+    _execute(f'UPDATE {ASSIGNMENT} SET "expires_at" = %s WHERE "id" = %s AND "state" = %s',
+             [_datetime(Assignment, "expires_at", expires), assignment_id, Assignment.State.LEASED])
+    comparison_lease_set(comparison_id, expires)
+
+
+def lease_resume(assignment_id: int, comparison_id: int, expires: datetime) -> None:
+    """Make an EXPIRED assignment its comparison's live lease again, until ``expires`` (the
+    caller moved the pair's counter, or took over an expired lease). Call holding the pair's lock."""
+    _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s, "expires_at" = %s WHERE "id" = %s AND "state" = %s',
+             [Assignment.State.LEASED, _datetime(Assignment, "expires_at", expires), assignment_id,
+              Assignment.State.EXPIRED])
+    comparison_lease_set(comparison_id, expires)
 
 
 def pair_of_assignment(assignment_id: int) -> int | None:

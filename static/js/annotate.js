@@ -1,20 +1,41 @@
 // The HIT form's helpers: time on task and time to read (from the texts shown to the first
-// answer chosen), keyboard answers (a rubric: keys answer the criterion being worked on, then
-// move on to its reason or the next criterion; Enter submits), the minimum time before
-// answering, one answer per rendered HIT, and the next HIT opening at the top. The form works without
-// this file (the server enforces the minimum time and idempotency on its own).
+// answer chosen), keyboard answers, the minimum time before answering, one answer per rendered
+// HIT, the next HIT opening at the top, aligned scrolling. The form works without this file
+// (the server enforces the answers, the minimum time and idempotency on its own).
+//
+// Keys (docs/crowd.md, "Keyboard"): 1/2/3 answer a one-question HIT. In a rubric, digits
+// answer the criterion that has the focus (at first the first one) and move the focus to the
+// next one unanswered, never into a reason box; R opens the reason box of the answer just
+// given, Escape leaves it, Enter submits when every criterion is answered and says plainly
+// what is missing otherwise. A key that cannot be meant for the HIT on screen is refused with
+// a visible note: an auto-repeat or a key held down since before the HIT appeared, a key
+// pressed while the previous answer is being saved, or one pressed as the HIT appeared.
 (function () {
-  var KEY_GRACE_MS = 600; // keys pressed this soon after a HIT appears were meant for the previous one
+  var REACTION_MS = 200; // sooner than anyone reacts to a new HIT: the key was for the last one
   var shownAt = performance.now();
   var firstAnswerAt = null;
   var unlockTimer = null;
-  var TYPING = "input[type=text], input:not([type]), textarea, select, summary";
+  var noteTimer = null;
+  var down = {};  // keys held down now
+  var stale = {}; // keys that were down when the HIT appeared, until released
+  var TYPING = "input[type=text], input:not([type]), textarea, select";
   function form() { return document.querySelector("form[data-hit-form]"); }
   function answerButtons(f) { return f ? f.querySelectorAll(".answers button") : []; }
+  function criteria(f) { return Array.prototype.slice.call(f.querySelectorAll("fieldset[data-criterion]")); }
+
+  function note(text) { // "" hides it
+    var shown = document.querySelector("#hit [data-key-note]");
+    if (!shown) return;
+    shown.textContent = text;
+    shown.hidden = !text;
+    clearTimeout(noteTimer);
+    noteTimer = setTimeout(function () { shown.hidden = true; }, 5000);
+  }
 
   function prepare() {
     shownAt = performance.now();
     firstAnswerAt = null;
+    stale = Object.assign({}, down);
     window.scrollTo(0, 0);
     var f = form();
     if (!f) return;
@@ -29,35 +50,70 @@
         if (wait) wait.hidden = true;
       }, minimum * 1000);
     }
+    if (f.querySelector("[data-rubric]")) {
+      f.noValidate = true; // missing(): said plainly, with the focus where the answer goes
+      criteria(f)[0].focus({ preventScroll: true }); // digits start here, never in a text box
+    } else if (document.activeElement && document.activeElement.matches(TYPING)) {
+      document.activeElement.blur();
+    }
   }
   function seconds() { return ((performance.now() - shownAt) / 1000).toFixed(2); }
   function readMs() { return Math.round((firstAnswerAt === null ? performance.now() : firstAnswerAt) - shownAt); }
   function answered() { if (firstAnswerAt === null) firstAnswerAt = performance.now(); }
 
-  // A rubric's keys: the criterion that holds the focus, else the first one unanswered.
-  function currentCriterion(f) {
+  // A rubric by keyboard.
+  function label(fieldset) { return "\u201c" + fieldset.dataset.label + "\u201d"; }
+  function nextUnanswered(f, after) { // from the criterion after `after` on, round to the first
+    var all = criteria(f);
+    var start = after ? all.indexOf(after) + 1 : 0;
+    for (var i = 0; i < all.length; i++) {
+      var c = all[(start + i) % all.length];
+      if (!c.querySelector("input:checked")) return c;
+    }
+    return null;
+  }
+  function current(f) {
     var focused = document.activeElement && document.activeElement.closest("fieldset[data-criterion]");
-    if (focused && f.contains(focused)) return focused;
-    var all = f.querySelectorAll("fieldset[data-criterion]");
-    for (var i = 0; i < all.length; i++) { if (!all[i].querySelector("input:checked")) return all[i]; }
-    return all[all.length - 1];
+    return focused && f.contains(focused) ? focused : nextUnanswered(f);
   }
-  function moveOn(f, fieldset) {
-    var reason = fieldset.querySelector(".reason input");
-    if (reason) { reason.focus(); return; }
-    var all = Array.prototype.slice.call(f.querySelectorAll("fieldset[data-criterion]"));
-    var next = all[all.indexOf(fieldset) + 1];
-    if (next) { (next.querySelector("input:checked") || next.querySelector("input[type=radio]")).focus(); return; }
-    f.querySelector("[data-submit-rubric]").focus();
+  function goTo(element) { // the page's scroll-padding keeps it above the sticky submit row
+    element.focus({ preventScroll: true });
+    element.scrollIntoView({ block: "nearest" });
   }
-  function rubricKey(f, key) {
-    var fieldset = currentCriterion(f);
-    var radio = fieldset && fieldset.querySelector('input[type=radio][data-key="' + key + '"]');
-    if (!radio || radio.disabled) return false;
+  function moveOn(f, from) { goTo(nextUnanswered(f, from) || f.querySelector("[data-submit-rubric]")); }
+  function missing(f) { // what the rubric lacks before it is sent: [where, what to say], or null
+    var all = criteria(f);
+    for (var i = 0; i < all.length; i++) {
+      if (!all[i].querySelector("input:checked")) {
+        return [all[i], "Answer " + label(all[i]) + " (keys 1\u2013" + all[i].querySelectorAll("input[type=radio]").length + ")."];
+      }
+    }
+    for (var j = 0; j < all.length; j++) {
+      var box = all[j].querySelector("[data-reason=required]");
+      if (box && all[j].querySelector("input:checked").value !== "0" && !box.value.trim()) {
+        return [box, label(all[j]) + ": give a short reason (required when one answer is better)."];
+      }
+    }
+    return null;
+  }
+  function rubricDigit(f, key) {
+    var fieldset = current(f);
+    if (!fieldset) { note("Every question is answered: Enter submits (Shift+Tab goes back to change an answer)."); return; }
+    var radio = fieldset.querySelector('input[type=radio][data-key="' + key + '"]');
+    if (!radio) { note("Keys 1\u2013" + fieldset.querySelectorAll("input[type=radio]").length + " answer " + label(fieldset) + "."); return; }
     radio.checked = true;
     radio.dispatchEvent(new Event("change", { bubbles: true }));
     moveOn(f, fieldset);
-    return true;
+  }
+  function reasonKey(f) {
+    var last = f.dataset.last && f.querySelector('fieldset[data-criterion="' + f.dataset.last + '"] [data-reason]');
+    var here = current(f);
+    var box = last || (here && here.querySelector("[data-reason]"));
+    if (box) goTo(box); else note("This question has no reason box.");
+  }
+  function submitRubric(f) {
+    var button = f.querySelector("[data-submit-rubric]");
+    if (button.disabled) note("Please read both first (" + f.dataset.minSeconds + " s)."); else button.click();
   }
 
   // Aligned scrolling of the two outputs (and of the two diff panes): scrolling one moves the
@@ -78,10 +134,10 @@
     follow(b, a);
   }
   function prepareScrolling() {
-    var label = document.querySelector("[data-scroll-sync]");
-    if (!label) return;
-    label.hidden = false;
-    var toggle = label.querySelector("input");
+    var sync = document.querySelector("[data-scroll-sync]");
+    if (!sync) return;
+    sync.hidden = false;
+    var toggle = sync.querySelector("input");
     syncPanes(document.getElementById("output-left"), document.getElementById("output-right"), toggle);
   }
   function prepareDiffScrolling() {
@@ -98,15 +154,41 @@
     prepareScrolling();
   }
 
+  // The HIT's lease: leaving the page gives it back at once, so that others are served its
+  // comparison (a closed tab held it for the study's lease timeout); the page shown (again: a
+  // reload, the back button) holds it anew, taking it back from its old page's release when
+  // nobody took it meanwhile, else shows the next HIT (docs/crowd.md).
+  function post(f, fields) { // a POST's body, with the form's CSRF token
+    var data = new FormData();
+    data.append("csrfmiddlewaretoken", f.querySelector("input[name=csrfmiddlewaretoken]").value);
+    Object.keys(fields).forEach(function (name) { data.append(name, fields[name]); });
+    return data;
+  }
+  window.addEventListener("pagehide", function () {
+    var f = form();
+    if (f && !f.dataset.answered && navigator.sendBeacon) navigator.sendBeacon(f.dataset.release, post(f, { lease: f.dataset.lease }));
+  });
+  window.addEventListener("pageshow", function () {
+    var f = form();
+    if (!f) return;
+    fetch(f.dataset.keep, { method: "POST", body: post(f, {}), credentials: "same-origin" }).then(function (response) {
+      // Gone (and not answered meanwhile from this page): reloaded, the page asks for the next HIT.
+      if (response.status === 409 && form() === f && !f.dataset.answered) window.location.reload();
+      return response.ok ? response.json() : null;
+    }).then(function (kept) { if (kept && kept.lease) f.dataset.lease = kept.lease; });
+  });
+
   document.addEventListener("DOMContentLoaded", prepare);
   document.addEventListener("DOMContentLoaded", prepareScrolling);
   document.addEventListener("htmx:afterSwap", onSwap);
   document.addEventListener("submit", function (event) {
     var f = event.target.closest("form[data-hit-form]");
     if (!f) return;
-    if (f.dataset.answered) { // one answer per rendered HIT
+    var gap = f.dataset.answered ? null : f.querySelector("[data-rubric]") && missing(f);
+    if (f.dataset.answered || gap) { // one answer per rendered HIT; a rubric only when complete
       event.preventDefault();
       event.stopImmediatePropagation();
+      if (gap) { note(gap[1]); goTo(gap[0]); }
       return;
     }
     f.dataset.answered = "1";
@@ -115,7 +197,11 @@
     f.elements.read_ms.value = readMs();
   }, true);
   document.addEventListener("change", function (event) {
-    if (event.target.closest("form[data-hit-form] [data-rubric]")) answered();
+    var fieldset = event.target.closest("form[data-hit-form] fieldset[data-criterion]");
+    if (!fieldset) return;
+    answered();
+    if (event.target.type === "radio") note(""); // an answer given: what was missing may be no more
+    fieldset.form.dataset.last = fieldset.dataset.criterion; // R: the reason of this answer
   });
   document.addEventListener("htmx:configRequest", function (event) {
     var f = form();
@@ -125,16 +211,35 @@
       event.detail.parameters.read_ms = readMs();
     }
   });
+  document.addEventListener("keyup", function (event) { delete down[event.key]; delete stale[event.key]; });
+  window.addEventListener("blur", function () { down = {}; stale = {}; }); // their keyups go elsewhere
   document.addEventListener("keydown", function (event) {
-    if (event.repeat || event.altKey || event.ctrlKey || event.metaKey) return;
-    if (event.target.matches(TYPING)) return;
-    if (performance.now() - shownAt < KEY_GRACE_MS) return;
+    var key = event.key;
+    var held = event.repeat || stale[key];
+    down[key] = true;
     var f = form();
-    if (f && f.querySelector("[data-rubric]")) {
-      if (!f.dataset.answered && /^[1-5]$/.test(event.key) && rubricKey(f, event.key)) event.preventDefault();
+    var target = event.target.nodeType === 1 ? event.target : document.body;
+    if (!f || event.altKey || event.ctrlKey || event.metaKey || target.closest("details.flag")) return;
+    var rubric = f.querySelector("[data-rubric]");
+    if (target.matches(TYPING)) { // a reason box: keys type the reason; Escape leaves it, Enter submits (or goes to what is missing)
+      if (!rubric || !target.matches("[data-reason]") || (key !== "Escape" && key !== "Enter")) return;
+      event.preventDefault();
+      if (key === "Escape") moveOn(f, target.closest("fieldset")); else submitRubric(f);
       return;
     }
-    var button = f && f.querySelector('button[data-key="' + event.key + '"]');
-    if (button && !button.disabled && !f.dataset.answered) { event.preventDefault(); button.click(); }
+    var enter = key === "Enter" && rubric && (target === document.body || f.contains(target));
+    var button = !rubric && f.querySelector('.answers button[data-key="' + key + '"]');
+    if (!(enter || button || (rubric && /^[1-5rR]$/.test(key)))) return;
+    var refused = held ? "Key ignored: it was held down from before this comparison. Release it and press again."
+      : f.dataset.answered ? "Saving your answer\u2026"
+      : performance.now() - shownAt < REACTION_MS ? "Key ignored: this comparison had only just appeared. Press again to answer it."
+      : button && button.disabled ? "Please read both first (" + f.dataset.minSeconds + " s)." : "";
+    if (refused) { event.preventDefault(); note(refused); return; }
+    if (enter && target.matches("button")) return; // the focused button's own Enter
+    event.preventDefault();
+    if (button) button.click();
+    else if (enter) submitRubric(f);
+    else if (key === "r" || key === "R") reasonKey(f);
+    else rubricDigit(f, key);
   });
 })();

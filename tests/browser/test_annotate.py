@@ -24,7 +24,7 @@ def test_crowd_worker_with_htmx_and_keyboard(page, live_server, tmp_path):
         counter = page.locator("[data-progress]").inner_text()
         answer = answer_visible_hit(page)
         if answered % 2:
-            page.wait_for_timeout(700)  # keys are ignored for 0.6 s after a HIT appears (annotate.js)
+            page.wait_for_timeout(300)  # a key pressed as a HIT appears is refused (annotate.js, REACTION_MS)
             page.keyboard.press({"left": "1", "tie": "2", "right": "3"}[answer])
         else:
             page.click(f"button:has-text('{BUTTON[answer]}')")

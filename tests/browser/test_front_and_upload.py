@@ -187,3 +187,45 @@ def test_front_page_fits_the_screen(browser, live_server, toy_rows, tmp_path, si
     page.screenshot(path=str(tmp_path / f"front-{width}x{height}.png"), full_page=True)
     assert_no_horizontal_scroll(page)
     context.close()
+
+
+def test_an_anonymous_visitor_is_told_the_truth_and_no_page_requests_a_missing_file(page, live_server):
+    """Issue 36, 11: right after the demo imported its studies the front page told an anonymous
+    visitor "No studies yet"; and every page made the browser ask for a /favicon.ico that was
+    not there (the browser process asks for it: playwright's page events do not show it, so
+    the server records what it was asked)."""
+    from django.core.signals import request_started
+
+    from annotation.services import study_import
+    from tests.factories import crowd_rows
+
+    study = study_import(source=bundle_bytes(crowd_rows(items=6, batch=2, budget=6)))
+    asked, failed = [], []
+
+    def record(sender, environ=None, **kwargs):
+        if environ.get("REQUEST_METHOD") == "GET":  # (the HIT page also POSTs to keep its lease)
+            asked.append(environ.get("PATH_INFO"))
+
+    page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
+    request_started.connect(record, weak=False)
+    try:
+        page.goto(f"{live_server.url}/")
+        page.wait_for_load_state("networkidle")
+        text = " ".join(page.locator("main").inner_text().split())
+        assert "No studies" not in text
+        assert "Log in to see the studies you work on." in text
+        assert "Crowd workers: open the study link that your platform (Prolific, MTurk) gave you." in text
+        assert page.locator("main a[href='/accounts/login/']").count() == 1
+        for path in ("/accounts/login/", f"/s/{study.slug}/start/?PROLIFIC_PID=fav&STUDY_ID=s&SESSION_ID=t"):
+            page.goto(f"{live_server.url}{path}")
+            page.wait_for_load_state("networkidle")
+        assert page.locator("form[data-hit-form]").count() == 1
+        page.wait_for_timeout(500)
+    finally:
+        request_started.disconnect(record)
+    icon = page.locator("link[rel=icon]")
+    assert icon.count() == 1 and icon.get_attribute("href").startswith("/static/")
+    assert "/favicon.ico" not in asked and icon.get_attribute("href") in asked, asked
+    assert not failed, failed
+    for path in set(asked):  # every file the browser asked for is there
+        assert page.request.get(f"{live_server.url}{path}", max_redirects=0).status in (200, 302), path

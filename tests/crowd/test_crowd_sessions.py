@@ -1,5 +1,6 @@
 """Crowd sessions through HTTP: quotas, the completion-code rule, end screens, skip, flag,
 minimum time on task, MTurk submit, framing headers."""
+import re
 from datetime import timedelta
 
 import pytest
@@ -73,16 +74,64 @@ def test_a_worker_who_did_nothing_gets_no_code_paused_and_finished_say_so():
     assert context["screen"] == "finished" and CODE not in body
 
 
-def test_out_of_work_after_some_work_gives_the_code():
-    # The study runs out (paused here) after the worker judged one of the three needed:
-    # they did paid work and can get no more, so the code is due (CrowdSession.code_due).
+def test_a_pause_before_the_minimum_gives_no_code_and_says_come_back_or_return():
+    # The study pauses after the worker judged two of the three needed: the code pays for the
+    # minimum only (CrowdSession.code_due, issue 36); the screen says their work is saved, that
+    # they may come back with the same link, or return the study.
     study = crowd_study(session_hits_min=3)
     worker = prolific(study)
     answer(worker, study)
     Study.objects.filter(pk=study.pk).update(status=Study.Status.PAUSED)
     answer(worker, study)  # the HIT leased before the pause stays theirs; after it, nothing new
     context, body = screen(worker, study)
-    assert context["screen"] == "paused" and context["code_due"] and CODE in body
+    body = " ".join(body.split())
+    assert context["screen"] == "paused" and not context["code_due"] and CODE not in body
+    assert "You judged 2 comparisons in this study (3 needed for the completion code); your judgements are saved" in body
+    assert "come back later with the same study link" in body and "<strong>return</strong> the study on Prolific" in body
+
+
+def test_a_study_without_a_completion_code_tells_the_worker_what_to_do():
+    """Issue 36, 9: a worker who met the minimum of a study without a completion code got
+    "Thank you — you can stop here" and nothing else: no code, no way back to be paid. Now the
+    screen says so and what to do: a Prolific worker messages the researchers on Prolific, an
+    MTurk worker submits the HIT with the button."""
+    study = crowd_study(session_hits_min=1, session_hits_max=3)
+    Study.objects.filter(pk=study.pk).update(completion_code="")
+    worker = prolific(study)
+    answer(worker, study)
+    context, body = screen(worker, study)
+    assert "Stop here</a>" in body and "get my completion code" not in body
+    context, body = screen(worker, study, "?finish=1")
+    body = " ".join(body.split())
+    assert context["screen"] == "stopped" and context["code_due"] and 'class="completion-code"' not in body
+    assert "You judged 1 comparison in this study; your judgements are saved." in body
+    assert "This study has no completion code. Please send the researchers a message on Prolific" in body
+    assert "submissions/complete" not in body
+    mturk = Client()
+    mturk.get(f"/s/{study.slug}/start/?workerId=W9&assignmentId=A9&hitId=H9&turkSubmitTo=https://www.mturk.com")
+    answer(mturk, study)
+    context, body = screen(mturk, study, "?finish=1")
+    assert "This study has no completion code. Please submit the HIT to MTurk with the button below." in \
+        " ".join(body.split())
+    assert 'action="https://www.mturk.com/mturk/externalSubmit"' in body and 'name="completion_code"' not in body
+
+
+def test_progress_past_the_minimum_of_a_study_without_a_maximum_says_something_true():
+    """Issue 36, 7: "Comparison 11 of 10" once a worker passed the minimum of a study with no
+    maximum. The minimum is no end: the counter names it as what the code needs, then done."""
+    study = crowd_study(session_hits_min=2, session_hits_max=0)
+    worker = prolific(study)
+    progress = []
+    for _ in range(3):
+        context, body = screen(worker, study)
+        progress.append(" ".join(re.search(r'data-progress>(.*?)<progress', body, re.S).group(1).split()))
+        answer(worker, study)
+    assert progress == ["Comparison 1 — 2 needed for your completion code",
+                        "Comparison 2 — 2 needed for your completion code",
+                        "Comparison 3 — 2 needed for your completion code: done ✓"]
+    Study.objects.filter(pk=study.pk).update(session_hits_min=1)
+    context, body = screen(prolific(study, "p2"), study)
+    assert re.search(r'data-progress>\s*Comparison 1\s*</p>', body) and "<progress" not in body
 
 
 def test_stopping_early_is_offered_only_after_the_minimum():
@@ -106,7 +155,9 @@ def test_session_time_limit_stops_new_hits():
     Assignment.objects.filter(comparison__study=study).update(issued_at=first.issued_at - timedelta(minutes=11))
     answer(worker, study)  # the HIT leased in time stays theirs; after it, nothing new
     context, body = screen(worker, study)
-    assert context["screen"] == "time" and context["code_due"] and CODE in body
+    # two of the five needed: no code (issue 36), and the way back to Prolific
+    assert context["screen"] == "time" and not context["code_due"] and CODE not in body
+    assert "This study has no more comparisons for you. Please <strong>return</strong>" in " ".join(body.split())
 
 
 def test_minimum_time_on_task_is_enforced_on_submit():

@@ -76,6 +76,8 @@ EXPECTED = {
     "api/^": [("GET", "/api/", None, row(404, 404, 404, 404, 404, 404)),
              ("POST", "/api/hits/x/submit/", {}, row(404, 404, 404, 404, 404, 404))],
     "": [("GET", "/", None, PUBLIC)],
+    # Browsers ask pages that link no icon (the admin's) for it: sent to static/favicon.svg.
+    "favicon.ico": [("GET", "/favicon.ico", None, row(302, 302, 302, 302, 302, 302))],
     "account/api-token/": [("GET", "/account/api-token/", None, LOGGED_IN)],
     "studies/upload/": [("GET", "/studies/upload/", None, row(302, 302, 403, 200, 200, 200)),
                         # The metric step with an unknown staged upload: refused, nothing imported.
@@ -87,6 +89,13 @@ EXPECTED = {
     # An invalid answer: nothing is stored, whoever may post gets the HIT page back with the error.
     "s/<slug:slug>/hits/<int:assignment_id>/": [("POST", "/s/{slug}/hits/{hit}/", {"answer": "maybe", "key": "k1"},
                                                  row(403, 409, 409, 409, 404, 409))],
+    # The page that showed a HIT holds its lease anew (keep) or gives it back (release, with a
+    # token that is not the lease's: nothing changes): the HIT's owner only, to anyone else it
+    # does not exist.
+    "s/<slug:slug>/hits/<int:assignment_id>/keep/": [("POST", "/s/{slug}/hits/{hit}/keep/", {},
+                                                      row(403, 404, 200, 404, 404, 404))],
+    "s/<slug:slug>/hits/<int:assignment_id>/release/": [("POST", "/s/{slug}/hits/{hit}/release/", {"lease": "x"},
+                                                         row(403, 404, 204, 404, 404, 404))],
     # Asking for the next comparison: crowd workers and members get it (or the page), others not.
     "s/<slug:slug>/next/": [("POST", "/s/{slug}/next/", {}, row(403, 302, 302, 302, 404, 302))],
     # The word differences of a HIT: its owner only (to anyone else the HIT does not exist).

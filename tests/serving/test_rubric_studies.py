@@ -98,6 +98,56 @@ def test_each_criterion_is_decided_by_its_own_protocol_and_a_hit_counts_once():
     assert stored.read_seconds == 4.5 and set(stored.answers) == {"helpfulness", "correctness", "style"}
 
 
+def test_a_required_reason_explains_a_preference_and_about_the_same_needs_none():
+    """Issue 36, 3: a criterion whose reason is "required" refused "About the same" without a
+    reason. A reason explains why one output is better: it is required with a preference (any
+    strength) and optional with a tie; a tie's reason, when given, is kept."""
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
+    annotator = worker("w1")
+    base = {"helpfulness": {"value": 1}, "style": {"value": 0}}
+    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                         idempotency_key="tie", answers={**base, "correctness": {"value": 0}})
+    assert judgement.answers["correctness"] == {"value": 0}
+    for value in (1, -1):
+        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        with pytest.raises(HitError, match="'Which answer is more correct\\?': give a short reason "
+                                           "\\(required when one answer is better\\)"):
+            serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                     idempotency_key=f"pref{value}", answers={**base, "correctness": {"value": value}})
+    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                         idempotency_key="tie-why",
+                                         answers={**base, "correctness": {"value": 0, "reason": "both fail"}})
+    assert judgement.answers["correctness"] == {"value": 0, "reason": "both fail"}
+
+
+def test_a_refused_rubric_form_comes_back_with_the_answers_given():
+    """Without JavaScript the server is the one to say a required reason is missing (issue 36,
+    3): the same HIT comes back with the error and with the answers and reasons given, so the
+    worker adds the reason instead of answering everything again."""
+    import re
+
+    from django.test import Client
+
+    from tests.factories import start_worker
+
+    study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
+    client = Client()
+    start_worker(client, study.slug, "nojs")
+    page = client.get(f"/s/{study.slug}/annotate/")
+    hit = page.context["assignment"]
+    response = client.post(f"/s/{study.slug}/hits/{hit.pk}/", {
+        "key": page.context["key"], "answer": "rubric", "criterion-helpfulness": "-2", "reason-helpfulness": "B <b>fuller</b>",
+        "criterion-correctness": "1", "reason-correctness": "", "criterion-style": "0"})
+    body = response.content.decode()
+    assert response.status_code == 409 and "give a short reason (required when one answer is better)" in body
+    assert response.context["assignment"].pk == hit.pk and not Judgement.objects.exists()
+    chosen = dict(re.findall(r'name="criterion-(\w+)" value="(-?\d)"[^>]* checked', body))
+    assert chosen == {"helpfulness": "-2", "correctness": "1", "style": "0"}
+    assert 'name="reason-helpfulness" maxlength="1000" autocomplete="off" data-reason="optional" ' \
+           'value="B &lt;b&gt;fuller&lt;/b&gt;"' in body
+
+
 def test_a_rubric_submit_names_the_missing_criterion_and_the_required_reason():
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     annotator = worker("w1")
