@@ -249,6 +249,94 @@ def browser_login(page, live_server, study, username="res2"):
     page.click("button[type=submit]")
 
 
+def assert_no_horizontal_scroll(page):
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className)""")
+    assert not wide, f"the page scrolls sideways: {wide[:5]}"
+
+
+def researcher_upload_page(browser, live_server, size: tuple[int, int], username: str = "rita"):
+    """A browser context of ``size`` on the upload page, a new researcher ``username`` logged in:
+    (context, page); the caller closes the context."""
+    user = User.objects.create_user(username, email=f"{username}@example.org", password=f"{username}-pass-123")
+    user.groups.add(Group.objects.get_or_create(name=RESEARCHER_GROUP)[0])
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", f"{username}-pass-123")
+    page.click("button[type=submit]")
+    page.goto(f"{live_server.url}/studies/upload/")
+    return context, page
+
+
+# ---- the files researchers have (issue 37: protocol/tables.py) ---------------------------------
+
+STUDY_FILE_MODELS = ("gpt-4o", "llama-3-70b", "mistral-large")
+
+
+def study_files(kind: str, folder: Path, prompts: int = 8) -> list[Path]:
+    """Files of one ``kind`` as researchers have them, written into ``folder``: ``csv`` (prompt,
+    model, response, judge_score), ``alpacaeval`` (two model_outputs files), ``mtbench`` (questions
+    and two answer files, two turns), ``parquet`` (the CSV's rows; as a Hugging Face dataset's
+    Parquet export), ``references`` (a TSV of source, system, hypothesis, reference)."""
+    import csv as csv_module
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"prompt": f"How do I reverse a list in Python? (variant {p})", "model": m,
+             "response": f"## Answer\n\nUse `reversed()` or `xs[::-1]` — {m}, {p}.",
+             "judge_score": round(0.5 + 0.1 * k + 0.01 * p, 2)}
+            for p in range(prompts) for k, m in enumerate(STUDY_FILE_MODELS)]
+    if kind == "csv":
+        path = folder / "answers.csv"
+        with open(path, "w", newline="") as handle:
+            writer = csv_module.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        return [path]
+    if kind == "parquet":
+        import pyarrow
+        import pyarrow.parquet as pq
+
+        path = folder / "answers.parquet"
+        pq.write_table(pyarrow.Table.from_pylist(rows), path)
+        return [path]
+    if kind == "alpacaeval":
+        paths = []
+        for model in STUDY_FILE_MODELS[:2]:
+            path = folder / f"{model}_outputs.json"
+            path.write_text(json.dumps([{"instruction": f"Write a haiku about {t}", "output": f"{t} haiku by {model}",
+                                         "generator": model, "dataset": "helpful_base"}
+                                        for t in ("rain", "snow", "sun", "wind")[:max(2, prompts // 2)]]))
+            paths.append(path)
+        return paths
+    if kind == "mtbench":
+        questions = folder / "question.jsonl"
+        questions.write_text("".join(json.dumps({"question_id": q, "category": "coding",
+                                                 "turns": [f"Write code {q}", f"Now test it {q}"]}) + "\n"
+                                     for q in range(81, 81 + prompts)))
+        paths = [questions]
+        for model in STUDY_FILE_MODELS[:2]:
+            path = folder / f"{model}.jsonl"
+            path.write_text("".join(json.dumps({"question_id": q, "answer_id": f"{model}-{q}", "model_id": model,
+                                                "tstamp": 0, "choices": [{"index": 0, "turns": [
+                                                    f"```python\nprint({q})\n```", f"assert {q}"]}]}) + "\n"
+                                    for q in range(81, 81 + prompts)))
+            paths.append(path)
+        return paths
+    if kind == "references":
+        path = folder / "wmt.tsv"
+        with open(path, "w", newline="") as handle:
+            writer = csv_module.writer(handle, delimiter="\t")
+            writer.writerow(["source", "system", "hypothesis", "reference"])
+            for p in range(prompts):
+                for k, model in enumerate(STUDY_FILE_MODELS):
+                    writer.writerow([f"Der Satz {p}.", model, f"The sentence {p}{'.' if k else ''}", f"The sentence {p}."])
+        return [path]
+    raise ValueError(f"unknown kind {kind!r}")
+
+
 def worker_page(browser, live_server, slug: str, size: tuple[int, int], pid: str = "w1"):
     """A fresh browser context of ``size`` on a Prolific worker's start link of ``slug``:
     (context, page); the caller closes the context."""

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study
-from tests.factories import bundle_bytes
+from tests.factories import assert_no_horizontal_scroll, bundle_bytes, researcher_upload_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -39,17 +39,7 @@ def sized_page(browser, size):
 
 def upload_page(browser, live_server, size):
     """A page of ``size`` on the upload form, the researcher rita logged in."""
-    context, page = sized_page(browser, size)
-    researcher()
-    log_in(page, live_server, "rita", "rita-pass-123")
-    page.goto(f"{live_server.url}/studies/upload/")
-    return context, page
-
-
-def assert_no_horizontal_scroll(page):
-    wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
-        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className)""")
-    assert not wide, f"the page scrolls sideways: {wide[:5]}"
+    return researcher_upload_page(browser, live_server, size)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

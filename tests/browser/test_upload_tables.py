@@ -5,9 +5,14 @@ import csv
 import pytest
 
 from annotation.models import Study
-from tests.browser.test_front_and_upload import SCREENSHOTS, SIZES, assert_no_horizontal_scroll, upload_page
+from pathlib import Path
+
+from tests.factories import assert_no_horizontal_scroll, researcher_upload_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SIZES = [(1366, 768), (390, 844)]
 
 
 def write_answers(path):
@@ -23,7 +28,7 @@ def write_answers(path):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_csv_becomes_a_study_through_the_column_step(browser, live_server, tmp_path, size):
-    context, page = upload_page(browser, live_server, size)
+    context, page = researcher_upload_page(browser, live_server, size)
     write_answers(tmp_path / "answers.csv")
     page.set_input_files("input[name=bundle]", str(tmp_path / "answers.csv"))
     page.click("button:has-text('Check the files')")
