@@ -52,8 +52,9 @@ class StudyUploadForm(forms.Form):
 
     bundle = MultipleFileField(label="Files", help_text=(
         "A study bundle (.jsonl, .jsonl.gz); or your answers as a table (CSV, TSV, JSON Lines, JSON, Parquet: "
-        "a row per prompt and model), AlpacaEval outputs (one file per model), or MT-Bench question and answer "
-        "files. Several files: choose them together."))
+        "a row per prompt and model; a Hugging Face dataset saved with save_to_disk: its folder's files), "
+        "AlpacaEval outputs (one file per model), or MT-Bench question and answer files. Several files: choose "
+        "them together."))
     slug = forms.SlugField(required=False, help_text="URL name; default: from the study's name")
 
 

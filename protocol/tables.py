@@ -56,13 +56,17 @@ BUNDLE = "bundle"
 FASTCHAT_QUESTIONS = "fastchat questions"
 FASTCHAT_ANSWERS = "fastchat answers"
 
+ARROW_STREAM = b"\xff\xff\xff\xff"   # an Arrow IPC stream's first message marker
+ARROW_FILE = b"ARROW1"
+SAVED_DATASET_METADATA = ("state.json", "dataset_info.json")  # beside a saved dataset's shards
+
 
 @dataclass
 class Records:
     """One file's records: ``rows`` as (where, record) pairs, ``where`` naming the file and row."""
 
     name: str
-    form: str                    # "CSV", "TSV", "JSON Lines", "JSON list", "Parquet", "dataset"
+    form: str                    # "CSV", "TSV", "JSON Lines", "JSON list", "Parquet", "Arrow", "dataset"
     columns: list[str]
     rows: list[tuple[str, dict]]
     kind: str = TABLE            # TABLE, BUNDLE, FASTCHAT_QUESTIONS or FASTCHAT_ANSWERS
@@ -181,6 +185,8 @@ def read_records(name: str, source) -> Records:
         data = _bytes_of(source)
         if data[:4] == b"PAR1":
             return _parquet_records(name, data)
+        if data[:4] == ARROW_STREAM or data[:6] == ARROW_FILE:
+            return _arrow_records(name, data)
         text = _text(name, data)
         head = text.lstrip()[:1]
         if head == "[":
@@ -272,6 +278,16 @@ def _parquet_records(name: str, data: bytes) -> Records:
 
     table = pq.read_table(io.BytesIO(data))
     return Records(name, "Parquet", list(table.column_names),
+                   [(f"{name} row {n}", row) for n, row in enumerate(table.to_pylist(), 1)])
+
+
+def _arrow_records(name: str, data: bytes) -> Records:
+    """An Arrow file or stream: the shards (``data-00000-of-00001.arrow``) of a Hugging Face
+    dataset saved with ``save_to_disk``, which is how such a dataset reaches the upload page."""
+    import pyarrow.ipc  # noqa: PLC0415 — optional: only an Arrow file needs it
+
+    table = (pyarrow.ipc.open_file if data[:6] == ARROW_FILE else pyarrow.ipc.open_stream)(io.BytesIO(data)).read_all()
+    return Records(name, "Arrow", list(table.column_names),
                    [(f"{name} row {n}", row) for n, row in enumerate(table.to_pylist(), 1)])
 
 
@@ -636,10 +652,16 @@ class Sniffed:
         if self.kind == "fastchat":
             return "FastChat / MT-Bench answer files with their questions"
         roles = ", ".join(f"{c} → {r}" for c, r in self.columns if r)
-        return f"a {self.form} table of {self.rows} rows ({roles or 'no column recognised'})"
+        article = "an" if self.form[0] in "AEIOU" else "a"
+        return f"{article} {self.form} table of {self.rows} rows ({roles or 'no column recognised'})"
 
 
 def read_files(files: Iterable[tuple[str, str | os.PathLike | bytes]]) -> list[Records]:
+    """Each file's records. Of a saved dataset's folder given file by file (a browser uploads
+    files, not folders), the Arrow shards are the table: its metadata files are passed over."""
+    files = list(files)
+    if any(Path(name).suffix == ".arrow" for name, _ in files):
+        files = [(name, source) for name, source in files if Path(name).name not in SAVED_DATASET_METADATA]
     return [read_records(name, source) for name, source in files]
 
 

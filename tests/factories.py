@@ -280,7 +280,8 @@ def study_files(kind: str, folder: Path, prompts: int = 8) -> list[Path]:
     """Files of one ``kind`` as researchers have them, written into ``folder``: ``csv`` (prompt,
     model, response, judge_score), ``alpacaeval`` (two model_outputs files), ``mtbench`` (questions
     and two answer files, two turns), ``parquet`` (the CSV's rows; as a Hugging Face dataset's
-    Parquet export), ``references`` (a TSV of source, system, hypothesis, reference)."""
+    Parquet export), ``dataset`` (the CSV's rows saved with ``save_to_disk``: the folder's files),
+    ``references`` (a TSV of source, system, hypothesis, reference)."""
     import csv as csv_module
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -302,6 +303,12 @@ def study_files(kind: str, folder: Path, prompts: int = 8) -> list[Path]:
         path = folder / "answers.parquet"
         pq.write_table(pyarrow.Table.from_pylist(rows), path)
         return [path]
+    if kind == "dataset":
+        import datasets
+
+        saved = folder / "answers_dataset"
+        datasets.Dataset.from_list(rows).save_to_disk(str(saved))
+        return sorted(saved.iterdir())
     if kind == "alpacaeval":
         paths = []
         for model in STUDY_FILE_MODELS[:2]:

@@ -13,7 +13,8 @@ from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services import study_import, study_membership_set
-from tests.factories import api_for, api_upload, bundle_bytes, chat_rows, crowd_rows, rubric_rows
+from tests.factories import (STUDY_FILE_MODELS, api_for, api_upload, bundle_bytes, chat_rows, crowd_rows, rubric_rows,
+                             study_files)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -386,6 +387,32 @@ def test_the_api_imports_a_table_with_its_column_roles_and_computed_metrics():
                                          "slug": "api-alpaca"}, format="multipart")
     assert pair.status_code == 201, pair.content
     assert models.Study.objects.get(slug="api-alpaca").pair_states.count() == 1
+
+
+# Each kind of file researchers have (tests/factories.study_files), through the API: the form
+# fields it takes, and the study it makes (items, systems, metric).
+API_KINDS = {
+    "csv": ({"metric": "judge_score"}, 8, 3, "judge_score"),
+    "parquet": ({"metric": "judge_score"}, 8, 3, "judge_score"),
+    "dataset": ({"metric": "judge_score"}, 8, 3, "judge_score"),
+    "alpacaeval": ({"human_only": True}, 4, 2, None),
+    "mtbench": ({"human_only": True}, 8, 2, None),
+    "references": ({"compute": ["chrf"], "metric": "chrf"}, 8, 3, "chrf"),
+}
+
+
+@pytest.mark.parametrize("kind", list(API_KINDS))
+def test_the_api_imports_each_kind_of_file(tmp_path, kind):
+    fields, items, systems, metric = API_KINDS[kind]
+    client, _ = api_for(f"kind-{kind}", researcher=True)
+    first, *others = [SimpleUploadedFile(p.name, p.read_bytes()) for p in study_files(kind, tmp_path)]
+    response = client.post("/api/studies/", {"bundle": first, "files": others, "slug": f"from-{kind}", **fields},
+                           format="multipart")
+    assert response.status_code == 201, response.content
+    study = models.Study.objects.get(slug=f"from-{kind}")
+    assert study.items.count() == items
+    assert sorted(study.systems.values_list("name", flat=True)) == sorted(STUDY_FILE_MODELS[:systems])
+    assert (study.metric.name if study.metric_id else None) == metric
 
 
 def test_hits_next_returns_a_chat_studys_conversations_as_lists():

@@ -184,3 +184,18 @@ def test_a_file_that_cannot_be_read_is_named_not_a_crash(data):
     with pytest.raises(BundleError) as refused:
         tables.read_files([("upload.bin", data)])
     assert str(refused.value.problems[0]).startswith("upload.bin: ")
+
+
+def test_a_saved_datasets_files_read_as_its_shards_and_its_metadata_passed_over(tmp_path):
+    """A browser uploads a saved dataset's folder as files: the Arrow shards are the table."""
+    datasets = pytest.importorskip("datasets")
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_list(answer_rows()).save_to_disk(str(saved), num_shards=2)
+    files = [(p.name, p.read_bytes()) for p in sorted(saved.iterdir())]
+    assert {name for name, _ in files} >= {"state.json", "dataset_info.json"}
+    records = tables.read_files(files)
+    assert [r.form for r in records] == ["Arrow", "Arrow"]
+    assert sum(len(r.rows) for r in records) == len(answer_rows())
+    assert tables.sniff(records).describe().startswith(f"an Arrow table of {len(answer_rows())} rows")
+    bundle = bundle_of(files)
+    assert len(bundle.items) == 4
