@@ -14,7 +14,8 @@ Celery or a thread in deployment, not in the request).
 
 It measures CPU time, not wall time, so other processes on the machine barely move it: this
 process's CPU (Django, the driver) per cycle, and on PostgreSQL also the CPU of the server
-backend that served this connection (from /proc; 10 ms ticks, so read it over many cycles).
+backends that served its connections — every one of them: Django replaces a connection older
+than CONN_MAX_AGE (from /proc; 10 ms ticks, so read it over many cycles; pg_backends counts them).
 Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, python_calls_per_cycle (deterministic), pg_backend_cpu_ms_per_cycle,
 close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
 cpu_ms_per_cycle_min, the steadiest figure on a busy machine); and in wall time, the median
@@ -128,14 +129,44 @@ def _drop(database_url: str, name: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _backend_cpu_ms(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
+def _backend_cpu_ms(pid: int) -> float:
+    """A PostgreSQL backend's CPU (user + system) since it was forked, from /proc."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+class BackendCpu:
+    """The CPU of every PostgreSQL backend this process's connections were served by. Django
+    replaces a connection older than CONN_MAX_AGE, and a backend's CPU is gone from /proc once
+    it exits: each backend's CPU is read when Django closes its connection, and added to the
+    live backend's."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.closed_ms = 0.0
+        self.pid: int | None = None
+        self.connections = 0
+        original_close = connection._close
+
+        def close_counting():
+            if self.pid is not None:
+                self.closed_ms += _backend_cpu_ms(self.pid)
+                self.pid = None
+            original_close()
+
+        connection._close = close_counting
+
+    def opened(self, sender, connection, **kwargs) -> None:  # django.db.backends.signals.connection_created
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            self.pid = cursor.fetchone()[0]
+        self.connections += 1
+
+    def total_ms(self) -> float:
+        return self.closed_ms + (_backend_cpu_ms(self.pid) if self.pid is not None else 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +202,7 @@ def _run(args) -> int:
     from django.core.management import call_command
     from django.core.wsgi import get_wsgi_application
     from django.db import connection
+    from django.db.backends.signals import connection_created
 
     from annotation.services import runtime, study_import
 
@@ -181,7 +213,14 @@ def _run(args) -> int:
     close_cpu: list[float] = []
     close_wall: list[float] = []
     close_backend_ms: list[float] = []
-    backend = {"pid": None}
+    backends = BackendCpu(connection) if connection.vendor == "postgresql" else None
+    if backends:
+        connection.ensure_connection()
+        backends.opened(None, connection)
+        connection_created.connect(backends.opened, weak=False)
+
+    def backend_cpu_ms() -> float:
+        return backends.total_ms() if backends else 0.0
     close_inline = runtime.rounds_close
 
     counting: list[cProfile.Profile] = []  # the call counter, paused during a close
@@ -189,13 +228,13 @@ def _run(args) -> int:
     def timed_close(*, study_id):
         for counter in counting:
             counter.disable()
-        started, backend_started, wall = time.process_time(), _backend_cpu_ms(backend["pid"]), time.perf_counter()
+        started, backend_started, wall = time.process_time(), backend_cpu_ms(), time.perf_counter()
         try:
             return close_inline(study_id=study_id)
         finally:
             close_cpu.append(time.process_time() - started)
             close_wall.append(time.perf_counter() - wall)
-            close_backend_ms.append(_backend_cpu_ms(backend["pid"]) - backend_started)
+            close_backend_ms.append(backend_cpu_ms() - backend_started)
             for counter in counting:
                 counter.enable()
 
@@ -254,11 +293,6 @@ def _run(args) -> int:
         print(f"{len(shown)} statements in one submit + next HIT:", *shown, sep="\n", file=sys.stderr)
         shown.clear()
         args.show_sql = False
-    backend_pid = None
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            backend_pid = backend["pid"] = cursor.fetchone()[0]
     runs = []
     cycle_wall.clear()
     profiler = cProfile.Profile() if args.profile else None
@@ -266,7 +300,7 @@ def _run(args) -> int:
         queries[0] = 0
         close_cpu.clear()
         close_backend_ms.clear()
-        backend_before = _backend_cpu_ms(backend_pid)
+        backend_before = backend_cpu_ms()
         if profiler:
             profiler.enable()
         started = time.process_time()
@@ -277,7 +311,7 @@ def _run(args) -> int:
         if profiler:
             profiler.disable()
         runs.append({"cpu_ms_per_cycle": cpu * 1000 / args.cycles, "queries_per_cycle": queries[0] / args.cycles,
-                     "pg_backend_cpu_ms_per_cycle": (_backend_cpu_ms(backend_pid) - backend_before
+                     "pg_backend_cpu_ms_per_cycle": (backend_cpu_ms() - backend_before
                                                      - sum(close_backend_ms)) / args.cycles,
                      "closes": len(close_cpu),
                      "close_cpu_ms_mean": 1000 * statistics.mean(close_cpu) if close_cpu else None,
@@ -314,6 +348,8 @@ def _run(args) -> int:
     result["submit_next_ms_median"] = round(1000 * statistics.median(timed_wall), 2)
     result["hit_page_ms_median"] = round(1000 * statistics.median(page_wall), 2) if page_wall else None
     result["hit_page_bytes_median"] = int(statistics.median(len(p.encode()) for p in pages))
+    if backends:
+        result["pg_backends"] = backends.connections
     print(json.dumps(result))
     if profiler:
         if os.environ.get("BENCH_DUMP"):
