@@ -248,7 +248,9 @@ class BundleError(ValueError):
         shown = "\n".join(str(p) for p in problems)
         more = self.total - len(problems)
         suffix = f"\n... and {more} more problems" if more > 0 else ""
-        super().__init__(f"invalid study bundle ({self.total} problems):\n{shown}{suffix}")
+        # The files may be a table or a tool's output, not a bundle: say what failed, not what they are.
+        counted = "1 problem" if self.total == 1 else f"{self.total} problems"
+        super().__init__(f"cannot import the study ({counted}):\n{shown}{suffix}")
 
 
 @dataclass(frozen=True)

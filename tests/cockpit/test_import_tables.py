@@ -119,6 +119,7 @@ def test_bad_tables_name_the_row_and_column_and_import_nothing(tmp_path, change,
     with pytest.raises(CommandError) as refused:
         call_command("import_study", str(path), *arguments, "--human-only", "-v", "0")
     assert message in str(refused.value)
+    assert str(refused.value).startswith("cannot import the study (1 problem):")  # a table is no "invalid bundle"
     assert not Study.objects.exists()
 
 

@@ -91,8 +91,10 @@ class Command(BaseCommand):
         # server's background lane, whose seconds of CPU the crowd's first requests then share
         # (a worker's first HIT at 50 x 2,000 on PostgreSQL: 54-70 ms beside it, 39-45 ms without).
         study_metrics_table_refresh(study_id=study.pk)
+        pairs = study.pair_states.count()
         self.stdout.write(self.style.SUCCESS(
             f"imported study {study.slug!r} ({study.systems.count()} systems, {study.items.count()} items, "
-            f"{study.pair_states.count()} pairs, {study.budget} judgements in the budget) in {imported:.1f} s, "
+            f"{pairs} pair{'s' if pairs != 1 else ''}, "
+            f"{study.budget} judgements in the budget) in {imported:.1f} s, "
             f"dashboard and metrics table computed in "
             f"{time.monotonic() - started - imported:.1f} s"))
