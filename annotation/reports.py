@@ -69,7 +69,7 @@ def _dashboard_store(study: Study, version: tuple) -> dict:
     # building them through plotly's validators costs more than reading them (about 350 ms at
     # 50 systems), so they are cached with it rather than rebuilt on every view.
     data["charts"] = dashboard.dashboard_charts(study, data)
-    data["matrix_chart"] = dashboard.matrix_chart(study, data)
+    data["matrix_charts"] = dashboard.matrix_charts(study, data)
     data["round_version"] = version  # what the template caches the round's fragments under
     _cache().set(DASHBOARD_KEY.format(study.pk), (version, data), CACHE_SECONDS)
     return data

@@ -26,14 +26,22 @@ from .selectors import dashboard as dashboard_reads
 from .services.quality import annotator_exclude, annotator_include
 
 
-def _dashboard_context(study: Study) -> dict:
+def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
+    """The dashboard's context; ``matrix_page`` (the ``matrix`` parameter, 1-based) picks the
+    heatmap's page of ranks. ValueError naming the parameter for a page that does not exist."""
     data = reports.study_dashboard(study=study)
     leaderboard = [dict(r) for r in data["leaderboard"]]
     if leaderboard:
         dashboard_reads.leaderboard_bars(leaderboard)
+    pages = data["matrix_charts"] or []
+    page = 1
+    if matrix_page is not None:
+        page = int(matrix_page) if matrix_page.isdigit() else 0
+        if not 1 <= page <= max(len(pages), 1):
+            raise ValueError(f"matrix={matrix_page!r}: the pair matrix has pages 1 to {max(len(pages), 1)}")
     return {"study": study, "data": data, "charts": data["charts"], "leaderboard": leaderboard,
-            "matrix_chart": data["matrix_chart"],
-            "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
+            "matrix_chart": pages[page - 1] if pages else None, "matrix_pages": pages if len(pages) > 1 else [],
+            "matrix_page": page, "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
 
 @login_required
@@ -42,7 +50,10 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     if study.status == Study.Status.DRAFT and not study.protocol_started:
         return redirect("study_settings", slug=slug)  # nothing to show before the launch
-    context = _dashboard_context(study)
+    try:
+        context = _dashboard_context(study, request.GET.get("matrix"))
+    except ValueError as exc:
+        return bad_request(request, str(exc))
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_dashboard_body.html", context)
     try:

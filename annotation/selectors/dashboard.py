@@ -665,12 +665,37 @@ def dashboard_charts(study: Study, data: dict) -> list[dict]:
 MATRIX_TABLE_MAX = 20
 
 
-def matrix_chart(study: Study, data: dict) -> dict | None:
-    """The pair matrix as a heatmap chart for more than MATRIX_TABLE_MAX systems, else None."""
-    if len(data["order"]) <= MATRIX_TABLE_MAX:
+# Beyond this many systems the heatmap is shown a page at a time: windows of this many
+# consecutive ranks of the order, each overlapping the next by MATRIX_PAGE_OVERLAP so that
+# neighbours across a page's edge meet on one page (200 systems: 5 pages of 2,500 cells, where
+# the whole 40,000-cell matrix made the dashboard's HTML 569-618 KB).
+MATRIX_PAGE_SYSTEMS = 50
+MATRIX_PAGE_OVERLAP = 10
+
+
+def matrix_pages(systems: int) -> list[tuple[int, int]]:
+    """The heatmap's pages over an order of ``systems``: (first, last) ranks, 0-based and
+    exclusive of ``last``; one page of every system up to MATRIX_PAGE_SYSTEMS."""
+    if systems <= MATRIX_PAGE_SYSTEMS:
+        return [(0, systems)]
+    step = MATRIX_PAGE_SYSTEMS - MATRIX_PAGE_OVERLAP
+    starts = list(range(0, systems - MATRIX_PAGE_SYSTEMS, step)) + [systems - MATRIX_PAGE_SYSTEMS]
+    return [(start, start + MATRIX_PAGE_SYSTEMS) for start in starts]
+
+
+def matrix_charts(study: Study, data: dict) -> list[dict] | None:
+    """The pair matrix as heatmap charts, one per page of ranks (``matrix_pages``), for more
+    than MATRIX_TABLE_MAX systems; else None (the matrix is a table)."""
+    order = data["order"]
+    if len(order) <= MATRIX_TABLE_MAX:
         return None
-    return {"name": "matrix", "figure_id": "figure-matrix",
-            "figure": figures.matrix_figure(data["order"], data["matrix"])}
+    charts = []
+    for number, (first, last) in enumerate(matrix_pages(len(order)), 1):
+        rows = [dict(row, cells=row["cells"][first:last]) for row in data["matrix"][first:last]]
+        charts.append({"name": "matrix", "figure_id": "figure-matrix", "page": number,
+                       "first_rank": first + 1, "last_rank": last,
+                       "figure": figures.matrix_figure(order[first:last], rows)})
+    return charts
 
 
 def leaderboard_bars(rows: list[dict]) -> None:

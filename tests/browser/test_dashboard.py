@@ -179,6 +179,29 @@ def test_many_systems_show_the_pair_matrix_as_a_heatmap(page, live_server, width
 
 
 @pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
+def test_a_page_of_the_heatmap_chosen_by_its_link_stays_through_refreshes(page, live_server, settings, width, height):
+    """Issue 41: beyond 50 systems the heatmap is shown 50 ranks at a time. The second page,
+    opened by its link, is still the one drawn after three live refreshes."""
+    settings.DASHBOARD_REFRESH_SECONDS = 0.7
+    study = study_import(source=bundle_bytes(many_systems_rows(60, items=2)), slug=f"sixty-{width}")
+    page.set_viewport_size({"width": width, "height": height})
+    browser_login(page, live_server, study, username=f"pager-{width}")
+    page.wait_for_selector("#plot-matrix .main-svg")
+    drawn_rows = "() => document.getElementById('plot-matrix').data[0].y"
+    assert len(page.evaluate(drawn_rows)) == 50 and page.evaluate(drawn_rows)[0] == "sys00"
+    page.click("#matrix nav a:has-text('ranks 11–60')")
+    page.wait_for_url("**/dashboard/?matrix=2#matrix")
+    page.wait_for_selector("#plot-matrix .main-svg")
+    page.evaluate("() => { window.__settled = 0; document.body.addEventListener('htmx:afterSettle', () => window.__settled++); }")
+    page.wait_for_function("() => window.__settled >= 3", timeout=20000)
+    rows = page.evaluate(drawn_rows)
+    assert len(rows) == 50 and rows[0] == "sys10" and rows[-1] == "sys59"
+    assert page.locator("#matrix nav strong").inner_text() == "ranks 11–60"
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.locator("#matrix").screenshot(path=f"docs/screenshots/dashboard-heatmap-pages-{width}x{height}.png")
+
+
+@pytest.mark.parametrize("width,height", [(1366, 768), (390, 844)])
 def test_a_ranking_study_shows_its_order_in_tiers_through_refreshes(page, live_server, settings, width, height):
     """The ranking design's card (docs/ranking.md) after the sort is complete: the order in
     tiers, the error bound, implied cells in the matrix, all still there after three live

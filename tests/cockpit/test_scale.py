@@ -99,6 +99,7 @@ def test_many_systems_get_a_heatmap_few_a_table(client):
         assert ('id="plot-matrix"' in html) is heatmap and ('<table class="matrix">' in html) is not heatmap
         if heatmap:
             figure = response.context["matrix_chart"]["figure"]
+            assert response.context["matrix_pages"] == []  # one page: no page links
             (trace,) = figure["data"]
             assert trace["type"] == "heatmap" and len(trace["z"]) == k and all(len(r) == k for r in trace["z"])
             order = response.context["data"]["order"]
@@ -106,6 +107,32 @@ def test_many_systems_get_a_heatmap_few_a_table(client):
             assert trace["z"][row][column] == 0.5 and trace["z"][row][row] is None  # no θ yet; the diagonal
             assert f'data-pair-url="/s/{study.slug}/pair/"' in html
             assert f'href="/s/{study.slug}/export/decisions.csv"' in html  # the fallback without JavaScript
+
+
+def test_more_systems_than_a_page_show_the_heatmap_a_page_of_ranks_at_a_time(client):
+    """Issue 41: at 200 systems the whole heatmap made the dashboard's HTML 569-618 KB. Pages of
+    50 consecutive ranks, overlapping by 10: 60 systems are ranks 1-50 and 11-60."""
+    from tests.factories import researcher_client
+
+    study = study_import(source=bundle_bytes(many_systems_rows(60, items=2)))
+    researcher_client(client, study)
+    url = f"/s/{study.slug}/dashboard/"
+    first, second = client.get(url), client.get(url + "?matrix=2")
+    order = first.context["data"]["order"]
+    for response, ranks in ((first, slice(0, 50)), (second, slice(10, 60))):
+        (trace,) = response.context["matrix_chart"]["figure"]["data"]
+        assert trace["y"] == order[ranks] and trace["x"] == order[ranks]
+        assert len(trace["z"]) == 50 and all(len(r) == 50 for r in trace["z"])
+    assert second.context["matrix_chart"]["figure"]["data"][0]["z"][0][1] == 0.5  # ranks 11 vs 12: no θ yet
+    html = second.content.decode()
+    assert '<a href="?matrix=1#matrix">ranks 1–50</a>' in html and '<strong aria-current="page">ranks 11–60</strong>' in html
+    # The refresh keeps the page it shows (else every refresh would jump back to the first page).
+    assert f'hx-get="{url}?matrix=2"' in html
+    refreshed = client.get(url + "?matrix=2", HTTP_HX_REQUEST="true")
+    assert refreshed.context["matrix_chart"]["page"] == 2 and f'hx-get="{url}?matrix=2"' in refreshed.content.decode()
+    for wrong in ("3", "0", "x"):
+        refused = client.get(url + f"?matrix={wrong}")
+        assert refused.status_code == 400 and "the pair matrix has pages 1 to 2" in refused.content.decode()
 
 
 def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_time(client):
