@@ -28,8 +28,8 @@ from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, 
 from ..models import PairState, PairStateHistory, Study
 from ..rubrics import study_rubric
 
-MIRRORED = ["state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version", "updated_at"]
-MIRRORED_COLUMNS = tuple(MIRRORED)
+MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
+                    "updated_at")
 
 
 def decision_options(study: Study) -> dict:
@@ -267,7 +267,7 @@ def study_state_save(
         row = by_key[keys[index]]
         pair_write(row, state, index)
         changed.append(row)
-    PairState.objects.bulk_update(changed, MIRRORED)
+    store.pairs_save(changed, MIRRORED_COLUMNS)
     PairStateHistory.objects.bulk_create(history)
     if study.protocol_closes != state.closes:
         study.protocol_closes = state.closes
@@ -293,7 +293,7 @@ def study_state_first_save(study: Study, rows: Iterable[PairState], state: rubri
         pair_write(row, state, index)
         if closed is not None and closed.primary.pairs[index].theta:
             history.append(_history_row(row, closed.primary.pairs[index]))
-    PairState.objects.bulk_update(list(by_key.values()), MIRRORED)
+    store.pairs_save(list(by_key.values()), MIRRORED_COLUMNS)
     PairStateHistory.objects.bulk_create(history)
     study.protocol_closes = state.closes
     study.save(update_fields=["protocol_closes"])

@@ -587,6 +587,17 @@ def pair_save(row: PairState, columns: tuple[str, ...], *, leases_change: int = 
     _execute(_pair_save_sql(columns), [*_prepared(row, columns), leases_change, row.pk])
 
 
+def pairs_save(rows: Sequence[PairState], columns: tuple[str, ...]) -> None:
+    """Write ``columns`` of many pair rows from ``rows`` (a round close, a protocol's start):
+    ``pair_save``'s statement run once per row by the driver (executemany). Django's
+    ``bulk_update`` builds a CASE WHEN per row and column instead, which at 4,950 pairs cost
+    most of an import's time resolving 89,100 expressions."""
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(_pair_save_sql(columns), [[*_prepared(row, columns), 0, row.pk] for row in rows])
+
+
 @lru_cache(maxsize=None)
 def _pair_save_sql(columns: tuple[str, ...]) -> str:
     return (f'UPDATE {PAIR} SET ' + ", ".join(f'"{c}" = %s' for c in columns) + f", {_LEASED_PLUS}"

@@ -300,10 +300,10 @@ def test_the_admin_cannot_edit_what_the_protocol_codec_writes():
     from django.contrib import admin
 
     from annotation.models import PairState as Row
-    from annotation.serving.protocol_state import MIRRORED
+    from annotation.serving.protocol_state import MIRRORED_COLUMNS
 
     readonly = set(admin.site._registry[Row].get_readonly_fields(None))
-    assert set(MIRRORED) <= readonly, set(MIRRORED) - readonly
+    assert set(MIRRORED_COLUMNS) <= readonly, set(MIRRORED_COLUMNS) - readonly
 
 
 @pytest.mark.parametrize("honest", [True, False])
