@@ -197,8 +197,8 @@ def shown_html(text: str | None, messages: list[dict] | None, html: str, text_fo
 # Words with the whitespace that follows them, one token each (two 1,300-word answers are about
 # 1,300 tokens a side), compared by the word alone: a diff of words, not of spacing.
 _WORDS = re.compile(r"\s+|\S+\s*")
-# The diff's LCS costs (tokens of one side x tokens of the other) / 64 word steps: 0.5 ms for
-# two 1,300-word answers, about 25 ms for two unrelated 10,000-word texts; longer get no diff.
+# The diff's LCS costs (tokens of one side x tokens of the other) / 64 word steps, so beyond
+# this a request would pay tens of ms for it (docs/benchmarks.md, "The hot path"): no diff.
 MAX_DIFF_WORDS = 10_000
 
 
