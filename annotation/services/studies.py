@@ -191,9 +191,8 @@ def _planner_statistics_refresh() -> None:
     """PostgreSQL: ANALYZE the tables an import just filled (call after its commit).
 
     Until autovacuum gets to them, a bulk import leaves PostgreSQL planning the serving loop's
-    statements on the empty tables' statistics: on the 50 x 2,000 arena the first 20-worker
-    load after an import ran at 54 submits/s, p95 270-325 ms, and at 58 submits/s, p95 256-258
-    ms with the tables analysed (scripts/bench/scale.sh, README "Scale"). SQLite plans by its indexes alone
+    statements on the empty tables' statistics, which slowed the first load after a large import
+    (docs/benchmarks.md, "A leaderboard-sized study"). SQLite plans by its indexes alone
     (tests/serving/test_serving_plans.py checks them), so it is left alone.
     """
     if connection.vendor != "postgresql":
