@@ -19,8 +19,9 @@ a session shows the study's landing. It comes from a documentation address (192.
 Last, the warm-up freezes the worker's heap (``gc.freeze``): what the app, the warm-up and the
 metric labels allocated lives as long as the process, and the collector's full passes walked all
 of it (150,000 objects at 50 x 2,000), a pause that fell on whichever request allocated past
-the threshold and made a crowd worker's first HIT several times slower (docs/benchmarks.md). Frozen objects are still freed by reference counting; only cycles among
-them would outlive the process's need, and these live as long as it does anyway.
+the threshold and made a crowd worker's first HIT several times slower (docs/benchmarks.md).
+Frozen objects are still freed by reference counting; only cycles among them would outlive the
+process's need, and these live as long as it does anyway.
 """
 from __future__ import annotations
 
