@@ -16,7 +16,8 @@ MODULES = sorted(info.name for info in pkgutil.iter_modules(protocol.__path__, "
 # fails, so the examples are not dropped quietly.
 WITH_EXAMPLES = {
     "protocol.bundle", "protocol.computed_metrics", "protocol.decision", "protocol.favi",
-    "protocol.agreement", "protocol.judges", "protocol.leaderboard", "protocol.machine", "protocol.preferences",
+    "protocol.agreement", "protocol.judges", "protocol.leaderboard", "protocol.machine",
+    "protocol.preferences", "protocol.rules",
     "protocol.ranking", "protocol.savings", "protocol.spa", "protocol.study_settings",
     "protocol.tables",
 }
