@@ -145,8 +145,8 @@ def _in_child_process(lane: str, name: str, *args) -> None:
     """Run the task in this lane's child process (started on first use, one job at a time).
 
     A job of seconds of CPU in a thread of a web process holds the interpreter its request
-    threads need: a crowd worker's start link took 40-50 ms beside the metrics table's job
-    against 25 ms alone (docs/serving.md). The child is spawned, not forked (a fork of a
+    threads need, and a crowd worker's start link beside the metrics table's job was markedly
+    slower (docs/benchmarks.md). The child is spawned, not forked (a fork of a
     threaded process can inherit a held lock), sets Django up once, and reads and writes the
     database and the shared cache like any other process. A child that died is replaced."""
     for _ in range(2):

@@ -11,14 +11,14 @@ Links open in a new tab (``target="_blank"``, ``rel="noopener noreferrer nofollo
 worker who follows one does not leave the HIT. Images are not shown: a text must not make the
 annotator's browser fetch from elsewhere.
 
-Render once, serve many: rendering a 1,300-word markdown answer costs about 2 ms and grows
-with what the text holds (a 2,000-cell table or a long code fence: hundreds of ms), so a
+Render once, serve many: rendering a markdown answer costs milliseconds and grows with what
+the text holds (a large table or a long code fence: far more; docs/benchmarks.md), so a
 markdown study's texts are rendered when the study is imported (``stored_html``, kept beside
 each text) and a HIT only reads them (``shown_html``). What rendering accepts is bounded
 (``RENDER_LIMITS``): a text beyond a limit is refused at import with its line, so no text costs
 more than about a second once, and none costs anything per HIT. Plain texts are only escaped
 when shown (linear, microseconds). The word diff of two answers is rapidfuzz's bit-parallel
-LCS over words (about 0.5 ms for two 1,300-word answers where difflib took 0.5 s).
+LCS over words (a thousandth of difflib's time on long answers: docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -84,9 +84,9 @@ def _parser() -> MarkdownIt:
 
 @dataclass(frozen=True)
 class RenderLimits:
-    """What markdown rendering accepts (measured on this machine: 100,000 characters of
-    hostile emphasis render in about 0.8 s, a table of 5,000 cells in about 0.3 s, a 50 KB
-    fence of Python coloured in 0.26 s; a 2,000-word answer is about 13,000 characters)."""
+    """What markdown rendering accepts: each limit keeps the worst text of its kind under about
+    a second of rendering, once, at import (the measurements: docs/benchmarks.md, "Rendering and
+    the first requests of a process")."""
 
     text_chars: int = 100_000
     table_cells: int = 5_000
@@ -197,8 +197,8 @@ def shown_html(text: str | None, messages: list[dict] | None, html: str, text_fo
 # Words with the whitespace that follows them, one token each (two 1,300-word answers are about
 # 1,300 tokens a side), compared by the word alone: a diff of words, not of spacing.
 _WORDS = re.compile(r"\s+|\S+\s*")
-# The diff's LCS costs (tokens of one side x tokens of the other) / 64 word steps: 0.5 ms for
-# two 1,300-word answers, about 25 ms for two unrelated 10,000-word texts; longer get no diff.
+# The diff's LCS costs (tokens of one side x tokens of the other) / 64 word steps, so beyond
+# this a request would pay tens of ms for it (docs/benchmarks.md, "The hot path"): no diff.
 MAX_DIFF_WORDS = 10_000
 
 

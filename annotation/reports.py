@@ -66,8 +66,8 @@ def study_dashboard_refresh(*, study_id: int) -> None:
 def _dashboard_store(study: Study, version: tuple) -> dict:
     data = dashboard.study_dashboard_heavy(study=study)
     # The figures are built from the round's data alone (and gamma, part of the version), and
-    # building them through plotly's validators costs more than reading them (about 350 ms at
-    # 50 systems), so they are cached with it rather than rebuilt on every view.
+    # building them through plotly's validators costs far more than reading them at 50 systems
+    # (docs/benchmarks.md), so they are cached with it rather than rebuilt on every view.
     data["charts"] = dashboard.dashboard_charts(study, data)
     data["matrix_charts"] = dashboard.matrix_charts(study, data)
     data["round_version"] = version  # what the template caches the round's fragments under

@@ -19,8 +19,8 @@ class ThrottleCache(DjangoCache):
 
     Django closes every cache a request used when the request ends (``close_caches`` on
     ``request_finished``), and diskcache's close drops the thread's SQLite connection: every
-    counted crowd request then opened the file again and re-read its settings: 1.7-1.9 ms a
-    request against 0.07 ms with the connection kept (scripts/bench/throttle_cache.py). A connection is the thread's
+    counted crowd request then opened the file again and re-read its settings, about 25 times the
+    cost of a kept connection (docs/benchmarks.md; scripts/bench/throttle_cache.py). A connection is the thread's
     own and diskcache opens a new one after a fork, so keeping it is safe; it closes with its
     thread.
     """

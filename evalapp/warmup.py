@@ -3,13 +3,13 @@
 ``--preload`` builds the app once in the master (evalapp/wsgi.py), but a worker forked from it
 still pays, in its first crowd request, for every memory page that request touches: the fork
 shares the master's pages until Python writes to them, and reading an object writes its
-reference count (copy on write). Measured on the 50 x 2,000 arena (scripts/bench/scale.sh): a
-worker's first start link took 40-57 ms against 11-18 ms for its later ones; answering two
-read-only requests first brings it close to a warm request's cost. Each request thread answers
+reference count (copy on write), so a worker's first start link took several times a later
+one's (docs/benchmarks.md); answering two read-only requests first brings it close to a warm
+request's cost. Each request thread answers
 them once, so that it also holds an open database connection (on PostgreSQL a new server
 process is slow at its first statements on a table). It also loads the study's metric labels
-(every score, read once per process), which a worker's first submit decoded a pair's state with:
-170 ms at 50 x 2,000, stalling the first HITs of the workers behind it.
+(every score, read once per process), which a worker's first submit decoded a pair's state with,
+stalling the first HITs of the workers behind it.
 
 The warm-up reads and never writes (GET never writes, tests/serving/test_get_never_writes.py):
 the start link without a worker id only redirects, and the annotate page of a visitor without
@@ -18,10 +18,10 @@ a session shows the study's landing. It comes from a documentation address (192.
 
 Last, the warm-up freezes the worker's heap (``gc.freeze``): what the app, the warm-up and the
 metric labels allocated lives as long as the process, and the collector's full passes walked all
-of it, 150,000 objects at 50 x 2,000 on PostgreSQL: 77-87 ms, a pause that fell on whichever
-request allocated past the threshold (a crowd worker's first HIT took 143-153 ms then, against
-20-50 ms otherwise). Frozen objects are still freed by reference counting; only cycles among
-them would outlive the process's need, and these live as long as it does anyway.
+of it (150,000 objects at 50 x 2,000), a pause that fell on whichever request allocated past
+the threshold and made a crowd worker's first HIT several times slower (docs/benchmarks.md).
+Frozen objects are still freed by reference counting; only cycles among them would outlive the
+process's need, and these live as long as it does anyway.
 """
 from __future__ import annotations
 

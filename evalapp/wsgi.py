@@ -11,10 +11,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalapp.settings.prod")
 application = get_wsgi_application()
 # Import every view (and what they import) now, not in the first annotator's request: with
 # gunicorn --preload this happens once, before the workers fork. So do the reverse lookup
-# table (the first reverse() builds it: 40 ms) and the annotator's templates (the cached
+# table (the first reverse() builds it) and the annotator's templates (the cached
 # loader keeps them compiled): otherwise a crowd arriving at once finds every fresh process
-# doing both in its first requests. The researcher's screens too: compiling the pair page
-# alone took 120 ms of a process's first view of it.
+# doing both in its first requests. The researcher's screens too: compiling the pair page was
+# most of a process's first view of it (docs/benchmarks.md).
 get_resolver().reverse_dict
 for _name in ("annotation/annotate.html", "annotation/_hit.html", "annotation/dashboard.html",
               "annotation/pair_detail.html", "annotation/metrics_table.html"):

@@ -38,7 +38,7 @@ or a seeded shuffle). After it the design keeps ``width`` rounds in flight: when
 closes, the fit is redone and the open neighbours nearest to their stop, smallest (d + r) / sd
 first, that have no round in flight are funded, ``batch`` labels each (fewer where fewer are
 left), until ``width`` rounds are in flight. So a crowd always has rounds to work on while the
-design is open (waiting for a whole step's last round left workers idle: docs/ranking.md). When
+design is open (waiting for a whole step's last round left workers idle: docs/ranking-results.md). When
 the order changes, its new neighbours are the pairs funded, so labels also fall on pairs a few
 places apart, which the fit pools. The design stops when no neighbour is open and no round is in
 flight (or ``budget`` is reached).
@@ -49,7 +49,7 @@ What it states
   the expected number of misordered neighbours; and at the stop, for every neighbour not spent,
   P(misordered by more than the resolution) <= 1 - confidence. A Bayesian approximation (Laplace, nearly flat
   prior), read after many looks: it is not a decision at any level, and its calibration is
-  measured on known-truth arenas (docs/ranking.md).
+  measured on known-truth arenas (docs/ranking-results.md).
 * Decisions: the labels every sampled pair took are also run through the per-pair e-process at
   level gamma / max_pairs (``decision_level``; by default every pair, k (k - 1) / 2). Whether and when a pair is sampled depends only
   on labels already seen, so each e-process stays valid (optional continuation); at most

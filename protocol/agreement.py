@@ -146,6 +146,11 @@ def alpha_from_counts(counts, level: str = "nominal") -> float:
 
     Comparisons with fewer than two judgements are ignored. NaN when no comparison has two
     judgements or all judgements agree on one value.
+
+    Four comparisons judged three times each (counts of −1, 0, +1); one split 2–1:
+
+    >>> round(alpha_from_counts([[3, 0, 0], [0, 0, 3], [2, 1, 0], [0, 3, 0]]), 3)
+    0.766
     """
     if level not in ("nominal", "ordinal"):
         raise ValueError(f"level must be 'nominal' or 'ordinal', got {level!r}")

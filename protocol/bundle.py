@@ -843,6 +843,21 @@ def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int 
     :class:`BundleError` with every problem found (each naming its line) when anything is
     wrong; a broken limit stops the reading at once and names the line.
 
+    >>> bundle = read_bundle(b'''{"kind": "study", "name": "demo"}
+    ... {"kind": "item", "id": "d1", "input": "A text."}
+    ... {"kind": "output", "item": "d1", "system": "A", "text": "short"}
+    ... {"kind": "output", "item": "d1", "system": "B", "text": "longer"}
+    ... {"kind": "metric_score", "item": "d1", "system": "A", "metric": "len", "score": 1}
+    ... {"kind": "metric_score", "item": "d1", "system": "B", "metric": "len", "score": 2}
+    ... ''')
+    >>> bundle.study, bundle.systems, bundle.metrics
+    ({'name': 'demo'}, ('A', 'B'), ('len',))
+    >>> read_bundle(b'{"kind": "study", "name": "x"}\\n{"kind": "colour"}\\n')
+    Traceback (most recent call last):
+    ...
+    protocol.bundle.BundleError: invalid study bundle (1 problems):
+    line 2: unknown kind "colour" (expected one of: study, item, output, metric_score, metric_preference, human_score, human_preference, check)
+
     A source that can be read twice (a path, bytes, a seekable file) is read once first only
     to check the limits, parsing nothing and keeping one line at a time, so a bundle beyond a
     limit is refused before any of its rows is parsed: one row over the row limit was refused

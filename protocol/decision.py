@@ -271,7 +271,11 @@ def _design_weight_of(items: list, human_weights) -> dict:
 # results
 # --------------------------------------------------------------------------------------------
 def decision_from_theta(theta: float, gamma: float = 0.05) -> int:
-    """+1 if theta > 1 - gamma/2, -1 if theta < gamma/2, else 0."""
+    """+1 if theta > 1 - gamma/2, -1 if theta < gamma/2, else 0.
+
+    >>> decision_from_theta(0.99), decision_from_theta(0.5), decision_from_theta(0.01)
+    (1, 0, -1)
+    """
     _check_gamma(gamma)
     if theta > 1 - gamma / 2:
         return 1
@@ -790,6 +794,15 @@ def decide_many(counts: Sequence[PairCounts], *, gamma: float = 0.05, method: st
     counts: P PairCounts. method "fast" (exact closed form / IMH sampler, options
     FAST_DEFAULTS) or "nuts" (the paper's numpyro NUTS, options NUTS_DEFAULTS).
     Returns a DecisionBatch of length P.
+
+    A pair the humans and the metric agree on, and a pair the humans split evenly (counts in
+    class order +, =, -; ``paired`` rows are the metric's label, columns the human's):
+
+    >>> clear = PairCounts(paired=[[20, 3, 1], [2, 5, 1], [1, 1, 3]], metric_only=[300, 50, 60])
+    >>> even = PairCounts(paired=[[3, 1, 2], [1, 1, 1], [2, 1, 3]])
+    >>> batch = decide_many([clear, even])
+    >>> batch.decision.tolist(), batch.theta.round(2).tolist()
+    ([1, 0], [1.0, 0.5])
     """
     _check_gamma(gamma)
     counts = list(counts)

@@ -52,6 +52,11 @@ def confusion_matrix(human, metric, mask=None) -> np.ndarray:
     human, metric: label arrays of shape (..., k), paired item by item.
     mask: optional bool array (..., k); False entries (padding) are not counted.
     Returns int64 counts of shape (..., 3, 3).
+
+    Rows and columns in class order +1, 0, -1:
+
+    >>> confusion_matrix([1, 1, 0, -1, 1], [1, 0, 0, -1, -1]).tolist()
+    [[1, 1, 1], [0, 1, 0], [0, 0, 1]]
     """
     human = _labels(human, "human")
     metric = _labels(metric, "metric")
@@ -93,6 +98,11 @@ def favi_score(confusion) -> np.ndarray | float:
 
     confusion: (..., 3, 3). Returns a float for one matrix, else an array (...).
     Positive values favour the first system.
+
+    A metric whose two errors both go against the first system:
+
+    >>> favi_score(confusion_matrix([1, 1, 0, -1, 1], [1, 0, 0, -1, -1]))
+    -1.5
     """
     matrix = _confusion(confusion)
     errors = total_error(matrix).astype(float)
@@ -121,6 +131,9 @@ def sample_accuracy(confusion) -> float:
     """Sample-level sign accuracy trace(C) / sum(C), pooled over any leading axes.
 
     NaN when there are no items.
+
+    >>> sample_accuracy(confusion_matrix([1, 1, 0, -1, 1], [1, 0, 0, -1, -1]))
+    0.6
     """
     matrix = _confusion(confusion)
     total = matrix.sum()

@@ -136,7 +136,12 @@ class MajorityAgreement:
 
 def agreement_with_majority(human: Iterable[int], judge: Iterable[int]) -> MajorityAgreement:
     """Agreement, Cohen's κ and balanced agreement of two label sequences in {-1, 0, 1} (the
-    humans' majority and the judge's verdict of the same comparisons)."""
+    humans' majority and the judge's verdict of the same comparisons).
+
+    >>> result = agreement_with_majority([1, 1, -1, 0], [1, -1, -1, 0])
+    >>> result.compared, result.agreement, round(result.kappa, 3)
+    (4, 0.75, 0.636)
+    """
     h = np.asarray(list(human), dtype=int)
     j = np.asarray(list(judge), dtype=int)
     if h.shape != j.shape:

@@ -35,7 +35,11 @@ def natural_key(name: str):
 
 
 def natural_sorted(names: Sequence[str]) -> tuple[str, ...]:
-    """System names in natural order: M0, M1, M2, ..., M10 (digits compare as numbers)."""
+    """System names in natural order: M0, M1, M2, ..., M10 (digits compare as numbers).
+
+    >>> natural_sorted(["M10", "M2", "M1"])
+    ('M1', 'M2', 'M10')
+    """
     return tuple(sorted(names, key=_NATURAL))
 
 
@@ -71,6 +75,9 @@ def win_matrix(size: int, first, second, values, weights=None) -> np.ndarray:
 
     first, second: (n,) system indices; values: (n,) in {+1 (first better), 0, -1};
     weights: (n,) multiplicity of each judgement (default 1).
+
+    >>> win_matrix(3, first=[0, 0, 1], second=[1, 2, 2], values=[1, 1, 0]).tolist()
+    [[0.0, 1.0, 1.0], [0.0, 0.0, 0.5], [0.0, 0.5, 0.0]]
     """
     first = np.asarray(first, dtype=np.int64)
     second = np.asarray(second, dtype=np.int64)
@@ -86,7 +93,13 @@ def win_matrix(size: int, first, second, values, weights=None) -> np.ndarray:
 
 def fit_scores(wins: np.ndarray, *, prior_ties: float = DEFAULT_PRIOR_TIES) -> np.ndarray:
     """(S,) Bradley–Terry log-strengths (mean 0) from a (S, S) win matrix (see ``win_matrix``)
-    plus ``prior_ties`` tied pseudo-comparisons between every two systems."""
+    plus ``prior_ties`` tied pseudo-comparisons between every two systems.
+
+    System 0 beat both others once, 1 and 2 tied: 0 first, 1 and 2 level.
+
+    >>> fit_scores(win_matrix(3, [0, 0, 1], [1, 2, 2], [1, 1, 0])).round(2).tolist()
+    [1.07, -0.54, -0.54]
+    """
     import choix
 
     wins = np.asarray(wins, dtype=float)

@@ -537,6 +537,20 @@ def run_rounds(
     """Drive Algorithm 2 to the end: open rounds, collect, close, until finished.
 
     collect(state, needed) yields (first, second, items, values) for the open rounds.
+
+    The default rule (adaptive policy, betting e-process, e-BH at gamma 0.05) on two pairs of
+    60 items: the humans always prefer A to B, and split A against C evenly. A-B is decided
+    after 15 judgements (log wealth past log 20 = 3.0); A-C stops as futile after 25.
+
+    >>> def collect(state, needed):
+    ...     for (first, second), quota in needed.items():
+    ...         done = next(p.judgements for p in state.pairs if (p.first, p.second) == (first, second))
+    ...         values = [1 if second == "B" else (-1) ** i for i in range(done, done + quota)]
+    ...         yield first, second, [f"item{i}" for i in range(done, done + quota)], values
+    >>> state = start(ProtocolSettings(budget=200), {("A", "B"): 60, ("A", "C"): 60})
+    >>> end = run_rounds(state, collect)
+    >>> [(p.first, p.second, p.status, p.decision, p.judgements, round(p.log_evidence, 1)) for p in end.pairs]
+    [('A', 'B', 'decided', 1, 15, 4.7), ('A', 'C', 'futile', 0, 25, -0.2)]
     """
     while not state.finished:
         state = open_rounds(state)

@@ -23,7 +23,11 @@ from .bundle import Bundle
 
 
 def canonical_pair(a: str, b: str) -> tuple[str, str, int]:
-    """``(first, second, sign)`` with first < second; sign is -1 when a and b were swapped."""
+    """``(first, second, sign)`` with first < second; sign is -1 when a and b were swapped.
+
+    >>> canonical_pair("M2", "M1")
+    ('M1', 'M2', -1)
+    """
     if a == b:
         raise ValueError(f"a pair needs two different systems, got {a!r} twice")
     return (a, b, 1) if a < b else (b, a, -1)
@@ -33,6 +37,11 @@ def preferences_from_scores(first_scores, second_scores, eps: float = 0.0) -> np
     """Preference of first over second per element: sign(s1 - s2), ties within ``eps``.
 
     first_scores, second_scores: arrays of the same shape, finite. Returns int8 of that shape.
+
+    >>> preferences_from_scores([0.9, 0.5, 0.2], [0.4, 0.45, 0.3]).tolist()
+    [1, 1, -1]
+    >>> preferences_from_scores([0.9, 0.5, 0.2], [0.4, 0.45, 0.3], eps=0.1).tolist()
+    [1, 0, 0]
     """
     s1 = np.asarray(first_scores, dtype=float)
     s2 = np.asarray(second_scores, dtype=float)
@@ -53,6 +62,10 @@ def sign_of_mean_per_item(items, values) -> tuple[np.ndarray, np.ndarray]:
 
     items (k,) hashable ids, values (k,) in {-1, 0, 1}. Returns (unique items (u,) object,
     sorted; labels (u,) int8). An item with one label keeps it.
+
+    >>> items, labels = sign_of_mean_per_item(["a", "b", "a", "c", "c"], [1, -1, 1, 1, -1])
+    >>> items.tolist(), labels.tolist()
+    (['a', 'b', 'c'], [1, -1, 0])
     """
     items = np.asarray(items, dtype=object).reshape(-1)
     values = np.asarray(values).reshape(-1)
@@ -181,7 +194,11 @@ def combine_verdicts(values: list[int]) -> int:
     """One preference from a judge's verdicts on one item and pair (+1 / 0 / -1, all in the
     pair's own direction): usually one verdict; with both position orders, their common verdict
     when they agree and a tie when they do not — an order-dependent verdict is no preference
-    (Zheng et al. 2023, "Judging LLM-as-a-judge", the swap-and-tie rule)."""
+    (Zheng et al. 2023, "Judging LLM-as-a-judge", the swap-and-tie rule).
+
+    >>> combine_verdicts([1]), combine_verdicts([1, 1]), combine_verdicts([1, -1])
+    (1, 1, 0)
+    """
     first = values[0]
     return first if all(v == first for v in values) else 0
 

@@ -60,8 +60,8 @@ def judgements_to_finish(
     g = rng.standard_gamma(np.broadcast_to(counts[:, None, :] + 1.0, (size, draws, 3)))
     p = (g / g.sum(axis=-1, keepdims=True)).reshape(-1, 3)
     # Every (pair, draw) as one flat entry; each round works on the entries still running only
-    # (at 1,225 pairs x 400 draws most stop within a few rounds: computing theta for all of them
-    # every round took 30 s).
+    # (at 1,225 pairs most draws stop within a few rounds: computing theta for all of them every
+    # round took tens of seconds; docs/benchmarks.md).
     state = np.repeat(counts, draws, axis=0)
     left = np.repeat(remaining, draws)
     used = np.zeros(size * draws, dtype=np.int64)

@@ -40,6 +40,9 @@ def decision_category(reference: int, candidate: int) -> str:
     Correct: same significant direction, or neither significant. Inversion: opposite
     significant directions. Omission: reference significant, candidate not. Insertion:
     reference not significant, candidate significant.
+
+    >>> [decision_category(1, c) for c in (1, 0, -1)], decision_category(0, 1)
+    (['Correct', 'Omission', 'Inversion'], 'Insertion')
     """
     reference = _check_decision(reference, "reference")
     candidate = _check_decision(candidate, "candidate")
@@ -116,6 +119,12 @@ def sign_test(n_plus, n_minus, alpha: float = 0.05, method: str = ASYMPTOTIC) ->
     (any shape, e.g. (P,) pairs). ``method="asymptotic"`` (default) decides by the normal
     approximation: first wins when Phi(z) > 1 - alpha/2, second wins when Phi(z) < alpha/2.
     ``method="exact"`` uses the exact two-sided binomial test, p < alpha.
+
+    30 wins against 10 is a decision for the first system; 12 against 10 is none:
+
+    >>> test = sign_test([30, 12], [10, 10])
+    >>> test.decision.tolist(), test.p_value.round(4).tolist()
+    ([1, 0], [0.0016, 0.6698])
     """
     if method not in (ASYMPTOTIC, EXACT):
         raise ValueError(f"method must be {ASYMPTOTIC!r} or {EXACT!r}, got {method!r}")
@@ -285,7 +294,14 @@ def find_cycles(systems, edges) -> tuple[tuple[str, ...], ...]:
 
 
 def significance_graph(systems, decisions: Mapping[tuple[str, str], int]) -> RankingGraph:
-    """Significance graph of a set of systems from per-pair decisions (any order of systems)."""
+    """Significance graph of a set of systems from per-pair decisions (any order of systems).
+
+    A beats B and C, B beats C: the edge A → C is implied, so the reduced graph drops it.
+
+    >>> graph = significance_graph(["C", "B", "A"], {("A", "B"): 1, ("B", "C"): 1, ("A", "C"): 1})
+    >>> graph.reduced_edges, graph.cycles
+    ((('A', 'B'), ('B', 'C')), ())
+    """
     systems = tuple(sorted(set(systems)))
     if not systems:
         raise ValueError("no systems given")

@@ -48,7 +48,7 @@ is every pair they imply (the truth is an order):
 
 This assumes a pair's labels say nothing about other pairs' labels beyond the truth (separate
 judgements); the two-stage refinement of a pair depends on its own sort run, which the bound
-does not cover exactly (measured, docs/ranking.md). ``error="per_pair"``: each run at level
+does not cover exactly (measured, docs/ranking-results.md). ``error="per_pair"``: each run at level
 gamma, as the all-pairs protocol decides each pair; no family-wise bound, and one false direct
 decision can carry into implied pairs.
 

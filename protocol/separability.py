@@ -39,8 +39,8 @@ import numpy as np
 from protocol.bundle import BundleError, read_bundle
 from protocol.similarity import PairSimilarity, get_similarity, similarity_names
 
-# Starting spawned workers costs ~3 s here (imports); measured on 2 cores with ROUGE-1:
-# 45k pairs 2.0 s in-process vs 5.6 s on 2 workers, 225k pairs 6.5 s vs 5.3 s.
+# Starting spawned workers costs seconds (imports), so only large jobs gain from them
+# (measured on 2 cores with ROUGE-1: docs/benchmarks.md, "The statistics").
 PARALLEL_MIN_PAIRS = 150_000
 CHUNK_PAIRS = 5_000
 

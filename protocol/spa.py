@@ -161,7 +161,11 @@ def _paired_p_values(human_p, metric_p) -> tuple[np.ndarray, np.ndarray]:
 
 
 def soft_pairwise_accuracy(human_p, metric_p) -> float:
-    """SPA = 1 - mean |P_h - P_m| over pairs (vectors (P,) or upper triangles of (S, S))."""
+    """SPA = 1 - mean |P_h - P_m| over pairs (vectors (P,) or upper triangles of (S, S)).
+
+    >>> round(soft_pairwise_accuracy([0.01, 0.2, 0.9], [0.02, 0.5, 0.8]), 4)
+    0.8633
+    """
     human_p, metric_p = _paired_p_values(human_p, metric_p)
     return float(1.0 - np.mean(np.abs(human_p - metric_p)))
 
@@ -172,6 +176,9 @@ def pairwise_accuracy_from_totals(human_totals, metric_totals, human_tolerance: 
 
     human_totals, metric_totals: (P,) sums of x_first - x_second; |total| <= tolerance is a
     tie (sign 0).
+
+    >>> round(pairwise_accuracy_from_totals([3.0, -1.0, 0.5], [2.0, 1.0, 0.2]), 4)
+    0.6667
     """
     human = np.asarray(human_totals, dtype=float)
     metric = np.asarray(metric_totals, dtype=float)

@@ -314,7 +314,11 @@ def _dataset_records(name: str, path: Path) -> Records:
 
 def parse_columns(text: str) -> dict[str, str | list[str]]:
     """``prompt=question,model=generator,metrics=score+bleu,ignore=notes`` as a mapping; a role
-    given an empty column (``reference=``) is unmapped."""
+    given an empty column (``reference=``) is unmapped.
+
+    >>> parse_columns("prompt=question,model=generator,metrics=score+bleu,reference=")
+    {'prompt': 'question', 'model': 'generator', 'metrics': ['score', 'bleu'], 'reference': ''}
+    """
     mapping: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         role, sep, column = part.partition("=")

@@ -71,7 +71,7 @@ LEADERBOARD_REPLICATES = 200
 PROJECTION_DRAWS = 300
 # Predictive draws of all running pairs together: 300 per pair up to 200 pairs, fewer beyond
 # (at least 60; the interval is of the total, a sum over pairs, which many pairs steady).
-# 1,225 pairs x 300 draws took 15 s for one dashboard.
+# Uncapped, 1,225 pairs took seconds of every dashboard (docs/benchmarks.md).
 PROJECTION_ENTRIES = 60_000
 
 

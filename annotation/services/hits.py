@@ -9,10 +9,8 @@ Serving reads counters kept up to date on write instead of aggregating per reque
   ``PairState.leased`` (its live leases): a pair is served while ``quota_left > leased``;
 - ``Comparison.judgement_count`` and ``Comparison.lease_expires_at`` (one live lease at most).
 
-Invariant, maintained by every function here under the pair's row lock: the LEASED
-assignments of a pair are exactly its comparisons with a ``lease_expires_at``, and there are
-``PairState.leased`` of them. A lease past its expiry stays counted until it is taken over by
-a new lease of its comparison or given back by ``leases_reclaim``.
+Every function here keeps serving's invariants under the pair's row lock; they are stated once,
+in docs/architecture.md, "Serving invariants".
 
 A submit that fills its pair's round schedules the round close after commit
 (annotation/jobs.py, services/runtime.py); it never waits for a decision.

@@ -151,8 +151,8 @@ def study_import(
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # The import runs each of its statements many times on tables it fills itself: let
-            # PostgreSQL reuse their plans here (serving plans each run, evalapp/settings/base.py):
-            # 50 x 2,000 imported in 13.4-14.7 s instead of 16.9-18.2 s.
+            # PostgreSQL reuse their plans here (serving plans each run, evalapp/settings/base.py);
+            # planning every run made a large import a quarter slower (docs/benchmarks.md).
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL plan_cache_mode = auto")
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress,
@@ -191,9 +191,8 @@ def _planner_statistics_refresh() -> None:
     """PostgreSQL: ANALYZE the tables an import just filled (call after its commit).
 
     Until autovacuum gets to them, a bulk import leaves PostgreSQL planning the serving loop's
-    statements on the empty tables' statistics: on the 50 x 2,000 arena the first 20-worker
-    load after an import ran at 54 submits/s, p95 270-325 ms, and at 58 submits/s, p95 256-258
-    ms with the tables analysed (scripts/bench/scale.sh, README "Scale"). SQLite plans by its indexes alone
+    statements on the empty tables' statistics, which slowed the first load after a large import
+    (docs/benchmarks.md, "A leaderboard-sized study"). SQLite plans by its indexes alone
     (tests/serving/test_serving_plans.py checks them), so it is left alone.
     """
     if connection.vendor != "postgresql":
@@ -222,7 +221,7 @@ class TextsHtml:
 
 
 def _texts_rendered(bundle: Bundle, text_format: str, progress: Progress) -> TextsHtml:
-    """Render every text of a markdown study (about 2 ms for a 1,300-word answer), before
+    """Render every text of a markdown study once (docs/benchmarks.md, "Import"), before
     anything is written; BundleError names the line of every text beyond the rendering limits
     (rendering.RENDER_LIMITS). A plain study renders nothing here."""
     if text_format != rendering.MARKDOWN:

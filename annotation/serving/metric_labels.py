@@ -122,7 +122,7 @@ def _load(metric: Metric, systems: tuple[str, str] | None = None) -> MetricLabel
         return MetricLabelSource(np.array([], dtype=object), {}, np.zeros((0, 0)), metric.tie_margin, combined)
     # Ids, not names, in the 100,000-row read: no join to the systems, and np.unique over
     # integers rather than strings, and one typed array from the rows rather than a column at a
-    # time (together 250 -> 100 ms at 50 systems x 2,000 items).
+    # time (together less than half the time at 50 systems: docs/benchmarks.md).
     scores = MetricScore.objects.filter(metric=metric)
     if systems is not None:
         scores = scores.filter(output__system__study_id=metric.study_id, output__system__name__in=systems)

@@ -130,7 +130,7 @@ def pair_lanes_of(study: Study, row: PairState) -> dict[str, adaptive.PairState]
 def label_sources_ready(study: Study) -> None:
     """Load the study's metric label sources into this process if it holds them not yet (they
     are kept: ``metric_labels``). Call before taking a pair's lock to decode its state: the
-    first load reads every score of the study (170 ms at 50 x 2,000), and under the lock it
+    first load reads every score of the study (docs/benchmarks.md), and under the lock it
     would hold the pair, and on SQLite every writer, while it reads."""
     lane_label_sources(study)
 

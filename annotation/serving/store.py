@@ -2,7 +2,7 @@
 reclaim), one named function each.
 
 The ORM builds and compiles a statement anew on every call; on the serving loop that was more
-than half of the web tier's CPU (docs/serving.md: 17 ms per submit + next HIT, 21 statements).
+than half of the web tier's CPU (docs/benchmarks.md, "The hot path").
 The loop's statements are therefore written once, here, as plain SQL that runs unchanged on
 SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions).
 Everything else keeps the ORM. Nothing outside this module writes SQL for the serving tables.

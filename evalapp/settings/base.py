@@ -104,9 +104,9 @@ else:
     # (force_custom_plan): PostgreSQL otherwise settles on a generic plan after five runs and
     # keeps it for the connection, and a study's serving tables start empty (comparisons,
     # judgements and assignments grow with use), so the plan made for empty tables stayed: the
-    # annotator's judgement count scanned every comparison for each of their judgements, 100 ms a
-    # request after a minute of load at 50 x 2,000, and the loop's database CPU per submit grew
-    # from 4 to 29 ms (README "Scale"). Planning each run costs about 2 ms of it per submit.
+    # annotator's judgement count scanned every comparison for each of their judgements, and the
+    # loop's database CPU per submit grew sevenfold within a minute of load at 50 x 2,000;
+    # planning each run costs far less (docs/benchmarks.md, "The hot path").
     _prepare_threshold = int(os.environ.get("EVALAPP_PG_PREPARE_THRESHOLD", "2"))
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _options.update(server_side_binding=True, prepare_threshold=_prepare_threshold or None,
@@ -262,13 +262,13 @@ else:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "evalapp"},
         # Rate-limit counts: a small entry per client and scope, written on every counted request.
-        # diskcache keeps them in sharded SQLite files (not the app's database): a write costs
-        # 0.06-0.12 ms however many clients it has seen. Django's file cache lists its whole
-        # directory on every write to decide whether to cull (one file per entry, the expired
-        # ones kept until then): 0.4 ms a write at 100 entries, 3 ms at 2,000, 15 ms at 10,000
-        # (scripts/bench/throttle_cache.py), paid by every crowd request of a long-running study.
+        # diskcache keeps them in sharded SQLite files (not the app's database): a write costs the
+        # same however many clients it has seen. Django's file cache lists its whole directory on
+        # every write to decide whether to cull (one file per entry, the expired ones kept until
+        # then), so its writes grow with the clients, paid by every crowd request of a
+        # long-running study (docs/benchmarks.md; scripts/bench/throttle_cache.py).
         # One shard: each request thread opens its own connection to every shard on first use
-        # (3 ms for one, 23 ms for diskcache's default 8), and 75 writes/s need no sharding;
+        # (eight cost eight times one), and 75 writes/s need no sharding;
         # ThrottleCache keeps it open across requests (diskcache's own closes it at each end).
         "throttle": {"BACKEND": "evalapp.caches.ThrottleCache", "LOCATION": str(VAR_DIR / "throttle"), "SHARDS": 1,
                      "OPTIONS": {"size_limit": 2**26}},

@@ -2,7 +2,7 @@
 
 SQLite admits one writer at a time. A writer that finds the file locked polls it with growing
 sleeps (up to 100 ms each), so under many concurrent annotators a waiting request can miss
-hand-over after hand-over and wait seconds (measured: submit p95 2.8 s with 20 workers). Here
+hand-over after hand-over and wait seconds (docs/benchmarks.md). Here
 every transaction (``BEGIN IMMEDIATE``, the settings' transaction mode) first takes this
 process's writer lock and then an exclusive ``flock`` on ``<database>.writers``, both released
 when it commits or rolls back: writers of all threads and processes then wait in the kernel and

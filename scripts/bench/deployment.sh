@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The deployment-mode load measurement in one command (README "Scale"): a fresh PostgreSQL
+# The deployment-mode load measurement in one command (docs/benchmarks.md): a fresh PostgreSQL
 # database, gunicorn (--preload, gthread), a Celery worker with beat on Redis, the SummEval
 # relevance study, then scripts/bench/load_annotators.py --scenario deployment; everything it started
 # is stopped and the database dropped at the end. Prints the harness's JSON (last line).

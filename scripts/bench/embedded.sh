@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The embedded-default load measurement in one command (README "Scale"): a fresh SQLite
+# The embedded-default load measurement in one command (docs/benchmarks.md): a fresh SQLite
 # database, the demo's server (gunicorn --preload, 3 processes x 4 threads, round closes in a
 # background thread, no broker, no Redis), the SummEval relevance study, then
 # scripts/bench/load_annotators.py --scenario embedded; the server is stopped and the database

@@ -5,8 +5,8 @@
 Enters one crowd worker through the study's start link, then has ``--threads`` threads GET that
 worker's HIT page (``/s/SLUG/annotate/``) as fast as the server answers, with the worker's
 cookies, for ``--seconds``; meanwhile another client logs in as USERNAME once a second and each
-login is timed. The audit measured 19.4 s for such a login when the HIT page rendered long
-answers on every GET and was not rate limited. Prints one JSON object: the flood's answers by
+login is timed. The audit saw such a login take many seconds when the HIT page rendered long
+answers on every GET and was not rate limited (docs/benchmarks.md). Prints one JSON object: the flood's answers by
 status (200 rendered, 429 refused by the page's rate limit) and the logins' times. Loopback
 targets only; bounded in time.
 """

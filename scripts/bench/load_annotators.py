@@ -197,7 +197,7 @@ def _work(client, slug, name, mode, think_ms, deadline, budget, lock, stats, rng
             if time.monotonic() + think >= deadline:
                 # Still thinking when the run ends: stop. (Sleeping until the deadline and
                 # submitting then made every such worker submit in the same instant, a burst
-                # no crowd sends: 80 of the 86 requests over 150 ms in a 100-worker run.)
+                # no crowd sends, most of the slow requests of a run: docs/benchmarks.md.)
                 return
             time.sleep(think)
         key = KEY.search(body).group(1)

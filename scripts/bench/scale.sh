@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale benchmark of issue 22 in one command (README "Scale"): builds the synthetic arena
+# The scale benchmark of issue 22 in one command (docs/benchmarks.md): builds the synthetic arena
 # bundle (protocol.arena: systems with known strengths, one noisy judge score per output, no
 # human labels) deterministically, imports it with manage.py import_study into a fresh
 # database, timing it and its peak RSS, starts the embedded server (gunicorn --preload 3 x 4

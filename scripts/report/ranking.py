@@ -1,5 +1,5 @@
 """Generate the "Ranking many systems" section of docs/results.md and the measured table of
-docs/ranking.md (issue 22): the known-truth replay of protocol.arena_replay.
+docs/ranking-results.md (issue 22): the known-truth replay of protocol.arena_replay.
 
     nice -n 10 .venv/bin/python scripts/report/ranking.py [--seeds 3] [--null-seeds 20]
     .venv/bin/python scripts/report/ranking.py --render-only   # from var/report_ranking.json
@@ -40,7 +40,7 @@ from scripts.report.results_md import replace_section  # noqa: E402
 
 SECTION = "ranking"
 CACHE = ROOT / "var" / "report_ranking.json"
-RANKING_DOC = ROOT / "docs" / "ranking.md"
+RANKING_DOC = ROOT / "docs" / "ranking-results.md"
 SIZES = ((16, 500), (30, 1000), (50, 2000))
 GAMMA = 0.05
 

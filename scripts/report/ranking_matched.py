@@ -1,4 +1,4 @@
-"""Generate the section "Ordering at matched labels" of docs/ranking.md (issue 22): human labels
+"""Generate the section "Ordering at matched labels" of docs/ranking-results.md (issue 22): human labels
 against ordering quality for every design, each at several resolutions, on the known-truth
 arena of protocol.arena, so that designs are compared where they order the true neighbours
 equally well.
@@ -53,7 +53,7 @@ from scripts.report.results_md import replace_section  # noqa: E402
 
 SECTION = "ranking_matched"
 METRIC_SECTION = "ranking_matched_metric"
-RANKING_DOC = ROOT / "docs" / "ranking.md"
+RANKING_DOC = ROOT / "docs" / "ranking-results.md"
 SYSTEMS, PROMPTS, GAP, GAMMA = 50, 2000, 0.3, 0.05
 ALL_PAIRS_CAPS = (30, 60, 100, 200, 0)
 RANKING_CAPS = (200, 300, 400, 600, 0)
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0,
                         help="arenas FIRST_SEED .. FIRST_SEED + SEEDS - 1 (seeds no setting was chosen on)")
     parser.add_argument("--metric", action="store_true", help="the decision designs use the judge score")
-    parser.add_argument("--dry-run", action="store_true", help="print instead of writing docs/ranking.md")
+    parser.add_argument("--dry-run", action="store_true", help="print instead of writing docs/ranking-results.md")
     parser.add_argument("--workers", type=int, default=3, help="processes (one seed each)")
     parser.add_argument("--save-rows", type=Path, help="also write every design point as JSON lines here")
     parser.add_argument("--load-rows", type=Path, help="render from the JSON lines of an earlier --save-rows")

@@ -154,7 +154,7 @@ def test_a_draft_can_choose_the_ranking_design_and_launch_it():
 
 
 def test_labels_per_comparison_is_the_rankings_resolution_through_the_app():
-    """``ranking_max_labels`` caps every comparison the sort runs (docs/ranking.md, "Ordering at
+    """``ranking_max_labels`` caps every comparison the sort runs (docs/ranking-results.md, "Ordering at
     matched labels"): no served pair takes more judgements, a pair undecided by then is a tie,
     and the sort still completes within C(k) runs. Refused with the all-pairs design."""
     study = study_import(source=bundle_bytes(ranking_rows(ranking_max_labels=4)), slug="rank-cap")

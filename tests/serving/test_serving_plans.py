@@ -81,7 +81,7 @@ def test_the_loop_plans_each_run_for_the_tables_as_they_are(client):
     """PostgreSQL settles on a generic plan for a prepared statement after five runs and keeps it
     for the connection. A study's serving tables start empty and grow with use, so the plans
     made at its start stayed: the annotator's judgement count scanned every comparison for each
-    of their judgements, 100 ms a request after a minute of load at 50 x 2,000 (README "Scale").
+    of their judgements, slower with every judgement under load at 50 x 2,000 (docs/benchmarks.md).
     Every run of the loop's prepared statements is planned for the tables as they are."""
     study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
     start_worker(client, study.slug, "plans")

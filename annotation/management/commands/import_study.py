@@ -89,7 +89,7 @@ class Command(BaseCommand):
             study_dashboard_refresh(study_id=study.pk)
         # So is the metrics table's first view: otherwise it starts the table's job in a web
         # server's background lane, whose seconds of CPU the crowd's first requests then share
-        # (a worker's first HIT at 50 x 2,000 on PostgreSQL: 54-70 ms beside it, 39-45 ms without).
+        # (docs/benchmarks.md, "A leaderboard-sized study").
         study_metrics_table_refresh(study_id=study.pk)
         pairs = study.pair_states.count()
         self.stdout.write(self.style.SUCCESS(
