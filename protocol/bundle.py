@@ -855,7 +855,7 @@ def read_bundle(source: str | os.PathLike | bytes | BinaryIO, *, max_bytes: int 
     >>> read_bundle(b'{"kind": "study", "name": "x"}\\n{"kind": "colour"}\\n')
     Traceback (most recent call last):
     ...
-    protocol.bundle.BundleError: invalid study bundle (1 problems):
+    protocol.bundle.BundleError: cannot import the study (1 problem):
     line 2: unknown kind "colour" (expected one of: study, item, output, metric_score, metric_preference, human_score, human_preference, check)
 
     A source that can be read twice (a path, bytes, a seekable file) is read once first only

@@ -51,6 +51,9 @@ class LabelSavingsBound:
     active_ratio: float
 
 
+ROUNDING = 1e-12
+
+
 def label_savings_bound(human, metric, *, human_labels: float) -> LabelSavingsBound:
     """The bound for one pair.
 
@@ -81,15 +84,19 @@ def label_savings_bound(human, metric, *, human_labels: float) -> LabelSavingsBo
     shares = np.array([np.mean(m == c) for c in CLASSES])
     means = np.array([h[m == c].mean() if (m == c).any() else 0.0 for c in CLASSES])
     sds = np.array([h[m == c].std() if (m == c).any() else 0.0 for c in CLASSES])
-    eta2 = float(np.sum(shares * (means - h.mean()) ** 2) / variance)
+    # A metric that explains the humans exactly gives eta2 = 1 up to rounding, on either side
+    # of 1 depending on the labels' signs: below ROUNDING the unexplained share and the room
+    # are zero, else a ratio of two rounding errors (0 or 1) broke the swap symmetry.
+    eta2 = min(float(np.sum(shares * (means - h.mean()) ** 2) / variance), 1.0)
+    unexplained = 1.0 - eta2 if 1.0 - eta2 > ROUNDING else 0.0
     neyman_share = float(np.sum(shares * sds) ** 2 / variance)
     room = 1.0 - eta2 * human_labels / items  # > 0 unless the metric alone is as precise
     return LabelSavingsBound(
         items=items,
         eta2=eta2,
         neyman_share=neyman_share,
-        uniform_ratio=max(0.0, (1.0 - eta2) / room) if room > 0 else 0.0,
-        active_ratio=max(0.0, neyman_share / room) if room > 0 else 0.0,
+        uniform_ratio=max(0.0, unexplained / room) if room > ROUNDING else 0.0,
+        active_ratio=max(0.0, neyman_share / room) if room > ROUNDING else 0.0,
     )
 
 

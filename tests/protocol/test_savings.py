@@ -109,6 +109,15 @@ def test_swapping_the_systems_mirrors_nothing_away(labels, fraction):
     assert 0.0 <= bound.uniform_ratio <= 1.0 + 1e-12
 
 
+def test_a_metric_that_explains_the_humans_exactly_saves_all_in_either_order():
+    """Found by hypothesis: eta2 came out 1.0 one way round and 0.9999999999999998 the other, and
+    with every label counted the uniform ratio was 0/0 in rounding errors: 0.0 vs 1.0."""
+    human = np.array([-1, -1, -1, 0, 1])
+    for labels in (human, -human):
+        bound = label_savings_bound(labels, labels, human_labels=5)
+        assert bound.eta2 == pytest.approx(1.0) and bound.uniform_ratio == 0.0 and bound.active_ratio == 0.0
+
+
 def test_a_study_weights_each_pair_by_its_labels_and_leaves_out_constant_pairs():
     rng = np.random.default_rng(1)
     small = _population(rng, 40)[::-1]
