@@ -34,6 +34,7 @@ arena         deterministic synthetic arenas (systems with known strengths, a no
 arena_replay  the known-truth replay: all pairs, the ranking design, random pairs + Bradley–Terry
 ranking_design  a ranking of many systems from O(k log k) pairs (merge sort on decided pairs)
 designs       the pair designs (all_pairs, ranking, active), one module each, in one registry
+scales        the answer scales of a rubric's criteria (points, texts, keys, strength words), in one registry
 simulate      offline replay of the protocol on a bundle with complete human labels (command line)
 report        a metric against a bundle's human labels (command line)
 savings       the least share of human labels any metric-assisted rule needs (efficiency bound)

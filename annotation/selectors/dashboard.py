@@ -421,7 +421,7 @@ def _pair_criteria(study: Study, row: PairState) -> list[dict]:
 def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
     """The reasons given on a rubric pair's counted judgements, oldest first: item, annotator,
     criterion, its answer in canonical order (+1 = ``first`` better) and strength, the reason."""
-    labels = {c.name: c.label for c in study_rubric(study)}
+    criteria = {c.name: c for c in study_rubric(study)}
     rows = counted_judgements(study=study).filter(
         comparison__first__name=first, comparison__second__name=second, answers__isnull=False).order_by("id")
     reasons = []
@@ -429,9 +429,12 @@ def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
                                                      "answers").iterator():
         for name, answer in answers.items():
             if answer.get("reason"):
+                criterion = criteria.get(name)
+                strength = answer.get("strength", 0)
                 reasons.append({"item": item, "annotator": annotator, "criterion": name,
-                                "label": labels.get(name, name), "value": answer["value"],
-                                "strength": answer.get("strength", 0), "reason": answer["reason"]})
+                                "label": criterion.label if criterion else name, "value": answer["value"],
+                                "strength": strength, "reason": answer["reason"],
+                                "word": criterion.answer_scale.words.get(strength, "") if criterion else ""})
     return reasons
 
 
