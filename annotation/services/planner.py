@@ -1,7 +1,7 @@
 """The planner inside the app: a researcher's plan request becomes a PlanJob run off the request.
 
 ``plan_job_create`` validates and stores the request, and after its commit schedules the run
-where round closes run (annotation/jobs.py, ``settings.EVALAPP_ROUND_CLOSE``): a Celery task with a broker, a
+where background work runs (annotation/jobs.py, ``settings.EVALAPP_BACKGROUND_WORK``): a Celery task with a broker, a
 background thread of the web process without one, inline in the test suite.
 ``plan_job_run`` reads the study's data as a bundle (its metric labels; its human labels:
 imported human ratings and judgements so far), runs ``protocol.plan.plan`` and writes the

@@ -2,7 +2,7 @@
 
 A submit that fills a pair's round only schedules a close (``jobs.rounds_close``, after its
 commit); the close runs elsewhere — a Celery task with a broker, a background thread of the
-web process without one (``settings.EVALAPP_ROUND_CLOSE``, annotation/jobs.py) — so no
+web process without one (``settings.EVALAPP_BACKGROUND_WORK``, annotation/jobs.py) — so no
 annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held, runs the
 batched decision, then takes the study lock for the few milliseconds it needs to apply the
 results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
