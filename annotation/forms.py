@@ -24,6 +24,8 @@ class MailingPasswordResetForm(PasswordResetForm):
 
 from django.utils.text import capfirst
 
+from protocol.designs import PairDesign
+from protocol.designs.all_pairs import ALL_PAIRS
 from protocol.study_settings import (BOOL, CHOICE, DRAFT, INT, METRIC, RUNNING, TEXT, Setting, cross_problems,
                                      settings_for)
 
@@ -140,7 +142,7 @@ def setting_formfield(setting: Setting, *, required: bool) -> forms.Field:
     if setting.kind == BOOL:
         return forms.BooleanField(required=False, **common)
     if setting.kind == CHOICE:
-        return forms.ChoiceField(choices=setting.choices, required=required, **common,
+        return forms.ChoiceField(choices=setting.field_choices, required=required, **common,
                                  error_messages={"invalid_choice": setting.refusal('"%(value)s"')})
     if setting.kind == TEXT:
         widget = forms.Textarea(attrs={"rows": 6}) if setting.max_length > 200 else forms.TextInput
@@ -318,15 +320,19 @@ class PlanForm(forms.Form):
     ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
     GRID_FIELDS = ("budgets", "batches", "gammas", "throughput", "policy", "reps")
 
-    def __init__(self, *args, ranking: bool = False, **kwargs):
-        """``ranking``: the study runs the ranking design, whose grid has the most labels per
-        comparison where the all-pairs protocol has a budget, and one policy (adaptive)."""
+    def __init__(self, *args, design: PairDesign = ALL_PAIRS, **kwargs):
+        """``design``: the study's pair design (protocol.designs). One that caps the labels per
+        comparison in its replay has them in its grid where the all-pairs protocol has a budget;
+        one that the planner replays with one policy offers that policy alone."""
         super().__init__(*args, **kwargs)
-        if ranking:
+        if design.plan_per_comparison:
             self.fields["budgets"].label = "Labels per comparison"
             self.fields["budgets"].help_text = ("comma-separated: the most judgements each comparison of the sort "
                                                 "may take (the study's resolution); all = every item of the pair")
-            self.fields["policy"].choices = [("adaptive", "Adaptive (the ranking design's)")]
+        if design.plan_policy:
+            policy = self.fields["policy"]
+            policy.choices = [(value, f"{label} (the {design.title} design's)") for value, label in policy.choices
+                              if value == design.plan_policy]
 
     def clean_budgets(self):
         values = _numbers(self.cleaned_data["budgets"], int, "budget", allow_all=True)

@@ -7,6 +7,8 @@ false ± decisions on null pairs".
 """
 from __future__ import annotations
 
+from protocol.designs import PairDesign
+from protocol.designs.all_pairs import ALL_PAIRS
 from protocol.state import BAYES, EPROCESS, PAPER
 
 ANYTIME = "false ± ≤ γ under any number of looks"
@@ -26,14 +28,6 @@ FAMILY_TEXT = {
 }
 
 
-RANKING = "ranking"
-RANKING_TEXT = ("across the ranking: any wrong pair in its order, decided or implied, ≤ γ "
-                "(each pair the sort runs decided at γ / {planned})")
-ACTIVE = "active"
-ACTIVE_TEXT = ("across the study's pairs: any false ± decision, direct or implied, ≤ γ (each pair decided "
-               "at γ / {planned}); the fitted order's neighbours carry a posterior probability, not a decision")
-
-
 def decision_guarantee(*, rule: str, strict: bool) -> str:
     """The guarantee one pair's ± decision carries under the study's rule.
 
@@ -46,17 +40,13 @@ def decision_guarantee(*, rule: str, strict: bool) -> str:
     return PLANNED_LOOKS if strict else PER_LOOK
 
 
-def family_guarantee(*, rule: str, family: str, design: str = "all_pairs", planned: int = 0) -> str:
-    """What holds across the study's pairs (the protocol's ProtocolSettings.family, or a
-    ranking design's statement over its ``planned`` pair runs); "" under the Bayesian rule,
-    which claims nothing across pairs."""
+def family_guarantee(*, rule: str, family: str, design: PairDesign = ALL_PAIRS, planned: int = 0) -> str:
+    """What holds across the study's pairs (the protocol's ProtocolSettings.family, or the pair
+    design's own statement over its ``planned`` pair runs, protocol.designs); "" under the
+    Bayesian rule, which claims nothing across pairs."""
     if rule != EPROCESS:
         return ""
-    if design == RANKING:
-        return RANKING_TEXT.format(planned=planned)
-    if design == ACTIVE:
-        return ACTIVE_TEXT.format(planned=planned)
-    return FAMILY_TEXT.get(family, "")
+    return design.guarantee(planned) or FAMILY_TEXT.get(family, "")
 
 
 def policy_warning(*, policy: str, rule: str, strict: bool) -> str:

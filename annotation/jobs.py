@@ -1,12 +1,13 @@
 """Background work: the one way services hand work to run off the request path.
 
-Where it runs is one setting, ``EVALAPP_ROUND_CLOSE``: ``celery`` (a task on the broker),
-``thread`` (the embedded default: a background thread of this process, and a sweep thread
-every ``EVALAPP_SWEEP_SECONDS``; the lanes named in ``EVALAPP_PROCESS_LANES`` run in a child
-process of this one instead) or ``inline`` (at once, in the caller; the tests). Every mode
-runs the same Celery task (annotation/tasks.py), found by name in Celery's registry: services
-import this module, tasks import services, and nothing here imports tasks (the app's
-``ready`` imports them so that they are registered).
+Where it runs is one setting, ``EVALAPP_BACKGROUND_WORK`` (its old name, ``EVALAPP_BACKGROUND_WORK``,
+still read: evalapp/settings/base.py), naming one backend class of ``BACKENDS``: ``celery``
+(a task on the broker), ``thread`` (the embedded default: a background thread of this
+process, and a sweep thread every ``EVALAPP_SWEEP_SECONDS``; the lanes named in
+``EVALAPP_PROCESS_LANES`` run in a child process of this one instead) or ``inline`` (at once,
+in the caller; the tests). Every backend runs the same Celery task (annotation/tasks.py),
+found by name in Celery's registry: services import this module, tasks import services, and
+nothing here imports tasks (the app's ``ready`` imports them so that they are registered).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ STUDY_SEPARABILITY = "annotation.tasks.study_separability_task"
 STUDY_METRICS_TABLE = "annotation.tasks.study_metrics_table_task"
 STUDY_DASHBOARD = "annotation.tasks.study_dashboard_task"
 JUDGE_RUN = "annotation.tasks.judge_run_task"
-# A close already queued for the study (celery mode): a burst of filled rounds sends one task.
+# A close already queued for the study (the celery backend): a burst of filled rounds sends one task.
 QUEUED_KEY = "evalapp:rounds-close-queued:{}"
 
 
@@ -42,22 +43,74 @@ def _task(name: str):
     return current_app.tasks[name]
 
 
-def rounds_close(study_id: int) -> None:
-    """Have the study's filled rounds closed soon, off this request; call after commit."""
-    mode = settings.EVALAPP_ROUND_CLOSE
-    if mode == "inline":
-        _task(ROUNDS_CLOSE)(study_id)
-    elif mode == "celery":
+class Backend:
+    """Where background work runs: a round close (``rounds_close``) and any other job
+    (``run``: the task named ``task`` with ``argument``, in the backend's ``lane``)."""
+
+    name = ""
+
+    def rounds_close(self, study_id: int) -> None:
+        self.run(ROUNDS_CLOSE, study_id, "rounds")
+
+    def run(self, task: str, argument: int, lane: str) -> None:
+        raise NotImplementedError
+
+
+class InlineBackend(Backend):
+    """At once, in the caller (the tests: decisions are there when the submit returns)."""
+
+    name = "inline"
+
+    def run(self, task: str, argument: int, lane: str) -> None:
+        _task(task)(argument)
+
+
+class CeleryBackend(Backend):
+    """A task on the broker; Celery beat runs the sweep."""
+
+    name = "celery"
+
+    def rounds_close(self, study_id: int) -> None:
         # Coalesce a burst of filled rounds into one task (the task closes all of them).
         if cache.add(QUEUED_KEY.format(study_id), 1, timeout=1):
             _send_or_leave_to_the_sweep(ROUNDS_CLOSE, study_id)
-    else:
+
+    def run(self, task: str, argument: int, lane: str) -> None:
+        _task(task).delay(argument)
+
+
+class ThreadBackend(Backend):
+    """A thread of this process per lane (a child process for the lanes of
+    EVALAPP_PROCESS_LANES), and a sweep thread."""
+
+    name = "thread"
+
+    def rounds_close(self, study_id: int) -> None:
         with _guard:
             if study_id in _pending:
                 return
             _pending.add(study_id)
         _executor("rounds").submit(_close_in_thread, study_id)
         sweeper_ensure()
+
+    def run(self, task: str, argument: int, lane: str) -> None:
+        if lane in settings.EVALAPP_PROCESS_LANES:
+            _in_child_process(lane, task, argument)
+        else:
+            _executor(lane).submit(_in_background, task, argument)
+
+
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (InlineBackend(), CeleryBackend(), ThreadBackend())}
+
+
+def backend() -> Backend:
+    """The backend settings.EVALAPP_BACKGROUND_WORK names (read at each call: a test switches it)."""
+    return BACKENDS[settings.EVALAPP_BACKGROUND_WORK]
+
+
+def rounds_close(study_id: int) -> None:
+    """Have the study's filled rounds closed soon, off this request; call after commit."""
+    backend().rounds_close(study_id)
 
 
 # While the broker does not answer, a filled round waits for the sweep (Celery beat runs it on
@@ -83,24 +136,10 @@ def _send_or_leave_to_the_sweep(task: str, argument: int) -> None:
                         "them once the broker is back; asking it again every %d s", error, BROKER_RETRY_SECONDS)
 
 
-def _where_closes_run(task: str, argument: int, executor: str) -> None:
-    """Run ``task(argument)`` where round closes run (settings.EVALAPP_ROUND_CLOSE): here, in a
-    Celery worker, or in this process's ``executor`` thread."""
-    mode = settings.EVALAPP_ROUND_CLOSE
-    if mode == "inline":
-        _task(task)(argument)
-    elif mode == "celery":
-        _task(task).delay(argument)
-    elif executor in settings.EVALAPP_PROCESS_LANES:
-        _in_child_process(executor, task, argument)
-    else:
-        _executor(executor).submit(_in_background, task, argument)
-
-
 def plan_job(job_id: int) -> None:
-    """Run a planner job where round closes run; call after its commit."""
+    """Run a planner job where background work runs; call after its commit."""
     # One plan at a time (the "plans" thread): a plan is CPU-bound, more would share the cores.
-    _where_closes_run(PLAN_JOB, job_id, "plans")
+    backend().run(PLAN_JOB, job_id, "plans")
 
 
 def study_separability(study_id: int) -> None:
@@ -109,23 +148,23 @@ def study_separability(study_id: int) -> None:
 
 
 def study_metrics_table(study_id: int) -> None:
-    """Compute a study's metrics table where round closes run (off the request: seconds at 50
+    """Compute a study's metrics table where background work runs (off the request: seconds at 50
     systems, which the embedded server used to spend in the page's request)."""
-    _where_closes_run(STUDY_METRICS_TABLE, study_id, "reports")
+    backend().run(STUDY_METRICS_TABLE, study_id, "reports")
 
 
 def judge_run(run_id: int) -> None:
-    """Run an LLM judge run where round closes run; call after its commit. Its own lane
+    """Run an LLM judge run where background work runs; call after its commit. Its own lane
     ("judges"): a run waits on the endpoint for minutes, and must not hold up plans or reports."""
-    _where_closes_run(JUDGE_RUN, run_id, "judges")
+    backend().run(JUDGE_RUN, run_id, "judges")
 
 
 def study_dashboard(study_id: int) -> None:
-    """Compute a study's dashboard for its current round where round closes run (off the request)."""
-    _where_closes_run(STUDY_DASHBOARD, study_id, "reports")
+    """Compute a study's dashboard for its current round where background work runs (off the request)."""
+    backend().run(STUDY_DASHBOARD, study_id, "reports")
 
 
-# --- This process's threads (mode "thread") ------------------------------------------------
+# --- This process's threads (the thread backend) ------------------------------------------------
 
 _executors: dict[str, ThreadPoolExecutor] = {}
 _processes: dict[str, ProcessPoolExecutor] = {}
@@ -204,9 +243,9 @@ def _in_background(name: str, *args) -> None:
 
 
 def sweeper_ensure() -> None:
-    """Start this process's sweep thread (embedded mode, no broker) unless it runs already."""
+    """Start this process's sweep thread (the thread backend, no broker) unless it runs already."""
     global _sweeper
-    if settings.EVALAPP_ROUND_CLOSE != "thread" or (_sweeper is not None and _sweeper.is_alive()):
+    if settings.EVALAPP_BACKGROUND_WORK != ThreadBackend.name or (_sweeper is not None and _sweeper.is_alive()):
         return
     with _guard:
         if _sweeper is None or not _sweeper.is_alive():
@@ -215,18 +254,18 @@ def sweeper_ensure() -> None:
 
 
 def _sweep_forever() -> None:
-    """Sweep every EVALAPP_SWEEP_SECONDS while round closes run in threads; a process whose
-    mode changes (the test suite switches it per test) stops its sweeper rather than sweep
+    """Sweep every EVALAPP_SWEEP_SECONDS while background work runs in threads; a process whose
+    backend changes (the test suite switches it per test) stops its sweeper rather than sweep
     behind the back of a test that runs closes another way."""
     while True:
         waited = 0.0
         while waited < settings.EVALAPP_SWEEP_SECONDS:
-            if settings.EVALAPP_ROUND_CLOSE != "thread":
+            if settings.EVALAPP_BACKGROUND_WORK != ThreadBackend.name:
                 return
             step = min(1.0, settings.EVALAPP_SWEEP_SECONDS - waited)
             time.sleep(step)
             waited += step
-        if settings.EVALAPP_ROUND_CLOSE != "thread":
+        if settings.EVALAPP_BACKGROUND_WORK != ThreadBackend.name:
             return
         try:
             close_old_connections()

@@ -18,7 +18,7 @@ from django.utils.deconstruct import deconstructible
 
 from protocol.bundle import CHECK_EXPECTED, parse_criteria
 from protocol.active_ranking import ActiveSettings
-from protocol.ranking_design import planned_decisions
+from protocol.designs import DESIGNS, PairDesign, design_of
 from protocol.study_settings import CHOICE, FIXED, METRIC, SETTINGS, TEXT, cross_problems
 
 from . import guarantees
@@ -51,6 +51,20 @@ class SettingBounds:
         return hash(self.name)
 
 
+class LiveRefusal(str):
+    """The refusal of a value of a setting with live choices (the pair designs): the choices are
+    named when the message is formatted (Django formats it with ``% {"value": ...}``), while the
+    text a migration holds names none, so registering a new choice needs no migration."""
+
+    def __new__(cls, name: str) -> LiveRefusal:
+        refusal = super().__new__(cls, f"{name} must be one of its registered choices, got %(value)r")
+        refusal.setting_name = name
+        return refusal
+
+    def __mod__(self, params: dict) -> str:
+        return SETTINGS[self.setting_name].refusal(repr(params["value"]))
+
+
 def declared(name: str, *, bounds: bool = True, **field) -> dict:
     """A Study field's keyword arguments from the study setting ``name``: its label (the field's
     verbose name), default, help, choices and bounds (a validator); ``field`` adds the rest."""
@@ -59,8 +73,9 @@ def declared(name: str, *, bounds: bool = True, **field) -> dict:
     if bounds:
         kwargs["validators"] = [SettingBounds(name)]
     if setting.kind == CHOICE:
-        kwargs["choices"] = list(setting.choices)
-        kwargs["error_messages"] = {"invalid_choice": setting.refusal("%(value)r")}
+        kwargs["choices"] = setting.field_choices
+        refusal = setting.refusal("%(value)r") if isinstance(setting.choices, tuple) else LiveRefusal(name)
+        kwargs["error_messages"] = {"invalid_choice": refusal}
     if setting.kind == TEXT:
         kwargs["blank"] = setting.blank
     if setting.default in ("", None):
@@ -86,7 +101,6 @@ class Study(models.Model):
     Allocation = models.TextChoices("Allocation", choices_of("allocation_policy"))
     Rule = models.TextChoices("Rule", choices_of("protocol_rule"))
     FamilyControl = models.TextChoices("FamilyControl", choices_of("family_control"))
-    PairDesign = models.TextChoices("PairDesign", choices_of("pair_design"))
     ItemChoice = models.TextChoices("ItemChoice", choices_of("item_choice"))
 
     slug = models.SlugField(max_length=80, unique=True)
@@ -209,23 +223,17 @@ class Study(models.Model):
     def family_guarantee(self) -> str:
         """What holds across the study's pairs; "" when nothing is claimed."""
         return guarantees.family_guarantee(rule=self.protocol_rule, family=self.family_control,
-                                           design=self.pair_design, planned=self.ranking_planned)
+                                           design=self.design, planned=self.ranking_planned)
 
     @property
-    def ranks(self) -> bool:
-        """Does the study run the ranking design?"""
-        return self.pair_design == self.PairDesign.RANKING
+    def design(self) -> PairDesign:
+        """The study's pair design (protocol.designs): every place that varies by design asks it."""
+        return design_of(self.pair_design)
 
     @property
-    def ranks_actively(self) -> bool:
-        """Does the study run the active ranking design?"""
-        return self.pair_design == self.PairDesign.ACTIVE
-
-    @property
-    def orders_systems(self) -> bool:
-        """Does the study run a ranking design (the sort or the active one)? Both start from an
-        initial order of the systems, stored at the start (``ranking_order``)."""
-        return self.ranks or self.ranks_actively
+    def design_summary(self) -> str:
+        """The design's settings in words, for the settings page ("" for none)."""
+        return self.design.summary(self.ranking_order, self.active_settings)
 
     @property
     def active_settings(self) -> ActiveSettings:
@@ -235,14 +243,10 @@ class Study(models.Model):
 
     @property
     def ranking_planned(self) -> int:
-        """The ranking design's most pair runs over the systems of its initial order: C(k) for
-        the sort, k (k - 1) / 2 for the active design (0 before the protocol starts or under
-        the all-pairs design)."""
-        if self.ranks:
-            return planned_decisions(len(self.ranking_order))
-        if self.ranks_actively and self.ranking_order:
-            return self.active_settings.pair_limit(len(self.ranking_order))
-        return 0
+        """The design's most pair runs over the systems of its initial order: C(k) for the sort,
+        k (k - 1) / 2 for the active design (0 before the protocol starts or under the all-pairs
+        design)."""
+        return self.design.planned(self.ranking_order, self.active_settings)
 
     @property
     def decision_level(self) -> float:
@@ -285,11 +289,11 @@ class Study(models.Model):
                 errors["criteria"] = problems
         errors.update(cross_problems({name: getattr(self, name) for name, setting in SETTINGS.items()
                                       if setting.kind != METRIC}))
-        if self.orders_systems:
-            errors.update(self._ranking_problems())
-        elif self.ranking_max_labels:
-            errors["ranking_max_labels"] = ("labels per comparison is the ranking design's resolution; "
-                                            "the all-pairs design takes every item of a pair (leave it 0)")
+        design = DESIGNS.get(self.pair_design)  # None: the field's own check refuses the name
+        if design:
+            errors.update(design.problems(rule=self.protocol_rule, policy=self.allocation_policy,
+                                               family=self.family_control, criteria=len(self.criteria),
+                                               max_labels=self.ranking_max_labels))
         started = self.pk is not None and self.protocol_started
         if started and self.status == self.Status.DRAFT:
             errors["status"] = "a study whose protocol has started cannot become a draft again; pause it instead"
@@ -306,22 +310,6 @@ class Study(models.Model):
                                             "has started: the decisions so far were made with it")
         if errors:
             raise ValidationError(errors)
-
-    def _ranking_problems(self) -> dict[str, str]:
-        """Why a ranking design cannot run with the other settings (docs/ranking.md)."""
-        why = f"the {'active ranking' if self.ranks_actively else 'ranking'} design needs "
-        level = "γ / (k (k − 1) / 2)" if self.ranks_actively else "γ / C(k)"
-        problems = {}
-        if self.protocol_rule != self.Rule.EPROCESS:
-            problems["protocol_rule"] = why + "the e-process rule (its error statement is anytime-valid)"
-        if self.allocation_policy != self.Allocation.ADAPTIVE:
-            problems["allocation_policy"] = why + "the adaptive policy (futile pairs stop; the sort goes on)"
-        if self.family_control != self.FamilyControl.NONE:
-            problems["family_control"] = (why + "family control 'none': it controls the error over the "
-                                          f"ranking itself, each pair at {level}")
-        if len(self.criteria) > 1:
-            problems["pair_design"] = why + "one criterion (its sort follows one decision per pair)"
-        return problems
 
 
 class StudyMembership(models.Model):
@@ -841,6 +829,13 @@ class PlanJob(models.Model):
 
     def __str__(self) -> str:
         return f"plan {self.pk} · {self.study} · {self.status}"
+
+    @property
+    def per_comparison(self) -> bool:
+        """Are the plan's budgets the most labels per comparison (the replay of a design that
+        plans so, protocol.designs), not a study's budget?"""
+        replay = self.params.get("design", "all_pairs")  # a job stored before ranking plans planned all pairs
+        return any(d.plan_replay == replay and d.plan_per_comparison for d in DESIGNS.values())
 
     @property
     def percent(self) -> int:

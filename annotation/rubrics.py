@@ -52,8 +52,8 @@ def answer_row(*, value: int, strength: int = 0, reason: str = "") -> dict:
 def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -> dict:
     """Canonical ``Judgement.answers`` from what the annotator chose on screen.
 
-    shown   criterion -> {"value": -2..2 with a strength scale, else -1..1, as shown (+ = left
-            better), "reason": str}
+    shown   criterion -> {"value": one of its answer scale's values (protocol.scales), as
+            shown (+ = left better), "reason": str}
     ValueError naming the criterion when one is missing, out of range or lacks a required
     reason (a preference without one; a tie needs none), or when an unknown criterion is answered.
     """
@@ -67,11 +67,11 @@ def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -
         given = shown.get(criterion.name)
         if given is None or given.get("value") is None:
             raise ValueError(f"choose an answer for {criterion.label!r}")
-        scale = (-2, -1, 0, 1, 2) if criterion.strength else (-1, 0, 1)
+        scale = criterion.answer_scale
         value = given["value"]
-        if isinstance(value, bool) or value not in scale:
-            raise ValueError(f"{criterion.label!r}: the answer must be one of {', '.join(map(str, scale))}, "
-                             f"got {value!r}")
+        if isinstance(value, bool) or value not in scale.values:
+            raise ValueError(f"{criterion.label!r}: the answer must be one of "
+                             f"{', '.join(map(str, sorted(scale.values)))}, got {value!r}")
         reason = str(given.get("reason") or "").strip()
         # A reason explains a preference: "required" asks for one when one output is better
         # (any strength), not with "About the same" (issue 36; docs/bundle-format.md).
@@ -85,7 +85,7 @@ def answers_from_screen(*, study, shown: Mapping[str, Mapping], swapped: bool) -
             raise ValueError(f"{criterion.label!r}: the reason is longer than {MAX_REASON_CHARS} characters")
         sign = (value > 0) - (value < 0)
         answers[criterion.name] = answer_row(value=-sign if swapped else sign,
-                                             strength=abs(value) if criterion.strength else 0, reason=reason)
+                                             strength=scale.strength_of(value), reason=reason)
     return answers
 
 
@@ -96,21 +96,22 @@ def lane_values(*, criteria: tuple[Criterion, ...], value: int, answers: Mapping
     return {c.name: answers[c.name]["value"] for c in criteria if c.name in answers}
 
 
-#: the answers on screen, in key order (keys 1, 2, 3 / 1 ... 5): value (+ = left better), text
-SCALE = ((1, "A is better"), (0, "About the same"), (-1, "B is better"))
-STRENGTH_SCALE = ((2, "A is much better"), (1, "A is slightly better"), (0, "About the same"),
-                  (-1, "B is slightly better"), (-2, "B is much better"))
-
-
 def rubric_screen(study) -> list[dict]:
     """What the HIT form shows of a rubric study: each criterion with its scale and reason
-    field ([] for a one-criterion study, whose form has three buttons)."""
+    field, each answer with its key (the scale's, protocol.scales); [] for a one-criterion
+    study, whose form has three buttons."""
     if not is_rubric(study):
         return []
     return [{"name": c.name, "label": c.label, "reason": c.reason,
              "scale": [{"value": value, "text": text, "key": key}
-                       for key, (value, text) in enumerate(STRENGTH_SCALE if c.strength else SCALE, 1)]}
+                       for key, (value, text) in enumerate(c.answer_scale.points, 1)]}
             for c in study_rubric(study)]
+
+
+def rubric_keys(screen: list[dict]) -> str:
+    """The digits that answer a rubric's criteria on the HIT page (its ``data-keys``, which
+    annotate.js reads): the keys of its longest scale."""
+    return "".join(str(option["key"]) for option in max((c["scale"] for c in screen), key=len, default=()))
 
 
 def form_field(data: Mapping[str, str], name: str) -> str:

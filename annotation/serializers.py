@@ -193,8 +193,8 @@ class HitSerializer(serializers.Serializer):
 
 
 class CriterionAnswerSerializer(serializers.Serializer):
-    value = serializers.IntegerField(min_value=-2, max_value=2,
-                                     help_text="as shown: + = left better; -2..2 on a strength scale, else -1..1")
+    value = serializers.IntegerField(help_text="as shown: + = left better; one of the values of its criterion's "
+                                               "scale (the HIT's criteria list them: -1..1, -2..2 with strength)")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
 
 

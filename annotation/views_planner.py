@@ -23,7 +23,7 @@ POLL_SECONDS = 1
 
 def _initial(study: Study) -> dict:
     defaults = DEFAULT_ASSUMPTIONS
-    if study.ranks:
+    if study.design.plan_per_comparison:
         budgets = str(study.ranking_max_labels) if study.ranking_max_labels else "all"
     else:
         budgets = str(study.budget) if study.budget else "all"
@@ -42,7 +42,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     status = 200
     if request.method == "POST":
-        form = PlanForm(request.POST, ranking=study.ranks)
+        form = PlanForm(request.POST, design=study.design)
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -56,7 +56,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
                 return redirect("plan_job", slug=slug, job_id=job.pk)
         status = 400
     else:
-        form = PlanForm(initial=_initial(study), ranking=study.ranks)
+        form = PlanForm(initial=_initial(study), design=study.design)
     return render(request, "annotation/planner.html", {
         "study": study, "form": form, "jobs": selectors.study_plan_jobs(study=study),
         "human_labels": selectors.study_human_label_count(study=study), "defaults": DEFAULT_ASSUMPTIONS,

@@ -33,6 +33,8 @@ judge_prompts the judge's prompt (MT-Bench's pairwise by default), its verdict, 
 arena         deterministic synthetic arenas (systems with known strengths, a noisy judge)
 arena_replay  the known-truth replay: all pairs, the ranking design, random pairs + Bradley–Terry
 ranking_design  a ranking of many systems from O(k log k) pairs (merge sort on decided pairs)
+designs       the pair designs (all_pairs, ranking, active), one module each, in one registry
+scales        the answer scales of a rubric's criteria (points, texts, keys, strength words), in one registry
 simulate      offline replay of the protocol on a bundle with complete human labels (command line)
 report        a metric against a bundle's human labels (command line)
 savings       the least share of human labels any metric-assisted rule needs (efficiency bound)
@@ -41,3 +43,7 @@ bench         timing of the decision function and SPA (command line; _bench_deci
 Section numbers (§n) are those of docs/formulas.md. A researcher can use every module from a
 notebook; the web app turns database rows into the same arrays.
 """
+
+# The pair designs register themselves here, once, before any module of the package reads the
+# registry (the study settings' pair_design choices; protocol.designs).
+from . import designs  # noqa: E402,F401

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from .scales import PLAIN, SCALES, STRENGTH, AnswerScale
 from .study_settings import BUNDLE, cross_problems, settings_for
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -82,8 +83,9 @@ Message = tuple[str, str]  # (role, content)
 
 @dataclass(frozen=True, slots=True)
 class Criterion:
-    """One question of a rubric: its answers are A / tie / B, on a 5-point scale with
-    ``strength`` (much / slightly better), with a short reason "off", "optional" or "required";
+    """One question of a rubric: its answers are those of its answer scale (protocol.scales):
+    A / tie / B, or with ``strength`` the STRENGTH scale (much / slightly better), or the
+    registered scale named by ``scale``; with a short reason "off", "optional" or "required";
     ``metric`` names the bundle metric whose labels this criterion's protocol uses (None: the
     study's metric for the first criterion, none for the others)."""
 
@@ -92,11 +94,19 @@ class Criterion:
     strength: bool = False
     reason: str = "off"
     metric: str | None = None
+    scale: str = ""
+
+    @property
+    def answer_scale(self) -> AnswerScale:
+        """The answers it offers: its named scale, else STRENGTH or PLAIN by ``strength``."""
+        return SCALES[self.scale] if self.scale else STRENGTH if self.strength else PLAIN
 
     def as_dict(self) -> dict:
         row = {"name": self.name, "label": self.label, "strength": self.strength, "reason": self.reason}
         if self.metric:
             row["metric"] = self.metric
+        if self.scale:
+            row["scale"] = self.scale
         return row
 
 
@@ -112,7 +122,7 @@ def parse_criteria(value) -> tuple[tuple[Criterion, ...], list[str]]:
         if not isinstance(row, dict):
             problems.append(f"{where} must be an object with a 'name', got {json.dumps(row)[:60]}")
             continue
-        unknown = sorted(set(row) - {"name", "label", "strength", "reason", "metric"})
+        unknown = sorted(set(row) - {"name", "label", "strength", "reason", "metric", "scale"})
         if unknown:
             problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
         name = row.get("name")
@@ -128,6 +138,16 @@ def parse_criteria(value) -> tuple[tuple[Criterion, ...], list[str]]:
         strength = row.get("strength", False)
         if not isinstance(strength, bool):
             problems.append(f"{where}: 'strength' must be true or false, got {json.dumps(strength)}")
+        scale = row.get("scale", "")
+        if scale and scale not in SCALES:
+            problems.append(f"{where}: 'scale' must be one of {', '.join(map(json.dumps, SCALES))}, "
+                            f"got {json.dumps(scale)}")
+            scale = ""
+        elif scale and "strength" in row and strength is not SCALES[scale].graded:
+            problems.append(f"{where}: 'strength' is {json.dumps(strength)} but scale {scale!r} "
+                            f"{'has' if SCALES[scale].graded else 'has no'} strength: leave 'strength' out")
+        if scale:
+            strength = SCALES[scale].graded
         reason = row.get("reason", "off")
         if reason not in REASON_MODES:
             problems.append(f"{where}: 'reason' must be one of {', '.join(map(json.dumps, REASON_MODES))}, "
@@ -138,7 +158,7 @@ def parse_criteria(value) -> tuple[tuple[Criterion, ...], list[str]]:
         if any(c.name == name for c in criteria):
             problems.append(f"{where} appears twice")
         criteria.append(Criterion(name, label.strip(), strength is True, reason if reason in REASON_MODES else "off",
-                                  metric if isinstance(metric, str) and metric.strip() else None))
+                                  metric if isinstance(metric, str) and metric.strip() else None, scale))
     return tuple(criteria), problems
 
 
@@ -622,9 +642,11 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
                                 judge or "", prompt or "", order)
     criterion = _text(obj, "criterion", line, check) if "criterion" in obj else ""
     strength = obj.get("strength", 0)
-    if "strength" in obj and (isinstance(strength, bool) or strength not in (1, 2) or preference == 0):
-        check.add(line, f"field 'strength' must be 1 (slightly) or 2 (much better) on a preference of -1 or 1, "
-                        f"got {json.dumps(strength)}" + (" on a tie" if preference == 0 else ""))
+    if "strength" in obj and (isinstance(strength, bool) or not isinstance(strength, int) or strength < 1
+                              or preference == 0):
+        check.add(line, f"field 'strength' must be 1 (slightly) or more (its criterion's scale says how far it "
+                        f"goes) on a preference of -1 or 1, got {json.dumps(strength)}"
+                        + (" on a tie" if preference == 0 else ""))
         strength = 0
     reason = obj.get("reason", "")
     if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
@@ -742,7 +764,7 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
         if row.annotator:
             unique(row, ("hs", row.item, row.system, row.annotator), seen,
                    f"human_score for item {row.item!r}, system {row.system!r}, annotator {row.annotator!r}")
-    criteria = {c["name"]: c for c in bundle.study.get("criteria", ())}
+    criteria = {c.name: c for c in parse_criteria(bundle.study["criteria"])[0]} if bundle.study.get("criteria") else {}
     answered: dict[tuple, set] = {}
     for row in bundle.human_preferences:
         refs(row, ("first", "second"))
@@ -751,8 +773,12 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
             if row.criterion not in criteria:
                 check.add(row.line, f"human_preference: field 'criterion' must name one of the study's criteria "
                                     f"({', '.join(criteria)}), got {json.dumps(row.criterion or None)}")
-            elif row.strength and not criteria[row.criterion].get("strength"):
+            elif row.strength and not criteria[row.criterion].answer_scale.graded:
                 check.add(row.line, f"human_preference: criterion {row.criterion!r} has no strength scale")
+            elif row.strength and row.strength not in criteria[row.criterion].answer_scale.strengths:
+                strengths = criteria[row.criterion].answer_scale.strengths
+                check.add(row.line, f"human_preference: criterion {row.criterion!r} takes a strength of "
+                                    f"{strengths[0]} to {strengths[-1]}, got {row.strength}")
             if not row.annotator:
                 check.add(row.line, "human_preference: a rubric study's preferences need an 'annotator' "
                                     "(one judgement is one annotator's answers to every criterion)")
@@ -775,8 +801,8 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
                                       "(a rubric judgement answers every criterion)")
         metrics = {r.metric for r in bundle.metric_scores} | {r.metric for r in bundle.metric_preferences}
         for c in criteria.values():
-            if c.get("metric") and c["metric"] not in metrics:
-                check.add(0, f"study: criterion {c['name']!r} names metric {c['metric']!r}, which no "
+            if c.metric and c.metric not in metrics:
+                check.add(0, f"study: criterion {c.name!r} names metric {c.metric!r}, which no "
                              "metric_score or metric_preference line has")
 
 

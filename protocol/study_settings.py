@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .allocation import MIN_TEMPERATURE, TEMPERATURE_REASON
+from .designs.registry import design_choices
 from .similarity import similarity_names
 
 # Where a setting may be set.
@@ -46,6 +47,20 @@ KINDS = (INT, FLOAT, TEXT, BOOL, CHOICE, METRIC)
 # The largest whole number a setting may take: a PositiveIntegerField's range on PostgreSQL.
 INT_MAX = 2**31 - 1
 METRIC_NAME_LENGTH = 200  # annotation.models.Metric.name
+
+
+
+class LiveChoices:
+    """A CHOICE's (value, label) pairs listed afresh each time they are read, from ``source``
+    (a module-level function, so a migration can name it): the pair designs, say, which a
+    module may register after the table was made (protocol.designs)."""
+
+    def __init__(self, source) -> None:
+        self.source = source
+
+    def __iter__(self):
+        return iter(self.source())
+
 
 # Settings are grouped as the settings page and the docs show them.
 GROUPS = {
@@ -70,7 +85,7 @@ class Setting:
     surfaces     where it may be set, a subset of SURFACES
     fixed        a protocol parameter: fixed once the protocol has started
     minimum, maximum, min_exclusive, max_exclusive   a number's bounds
-    choices      a CHOICE's (value, label) pairs
+    choices      a CHOICE's (value, label) pairs, or LiveChoices
     max_length   a TEXT's most characters; blank: may a TEXT be empty
     optional     a form may leave it empty: then its default
     reason       why the bounds are what they are, told with a refusal
@@ -88,7 +103,7 @@ class Setting:
     maximum: float | None = None
     min_exclusive: bool = False
     max_exclusive: bool = False
-    choices: tuple = ()
+    choices: tuple | LiveChoices = ()
     max_length: int | None = None
     blank: bool = False
     optional: bool = False
@@ -106,10 +121,18 @@ class Setting:
             ("a whole number's bounds are inclusive", self.kind == INT and (self.min_exclusive or self.max_exclusive)),
             ("a choice needs its choices", self.kind == CHOICE and not self.choices),
             ("a text needs its most characters", self.kind == TEXT and not self.max_length),
-            ("its default is out of its own bounds", self.default is not None and self.problem(self.default)),
+            # live choices may not be registered yet (tests/protocol/test_designs.py checks them)
+            ("its default is out of its own bounds", self.default is not None and not isinstance(self.choices, LiveChoices)
+             and self.problem(self.default)),
         ) if bad]
         if problems:
             raise ValueError(f"study setting {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def field_choices(self):
+        """The choices as a Django field takes them: a function that lists them afresh for live
+        choices (Django calls it when it needs them), else the pairs."""
+        return self.choices.source if isinstance(self.choices, LiveChoices) else list(self.choices)
 
     @property
     def values(self) -> tuple:
@@ -217,9 +240,7 @@ _TABLE = (
             "sort decides the pairs it needs (≤ k log₂ k), each at γ / C(k); active: labels where the fitted order "
             "is least sure, until it is resolved; both need family control 'none' (docs/ranking.md)",
             label="pairs decided", group="protocol", surfaces=PROTOCOL_SURFACES, fixed=True,
-            choices=(("all_pairs", "All pairs (every pair decided)"),
-                     ("ranking", "Ranking (a merge sort decides only the pairs it needs)"),
-                     ("active", "Active ranking (labels where the fitted order is least sure)"))),
+            choices=LiveChoices(design_choices)),
     Setting("ranking_max_labels", INT, 0, "ranking designs: most judgements one pair may take, its resolution (a "
             "pair still undecided then is a tie); 0 = all of its items", label="labels per comparison",
             group="protocol", surfaces=PROTOCOL_SURFACES, fixed=True, minimum=0, maximum=INT_MAX, optional=True),

@@ -7,7 +7,7 @@ import numpy as np
 from django.db.models import Count, Max, Q, Sum
 from scipy.stats import beta
 
-from protocol import active_ranking, adaptive, ranking, ranking_design, spa
+from protocol import adaptive, ranking, spa
 from protocol import favi as favi_lib
 from protocol.allocation import design_weights
 from protocol.leaderboard import bradley_terry, natural_sorted
@@ -268,19 +268,13 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     order_index = {name: k for k, name in enumerate(systems)}
     pairs.sort(key=lambda p: (order_index.get(p["first"], 0), order_index.get(p["second"], 0)))
     protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
-    sort = None
-    if study.orders_systems and len(protocol_pairs) == len(states):
-        sort = _ranking(study, protocol_pairs) if study.ranks else _active(study, protocol_pairs)
-    if sort and sort["design"] == "active":
-        # the decisions' partial order: the pairs decided and those they imply by transitivity
-        protocol_decisions = {**protocol_decisions, **{(a, b): d for a, b, d in sort["decisions"]}}
+    section = _design_section(study, protocol_pairs) if len(protocol_pairs) == len(states) else None
+    partial = study.design.partial_order(section, protocol_decisions) if section else None
+    if partial is not None:
+        # the design's partial order: the pairs decided and those they imply by transitivity
+        protocol_decisions = partial
         for p in pairs:
-            p["implied"] = (not p["decision"]) and protocol_decisions[(p["first"], p["second"])]
-    elif sort and sort["complete"]:
-        # the ranking's partial order: its decisions and the pairs they imply by transitivity
-        protocol_decisions = {(a, b): d for a, b, d in sort["decisions"]}
-        for p in pairs:
-            p["implied"] = p["status"] == adaptive.PARKED and protocol_decisions[(p["first"], p["second"])]
+            p["implied"] = study.design.implied(p, partial)
     dags = {}
     if systems:
         for name, decisions in (("protocol", protocol_decisions), ("human", human_decisions),
@@ -288,7 +282,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
             dags[name] = ranking.dag_layout(ranking.significance_graph(systems, decisions))
     leaderboard = _leaderboard(systems, judgement_labels, protocol_decisions, study.protocol_seed) if systems else []
     # a ranking study's matrix reads best first along the ranking it decided
-    order = sort["order"] if sort and sort["complete"] else [r["system"] for r in leaderboard]
+    order = section["order"] if section and section["complete"] else [r["system"] for r in leaderboard]
     summary = favi_lib.summarize(favi) if favi else None
     timeline = [
         {"pair": f"{h.pair_state.first.name} vs {h.pair_state.second.name}", "round": h.round, "theta": h.theta,
@@ -335,79 +329,22 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "criteria": rubric_side_by_side(study=study, states=states, order=order) if is_rubric(study) else None,
         "decided": sum(1 for p in pairs if p["decision"]),
         "judgements": live + imported,
-        "ranking": sort,
+        "ranking": section,
     }
 
 
-def _ranking(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
-    """The ranking design's progress and, once its sort is complete, the ranking (docs/ranking.md)."""
-    progress = ranking_design.sort_progress(protocol_pairs, study.ranking_order, study.decision_level)
-    result = progress.result
-    decisions = [(a, b, d) for (a, b), d in sorted(result.decisions().items())] if result else []
-    return {
-        "design": "sort",
-        "complete": progress.complete,
-        "order": list(result.order) if result else [],
-        "tiers": [list(tier) for tier in result.tiers] if result else [],
-        "decisions": decisions,
-        "decided": result.decided if result else int(sum(1 for p in protocol_pairs if p.decision)),
-        "implied": result.implied - result.decided if result else 0,
-        "runs": progress.runs,
-        "planned": progress.planned,
-        "running": len(progress.running),
-        "parked": sum(1 for p in protocol_pairs if p.status == adaptive.PARKED),
-        "labels": progress.labels,
-        "level": progress.level,
-        "gamma": study.gamma,
-        "bound": progress.error_bound,
-    }
-
-
-def _active(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict:
-    """The active ranking design's fitted order with each neighbour's posterior probability of
-    being misordered (at all, and by more than the resolution), its tiers and its decisions
-    (docs/ranking.md)."""
-    progress = active_ranking.active_progress(protocol_pairs, study.ranking_order, study.active_settings,
-                                              study.decision_level)
-    step = progress.step
-    names = progress.systems
-    decisions = sorted((a, b, d) for (a, b), d in progress.decisions().items())
-    direct = sum(1 for p in protocol_pairs if p.decision)
-    return {
-        "design": "active",
-        "complete": progress.complete,
-        "order": list(progress.order),
-        "tiers": [list(tier) for tier in progress.tiers],
-        "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
-                        "misorder_beyond": n.misorder_beyond_resolution, "status": n.status} for n in step.neighbours],
-        "expected_misordered": step.expected_misordered,
-        "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
-        "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),
-        "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
-        "confidence": study.ranking_confidence,
-        "one_minus_confidence": round(1 - study.ranking_confidence, 9),
-        "width": study.active_settings.width,
-        "resolution": study.ranking_resolution,
-        "decisions": decisions,
-        "decided": direct,
-        "implied": len(decisions) - direct,
-        "runs": sum(1 for p in protocol_pairs if p.judgements),
-        "planned": study.ranking_planned,
-        "running": progress.in_flight,
-        "labels": progress.labels,
-        "level": progress.level,
-        "gamma": study.gamma,
-    }
+def _design_section(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict | None:
+    """The study's pair design's dashboard section (protocol.designs; None: the design has none)."""
+    return study.design.section(protocol_pairs, study.ranking_order, study.active_settings, study.decision_level)
 
 
 def study_ranking(*, study: Study) -> dict | None:
     """A ranking study's sort or active design, read now (the dashboard reads it per round
     from its cache); None under the all-pairs design."""
-    if not study.orders_systems:
+    if not study.design.orders_systems:  # a design without an order has no section to read
         return None
     states = list(PairState.objects.filter(study=study).select_related("first", "second"))
-    pairs = [protocol_pair_of(study, s) for s in states]
-    return _ranking(study, pairs) if study.ranks else _active(study, pairs)
+    return _design_section(study, [protocol_pair_of(study, s) for s in states])
 
 
 def rubric_side_by_side(*, study: Study, states: list[PairState], order: list[str]) -> dict:
@@ -484,7 +421,7 @@ def _pair_criteria(study: Study, row: PairState) -> list[dict]:
 def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
     """The reasons given on a rubric pair's counted judgements, oldest first: item, annotator,
     criterion, its answer in canonical order (+1 = ``first`` better) and strength, the reason."""
-    labels = {c.name: c.label for c in study_rubric(study)}
+    criteria = {c.name: c for c in study_rubric(study)}
     rows = counted_judgements(study=study).filter(
         comparison__first__name=first, comparison__second__name=second, answers__isnull=False).order_by("id")
     reasons = []
@@ -492,9 +429,12 @@ def _pair_reasons(study: Study, first: str, second: str) -> list[dict]:
                                                      "answers").iterator():
         for name, answer in answers.items():
             if answer.get("reason"):
+                criterion = criteria.get(name)
+                strength = answer.get("strength", 0)
                 reasons.append({"item": item, "annotator": annotator, "criterion": name,
-                                "label": labels.get(name, name), "value": answer["value"],
-                                "strength": answer.get("strength", 0), "reason": answer["reason"]})
+                                "label": criterion.label if criterion else name, "value": answer["value"],
+                                "strength": strength, "reason": answer["reason"],
+                                "word": criterion.answer_scale.words.get(strength, "") if criterion else ""})
     return reasons
 
 

@@ -14,6 +14,7 @@ import re
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
+from protocol.scales import PLAIN
 
 from ..models import (Annotator, Item, ItemFlag, Judgement, JudgementKind, Metric, MetricPreference, MetricScore,
                       Output, Study)
@@ -26,9 +27,6 @@ __all__ = ["ITEMS_PER_PAGE", "MAX_QUERY_CHARS", "item_reader_data", "item_search
 ITEMS_PER_PAGE = 50
 MAX_QUERY_CHARS = 200
 SNIPPET_CHARS = 90  # characters of context on each side of a match
-
-STRENGTH_WORDS = {2: "much", 1: "slightly"}
-
 
 def study_item(*, study: Study, external_id: str) -> Item | None:
     """The study's item with this external id (any characters), or None."""
@@ -50,14 +48,6 @@ def study_annotator_of_study(*, study: Study, annotator_id: int) -> Annotator | 
 
 
 # ---- the reader -----------------------------------------------------------------------------
-
-def _verdict(value: int, first: str, second: str, strength: int = 0) -> str:
-    """+1 / 0 / -1 in canonical order as the researcher reads it."""
-    if value == 0:
-        return "about the same"
-    winner = first if value > 0 else second
-    return f"{winner} {STRENGTH_WORDS[strength]} better" if strength in STRENGTH_WORDS else f"{winner} better"
-
 
 def _shown_outputs(study: Study, item: Item) -> dict[str, dict]:
     """system name -> the output annotators are shown (the study's shown sample, else the
@@ -108,7 +98,7 @@ def _judgement(j: Judgement, *, first: str, second: str, criteria, excluded: set
                 continue
             strength = int(answer.get("strength", 0))
             answers.append({"name": c.name, "label": c.label, "value": answer["value"], "strength": strength,
-                            "verdict": _verdict(answer["value"], first, second, strength),
+                            "verdict": c.answer_scale.verdict(answer["value"], first, second, strength),
                             "reason": answer.get("reason", "")})
     assignment = j.assignment
     shown = None
@@ -116,7 +106,7 @@ def _judgement(j: Judgement, *, first: str, second: str, criteria, excluded: set
         left, right = (second, first) if assignment.shown_swapped else (first, second)
         shown = {"left": left, "right": right}
     a = j.annotator
-    return {"id": j.pk, "value": j.value, "verdict": _verdict(j.value, first, second), "answers": answers,
+    return {"id": j.pk, "value": j.value, "verdict": PLAIN.verdict(j.value, first, second), "answers": answers,
             "annotator": {"id": a.pk, "label": f"{a.platform}:{a.external_id}", "session": a.session_id,
                           "excluded": j.annotator_id in excluded},
             "kind": j.kind, "source": j.source, "counted": not why, "not_counted": why, "shown": shown,
@@ -151,15 +141,15 @@ def _pair_metrics(metrics: list[dict], outputs: dict[str, dict], verdicts: dict[
             if None in scores:
                 continue
             label = int(preferences_from_scores([scores[0]], [scores[1]], eps=m["tie_margin"])[0])
-            rows.append({**m, "scores": scores, "label": label, "verdict": _verdict(label, first, second),
+            rows.append({**m, "scores": scores, "label": label, "verdict": PLAIN.verdict(label, first, second),
                          "rows": []})
         else:
             found = verdicts.get(m["id"], [])
             if not found:
                 continue
             label = combine_verdicts([v["value"] for v in found])
-            rows.append({**m, "scores": None, "label": label, "verdict": _verdict(label, first, second),
-                         "rows": [{**v, "verdict": _verdict(v["value"], first, second),
+            rows.append({**m, "scores": None, "label": label, "verdict": PLAIN.verdict(label, first, second),
+                         "rows": [{**v, "verdict": PLAIN.verdict(v["value"], first, second),
                                    "shown_first": {"AB": first, "BA": second}.get(v["order"], "")}
                                   for v in found]})
     return rows
@@ -287,7 +277,7 @@ def item_search_rows(*, study: Study, items: list[Item], query: str = "",
                 .values_list("comparison__item_id", "comparison__first__name", "comparison__second__name",
                              "value", "kind")):
             theirs.setdefault(item_id, []).append({"first": first, "second": second, "kind": kind,
-                                                   "verdict": _verdict(value, first, second) + criterion})
+                                                   "verdict": PLAIN.verdict(value, first, second) + criterion})
     rows = []
     for item in items:
         where, snippet = "input", _snippet(item.input, query)

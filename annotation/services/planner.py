@@ -1,7 +1,7 @@
 """The planner inside the app: a researcher's plan request becomes a PlanJob run off the request.
 
 ``plan_job_create`` validates and stores the request, and after its commit schedules the run
-where round closes run (annotation/jobs.py, ``settings.EVALAPP_ROUND_CLOSE``): a Celery task with a broker, a
+where background work runs (annotation/jobs.py, ``settings.EVALAPP_BACKGROUND_WORK``): a Celery task with a broker, a
 background thread of the web process without one, inline in the test suite.
 ``plan_job_run`` reads the study's data as a bundle (its metric labels; its human labels:
 imported human ratings and judgements so far), runs ``protocol.plan.plan`` and writes the
@@ -49,9 +49,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     study of the ranking design, the most labels per comparison of its sort (None = all items),
     replayed from the study's initial order (its metric's order before the protocol starts).
     """
-    if study.ranks_actively:
-        raise ValueError("the planner does not replay the active ranking design yet; its known-truth replay is "
-                         "scripts/report/ranking_matched.py (docs/ranking.md)")
+    design = study.design
+    if design.plan_replay is None:
+        raise ValueError(design.plan_refusal)
     if study.metric_id is None:
         raise ValueError("the study has no metric: the planner simulates the protocol on the metric's labels")
     assumptions = Assumptions.from_dict({**assumptions, "source": "edited"}).to_dict()
@@ -69,8 +69,8 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         raise ValueError(f"repetitions must be between 1 and {MAX_REPS}")
     if policy not in adaptive.POLICIES:
         raise ValueError(f"policy must be one of {', '.join(adaptive.POLICIES)}")
-    if study.ranks and policy != "adaptive":
-        raise ValueError("the ranking design runs the adaptive policy: plan it with that policy")
+    if design.plan_policy and policy != design.plan_policy:
+        raise ValueError(f"the {design.title} design runs the {design.plan_policy} policy: plan it with that policy")
     if not throughput > 0:
         raise ValueError("throughput must be a positive number of judgements per hour")
     job = PlanJob(study=study, created_by=user if getattr(user, "is_authenticated", False) else None, params={
@@ -78,7 +78,7 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "reps": reps, "policy": policy, "throughput": float(throughput),
         # The study's decision rule (the policy is the researcher's to compare here).
         "rule": protocol_state.decision_options(study)["rule"],
-        "design": study.pair_design, "start": list(study.ranking_order) or None})
+        "design": design.plan_replay, "start": list(study.ranking_order) or None})
     try:
         job.full_clean()
     except ValidationError as error:

@@ -2,7 +2,7 @@
 
 A submit that fills a pair's round only schedules a close (``jobs.rounds_close``, after its
 commit); the close runs elsewhere — a Celery task with a broker, a background thread of the
-web process without one (``settings.EVALAPP_ROUND_CLOSE``, annotation/jobs.py) — so no
+web process without one (``settings.EVALAPP_BACKGROUND_WORK``, annotation/jobs.py) — so no
 annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held, runs the
 batched decision, then takes the study lock for the few milliseconds it needs to apply the
 results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
@@ -29,7 +29,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from protocol import active_ranking, adaptive, ranking_design, rubric
+from protocol import adaptive, ranking_design, rubric
 
 from ..models import Comparison, Judgement, JudgementKind, PairState, Study
 from ..rubrics import study_rubric
@@ -70,7 +70,8 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
         capacities[key] = max(capacities.get(key, 0), len(labels))
     study.protocol_imported_judgements = sum(len(v) for v in existing.values())
     study.save(update_fields=["protocol_imported_judgements"])
-    if study.orders_systems:
+    design = study.design
+    if design.orders_systems:
         names = sorted({name for key in capacities for name in key})
         source = lane_label_sources(study)[0]
         start = ranking_design.start_order(len(names), seed=study.protocol_seed,
@@ -80,30 +81,17 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     state = rubric.start(protocol_state.protocol_settings(study), [c.name for c in criteria], capacities, metrics)
     closed = rubric.seed_judgements(state, existing) if existing else None
     started = closed or state
-    if study.ranks:
-        # raises on imported judgements: the design runs only the pairs its sort asks for
-        started = rubric.single(ranking_design.sort_start(
-            started.primary, study.ranking_order, max_labels=study.ranking_max_labels), started.criteria[0])
-    elif study.ranks_actively:
-        # raises on imported judgements too: the design funds every label it uses
-        started = rubric.single(active_ranking.active_start(
-            started.primary, study.ranking_order, study.active_settings), started.criteria[0])
+    started = design.start(started, study.ranking_order, study.active_settings)
     opened = rubric.open_rounds(started)
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened
 
 
 def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    """Under a ranking design, the state with the pairs it asks for now: waiting for a round
-    under the sort (protocol.ranking_design.sort_advance), with their rounds open under the
-    active design (protocol.active_ranking.active_advance); the state itself under the
-    all-pairs design. Call before opening rounds, after every close or re-decision."""
-    if study.ranks:
-        return rubric.single(ranking_design.sort_advance(state.primary, study.ranking_order), state.criteria[0])
-    if study.ranks_actively:
-        return rubric.single(active_ranking.active_advance(state.primary, study.ranking_order,
-                                                           study.active_settings), state.criteria[0])
-    return state
+    """The state with the pairs the study's design asks for now (protocol.designs: waiting for a
+    round under the sort, with their rounds open under the active design, the state itself
+    under the all-pairs design). Call before opening rounds, after every close or re-decision."""
+    return study.design.advance(state, study.ranking_order, study.active_settings)
 
 
 def protocol_ensure_started(*, study: Study) -> bool:

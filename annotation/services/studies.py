@@ -22,6 +22,7 @@ from protocol.separability import compute_alignments
 
 from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, BundleProblem, messages_rows,
                              read_bundle)
+from protocol.designs import DESIGNS
 from protocol.preferences import canonical_pair
 from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS, lease_timeout_for
 
@@ -141,7 +142,8 @@ def study_import(
     if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
-    if chosen.get("pair_design") in (Study.PairDesign.RANKING, Study.PairDesign.ACTIVE) and bundle.human_preferences:
+    design = DESIGNS.get(chosen.get("pair_design"))  # None: the default, or a name the model refuses
+    if design and not design.takes_imported_judgements and bundle.human_preferences:
         raise BundleError([BundleProblem(0, f"the {chosen['pair_design']} design starts with no human judgements "
                                             "(it spends only on the pairs it asks for); leave the human_preference "
                                             "lines out or use pair_design 'all_pairs'")])

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import dj_database_url
@@ -209,13 +211,29 @@ CELERY_BEAT_SCHEDULE = {
                        "schedule": float(os.environ.get("EVALAPP_SWEEP_SECONDS", "30"))},
 }
 
-# Where a round close runs (services/rounds.py): "celery" (a task; the default with a broker),
-# "thread" (a background thread of the web process; the default without one) or "inline"
-# (right after the submit commits, in the same request: the test suite's choice, so tests
-# see decisions at once). Either way it runs after the annotator's transaction, never in it.
-EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE") or ("celery" if CELERY_BROKER_URL else "thread")
-if EVALAPP_ROUND_CLOSE not in ("celery", "thread", "inline"):
-    raise ValueError(f"EVALAPP_ROUND_CLOSE must be celery, thread or inline, not {EVALAPP_ROUND_CLOSE!r}")
+# Where background work runs (round closes, plans, reports, judge runs: annotation/jobs.py, one
+# backend class each): "celery" (a task; the default with a broker), "thread" (a background
+# thread of the web process; the default without one) or "inline" (right after the submit
+# commits, in the same request: the test suite's choice, so tests see decisions at once).
+# Either way it runs after the annotator's transaction, never in it.
+BACKGROUND_WORK_BACKENDS = ("celery", "thread", "inline")  # annotation.jobs.BACKENDS (a test checks)
+
+
+def background_work_from(environ: Mapping[str, str], default: str) -> str:
+    """EVALAPP_BACKGROUND_WORK from the environment, else its deprecated old name
+    EVALAPP_ROUND_CLOSE (it governs all background work, not only round closes), else ``default``."""
+    value = environ.get("EVALAPP_BACKGROUND_WORK")
+    if not value and environ.get("EVALAPP_ROUND_CLOSE"):
+        warnings.warn("EVALAPP_ROUND_CLOSE is deprecated: name it EVALAPP_BACKGROUND_WORK", DeprecationWarning,
+                      stacklevel=2)
+        value = environ["EVALAPP_ROUND_CLOSE"]
+    value = value or default
+    if value not in BACKGROUND_WORK_BACKENDS:
+        raise ValueError(f"EVALAPP_BACKGROUND_WORK must be {', '.join(BACKGROUND_WORK_BACKENDS)}, not {value!r}")
+    return value
+
+
+EVALAPP_BACKGROUND_WORK = background_work_from(os.environ, "celery" if CELERY_BROKER_URL else "thread")
 # Fault injection for the fault tests only: seconds a round close waits between deciding and
 # applying (a worker can then be killed mid-close). 0 in every real deployment.
 EVALAPP_FAULT_PAUSE_BEFORE_APPLY = float(os.environ.get("EVALAPP_FAULT_PAUSE_BEFORE_APPLY", "0"))

@@ -2,14 +2,14 @@
 from .base import *  # noqa: F401,F403
 import os
 
-from .base import VAR_DIR
+from .base import VAR_DIR, background_work_from
 
 DEBUG = False
 SECRET_KEY = "test-only-key"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
-EVALAPP_ROUND_CLOSE = os.environ.get("EVALAPP_ROUND_CLOSE", "inline")
+EVALAPP_BACKGROUND_WORK = background_work_from(os.environ, "inline")
 # Background jobs in threads of the test process, which share its in-memory caches and test
 # database (a test that wants a lane's child process asks for it, tests/serving/test_process_lanes.py).
 EVALAPP_PROCESS_LANES = frozenset()

@@ -99,7 +99,7 @@ def _setup(database_url: str | None) -> tuple[str | None, str]:
     var_dir = tempfile.mkdtemp(prefix="evalapp-bench-")
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "evalapp.settings.dev", "DJANGO_DEBUG": "0", "EVALAPP_VAR_DIR": var_dir,
-        "EVALAPP_ROUND_CLOSE": "inline", "EVALAPP_THROTTLE_SUBMIT": "100000/minute", "EVALAPP_THROTTLE_PAGE": "100000/minute",
+        "EVALAPP_BACKGROUND_WORK": "inline", "EVALAPP_THROTTLE_SUBMIT": "100000/minute", "EVALAPP_THROTTLE_PAGE": "100000/minute",
         "EVALAPP_THROTTLE_CROWD_START": "100000/minute", "EVALAPP_THROTTLE_CROWD_NEW": "100000/minute", "DJANGO_LOG_LEVEL": "WARNING",
     })
     os.environ.pop("CELERY_BROKER_URL", None)

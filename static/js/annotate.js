@@ -229,7 +229,9 @@
     }
     var enter = key === "Enter" && rubric && (target === document.body || f.contains(target));
     var button = !rubric && f.querySelector('.answers button[data-key="' + key + '"]');
-    if (!(enter || button || (rubric && /^[1-5rR]$/.test(key)))) return;
+    // a rubric's digits are its scales' keys, from the page (data-keys: protocol/scales.py declares them)
+    var digit = rubric && key.length === 1 && rubric.dataset.keys.indexOf(key) >= 0;
+    if (!(enter || button || digit || (rubric && (key === "r" || key === "R")))) return;
     var refused = held ? "Key ignored: it was held down from before this comparison. Release it and press again."
       : f.dataset.answered ? "Saving your answer\u2026"
       : performance.now() - shownAt < REACTION_MS ? "Key ignored: this comparison had only just appeared. Press again to answer it."

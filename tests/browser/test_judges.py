@@ -41,7 +41,7 @@ def login(browser, live_server, size, username, slug):
 
 
 def test_a_judge_run_from_its_page_with_a_progress_bar(browser, live_server, settings, monkeypatch):
-    settings.EVALAPP_ROUND_CLOSE = "thread"  # the run is a job in a background thread of the server
+    settings.EVALAPP_BACKGROUND_WORK = "thread"  # the run is a job in a background thread of the server
     token = uuid.uuid4().hex[:8]
     env, key = f"EVALAPP_TEST_JUDGE_KEY_{token.upper()}", f"sk-test-{uuid.uuid4().hex}"
     monkeypatch.setenv(env, key)

@@ -27,7 +27,7 @@ def fits_the_viewport(page, width: int) -> bool:
 
 
 def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, live_server, settings, tmp_path):
-    settings.EVALAPP_ROUND_CLOSE = "thread"  # the job runs in a background thread of the server
+    settings.EVALAPP_BACKGROUND_WORK = "thread"  # the job runs in a background thread of the server
     study = study_import(source=BUNDLES / "summeval_relevance.jsonl.gz", slug="summeval", metric="bert_score_f",
                          separability="skip")
     user = User.objects.create_user("planner", password="planner-pass-123")

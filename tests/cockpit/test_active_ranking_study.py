@@ -48,7 +48,7 @@ def judged_pairs(study: Study) -> set[tuple[str, str]]:
 @pytest.mark.parametrize("metric", [False, True])
 def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true_order(metric):
     study = study_import(source=bundle_bytes(ranking_rows(metric=metric, **ACTIVE)), slug=f"active-{int(metric)}")
-    assert study.ranks_actively and not study.ranks and sorted(study.ranking_order) == RANKING_SYSTEMS
+    assert study.pair_design == "active" and sorted(study.ranking_order) == RANKING_SYSTEMS
     if metric:  # the metric's order starts it: here the truth
         assert study.ranking_order == RANKING_SYSTEMS[::-1]
     settings = protocol_state.protocol_settings(study)

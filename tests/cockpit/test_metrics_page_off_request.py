@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_without_a_broker_the_metrics_page_answers_at_once_and_a_thread_computes_the_table(client, settings):
-    settings.EVALAPP_ROUND_CLOSE = "thread"
+    settings.EVALAPP_BACKGROUND_WORK = "thread"
     settings.EVALAPP_SWEEP_SECONDS = 0.2
     study = study_import(source=bundle_bytes(crowd_rows(items=40)))
     researcher_client(client, study)
@@ -28,4 +28,4 @@ def test_without_a_broker_the_metrics_page_answers_at_once_and_a_thread_computes
         ready = client.get(f"/s/{study.slug}/metrics/")
         assert ready.context["table"] is not None and ready.context["rows"]
     finally:
-        settings.EVALAPP_ROUND_CLOSE = "inline"  # the sweeper thread stops by itself
+        settings.EVALAPP_BACKGROUND_WORK = "inline"  # the sweeper thread stops by itself

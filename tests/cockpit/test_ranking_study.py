@@ -48,7 +48,7 @@ def served_pairs(study: Study) -> set[tuple[str, str]]:
 @pytest.mark.parametrize("metric", [False, True])
 def test_a_ranking_study_serves_only_the_sorts_pairs_and_finds_the_true_order(metric):
     study = study_import(source=bundle_bytes(ranking_rows(metric=metric)), slug=f"rank-{int(metric)}")
-    assert study.ranks and sorted(study.ranking_order) == SYSTEMS
+    assert study.pair_design == "ranking" and sorted(study.ranking_order) == SYSTEMS
     if metric:  # the metric's order starts the sort: here it is the truth
         assert study.ranking_order == SYSTEMS[::-1]
     settings = protocol_state.protocol_settings(study)
@@ -132,7 +132,7 @@ def test_a_draft_can_choose_the_ranking_design_and_launch_it():
     owner = User.objects.create_user("drafter", password="pw-drafter-123")
     rows = [{k: v for k, v in ranking_rows()[0].items() if k not in RANKING}, *ranking_rows()[1:]]
     study = study_import(source=bundle_bytes(rows), slug="dr", start=False, created_by=owner)
-    assert study.status == "draft" and not study.ranks
+    assert study.status == "draft" and study.pair_design != "ranking"
     client = Client()
     client.force_login(owner)
     draft = {"action": "draft", "metric": "none", "gamma": "0.05", "batch_size": "10", "budget": "500",
@@ -143,7 +143,7 @@ def test_a_draft_can_choose_the_ranking_design_and_launch_it():
     assert client.post("/s/dr/settings/", {**draft, "family_control": "none", "ranking_max_labels": "25"}).status_code == 302
     assert client.post("/s/dr/settings/", {"action": "launch"}).status_code == 302
     study.refresh_from_db()
-    assert study.ranks and study.status == "running" and sorted(study.ranking_order) == SYSTEMS
+    assert study.pair_design == "ranking" and study.status == "running" and sorted(study.ranking_order) == SYSTEMS
     assert study.ranking_max_labels == 25 and PairState.objects.filter(study=study, status="open").exists()
     assert PairState.objects.filter(study=study, status="parked").exists()
     page = client.get("/s/dr/settings/").content.decode()

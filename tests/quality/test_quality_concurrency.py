@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.mark.parametrize("round_close", ["inline", "thread"])
 def test_excluding_and_reincluding_during_submits_keeps_every_invariant(settings, round_close):
-    settings.EVALAPP_ROUND_CLOSE = round_close
+    settings.EVALAPP_BACKGROUND_WORK = round_close
     study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=150)))
     outcome = {}
     crowd = threading.Thread(target=lambda: outcome.update(annotate_concurrently(study, threads=8)))

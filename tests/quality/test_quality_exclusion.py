@@ -120,12 +120,12 @@ def test_the_sweep_finishes_a_lost_redecision_of_a_finished_study(django_user_mo
     Study.objects.filter(pk=study.pk).update(status=Study.Status.FINISHED)
     study.refresh_from_db()
     researcher = django_user_model.objects.create_user("res-finished", password="x")
-    settings.EVALAPP_ROUND_CLOSE = "celery"
+    settings.EVALAPP_BACKGROUND_WORK = "celery"
     cache.set(jobs.QUEUED_KEY.format(study.pk), 1, timeout=60)  # a close "already queued": nothing is sent
     assert quality.annotator_exclude(study=study, annotator=workers["spammer"], user=researcher, reason="spam")
     study.refresh_from_db()
     assert runtime.redecide_pending(study)
-    settings.EVALAPP_ROUND_CLOSE = "inline"
+    settings.EVALAPP_BACKGROUND_WORK = "inline"
     runtime.protocol_sweep()
     study.refresh_from_db()
     assert not runtime.redecide_pending(study)

@@ -90,7 +90,7 @@ def test_a_submit_that_fills_a_round_survives_redis_as_cache_and_broker_being_do
 
     url = f"redis://127.0.0.1:{free_port()}/0"
     settings.CACHES = deployment_caches(url)
-    settings.EVALAPP_ROUND_CLOSE = "celery"
+    settings.EVALAPP_BACKGROUND_WORK = "celery"
     caplog.set_level(logging.WARNING)
     study = study_import(source=bundle_bytes(crowd_rows(items=10, batch=2, budget=30)))
 
@@ -117,7 +117,7 @@ def test_a_submit_that_fills_a_round_survives_redis_as_cache_and_broker_being_do
     assert PairState.objects.filter(study=study, status="filled").exists()
     assert any("broker" in message for message in outage_warnings(caplog)), outage_warnings(caplog)
     print(f"4 answers with the broker away: {seconds:.2f} s")
-    settings.EVALAPP_ROUND_CLOSE = "inline"
+    settings.EVALAPP_BACKGROUND_WORK = "inline"
     runtime.protocol_sweep()  # what beat runs once the broker is back
     assert not PairState.objects.filter(study=study, status="filled").exists()
 

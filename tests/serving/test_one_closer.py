@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _filled_study(settings):
-    settings.EVALAPP_ROUND_CLOSE = "celery"  # no close runs in the submits' requests
+    settings.EVALAPP_BACKGROUND_WORK = "celery"  # no close runs in the submits' requests
     return first_rounds_filled_unclosed("c")
 
 

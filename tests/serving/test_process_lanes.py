@@ -19,7 +19,7 @@ def reports_in_a_child_process(settings, monkeypatch, tmp_path):
     and shares its cache through files (as gunicorn's processes share var/cache)."""
     cache = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(tmp_path / "cache")}
     settings.CACHES = {**settings.CACHES, "shared": cache}
-    settings.EVALAPP_ROUND_CLOSE = "thread"
+    settings.EVALAPP_BACKGROUND_WORK = "thread"
     settings.EVALAPP_PROCESS_LANES = frozenset({"reports"})
     # what the spawned child reads: the embedded settings on this test's database and files
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "evalapp.settings.dev")

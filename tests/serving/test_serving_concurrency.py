@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.mark.parametrize("round_close", ["inline", "thread"])
 def test_twenty_annotators_at_once_keep_every_invariant(settings, round_close):
-    settings.EVALAPP_ROUND_CLOSE = round_close
+    settings.EVALAPP_BACKGROUND_WORK = round_close
     study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=150)))
     outcome = annotate_concurrently(study)
     assert outcome["errors"] == []
@@ -82,11 +82,11 @@ def test_the_sweeper_thread_stops_when_closes_no_longer_run_in_threads(settings)
     fault test once saw its filled rounds closed by it."""
     from annotation import jobs
 
-    settings.EVALAPP_ROUND_CLOSE = "thread"
+    settings.EVALAPP_BACKGROUND_WORK = "thread"
     settings.EVALAPP_SWEEP_SECONDS = 0.2
     jobs.sweeper_ensure()
     sweeper = jobs._sweeper
     assert sweeper is not None and sweeper.is_alive()
-    settings.EVALAPP_ROUND_CLOSE = "inline"
+    settings.EVALAPP_BACKGROUND_WORK = "inline"
     sweeper.join(timeout=10)
     assert not sweeper.is_alive()

@@ -121,7 +121,7 @@ def test_a_filled_round_whose_close_never_ran_is_closed_by_the_sweep(settings):
     from evalapp.celery import app
 
     study = study_import(source=bundle_bytes(crowd_rows(items=10, batch=3, budget=30)))
-    settings.EVALAPP_ROUND_CLOSE = "celery"
+    settings.EVALAPP_BACKGROUND_WORK = "celery"
     previous = (app.conf.task_always_eager, app.conf.broker_url)
     app.conf.task_always_eager, app.conf.broker_url = False, "redis://127.0.0.1:6379/15"
     app._pool, app.amqp._producer_pool = None, None
@@ -151,13 +151,13 @@ def test_a_worker_killed_mid_close_and_restarted_converges_to_the_same_decisions
         pytest.skip("no Redis on 127.0.0.1:6379")
     # Every pair's first round filled with the round close switched off (left to the worker).
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(settings, "EVALAPP_ROUND_CLOSE", "celery")
+        patch.setattr(settings, "EVALAPP_BACKGROUND_WORK", "celery")
         study = first_rounds_filled_unclosed("k")  # the task is sent below
     rows = list(PairState.objects.filter(study=study))
     expected = adaptive.close_rounds(protocol_state.study_state_load(Study.objects.get(pk=study.pk), rows))
     broker = "redis://127.0.0.1:6379/15"
     env = {**os.environ, "CELERY_BROKER_URL": broker, "DATABASE_URL": database_url(),
-           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test", "EVALAPP_ROUND_CLOSE": "celery",
+           "DJANGO_SETTINGS_MODULE": "evalapp.settings.test", "EVALAPP_BACKGROUND_WORK": "celery",
            "EVALAPP_CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE, "EVALAPP_CELERY_VISIBILITY_TIMEOUT": "3",
            "EVALAPP_FAULT_PAUSE_BEFORE_APPLY": "4"}
     subprocess.run([sys.executable, "-m", "celery", "-A", "evalapp", "purge", "-f", "-Q",

@@ -1,0 +1,90 @@
+"""The active ranking design: labels where a Bradley–Terry fit of every judgement is least
+sure of the order, until its neighbours are resolved (protocol.active_ranking, docs/ranking.md)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import active_ranking, rubric
+from ..active_ranking import ActiveSettings
+from ..rubric import RubricState
+from ..state import PairState
+from .base import OrderingDesign
+from .registry import register
+
+GUARANTEE = ("across the study's pairs: any false ± decision, direct or implied, ≤ γ (each pair decided "
+             "at γ / {planned}); the fitted order's neighbours carry a posterior probability, not a decision")
+
+
+class Active(OrderingDesign):
+    name = "active"
+    label = "Active ranking (labels where the fitted order is least sure)"
+    title = "active ranking"
+    level_text = "γ / (k (k − 1) / 2)"
+    plan_replay = None
+    plan_refusal = ("the planner does not replay the active ranking design yet; its known-truth replay is "
+                    "scripts/report/ranking_matched.py (docs/ranking.md)")
+
+    def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
+        return settings.pair_limit(len(order)) if order else 0
+
+    def start(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
+        # raises on imported judgements too: the design funds every label it uses
+        return rubric.single(active_ranking.active_start(state.primary, order, settings), state.criteria[0])
+
+    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
+        return rubric.single(active_ranking.active_advance(state.primary, order, settings), state.criteria[0])
+
+    def guarantee(self, planned: int) -> str:
+        return GUARANTEE.format(planned=planned)
+
+    def summary(self, order: Sequence[str], settings: ActiveSettings) -> str:
+        start = ", ".join(order) if order else "the metric's order (or a seeded shuffle)"
+        cap = f", each pair at most {settings.max_labels} judgements" if settings.max_labels else ""
+        return (f"from {start}; until every pair of neighbours is resolved to {settings.resolution:g} in "
+                f"log-strength at confidence {settings.confidence:g}{cap}")
+
+    def section(self, pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
+                level: float) -> dict:
+        """The fitted order with each neighbour's posterior probability of being misordered (at
+        all, and by more than the resolution), its tiers and its decisions (docs/ranking.md)."""
+        progress = active_ranking.active_progress(pairs, order, settings, level)
+        step = progress.step
+        names = progress.systems
+        decisions = sorted((a, b, d) for (a, b), d in progress.decisions().items())
+        direct = sum(1 for p in pairs if p.decision)
+        return {
+            "design": self.name,
+            "complete": progress.complete,
+            "order": list(progress.order),
+            "tiers": [list(tier) for tier in progress.tiers],
+            "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
+                            "misorder_beyond": n.misorder_beyond_resolution, "status": n.status}
+                           for n in step.neighbours],
+            "expected_misordered": step.expected_misordered,
+            "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
+            "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),
+            "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
+            "confidence": settings.confidence,
+            "one_minus_confidence": round(1 - settings.confidence, 9),
+            "width": settings.width,
+            "resolution": settings.resolution,
+            "decisions": decisions,
+            "decided": direct,
+            "implied": len(decisions) - direct,
+            "runs": sum(1 for p in pairs if p.judgements),
+            "planned": self.planned(order, settings),
+            "running": progress.in_flight,
+            "labels": progress.labels,
+            "level": progress.level,
+            "gamma": settings.gamma,
+        }
+
+    def partial_order(self, section: dict, decided: dict) -> dict:
+        # the decisions' partial order: the pairs decided and those they imply by transitivity
+        return {**decided, **{(a, b): d for a, b, d in section["decisions"]}}
+
+    def implied(self, pair: dict, partial: dict) -> bool:
+        return (not pair["decision"]) and partial[(pair["first"], pair["second"])]
+
+
+ACTIVE = register(Active())
