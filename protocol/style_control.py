@@ -10,7 +10,12 @@ shown in (+1 left, −1 right, 0 unknown). Then
     P(a_i wins) = σ(θ[a_i] − θ[b_i] + z_iᵀ β),     z_i = (x_i − mean x) / sd x   (per column)
 
 θ (S,) the systems' log-strengths, β (F,) the covariates' effects per standard deviation (a
-column without variation is left at 0). The fit minimises arena-rank's loss
+column without variation is left at 0). Centring is arena-rank's (its ``from_pandas``), right
+for the Arena, whose sides a and b are random, so mean x ≈ 0. evalapp's votes are in the
+pair's canonical order: there mean x is the average style advantage of the canonical first
+system, and subtracting it adds a constant to every logit of a canonical first system, which
+the ratings then absorb wrongly. The app fits with ``center=False``: z_i = x_i / rms x, and the
+model is unchanged by swapping the sides of any vote (x → −x, y → 1 − y). The fit minimises arena-rank's loss
 
     −(1/n) Σ w_i [y_i ℓ_i − softplus(ℓ_i)] + reg/2 · ‖β‖² (+ rating_reg/2 · ‖θ‖², 0 there),
 
@@ -86,7 +91,8 @@ class StyleLeaderboard:
     coef_low/high     (F,) its interval
     per_unit          (F,) effect per ``units`` of the covariate on the log-odds (β / sd · unit)
     per_unit_low/high (F,) its interval
-    feature_mean/sd   (F,) of the raw covariates (sd 1 for a column without variation)
+    feature_mean/sd   (F,) what the raw covariates were centred and scaled by (mean 0 and sd the
+                      root mean square without centring; sd 1 for a column without variation)
     units             (F,) the amount of each covariate an effect is stated per
     votes             per system (S,): votes it took part in
     order             (S,) indices of ``systems`` best first
@@ -144,7 +150,7 @@ def strongly_connected(size: int, first, second, outcome) -> bool:
 def fit_style_leaderboard(systems, first, second, outcome, features, feature_names, *,
                           units=None, reg: float = DEFAULT_REG, rating_reg: float = 0.0,
                           hessian_reg: float = DEFAULT_HESSIAN_REG, reweighted: bool = True,
-                          min_pair_count: int = DEFAULT_MIN_PAIR_COUNT, clusters=None,
+                          min_pair_count: int = DEFAULT_MIN_PAIR_COUNT, clusters=None, center: bool = True,
                           level: float = DEFAULT_LEVEL, max_iterations: int = 100,
                           tolerance: float = 1e-12) -> StyleLeaderboard:
     """Fit the model of the module docstring by Newton's method.
@@ -152,7 +158,9 @@ def fit_style_leaderboard(systems, first, second, outcome, features, feature_nam
     systems: S names; first, second: (n,) indices into ``systems``; outcome: (n,) 1 first won,
     0 second won, 0.5 tie; features: (n, F) raw covariates (first − second); feature_names: F;
     units: (F,) amounts to state effects per (default 1 each); clusters: (n,) labels of the
-    votes' clusters for the sandwich (default: each vote its own, as arena-rank).
+    votes' clusters for the sandwich (default: each vote its own, as arena-rank); center: subtract
+    each covariate's mean before scaling by its standard deviation (arena-rank), else scale by its
+    root mean square (votes in a canonical order: the module docstring).
     ValueError without votes; FloatingPointError when the scores are not finite (the win graph
     is not strongly connected: some systems won, or lost, every vote against the others) or the
     fit does not converge.
@@ -167,8 +175,8 @@ def fit_style_leaderboard(systems, first, second, outcome, features, feature_nam
     if not strongly_connected(len(systems), first, second, y):
         raise FloatingPointError("no finite Bradley–Terry scores: some systems won (or lost) every vote against "
                                  "the others")
-    mean = raw.mean(axis=0)
-    sd = raw.std(axis=0)
+    mean = raw.mean(axis=0) if center else np.zeros(f)
+    sd = np.sqrt(((raw - mean) ** 2).mean(axis=0))
     sd = np.where(sd == 0, 1.0, sd)
     z = (raw - mean) / sd
     w = pair_weights(first, second, min_pair_count) if reweighted else np.ones(n)

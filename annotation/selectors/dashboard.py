@@ -21,6 +21,7 @@ from ..rubrics import criterion_metrics, is_rubric, study_rubric
 from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
+from .style import study_style_leaderboard
 from .exports import study_bundle
 from .studies import (
     pair_item_names,
@@ -321,6 +322,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "statuses": dict(sorted(statuses.items())),
         "dags": dags,
         "leaderboard": leaderboard,
+        "style_leaderboard": study_style_leaderboard(study=study, plain=leaderboard) if systems else None,
         "matrix": _pair_matrix(order, pairs),
         "per_system_favi": {k: per_system[k].tolist() for k in order if k in per_system},
         "favi_summary": None if summary is None else {

@@ -139,3 +139,26 @@ def test_a_system_that_wins_every_vote_is_not_estimable():
 
 def test_arena_scale():
     assert ARENA_SCALE == pytest.approx(173.7178, abs=1e-4)
+
+
+def test_without_centring_the_fit_does_not_depend_on_which_side_is_first():
+    """Votes in a canonical order (the app's): every pair's first system writes longer answers.
+    Centred covariates (arena-rank's preparation, right for the Arena's random sides) turn that
+    average into a bonus of the canonical first system and the scores move when the sides of
+    some votes are swapped; uncentred they do not, and they recover the truth."""
+    rng = np.random.default_rng(4)
+    n, names = 4000, ["s0", "s1", "s2"]
+    a = rng.integers(0, 2, n)
+    b = a + 1 + (rng.random(n) < 0.5) * (a == 0)
+    words = rng.normal(80, 60, n)  # the first (lower index) writes longer answers
+    truth = np.array([0.3, 0.0, -0.3])
+    outcome = (rng.random(n) < 1 / (1 + np.exp(-(truth[a] - truth[b] + words / 100)))).astype(float)
+    swap = rng.random(n) < 0.5
+    flipped = (np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - outcome, outcome),
+               np.where(swap, -words, words)[:, None])
+    canonical = fit_style_leaderboard(names, a, b, outcome, words[:, None], ["words"], reg=1 / n, center=False)
+    mixed = fit_style_leaderboard(names, *flipped, ["words"], reg=1 / n, center=False)
+    np.testing.assert_allclose(canonical.rating, mixed.rating, atol=0.05)
+    np.testing.assert_allclose(canonical.log_strength, truth, atol=0.15)
+    centred = fit_style_leaderboard(names, a, b, outcome, words[:, None], ["words"], reg=1 / n)
+    assert np.max(np.abs(centred.log_strength - truth)) > 0.3
