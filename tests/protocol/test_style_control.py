@@ -27,7 +27,7 @@ df = pd.DataFrame({"model_a": votes["a"], "model_b": votes["b"], "winner": votes
 names = [f"f{j}" for j in range(len(votes["features"][0]))]
 for j, name in enumerate(names):
     df[name] = [row[j] for row in votes["features"]]
-dataset = ContextualPairDataset.from_pandas(df, feature_cols=names)
+dataset = ContextualPairDataset.from_pandas(df, feature_cols=names, normalize_features=votes["normalize"])
 model = ContextualBradleyTerry(n_competitors=len(dataset.competitors), n_features=len(names), reg=votes["reg"])
 result = model.compute_ratings_and_cis(dataset, significance_level=0.05)
 print(json.dumps({k: np.asarray(v).tolist() for k, v in result.items()}))
@@ -48,10 +48,10 @@ def arena_votes(seed=1, n=3000, systems=6, ties=0.1):
     return [f"s{k}" for k in range(systems)], a, b, outcome, features
 
 
-def arena_rank_fit(names, a, b, outcome, features, reg):
+def arena_rank_fit(names, a, b, outcome, features, reg, normalize=True):
     winner = np.where(outcome == 1, "model_a", np.where(outcome == 0, "model_b", "tie")).tolist()
     votes = {"a": [names[k] for k in a], "b": [names[k] for k in b], "winner": winner,
-             "features": features.tolist(), "reg": reg}
+             "features": features.tolist(), "reg": reg, "normalize": normalize}
     done = subprocess.run([sys.executable, "-c", ARENA_RANK], input=json.dumps(votes), capture_output=True,
                           text=True, check=True, timeout=300)
     return {k: np.asarray(v) if k != "competitors" else v for k, v in json.loads(done.stdout).items()}
@@ -73,6 +73,25 @@ def test_scores_effects_and_intervals_match_arena_rank(reg):
                                rtol=0.01)
     np.testing.assert_allclose(ours.rating_low, theirs["rating_lower"], atol=0.05, rtol=0)
     assert abs(ours.log_strength.sum()) < 1e-9
+
+
+def test_the_apps_uncentred_fit_is_arena_ranks_model_on_covariates_scaled_alike():
+    """The app's settings (reg = 1/n, covariates scaled by their root mean square, not centred;
+    votes in canonical order, every first system writing longer answers): arena-rank given the
+    same scaled covariates without its own normalisation finds the same scores and intervals."""
+    names, a, b, outcome, features = arena_votes(seed=7)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    swapped = a != lo
+    features = np.where(swapped[:, None], -features, features) + np.array([40.0, 0.0, 0.0])
+    outcome = np.where(swapped, 1 - outcome, outcome)
+    scaled = features / np.sqrt((features ** 2).mean(axis=0))
+    theirs = arena_rank_fit(names, lo, hi, outcome, scaled, 1 / 3000, normalize=False)
+    ours = fit_style_leaderboard(names, lo, hi, outcome, features, ["words", "headers", "position"], reg=1 / 3000,
+                                 center=False)
+    np.testing.assert_allclose(ours.rating, theirs["ratings"], atol=0.01, rtol=0)
+    np.testing.assert_allclose(ours.coef, theirs["coeffs"], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(ours.rating_high - ours.rating_low, theirs["rating_upper"] - theirs["rating_lower"],
+                               rtol=0.01)
 
 
 def test_the_word_and_position_effects_are_recovered_per_unit():
