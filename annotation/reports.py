@@ -28,8 +28,8 @@ LOCK_SECONDS = 600
 
 # The format's number is in the key, so a deployment that changes what is cached never reads
 # an entry of the old shape (2: the figures are cached with the data; 3: the ranking design's
-# sort and implied pairs; 4: the style-controlled leaderboard).
-DASHBOARD_KEY = "evalapp:dashboard:4:{}"
+# sort and implied pairs; 4: the style-controlled leaderboard; 5: the pairs' fragility).
+DASHBOARD_KEY = "evalapp:dashboard:5:{}"
 
 
 def study_dashboard(*, study: Study) -> dict:

@@ -167,6 +167,16 @@ class PairSerializer(serializers.Serializer):
     judgements = serializers.IntegerField()
     capacity = serializers.IntegerField()
     favi = serializers.FloatField(allow_null=True)
+    fragility = serializers.IntegerField(allow_null=True, help_text="decided pairs: the least number of counted "
+                                         "judgements whose removal would undo the decision (null: undecided)")
+    fragility_share = serializers.FloatField(allow_null=True, help_text="fragility / the pair's counted judgements")
+    fragile = serializers.BooleanField(help_text="the removal of at most 0.5 % of its judgements undoes the decision")
+    fragility_exact = serializers.BooleanField(allow_null=True, help_text="false: an upper bound (items with "
+                                               "several judgements)")
+    fragility_sign = serializers.IntegerField(allow_null=True, help_text="removals that undo the sign of the "
+                                              "human margin (exact)")
+    fragility_evidence = serializers.IntegerField(allow_null=True, help_text="removals that take the e-process's "
+                                                  "wealth below its bar (null: not computed or out of reach)")
 
 
 class HitSerializer(serializers.Serializer):

@@ -297,7 +297,8 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)
-    fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement"]
+    fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement",
+              "fragility", "fragility_share", "fragile"]
     # Every row names the rule its decision was made with and what that guarantees (and the
     # paper policy's measured false-decision rate when it is in use), so a decision read on
     # its own in a spreadsheet still carries its meaning.
