@@ -24,7 +24,7 @@ from protocol import tables
 from protocol.bundle import BundleError, BundleProblem
 from protocol.preference_data import FORMATS as PREFERENCE_FORMATS
 
-from . import selectors, serializers, services
+from . import reports, selectors, serializers, services
 from .access import (
     access_api_worker,
     access_hit_of_user,
@@ -199,6 +199,22 @@ class StudyLeaderboardApi(APIView):
         study = _researcher_study(request, slug)
         return Response(serializers.LeaderboardEntrySerializer(selectors.study_leaderboard(study=study),
                                                                many=True).data)
+
+
+class StudyStyleLeaderboardApi(APIView):
+    @extend_schema(operation_id="study_style_leaderboard",
+                   summary="The style-controlled leaderboard: Bradley–Terry with answer length, markdown and "
+                           "position shown as covariates (the Arena's model), with the covariates' effects",
+                   description="Ratings on the Arena scale with 95 % sandwich intervals clustered by prompt, "
+                               "recomputed once per closed round (as the dashboard). available is false, with "
+                               "the reason, before the fit exists (no judgements, or a system that won or lost "
+                               "every judgement).",
+                   responses={200: serializers.StyleLeaderboardSerializer, **errors(403, 404)})
+    def get(self, request, slug):
+        study = _researcher_study(request, slug)
+        board = reports.study_dashboard(study=study).get("style_leaderboard") or {
+            "available": False, "reason": "the study has no systems", "votes": 0, "level": 0.95, "features": []}
+        return Response(serializers.StyleLeaderboardSerializer(board).data)
 
 
 class JudgementPagination(PageNumberPagination):

@@ -11,6 +11,8 @@ urlpatterns = [
     path("studies/<slug:slug>/settings/", api.StudySettingsApi.as_view(), name="api_study_settings"),
     path("studies/<slug:slug>/decisions/", api.StudyDecisionsApi.as_view(), name="api_study_decisions"),
     path("studies/<slug:slug>/leaderboard/", api.StudyLeaderboardApi.as_view(), name="api_study_leaderboard"),
+    path("studies/<slug:slug>/leaderboard/style/", api.StudyStyleLeaderboardApi.as_view(),
+         name="api_study_style_leaderboard"),
     path("studies/<slug:slug>/judgements/", api.StudyJudgementsApi.as_view(), name="api_study_judgements"),
     path("studies/<slug:slug>/report/", api.StudyReportApi.as_view(), name="api_study_report"),
     path("studies/<slug:slug>/export/", api.StudyExportApi.as_view(), name="api_study_export"),

@@ -28,8 +28,9 @@ LOCK_SECONDS = 600
 
 # The format's number is in the key, so a deployment that changes what is cached never reads
 # an entry of the old shape (2: the figures are cached with the data; 3: the ranking design's
-# sort and implied pairs; 4: a design's section names its design, which names its template).
-DASHBOARD_KEY = "evalapp:dashboard:4:{}"
+# sort and implied pairs; 4: a design's section names its design, which names its template;
+# 5: the style-controlled leaderboard; 6: the pairs' fragility; 7: the matrix's heatmap in pages).
+DASHBOARD_KEY = "evalapp:dashboard:7:{}"
 
 
 def study_dashboard(*, study: Study) -> dict:

@@ -167,6 +167,16 @@ class PairSerializer(serializers.Serializer):
     judgements = serializers.IntegerField()
     capacity = serializers.IntegerField()
     favi = serializers.FloatField(allow_null=True)
+    fragility = serializers.IntegerField(allow_null=True, help_text="decided pairs: the least number of counted "
+                                         "judgements whose removal would undo the decision (null: undecided)")
+    fragility_share = serializers.FloatField(allow_null=True, help_text="fragility / the pair's counted judgements")
+    fragile = serializers.BooleanField(help_text="the removal of at most 0.5 % of its judgements undoes the decision")
+    fragility_exact = serializers.BooleanField(allow_null=True, help_text="false: an upper bound (items with "
+                                               "several judgements)")
+    fragility_sign = serializers.IntegerField(allow_null=True, help_text="removals that undo the sign of the "
+                                              "human margin (exact)")
+    fragility_evidence = serializers.IntegerField(allow_null=True, help_text="removals that take the e-process's "
+                                                  "wealth below its bar (null: not computed or out of reach)")
 
 
 class HitSerializer(serializers.Serializer):
@@ -328,6 +338,53 @@ class LeaderboardEntrySerializer(serializers.Serializer):
     wins = serializers.IntegerField(help_text="pairs decided in this system's favour")
     losses = serializers.IntegerField()
     undecided = serializers.IntegerField(help_text="pairs with no decision yet")
+
+
+class StyleRatingSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1 = highest style-controlled rating")
+    system = serializers.CharField()
+    rating = serializers.FloatField(help_text="Arena scale: 1000 + 400 / ln 10 × log-strength (1000 = the average "
+                                              "system, 400 points = odds of 10 : 1)")
+    low = serializers.FloatField(help_text="lower end of the sandwich interval (clustered by prompt)")
+    high = serializers.FloatField()
+    se = serializers.FloatField(help_text="standard error, rating points")
+    votes = serializers.IntegerField(help_text="counted human judgements the system took part in")
+    plain_position = serializers.IntegerField(allow_null=True, help_text="place on the plain leaderboard")
+    moved = serializers.IntegerField(allow_null=True, help_text="plain place minus this place (> 0: higher here)")
+
+
+class StyleEffectSerializer(serializers.Serializer):
+    feature = serializers.ChoiceField(choices=["words", "headers", "list_items", "bold", "position"],
+                                      help_text="first answer minus second (words, markdown headers, list items, "
+                                                "bold spans), or the side shown (+1 left, -1 right, 0 unknown)")
+    label = serializers.CharField()
+    unit = serializers.CharField(help_text="the amount the effect is stated per, e.g. 100 more words")
+    log_odds = serializers.FloatField(help_text="change in the log-odds of winning per unit")
+    low = serializers.FloatField()
+    high = serializers.FloatField()
+    points = serializers.FloatField(help_text="the same in rating points")
+    points_low = serializers.FloatField()
+    points_high = serializers.FloatField()
+    chance = serializers.FloatField(help_text="chance that the answer with one more unit wins between equally "
+                                              "strong systems (0.5 = no effect)")
+    chance_low = serializers.FloatField()
+    chance_high = serializers.FloatField()
+    coef = serializers.FloatField(help_text="effect per standard deviation of the covariate (arena-rank's coeffs)")
+    measured = serializers.BooleanField(help_text="false when the covariate never varies in these judgements")
+    clear = serializers.BooleanField(help_text="its interval excludes no effect")
+    sentence = serializers.CharField()
+
+
+class StyleLeaderboardSerializer(serializers.Serializer):
+    available = serializers.BooleanField()
+    reason = serializers.CharField(required=False, help_text="why there is no fit yet (available false)")
+    votes = serializers.IntegerField(help_text="counted human judgements")
+    prompts = serializers.IntegerField(required=False, help_text="prompts judged: the sandwich's clusters")
+    level = serializers.FloatField()
+    penalty = serializers.FloatField(required=False, help_text="L2 penalty on the standardised effects (1 / votes)")
+    features = serializers.ListField(child=serializers.CharField())
+    rows = StyleRatingSerializer(many=True, required=False)
+    effects = StyleEffectSerializer(many=True, required=False)
 
 
 class AnnotatorQualitySerializer(serializers.Serializer):

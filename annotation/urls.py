@@ -42,6 +42,8 @@ urlpatterns = [
     path("s/<slug:slug>/members/", views_members.study_members, name="study_members"),
     path("s/<slug:slug>/export/judgements.csv", views_research.judgements_csv, name="judgements_csv"),
     path("s/<slug:slug>/export/decisions.csv", views_research.decisions_csv, name="decisions_csv"),
+    path("s/<slug:slug>/export/style-leaderboard.csv", views_research.style_leaderboard_csv,
+         name="style_leaderboard_csv"),
     path("s/<slug:slug>/export/quality.csv", views_research.quality_csv, name="quality_csv"),
     path("s/<slug:slug>/export/crowd.csv", views_research.crowd_csv, name="crowd_csv"),
     path("s/<slug:slug>/annotators/<int:annotator_id>/exclusion/", views_research.annotator_exclusion,

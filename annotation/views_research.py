@@ -40,6 +40,7 @@ def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
         if not 1 <= page <= max(len(pages), 1):
             raise ValueError(f"matrix={matrix_page!r}: the pair matrix has pages 1 to {max(len(pages), 1)}")
     return {"study": study, "data": data, "charts": data["charts"], "leaderboard": leaderboard,
+            "style": selectors.style_leaderboard_bars(data.get("style_leaderboard")),
             "matrix_chart": pages[page - 1] if pages else None, "matrix_pages": pages if len(pages) > 1 else [],
             "matrix_page": page, "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
@@ -307,7 +308,8 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)
-    fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement"]
+    fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement",
+              "fragility", "fragility_share", "fragile"]
     # Every row names the rule its decision was made with and what that guarantees (and the
     # paper policy's measured false-decision rate when it is in use), so a decision read on
     # its own in a spreadsheet still carries its meaning.
@@ -315,6 +317,40 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     writer.writerow(fields + ["rule", "guarantee", "warning"])
     for p in data["pairs"]:
         writer.writerow([spreadsheet_safe("" if p[f] is None else p[f]) for f in fields] + terms)
+    return response
+
+
+STYLE_CSV_FIELDS = ("kind", "name", "estimate", "low", "high", "unit", "plain_position", "votes", "chance",
+                    "chance_low", "chance_high", "meaning")
+
+
+@login_or_api_token_required
+def style_leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """The style-controlled leaderboard (selectors/style.py) as CSV: a row per system (its
+    Arena-scale rating and interval, its place on the plain leaderboard) and a row per
+    covariate (its effect on the log-odds per unit, the chance of winning between equally
+    strong systems, the sentence the dashboard shows)."""
+    study = get_object_or_404(Study, slug=slug)
+    access_study_as_researcher(request.user, study)
+    board = reports.study_dashboard(study=study).get("style_leaderboard")
+    response = HttpResponse(content_type=CSV_CONTENT_TYPE)
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-style-leaderboard.csv"'
+    writer = csv.writer(response)
+    writer.writerow(STYLE_CSV_FIELDS)
+    if not board or not board["available"]:
+        return response
+    interval = f"{board['level']:.0%} sandwich interval clustered by prompt"
+    for r in board["rows"]:
+        writer.writerow([spreadsheet_safe(v) for v in (
+            "system", r["system"], round(r["rating"], 2), round(r["low"], 2), round(r["high"], 2),
+            "arena rating points (1000 = the average system)",
+            "" if r["plain_position"] is None else r["plain_position"], r["votes"], "", "", "",
+            f"place {r['position']} once style is accounted for; {interval}")])
+    for e in board["effects"]:
+        writer.writerow([spreadsheet_safe(v) for v in (
+            "covariate", e["feature"], round(e["log_odds"], 6), round(e["low"], 6), round(e["high"], 6),
+            f"log-odds per {e['unit']}", "", "", round(e["chance"], 4), round(e["chance_low"], 4),
+            round(e["chance_high"], 4), e["sentence"])])
     return response
 
 

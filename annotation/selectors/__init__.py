@@ -9,6 +9,8 @@ studies     a study as a whole: home list, progress, labels and pairs for the pr
             judgements, members, planner jobs; its LLM judges against the humans
 judges      a study's judge runs: progress and cost
 exports     the stored study as bundle rows (export, the planner's and the report's bundle)
+style       the style-controlled leaderboard (Bradley–Terry with the answers' style as covariates)
+fragility   how many counted judgements each decided pair rests on
 items       the item reader and the item search: one item's texts, judgements, metric and
             judges' verdicts and reports; the study's items by text
 
@@ -20,5 +22,7 @@ from .studies import *  # noqa: F401,F403
 from .judges import *  # noqa: F401,F403
 from .exports import *  # noqa: F401,F403
 from .serving import *  # noqa: F401,F403
+from .style import *  # noqa: F401,F403
+from .fragility import *  # noqa: F401,F403
 from .dashboard import *  # noqa: F401,F403
 from .items import *  # noqa: F401,F403

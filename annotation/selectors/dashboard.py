@@ -21,6 +21,8 @@ from ..rubrics import criterion_metrics, is_rubric, study_rubric
 from ..serving.protocol_state import pair_hits_of, pair_lanes_of
 from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
+from .style import study_style_leaderboard
+from .fragility import NO_FRAGILITY, study_pair_fragility
 from .exports import study_bundle
 from .studies import (
     pair_item_names,
@@ -265,6 +267,9 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         })
         if protocol_pair and status not in (*adaptive.STOPPED, adaptive.PARKED) and protocol_pair.remaining > 0:
             running.append((protocol_pair.human_counts, protocol_pair.remaining))
+    fragility = study_pair_fragility(study=study, states=states, labels=judgement_labels)
+    for p in pairs:
+        p.update(fragility.get((p["first"], p["second"]), NO_FRAGILITY))
     order_index = {name: k for k, name in enumerate(systems)}
     pairs.sort(key=lambda p: (order_index.get(p["first"], 0), order_index.get(p["second"], 0)))
     protocol_decisions = {(p["first"], p["second"]): p["decision"] for p in pairs}
@@ -315,6 +320,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "statuses": dict(sorted(statuses.items())),
         "dags": dags,
         "leaderboard": leaderboard,
+        "style_leaderboard": study_style_leaderboard(study=study, plain=leaderboard) if systems else None,
         "matrix": _pair_matrix(order, pairs),
         "per_system_favi": {k: per_system[k].tolist() for k in order if k in per_system},
         "favi_summary": None if summary is None else {
@@ -328,6 +334,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         "judges": study_judges(study=study),
         "criteria": rubric_side_by_side(study=study, states=states, order=order) if is_rubric(study) else None,
         "decided": sum(1 for p in pairs if p["decision"]),
+        "fragile": [p for p in pairs if p["fragile"]],
         "judgements": live + imported,
         "ranking": section,
     }
@@ -487,6 +494,8 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     metric_on_judged = ranking.decisions_from_labels(judged_table).get((first, second)) if judged_table else None
     favi = favi_lib.favi_by_pair(human_table, metric_table).get((first, second)) if human_table and metric_table else None
     counts = {"wins": int((values > 0).sum()), "ties": int((values == 0).sum()), "losses": int((values < 0).sum())}
+    fragility = study_pair_fragility(study=study, states=list(PairState.objects.filter(study=study).select_related(
+        "first", "second")), labels={(first, second): [(i, v) for i, v, _, _ in judgements]})
     scored = [i["separability"] for i in items if i["separability"] is not None]
     return {
         "first": first, "second": second,
@@ -500,7 +509,8 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
         "criteria": _pair_criteria(study, row) if is_rubric(study) and row.state else None,
         "reasons": _pair_reasons(study, first, second) if is_rubric(study) else [],
         "annotator_agreement": judgement_agreement(study=study, pair=row),
-        "counts": counts, "rounds": rounds, "items": items, "judgements": judgements,
+        "counts": counts, "rounds": rounds,
+        **fragility.get((first, second), NO_FRAGILITY), "items": items, "judgements": judgements,
         "human_decision": human_decision, "metric_decision": metric_decision, "metric_on_judged": metric_on_judged,
         "judged_items": len(by_item),
         "category": None if metric_on_judged is None else ranking.decision_category(human_decision, metric_on_judged),

@@ -55,6 +55,8 @@ EXPECTED = {
                                           ("PATCH", "/api/studies/{slug}/settings/", {}, RESEARCHER_API)],
     "api/studies/<slug:slug>/decisions/": [("GET", "/api/studies/{slug}/decisions/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/leaderboard/": [("GET", "/api/studies/{slug}/leaderboard/", None, RESEARCHER_API)],
+    "api/studies/<slug:slug>/leaderboard/style/": [("GET", "/api/studies/{slug}/leaderboard/style/", None,
+                                                    RESEARCHER_API)],
     "api/studies/<slug:slug>/judgements/": [("GET", "/api/studies/{slug}/judgements/", None, RESEARCHER_API)],
     # No human labels yet: who may ask gets 409 (nothing to compare), the others as always.
     "api/studies/<slug:slug>/report/": [("GET", "/api/studies/{slug}/report/", None,
@@ -130,6 +132,8 @@ EXPECTED = {
                                ("POST", "/s/{slug}/members/", {}, row(302, 302, 403, 400, 404, 400))],
     "s/<slug:slug>/export/judgements.csv": [("GET", "/s/{slug}/export/judgements.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/decisions.csv": [("GET", "/s/{slug}/export/decisions.csv", None, RESEARCHER_PAGE)],
+    "s/<slug:slug>/export/style-leaderboard.csv": [("GET", "/s/{slug}/export/style-leaderboard.csv", None,
+                                                    RESEARCHER_PAGE)],
     "s/<slug:slug>/export/quality.csv": [("GET", "/s/{slug}/export/quality.csv", None, RESEARCHER_PAGE)],
     "s/<slug:slug>/export/crowd.csv": [("GET", "/s/{slug}/export/crowd.csv", None, RESEARCHER_PAGE)],
     # An unknown action: who may exclude workers is told (400), nothing changes.

@@ -1,0 +1,62 @@
+"""How many counted judgements each decided pair rests on (protocol/fragility.py, issue 39
+part 3): read from the pairs' protocol state and their counted judgements."""
+from __future__ import annotations
+
+import math
+
+from protocol import adaptive
+from protocol.fragility import FRAGILE_SHARE, pair_fragility
+
+from ..models import PairState, Study
+from ..serving.protocol_state import protocol_settings
+from .serving import protocol_pair_of
+
+__all__ = ["FRAGILE_SHARE", "NO_FRAGILITY", "decision_bar", "study_pair_fragility"]
+
+# What an undecided pair carries: no decision, nothing to undo.
+NO_FRAGILITY = {"fragility": None, "fragility_share": None, "fragile": False, "fragility_exact": None,
+                "fragility_sign": None, "fragility_evidence": None}
+
+
+def decision_bar(study: Study, pairs: int, decided: int) -> float | None:
+    """The log wealth a pair's e-process had to reach for its decision: log(1 / level) per pair,
+    log(m / level) under Bonferroni, log(m / (level k)) under e-BH with k the pairs decided
+    (the other pairs' evidence held as it is); None for a rule that is not the betting e-process
+    or an e-value not a product of its steps (mixture, final sign test)."""
+    settings = protocol_settings(study)
+    if settings.rule != adaptive.EPROCESS or settings.mixture is not None or settings.final_share:
+        return None
+    level = study.decision_level
+    if settings.family == "bonferroni":
+        return math.log(pairs / level)
+    if settings.family == "ebh":
+        return math.log(pairs / (level * max(decided, 1)))
+    return math.log(1.0 / level)
+
+
+def study_pair_fragility(*, study: Study, states: list[PairState] | None = None,
+                         labels: dict[tuple[str, str], list[tuple[str, int]]]) -> dict[tuple[str, str], dict]:
+    """(first, second) -> the fragility of each decided pair as plain data (NO_FRAGILITY's
+    keys): ``fragility`` the least number of counted judgements whose removal undoes the
+    decision, its ``fragility_share`` of the pair's judgements, ``fragile`` (share ≤ 0.5 %),
+    whether the count is exact, and its two parts (the margin's sign; the e-process's evidence,
+    None when not computed). ``labels``: every counted judgement by pair, oldest first
+    (selectors.study_judgement_labels)."""
+    if states is None:
+        states = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    decided = [s for s in states if s.decision and s.state]
+    bar = decision_bar(study, len(states), len(decided))
+    found = {}
+    for row in decided:
+        key = (row.first.name, row.second.name)
+        item_values: dict[str, list[int]] = {}
+        for item, value in labels.get(key, ()):
+            item_values.setdefault(item, []).append(int(value))
+        if not item_values:
+            continue
+        steps = protocol_pair_of(study, row).steps if bar is not None else None
+        f = pair_fragility(item_values, int(row.decision), steps or None, bar if steps else None)
+        found[key] = {"fragility": f.removals, "fragility_share": f.share, "fragile": f.fragile,
+                      "fragility_exact": f.exact, "fragility_sign": f.sign_removals,
+                      "fragility_evidence": f.evidence_removals}
+    return found
