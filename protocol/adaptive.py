@@ -147,6 +147,7 @@ from .decision import closed_form_theta as theta_closed_form
 from .decision import decision_from_theta as decision_at
 from .machine import (
     DecideMany,
+    calibrated,
     close_rounds,
     needed,
     open_rounds,
@@ -207,7 +208,7 @@ __all__ = [
     "BOUNDARY", "boundary_critical",
     "BAYES", "BONFERRONI", "EBH", "EPROCESS", "FAMILIES", "draw_rho", "family_thresholds",
     "steps_log_evidence", "weighted_bet",
-    "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",
+    "calibrated", "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",
     "PARKED", "POLICIES", "RULES", "SPENDING", "STATUSES", "STOPPED", "WAITING", "DecideMany", "LazyLabels", "PairState",
     "ProtocolSettings", "ProtocolState", "bet", "close_rounds", "decide_closed_form", "decision_at",
     "design_weighted", "eprocess_can_decide", "eprocess_decision", "final_decision_probabilities",
