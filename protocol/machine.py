@@ -234,8 +234,17 @@ def cv_basis(pair: PairState, lam: float, max_bet: float) -> tuple[float, float,
             residual_square += d * d
             cross += value * d
     wins, _, losses = (float(x) for x in pair.human_counts)
-    wager = cv_bet(wins, losses, residual_square, cross, lam, reach, max_bet=max_bet)
-    return (float(lam), float(centre), wager)
+    # the reliance of this pair's round: the pooled one, half of it, or none, whichever
+    # promises the pair the most growth on its past steps (a strong pair needs bets larger
+    # than the cap that a large reliance imposes); ties go to less reliance
+    best = (0.0, 0.0, -math.inf)
+    for candidate in (0.0, lam / 2, lam) if lam else (0.0,):
+        wager = cv_bet(wins, losses, residual_square, cross, candidate, reach, max_bet=max_bet)
+        spread = wins + losses + candidate * candidate * residual_square - 2.0 * candidate * cross
+        growth = wager * (wins - losses) - wager * wager * spread / 2.0
+        if growth > best[2] + 1e-12:
+            best = (candidate, wager, growth)
+    return (float(best[0]), float(centre), float(best[1]))
 
 
 
