@@ -27,12 +27,21 @@ lam: their metric terms are negatively correlated (-Var / (R - 1)), which can on
 round's expected product. Items chosen with unequal chances (separability) keep lam = 0: the
 inverse-probability step of protocol.rules.weighted_bet, valid as before.
 
+Under the replay's item-flip null (metric and humans flip together) the metric values of the
+items still unjudged predict those items' human labels, so the centres c lean with the labels
+to come: the bet's direction is therefore taken from the pair's human margin alone (``cv_bet``),
+never from sum (s - lam d), which holds past centres (with it, 0.13-0.15 of null PandaLM
+studies had a false ±; without, none in the measurements of docs/results.md).
+
 Never worse than human-only by construction: lam = 0 is exactly the human-only e-process
 (``cv_bet`` with lam = 0 is protocol.rules.bet without a metric, b = (n+ - n-) / (n+ + n- + 1)),
 and lam is the least-squares slope of s on m over the study's judged items, shrunk towards 0
 by ``PRIOR_ITEMS`` pseudo-items: a useless metric gets lam near 0 and costs (almost) nothing.
-The reliance is pooled over the study's pairs (its estimate on one pair's few labels is
-noisy); any pair's past labels may enter it, since only the next label must be unpredictable.
+Each round takes that reliance, half of it or none, whichever promises the pair the most growth
+on its past steps (protocol.machine.cv_basis): a large reliance caps the bet lower, which a
+clearly separated pair would pay for. The reliance is pooled over the study's pairs (its
+estimate on one pair's few labels is noisy); any pair's past labels may enter it, since only
+the next label must be unpredictable.
 
 Several metrics (judges) combine through a calibration cross-fitted on the OTHER pairs: for
 pair p the prediction of an item is x' beta_{-p}, beta_{-p} the ridge least-squares fit of

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from protocol import adaptive
 from protocol.control_variate import Moments, cross_fitted_predictions, cv_bet, reliance
 from protocol.rules import bet
-from protocol.simulate import null_tables, replay
+from protocol.simulate import main, null_tables, replay
+from tests.factories import write_tiny_bundle
 
 GAMMA = 0.05
 
@@ -139,9 +140,6 @@ def test_the_calibration_of_a_pair_never_reads_its_own_labels_and_mirrors_with_i
 
 
 def test_several_metrics_combine_on_the_command_line(tmp_path, capsys):
-    from protocol.simulate import main
-    from tests.factories import write_tiny_bundle
-
     path = tmp_path / "tiny.jsonl.gz"
     write_tiny_bundle(path, np.random.default_rng(2))
     assert main([str(path), "--metric", "m1,m1", "--json", "--quiet"]) == 0
