@@ -80,6 +80,13 @@ and by Ville's inequality P(K ever reaches 1/gamma) <= gamma. The metric makes t
 early when it agrees with the humans and cannot make the test invalid, only weaker when it
 misleads (measured: it saves no labels on SummEval relevance with bert_score_f; options
 ``confusion="pooled"``, ``metric_weight``, ``mixture`` are measured in docs/results.md).
+That was the rule before issue 38 (``control_variate=False``). The default now
+(``control_variate=True``) uses the metric as a control variate instead: a step multiplies K
+by 1 + rho b (s - lam (m - c)), m the item's metric value (label, or calibrated prediction of
+several metrics, ``calibrated``), c the metric's mean over the unjudged items when the round
+opened, lam and b fixed then from past labels, b's direction from the human margin; lam = 0 is
+the human-only rule exactly. Validity and formulas: ``protocol.control_variate`` and
+docs/formulas.md §8; unequal draws keep lam = 0.
 
 Unequal draws (items chosen by separability, protocol.allocation): a null can then put the
 "+" labels on the items the choice favours, so the signs drawn are no fair coins. The step
@@ -147,6 +154,7 @@ from .decision import closed_form_theta as theta_closed_form
 from .decision import decision_from_theta as decision_at
 from .machine import (
     DecideMany,
+    calibrated,
     close_rounds,
     needed,
     open_rounds,
@@ -207,7 +215,7 @@ __all__ = [
     "BOUNDARY", "boundary_critical",
     "BAYES", "BONFERRONI", "EBH", "EPROCESS", "FAMILIES", "draw_rho", "family_thresholds",
     "steps_log_evidence", "weighted_bet",
-    "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",
+    "calibrated", "ADAPTIVE", "DECIDED", "EXHAUSTED", "FILLED", "FUTILE", "MAX_BET", "METHODS", "OPEN", "PAPER",
     "PARKED", "POLICIES", "RULES", "SPENDING", "STATUSES", "STOPPED", "WAITING", "DecideMany", "LazyLabels", "PairState",
     "ProtocolSettings", "ProtocolState", "bet", "close_rounds", "decide_closed_form", "decision_at",
     "design_weighted", "eprocess_can_decide", "eprocess_decision", "final_decision_probabilities",

@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from .control_variate import Moments, cross_fitted_predictions, cv_bet, reliance, step_factor
 from .decision import PairCounts, decision_from_theta
 from .rules import (
     bet,
@@ -50,6 +51,7 @@ from .state import (
     ProtocolState,
     check_state,
     frozen_diagnostics,
+    full_step,
     pair_index,
     pair_position,
     sign_of,
@@ -152,14 +154,97 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
         # the metric's confusion over every judged item of the study: far better estimated
         # than one pair's, and other pairs' labels are independent of this pair's under the null
         pooled = tuple(int(x) for x in np.sum([p.paired for p in state.pairs], axis=0).ravel())
+    control_variate = state.settings.rule == EPROCESS and state.settings.control_variate
+    # the reliance on the metric, pooled over the study's judged items (any past label may enter
+    # a bet: only the next label must be unpredictable; protocol.control_variate)
+    lam = reliance(study_moments(state)) if control_variate and quotas else 0.0
     for i, quota in quotas.items():
         p = pairs[i]
         if p.status != WAITING or not 0 < quota <= p.remaining:
             raise ValueError(f"pair {p.key} cannot open a round of {quota}: it is {p.status} "
                              f"with {p.remaining} judgements left")
         basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only, *pooled)
-        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis)
+        cv = cv_basis(p, lam, state.settings.max_bet) if control_variate else ()
+        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis, cv_basis=cv)
     return replace(state, pairs=tuple(pairs))
+
+
+def study_moments(state: ProtocolState) -> Moments:
+    """The control variate's moments (first judgement s, metric value m) over every kept
+    uniform-draw step of the study's pairs, with the metric value the step recorded (so no
+    pair's metric labels are computed for it). Steps without a metric term (made before the
+    control variate, or on a pair without a metric: lam = m = c = 0) are left out."""
+    total = Moments()
+    for pair in state.pairs:
+        kept = set(pair.votes) if pair.votes else set(pair.judged_items)
+        rows = [(value, m) for item, value, _, rho, lam, m, c in map(full_step, pair.steps)
+                if item in kept and rho == 1.0 and (lam, m, c) != (0.0, 0.0, 0.0)]
+        if rows:
+            values, metric = zip(*rows)
+            total = total + Moments.of(values, metric)
+    return total
+
+
+def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]) -> ProtocolState:
+    """The state with every waiting pair's ``prediction`` refitted from several metrics: the
+    cross-fitted calibration of protocol.control_variate on the OTHER pairs' judged items
+    (their human item labels so far). Pairs with a round open or filled keep theirs, so that
+    a round's steps and its centre use one predictor; stopped pairs are not touched.
+
+    features  (first, second) -> {item: (q,) the metrics' values, + = first system better}
+    """
+    judged = {p.key: {item: sign_of(total) for item, total in p.votes.items()} for p in state.pairs}
+    predictions = cross_fitted_predictions({p.key: features.get(p.key, {}) for p in state.pairs}, judged)
+    pairs = [replace(p, prediction=MappingProxyType(predictions[p.key])) if p.status == WAITING and features.get(p.key)
+             else p for p in state.pairs]
+    return replace(state, pairs=tuple(pairs))
+
+
+def cv_metric_value(pair: PairState, item: str) -> float | None:
+    """The item's metric value for the control variate: its calibrated prediction when the
+    pair has predictions, else its metric label; None when it has neither."""
+    if pair.prediction:
+        value = pair.prediction.get(item)
+        return None if value is None else float(value)
+    value = pair.metric.get(item)
+    return None if value is None else float(value)
+
+
+def cv_basis(pair: PairState, lam: float, max_bet: float) -> tuple[float, float, float]:
+    """(lam, c, bet) of the pair's next round (protocol.control_variate): c the mean metric
+    value over its unjudged items (from the metric-only counts when it has labels only), the
+    bet Kelly for s - lam (m - c) over its past uniform-draw steps; lam = 0 without a metric."""
+    if pair.prediction:
+        left = [v for item, v in pair.prediction.items() if item not in pair.judged_items]
+        centre = float(np.mean(left)) if left else 0.0
+        reach = max((abs(v - centre) for v in left), default=0.0)
+    else:
+        plus, _, minus = pair.metric_only
+        total = sum(pair.metric_only)
+        centre = (plus - minus) / total if total else 0.0
+        reach = max((abs(value - centre) for value, count in zip((1, 0, -1), pair.metric_only) if count),
+                    default=0.0)
+    if not (pair.prediction or sum(pair.metric_only) or np.sum(pair.paired)):
+        lam = 0.0          # no metric value on any item (counted without reading the labels)
+    kept = set(pair.votes) if pair.votes else set(pair.judged_items)
+    residual_square = cross = 0.0
+    for item, value, _, rho, _, m, c in map(full_step, pair.steps):
+        if item in kept and rho == 1.0:
+            d = m - c
+            residual_square += d * d
+            cross += value * d
+    wins, _, losses = (float(x) for x in pair.human_counts)
+    # the reliance of this pair's round: the pooled one, half of it, or none, whichever
+    # promises the pair the most growth on its past steps (a strong pair needs bets larger
+    # than the cap that a large reliance imposes); ties go to less reliance
+    best = (0.0, 0.0, -math.inf)
+    for candidate in (0.0, lam / 2, lam) if lam else (0.0,):
+        wager = cv_bet(wins, losses, residual_square, cross, candidate, reach, max_bet=max_bet)
+        spread = wins + losses + candidate * candidate * residual_square - 2.0 * candidate * cross
+        growth = wager * (wins - losses) - wager * wager * spread / 2.0
+        if growth > best[2] + 1e-12:
+            best = (candidate, wager, growth)
+    return (float(best[0]), float(centre), float(best[1]))
 
 
 
@@ -210,8 +295,8 @@ def record_judgements(
     floors = [None] * len(items) if smallest is None else list(smallest)
     if len(floors) != len(items):
         raise ValueError(f"{len(items)} items but {len(floors)} smallest probabilities")
-    steps = list(pair.steps)
-    stepped = sorted(pair.steps)  # by item: where a step left by excluded judgements is found
+    steps = [full_step(step) for step in pair.steps]
+    stepped = sorted(steps)  # by item: where a step left by excluded judgements is found
     draws = list(pair.draws)
     paired = [list(row) for row in pair.paired]
     human_only = list(pair.human_only)
@@ -231,7 +316,14 @@ def record_judgements(
             draws.append((item, float(chance)))
         metric_value = pair.metric.get(item)
         if item not in judged:
-            if chance is None:
+            lam = m = c = 0.0
+            if chance is None and pair.cv_basis:
+                # the control variate (protocol.control_variate): lam, c and the bet were fixed
+                # when the round opened; the item's own metric value enters only the increment
+                lam, c, wager = pair.cv_basis
+                own = cv_metric_value(pair, item)
+                m = c if own is None else own       # no metric value: no metric term
+            elif chance is None:
                 basis = pair.round_basis or (*(x for row in pair.paired for x in row),
                                              *pair.human_only, *pair.metric_only)
                 others = list(basis[12:])
@@ -243,15 +335,15 @@ def record_judgements(
                             metric_weight=state.settings.metric_weight)
             else:
                 # unequal chances: a bet that is the same for every candidate of the draw
-                wager = weighted_bet([v for i, v, _, _ in steps if i in judged])
+                wager = weighted_bet([v for i, v, *_ in steps if i in judged])
             rho = draw_rho(chance, floor)
             # an item judged again after all its judgements were excluded takes a new step
             at = bisect.bisect_left(stepped, (item,))
             if at < len(stepped) and stepped[at][0] == item:
                 steps = [step for step in steps if step[0] != item]
-            steps.append((item, value, wager, rho))
-            if value != 0 and state.settings.mixture is None:
-                log_evidence += math.log1p(value * wager * rho)
+            steps.append((item, value, wager, rho, lam, m, c))
+            if (value != 0 or lam * (m - c) != 0) and state.settings.mixture is None:
+                log_evidence += math.log(step_factor(value, wager, rho, lam, m - c))
         counts = human_only if metric_value is None else paired[LABEL_INDEX[metric_value]]
         if item in votes:
             # a further judgement of a judged item replaces the item's label, never adds one
@@ -337,11 +429,16 @@ def rebuild_pairs(
             metric_only[LABEL_INDEX[value]] += 1
         capacity = max(old.capacity, len(items))
         fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
+                          prediction=old.prediction,
                           metric_only=tuple(metric_only), round=old.round, theta=old.theta,
                           status=WAITING if capacity > 0 else EXHAUSTED)
         if items:
             fresh = replace(fresh, round=old.round + 1, quota=len(items), status=OPEN,
-                            round_basis=(0,) * 12 + tuple(metric_only))
+                            round_basis=(0,) * 12 + tuple(metric_only),
+                            # under the control variate an item the pair never stepped bets
+                            # nothing (its step would need the round's basis, long gone)
+                            cv_basis=(0.0, 0.0, 0.0) if state.settings.rule == EPROCESS
+                            and state.settings.control_variate else ())
         pairs[index[key]] = fresh
         named.append(key)
     if not named:
@@ -381,7 +478,7 @@ def _kept_steps(old: PairState, fresh: PairState, items: list[str], values: list
     for item, value in zip(items, values):
         first_kept.setdefault(item, value)
     stepped = {step[0] for step in old.steps}
-    steps = [(item, first_kept.get(item, value), wager, rho) for item, value, wager, rho in old.steps]
+    steps = [(item, first_kept.get(item, value), *rest) for item, value, *rest in map(full_step, old.steps)]
     steps += [step for step in fresh.steps if step[0] not in stepped]
     return tuple(sorted(steps)), steps_log_evidence(steps, first_kept, mixture=mixture,
                                                     weighted={item for item, _ in fresh.draws})
@@ -533,10 +630,13 @@ def run_rounds(
     *,
     decide: DecideMany | None = None,
     on_round: Callable[[ProtocolState], None] | None = None,
+    prepare: Callable[[ProtocolState], ProtocolState] | None = None,
 ) -> ProtocolState:
     """Drive Algorithm 2 to the end: open rounds, collect, close, until finished.
 
     collect(state, needed) yields (first, second, items, values) for the open rounds.
+
+    prepare(state) -> state, when given, runs before every opening (e.g. ``calibrated``).
 
     The default rule (adaptive policy, betting e-process, e-BH at gamma 0.05) on two pairs of
     60 items: the humans always prefer A to B, and split A against C evenly. A-B is decided
@@ -553,6 +653,8 @@ def run_rounds(
     [('A', 'B', 'decided', 1, 15, 4.7), ('A', 'C', 'futile', 0, 25, -0.2)]
     """
     while not state.finished:
+        if prepare is not None:
+            state = prepare(state)
         state = open_rounds(state)
         want = needed(state)
         spent = state.spent

@@ -19,7 +19,8 @@ from scipy.stats import norm
 
 from .allocation import design_weights
 from .decision import PairCounts, closed_form_theta, counts_from_labels, decide_many
-from .state import ADAPTIVE, MAX_BET, PairState, ProtocolSettings, sign_of
+from .control_variate import step_factor
+from .state import ADAPTIVE, MAX_BET, PairState, ProtocolSettings, full_step, sign_of
 
 def round_size(settings: ProtocolSettings, pair: PairState) -> int:
     """Judgements to ask for in the pair's next round (before capping by what remains).
@@ -109,9 +110,23 @@ def eprocess_decision(pair: PairState, gamma: float, threshold: float | None = N
     family rule passes its own, ``family_thresholds``), else 0."""
     if pair.log_evidence < (math.log(1.0 / gamma) if threshold is None else threshold):
         return 0
+    estimate = cv_estimate(pair)
+    if estimate != 0:
+        return int(np.sign(estimate))
     margin = pair.human_counts[0] - pair.human_counts[2]
     return int(np.sign(margin))
 
+
+def cv_estimate(pair: PairState) -> float:
+    """sum over the pair's kept uniform-draw steps of s - lam (m - c): the control-variate
+    estimate of its human margin (the human margin itself where lam = 0), whose sign the
+    e-process decides once its wealth is large enough (the bets that grew it point that way).
+    0 when no step has a metric term (the decision then takes the human margin's sign)."""
+    steps = [full_step(step) for step in pair.steps]
+    if not any(lam for *_, lam, _, _ in steps):
+        return 0.0
+    kept = set(pair.votes) if pair.votes else set(pair.judged_items)
+    return float(sum(value - lam * (m - c) for item, value, _, rho, lam, m, c in steps if item in kept and rho == 1.0))
 
 
 def look_level(settings: ProtocolSettings, capacity: int) -> float:
@@ -304,16 +319,19 @@ def steps_log_evidence(steps: Sequence[tuple[str, int, float, float]], active, *
     whatever the order and the rounds; a = 1/2 is the Krichevsky-Trofimov mixture), times the
     unequal draws' steps with their bets.
     """
+    steps = [full_step(step) for step in steps]
     if mixture is None:
-        return float(sum(math.log1p(value * wager * rho) for item, value, wager, rho in steps
-                         if item in active and value != 0))
+        return float(sum(math.log(step_factor(value, wager, rho, lam, m - c))
+                         for item, value, wager, rho, lam, m, c in steps
+                         if item in active and (value != 0 or lam * (m - c) != 0)))
     wins = losses = 0
     total = 0.0
-    for item, value, wager, rho in steps:
-        if item not in active or value == 0:
+    for item, value, wager, rho, lam, m, c in steps:
+        if item not in active or (value == 0 and lam * (m - c) == 0):
             continue
-        if item in weighted:
-            total += math.log1p(value * wager * rho)
+        if item in weighted or lam != 0:
+            # a control-variate step is no fair coin of its own: it keeps its bet
+            total += math.log(step_factor(value, wager, rho, lam, m - c))
         elif value > 0:
             wins += 1
         else:

@@ -55,7 +55,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -186,6 +186,47 @@ def stable_hash(*parts: str) -> int:
             value = (value * 131 + byte) % (2**31 - 1)
         value = (value * 131 + 7) % (2**31 - 1)
     return value
+
+
+def null_tables(human, metrics: Sequence = (), *, seed: int = 0, favour: float = 0.0):
+    """``null_labels`` for several metrics at once: within every pair and item the two systems
+    are swapped with probability 1/2, the human labels and every metric's label together.
+    favour > 0 builds the favouritism null on top: each metric label is then replaced by +1
+    (the first system better) with probability ``favour``, so the metrics favour one system
+    while the humans stay null. Returns (human, [metric tables]) as dicts of (items, values)."""
+    human = labels_by_pair(human, "human")
+    metrics = [labels_by_pair(table, "metric") for table in metrics]
+    null_human = {}
+    null_metrics = [{} for _ in metrics]
+    for key in sorted(human):
+        items, values = human[key]
+        universe = np.unique(np.concatenate([items] + [table[key][0] for table in metrics if key in table]))
+        rng = np.random.default_rng([seed, stable_hash(*key)])
+        flip = dict(zip(universe, rng.integers(0, 2, len(universe)) * 2 - 1))
+        null_human[key] = (items, values * np.array([flip[i] for i in items], dtype=np.int64))
+        for k, table in enumerate(metrics):
+            if key not in table:
+                continue
+            metric_items, metric_values = table[key]
+            flipped = metric_values * np.array([flip[i] for i in metric_items], dtype=np.int64)
+            if favour > 0:
+                biased = np.random.default_rng([seed, stable_hash(*key), 7, k]).random(len(flipped)) < favour
+                flipped = np.where(biased, 1, flipped).astype(np.int64)
+            null_metrics[k][key] = (metric_items, flipped)
+    return null_human, null_metrics
+
+
+def metric_features(metrics: Sequence) -> dict[Pair, dict[str, tuple[float, ...]]]:
+    """pair -> {item: (q,) the q metrics' labels of the item (0 where a metric has none)}: the
+    features of the cross-fitted calibration (protocol.adaptive.calibrated)."""
+    tables = [labels_by_pair(table, "metric") for table in metrics]
+    out: dict = {}
+    for k, table in enumerate(tables):
+        for key, (items, values) in table.items():
+            rows = out.setdefault(key, {})
+            for item, value in zip(items.tolist(), values.tolist()):
+                rows.setdefault(item, [0.0] * len(tables))[k] = float(value)
+    return {key: {item: tuple(v) for item, v in rows.items()} for key, rows in out.items()}
 
 
 def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gamma: float):
@@ -517,6 +558,7 @@ def replay(
     decide: Callable | None = None,  # default: cached_decide (closed form without metric)
     progress: Callable[[str], None] | None = None,
     crowd: Crowd | None = None,
+    extra_metrics: Sequence = (),
     **policy_options,
 ) -> ReplayResult:
     """Replay the protocol with the given human labels as annotators.
@@ -529,6 +571,10 @@ def replay(
             the paper's Algorithm 2 is ``policy="paper", rule="bayes"``)
     crowd   simulated annotators (spammers, quality control; see Crowd), or None: every
             label is given as the bundle has it
+    extra_metrics  further metric tables (same shape as ``metric``): all of them combine into
+            one prediction per item through the calibration cross-fitted on the other pairs'
+            labels so far (protocol.adaptive.calibrated, before every opening), which the
+            control variate uses; ``metric``'s labels stay the pairs' metric labels
     policy_options  further ProtocolSettings fields (futility, futility_min_judgements, ...)
     """
     began = time.perf_counter()
@@ -579,11 +625,21 @@ def replay(
                 f"{current.spent}/{available} labels used, {time.perf_counter() - began:.1f} s"
             )
 
+    prepare = None
+    if extra_metrics:
+        features = metric_features([metric, *extra_metrics])
+
+        def prepare(current: ProtocolState) -> ProtocolState:
+            return adaptive.calibrated(current, features)
+
     if crowd is None:
-        state = adaptive.run_rounds(state, collect, decide=decide or _replay_decide, on_round=report)
+        state = adaptive.run_rounds(state, collect, decide=decide or _replay_decide, on_round=report,
+                                    prepare=prepare)
         return _score(state, human, available, gamma, began)
     log = _CrowdLog(crowd, seed)
     while not state.finished:
+        if prepare is not None:
+            state = prepare(state)
         state = adaptive.open_rounds(state)
         for first, second, items, values in list(collect(state, adaptive.needed(state))):
             given = [log.answer((first, second), item, value) for item, value in zip(items.tolist(), values.tolist())]
@@ -645,14 +701,25 @@ def _score(state: ProtocolState, human, available: int, gamma: float, began: flo
 
 def load(bundle_path: str, metric: str):
     """(human, metric) label tables of a bundle; metric "none" gives an empty metric table."""
+    human, tables = load_metrics(bundle_path, metric)
+    return human, tables[0] if tables else {}
+
+
+def load_metrics(bundle_path: str, metrics: str):
+    """(human, [metric tables]) of a bundle; ``metrics`` one name, several joined by commas
+    ("gpt35,pandalm7b"), or "none" (no table)."""
     bundle = read_bundle(bundle_path)
     human = human_labels(bundle)
     if not human:
         raise ValueError(f"{bundle_path} has no human labels: the replay needs complete human labels")
-    metric_table = {} if metric == "none" else metric_labels(bundle, metric)
-    if metric != "none" and not metric_table:
-        raise ValueError(f"{bundle_path} has no labels for metric {metric!r}")
-    return human, metric_table
+    names = [] if metrics == "none" else [name.strip() for name in metrics.split(",")]
+    tables = []
+    for name in names:
+        table = metric_labels(bundle, name)
+        if not table:
+            raise ValueError(f"{bundle_path} has no labels for metric {name!r}")
+        tables.append(table)
+    return human, tables
 
 
 def simulate(
@@ -661,9 +728,18 @@ def simulate(
     *,
     null: bool = False,
     progress: Callable[[str], None] | None = None,
+    favour: float = 0.0,
     **options,
 ) -> ReplayResult:
-    """Load a bundle and replay; what the command line runs (options as for ``replay``)."""
+    """Load a bundle and replay; what the command line runs (options as for ``replay``).
+    ``metric``: one name, "none", or several joined by commas (combined by the cross-fitted
+    calibration, ``replay(extra_metrics=...)``). ``favour`` > 0 with ``null``: the favouritism
+    null (``null_tables``)."""
+    if "," in metric or favour > 0:
+        human, tables = load_metrics(bundle_path, metric)
+        if null:
+            human, tables = null_tables(human, tables, seed=options.get("seed", 0), favour=favour)
+        return replay(human, tables[0] if tables else None, progress=progress, extra_metrics=tables[1:], **options)
     human, metric_table = load(bundle_path, metric)
     if null:
         human, metric_table = null_labels(human, metric_table, seed=options.get("seed", 0))
@@ -674,7 +750,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m protocol.simulate", description=__doc__.split("\n\n")[0])
     defaults = ProtocolSettings(budget=0)
     parser.add_argument("bundle")
-    parser.add_argument("--metric", required=True, help="metric name in the bundle, or 'none' for human only")
+    parser.add_argument("--metric", required=True,
+                        help="metric name in the bundle, 'none' for human only, or several names joined by commas "
+                             "(A,B: combined by a calibration cross-fitted on the other pairs' labels)")
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--gamma", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
@@ -694,6 +772,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bet", type=float, default=defaults.max_bet,
                         help=f"rule eprocess: largest bet on one item (default {defaults.max_bet})")
     parser.add_argument("--null", action="store_true", help="replay null pairs (systems swapped at random within items)")
+    parser.add_argument("--favour", type=float, default=0.0, metavar="P",
+                        help="with --null: the favouritism null, each metric label replaced by +1 with probability P")
+    parser.add_argument("--no-control-variate", action="store_true",
+                        help="rule eprocess: the metric as imputed labels in the bet (the rule before issue 38)")
     parser.add_argument("--baselines", action="store_true",
                         help="also run the human-only sign test and PPI++ at the replay's annotation fraction")
     parser.add_argument("--spammers", type=float, default=None, metavar="P",
@@ -719,6 +801,8 @@ def main(argv: list[str] | None = None) -> int:
             args.bundle,
             args.metric,
             null=args.null,
+            favour=args.favour,
+            control_variate=not args.no_control_variate,
             progress=None if args.quiet else progress,
             batch=args.batch,
             gamma=args.gamma,
@@ -739,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.null:
         summary["null_false_decision_rate"] = result.false_decision_rate
     if args.baselines:
-        human, metric_table = load(args.bundle, args.metric)
+        human, metric_table = load(args.bundle, args.metric.split(",")[0])
         if args.null:
             human, metric_table = null_labels(human, metric_table, seed=args.seed)
         found = baselines(human, metric_table, fraction=result.annotation_fraction,

@@ -84,6 +84,10 @@ class ProtocolSettings:
     mixture                 rule "eprocess": None (bets made at the time, plug-in Kelly) or
                             a > 0: the uniform draws' evidence is the Beta(a, a) mixture of
                             constant bets (protocol.rules.steps_log_evidence)
+    control_variate         rule "eprocess": the metric enters the bets as a control variate,
+                            s - lam (m - c) with the reliance lam tuned online (default True;
+                            protocol.control_variate), or (False) as imputed labels in the
+                            Kelly bet (protocol.rules.bet), the rule before issue 38
     final_share             rule "eprocess": share w of the pair's e-value given to an exact
                             sign test on all its labels when they run out (0: none;
                             protocol.rules.pair_log_e_value)
@@ -112,6 +116,7 @@ class ProtocolSettings:
     confusion: str = PAIR
     metric_weight: float | None = None
     mixture: float | None = None
+    control_variate: bool = True
     final_share: float = 0.0
     boundary_share: float = 0.5
     futility: float = 0.05
@@ -145,6 +150,8 @@ class ProtocolSettings:
             raise ValueError(f"futility_labels_per_error must be >= 0, got {self.futility_labels_per_error!r}")
         if self.spending not in SPENDING:
             raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
+        if not isinstance(self.control_variate, bool):
+            raise ValueError(f"control_variate must be True or False, got {self.control_variate!r}")
         if not isinstance(self.strict, bool):
             raise ValueError(f"strict must be True or False, got {self.strict!r}")
         if self.rule not in RULES:
@@ -200,9 +207,12 @@ class PairState:
                   protocol.decision.METHODS, "ess": effective sample size (None when exact),
                   "draws": posterior draws, "theta_se": Monte-Carlo standard error}
     steps         the e-process's steps, one per item's first judgement, sorted by item (the
-                  wealth is their product): (item, value in {-1, 0, 1}, bet, rho); the step multiplies the wealth by
-                  1 + bet x value x rho (rho = 1 for uniform draws, the smallest chance among
-                  the open candidates over the item's chance for unequal draws; module doc).
+                  wealth is their product): (item, value in {-1, 0, 1}, bet, rho, lam, m, c); the
+                  step multiplies the wealth by 1 + rho x bet x (value - lam (m - c)) (rho = 1 for
+                  uniform draws, the smallest chance among the open candidates over the item's
+                  chance for unequal draws; lam the reliance on the metric, m the item's metric
+                  value, c the metric's mean over the unjudged items when the round opened:
+                  protocol.control_variate; lam = 0 without it; module doc).
                   Kept through rebuilds (``rebuild_pairs``): a step whose item has no kept
                   judgement is inactive (counts nothing) until a judgement of it comes back.
     draws         (item, selection probability) of every judged item's first judgement, in
@@ -211,6 +221,11 @@ class PairState:
                   every judged item has one, the decision counts each item with its design
                   weight (protocol.allocation.design_weights), so it decides for all the
                   pair's items rather than for the over-sampled ones (pair_counts).
+    prediction    item -> calibrated prediction of the human label in [-1, 1] from several
+                  metrics (protocol.control_variate.cross_fitted_predictions), or empty: the
+                  control variate then uses the metric's label
+    cv_basis      (lam, c, bet) of the control-variate e-process, fixed when the open round
+                  opened (protocol.control_variate), or () (lam = 0)
     """
 
     first: str
@@ -233,7 +248,9 @@ class PairState:
     log_evidence: float = 0.0
     round_basis: tuple[int, ...] = ()
     draws: tuple[tuple[str, float], ...] = ()
-    steps: tuple[tuple[str, int, float, float], ...] = ()
+    steps: tuple[tuple[str, int, float, float, float, float, float], ...] = ()
+    prediction: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    cv_basis: tuple[float, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -273,7 +290,10 @@ class PairState:
             "log_evidence": float(self.log_evidence),
             "round_basis": list(self.round_basis),
             "draws": [[item, float(chance)] for item, chance in self.draws],
-            "steps": [[item, int(value), float(wager), float(rho)] for item, value, wager, rho in self.steps],
+            "steps": [[item, int(value), float(wager), float(rho), float(lam), float(m), float(c)]
+                      for item, value, wager, rho, lam, m, c in self.steps],
+            "prediction": dict(sorted(self.prediction.items())),
+            "cv_basis": [float(x) for x in self.cv_basis],
         }
         if with_metric:  # (not read at all otherwise: a LazyLabels stays uncomputed)
             data = {**{k: data[k] for k in ("first", "second", "capacity")},
@@ -311,8 +331,10 @@ class PairState:
                 # states stored before draws were recorded have none (unweighted counts)
                 draws=tuple((str(item), float(chance)) for item, chance in data.get("draws", ())),
                 # states stored before steps were recorded have none (log_evidence as stored)
-                steps=tuple((str(item), int(value), float(wager), float(rho))
-                            for item, value, wager, rho in data.get("steps", ())),
+                # steps stored before the control variate have 4 fields (lam = m = c = 0)
+                steps=tuple(full_step(step) for step in data.get("steps", ())),
+                prediction=MappingProxyType({str(k): float(v) for k, v in data.get("prediction", {}).items()}),
+                cv_basis=tuple(float(x) for x in data.get("cv_basis", ())),
             )
         except KeyError as missing:
             raise ValueError(f"pair state is missing the field {missing}") from None
@@ -379,7 +401,7 @@ def _check_pair_state(state: PairState) -> None:
         raise ValueError(f"{name}: draws must name judged items once each, with probabilities in (0, 1]")
     stepped = [item for item, *_ in state.steps]
     if len(set(stepped)) != len(stepped) or not all(
-            value in LABEL_INDEX and abs(wager) < 1 and 0 <= rho <= 1 for _, value, wager, rho in state.steps):
+            value in LABEL_INDEX and abs(wager) < 1 and 0 <= rho <= 1 for _, value, wager, rho, *_ in state.steps):
         raise ValueError(f"{name}: steps must name items once each, with values in -1/0/1, |bet| < 1 "
                          "and rho in [0, 1]")
 
@@ -483,6 +505,14 @@ def frozen_diagnostics(data: Mapping | None) -> MappingProxyType | None:
         "theta_se": float(data["theta_se"]),
     })
 
+
+
+def full_step(step) -> tuple[str, int, float, float, float, float, float]:
+    """A step as (item, value, bet, rho, lam, m, c); a step of 4 fields (stored before the
+    control variate, or made without it) has lam = m = c = 0."""
+    item, value, wager, rho, *rest = step
+    lam, m, c = (tuple(float(x) for x in rest) + (0.0, 0.0, 0.0))[:3]
+    return (str(item), int(value), float(wager), float(rho), lam, m, c)
 
 
 def sign_of(total: int) -> int:

@@ -106,7 +106,9 @@ def test_after_an_exclusion_the_evidence_is_the_remaining_steps_with_their_bets_
     # the judgements of i5..i7 (three losing -1s) leave: the others keep the bets they were made with
     kept = [k for k in range(used[("A", "B")]) if not 5 <= k <= 7]
     rebuilt = adaptive.rebuild_pairs(state, {("A", "B"): ([items[k] for k in kept], [values[k] for k in kept])})
-    wealth = sum(np.log1p(v * b * r) for item, v, b, r in pair.steps if int(item[1:]) in kept and v != 0)
+    # a step is (item, value, bet, rho, lam, m, c): it multiplies the wealth by 1 + rho bet (value - lam (m - c))
+    wealth = sum(np.log1p(r * b * (v - lam * (m - c))) for item, v, b, r, lam, m, c in pair.steps
+                 if int(item[1:]) in kept)
     assert rebuilt.pair("A", "B").log_evidence == pytest.approx(wealth, abs=1e-12)
     assert rebuilt.pair("A", "B").log_evidence != pytest.approx(0.0)       # never a restart at 1
     back = adaptive.rebuild_pairs(rebuilt, {("A", "B"): (items[:used[("A", "B")]], values[:used[("A", "B")]])})
@@ -216,7 +218,7 @@ def test_a_rebuild_takes_each_draws_chance_and_smallest_chance_and_keeps_the_wei
     state = adaptive.close_rounds(adaptive.record_judgements(state, "A", "B", items, values, chances, smallest))
     pair = state.pair("A", "B")
     # steps are sorted by item (i0..i9 here in draw order); rho = smallest chance / chance
-    assert [rho for *_, rho in pair.steps] == pytest.approx([s / c for s, c in zip(smallest, chances)])
+    assert [rho for _, _, _, rho, *_ in pair.steps] == pytest.approx([s / c for s, c in zip(smallest, chances)])
     draws = {("A", "B"): {i: (c, s) for i, c, s in zip(items, chances, smallest)}}
     same = adaptive.rebuild_pairs(state, {("A", "B"): (items, values)}, draws)
     assert same.pair("A", "B").steps == pair.steps and same.pair("A", "B").draws == pair.draws

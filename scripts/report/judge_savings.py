@@ -1,0 +1,216 @@
+"""Generate the "Honest savings from judges" section that leads docs/results.md (issue 38 part 3).
+
+For each bundle and metric (one judge, several combined by the calibration cross-fitted on
+the other pairs, a useless random metric): the default rule (adaptive + e-process with the
+metric as a control variate + e-BH, protocol.control_variate) against the same rule human
+only, seeds 0..S-1, batch 10, gamma 0.05: labels used, correctness (each pair's decision
+against the human-only decision on all its labels), the labels on the pairs both runs decide,
+and the bound beside them. Null: the replay after swapping the two systems within each item
+with probability 1/2, the metrics' labels with the humans' (protocol.simulate.null_tables);
+favouritism null: the same, then a third of the metric labels replaced by "first system
+better" while the humans stay null. Every ± decision there is false.
+
+    .venv/bin/python scripts/report/judge_savings.py [--seeds 10] [--dry-run]
+
+The same numbers one run at a time: ``python -m protocol.simulate BUNDLE --metric A,B [--null
+[--favour 0.3]] --seed S --json``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from protocol.control_variate import cross_fitted_predictions  # noqa: E402
+from protocol.favi import paired_labels  # noqa: E402
+from protocol.preferences import sign_of_mean_per_item  # noqa: E402
+from protocol.savings import study_label_savings  # noqa: E402
+from protocol.simulate import labels_by_pair, load_metrics, metric_features, null_tables, replay  # noqa: E402
+from scripts.report.results_md import replace_section  # noqa: E402
+
+SECTION = "judge_savings"
+GAMMA = 0.05
+FAVOUR = 1 / 3
+SUMMEVAL_METRICS = ("bert_score_f,mover_score,bart_score_cnn_src_hypo,prism_src_hypo,rouge1_f,rouge2_f,rougel_f,"
+                    "CTC_D_CNNDM_Consistency,CTC_D_XSUM_Consistency,CTC_E_RoBERTa_Relevance,CTC_D_CNNDM_Relevance,"
+                    "CTC_D_XSUM_Relevance")
+CASES = [
+    ("PandaLM", "pandalm", "gpt35,pandalm7b"),
+    ("PandaLM", "pandalm", "gpt35"),
+    ("PandaLM", "pandalm", "pandalm7b"),
+    ("PandaLM", "pandalm", "random"),
+    ("SummEval relevance", "summeval_relevance", "bert_score_f"),
+    ("SummEval relevance", "summeval_relevance", SUMMEVAL_METRICS),
+    ("SummEval relevance", "summeval_relevance", "random"),
+    ("WMT21 en-de", "wmt21_ende", "sentence_chrf"),
+    ("WMT21 en-de", "wmt21_ende", "random"),
+]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def random_table(human, seed: int = 2038):
+    """A useless metric: a label drawn uniformly from {-1, 0, 1} for every item of every pair,
+    independently of everything."""
+    rng = np.random.default_rng(seed)
+    return {key: (np.unique(items), rng.choice([1, 0, -1], size=len(np.unique(items))))
+            for key, (items, _) in sorted(labels_by_pair(human, "human").items())}
+
+
+def tables(bundle: str, metrics: str):
+    path = str(ROOT / "data" / "bundles" / f"{bundle}.jsonl.gz")
+    if metrics == "random":
+        human, _ = load_metrics(path, "none")
+        return human, [random_table(human)]
+    return load_metrics(path, metrics)
+
+
+def run(human, metrics, seed, **options):
+    return replay(human, metrics[0] if metrics else None, extra_metrics=metrics[1:], seed=seed, **options)
+
+
+def both_decided_ratio(new, old) -> float:
+    both = [k for k in new.decisions if new.decisions[k] != 0 and old.decisions[k] != 0]
+    spent = sum(old.used[k] for k in both)
+    return sum(new.used[k] for k in both) / spent if spent else float("nan")
+
+
+def bounds(human, metrics, fraction: float) -> tuple[str, str]:
+    """(savings.py's bound for the first metric's three-way label, the linear control variate's
+    bound with the metrics' prediction cross-fitted on the other pairs' full labels), each the
+    least share of the human-only rule's labels at ``fraction`` of the items, one look, the
+    pair's own moments as an oracle."""
+    human_tables = labels_by_pair(human, "human")
+    first = labels_by_pair(metrics[0], "metric")
+    pairs = []
+    for key in sorted(set(human_tables) & set(first)):
+        h, m = paired_labels(*human_tables[key], *first[key])
+        if len(h):
+            pairs.append((h, m))
+    label_bound = study_label_savings(pairs, fraction=fraction)["uniform_ratio"]
+    features = metric_features(metrics)
+    item_labels = {}
+    for key, (items, values) in human_tables.items():
+        items, values = sign_of_mean_per_item(items, values)
+        item_labels[key] = dict(zip(items.tolist(), values.tolist()))
+    predicted = cross_fitted_predictions(features, item_labels)
+    ratios, weights = [], []
+    for key, labels in item_labels.items():
+        items = [i for i in labels if i in predicted.get(key, {})]
+        h = np.array([labels[i] for i in items], dtype=float)
+        x = np.array([predicted[key][i] for i in items])
+        if len(h) < 3 or h.var() == 0:
+            continue
+        r2 = float(np.corrcoef(h, x)[0, 1] ** 2) if x.var() > 0 else 0.0
+        n_h = fraction * len(h)
+        ratios.append((1 - r2) / (1 - r2 * n_h / len(h)))
+        weights.append(n_h)
+    return f"{label_bound:.2f}", f"{np.average(ratios, weights=weights):.2f}"
+
+
+def mean_sd(values, digits=3) -> str:
+    values = np.asarray(values, dtype=float)
+    return f"{np.nanmean(values):.{digits}f} ± {np.nanstd(values):.{digits}f}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--dry-run", action="store_true", help="print the section, do not write docs/results.md")
+    args = parser.parse_args(argv)
+    seeds = range(args.seeds)
+    began = time.perf_counter()
+    human_only: dict = {}
+    rows = []
+    for name, bundle, metrics in CASES:
+        human, metric_tables = tables(bundle, metrics)
+        if bundle not in human_only:
+            human_only[bundle] = [run(human, [], s) for s in seeds]
+            log(f"{bundle} human only: {time.perf_counter() - began:.0f} s")
+        alone = human_only[bundle]
+        new = [run(human, metric_tables, s) for s in seeds]
+        nulls = []
+        favoured = []
+        for s in seeds:
+            null_human, null_metrics = null_tables(human, metric_tables, seed=s)
+            nulls.append(run(null_human, null_metrics, s).false_decision_rate)
+            if metrics != "random":
+                fav_human, fav_metrics = null_tables(human, metric_tables, seed=s, favour=FAVOUR)
+                favoured.append(run(fav_human, fav_metrics, s).false_decision_rate)
+        log(f"{bundle} {metrics[:40]}: {time.perf_counter() - began:.0f} s")
+        fraction = float(np.mean([r.annotation_fraction for r in alone]))
+        label_bound, linear_bound = bounds(human, metric_tables, fraction) if metrics != "random" else ("–", "–")
+        ratio = [n.annotations_used / a.annotations_used for n, a in zip(new, alone)]
+        shown = "12 automatic metrics combined" if metrics == SUMMEVAL_METRICS else \
+            (" + ".join(metrics.split(",")) + (" combined" if "," in metrics else ""))
+        rows.append("| " + " | ".join([
+            f"{name} ({len(alone[0].decisions)})", shown,
+            mean_sd([r.annotation_fraction for r in new]), mean_sd([r.annotation_fraction for r in alone]),
+            f"**{mean_sd(ratio)}**",
+            mean_sd([r.correct for r in new]), mean_sd([r.correct for r in alone]),
+            mean_sd([both_decided_ratio(n, a) for n, a in zip(new, alone)]),
+            f"{label_bound} / {linear_bound}",
+            f"{mean_sd(nulls)} ({sum(x > 0 for x in nulls)} of {len(nulls)})",
+            f"{mean_sd(favoured)} ({sum(x > 0 for x in favoured)} of {len(favoured)})" if favoured else "–",
+        ]) + " |")
+    lines = [
+        "## Honest savings from judges (issue 38)", "",
+        f"Generated by `scripts/report/judge_savings.py --seeds {args.seeds}` (batch 10, γ = {GAMMA}; mean ± sd over "
+        f"seeds 0..{args.seeds - 1}). *New rule*: the default, adaptive policy + betting e-process with the "
+        "metric as a control variate (increment s − λ(m − c), λ tuned online from past labels, bet direction from "
+        "the human margin; several metrics combined by a calibration cross-fitted on the other pairs' labels so "
+        "far; docs/formulas.md §8) + e-BH across the study's pairs. *Human only*: the same rule without a metric "
+        "(λ = 0). *Labels*: share of the bundle's human labels used; *ratio*: new / human-only labels per seed; "
+        "*correct*: each pair's decision against the human-only decision on all its labels; *both decide*: "
+        "labels of the new rule over the human-only rule's on the pairs both decide. *Bound*: the least share of "
+        "the human-only rule's labels any metric-assisted rule needs at one look with the pair's own moments "
+        "(an oracle), at the human-only rule's share of the items: protocol.savings for the first metric's "
+        "three-way label / the linear control variate with the metrics' prediction cross-fitted on the other "
+        "pairs' full labels. *Null*: every ± false; per-pair false ± rate and, in brackets, the null studies "
+        "with any false ±; *favouritism*: a third of the metric labels say \"first system better\" on top of the "
+        "null. One run: `python -m protocol.simulate data/bundles/pandalm.jsonl.gz --metric gpt35,pandalm7b "
+        "--seed 0 --json` (`--metric none` for human only, `--null [--favour 0.33]` for the nulls).", "",
+        "| bundle (pairs) | metric | labels, new rule | labels, human only | ratio new / human only | correct, new "
+        "| correct, human only | ratio on pairs both decide | bound (label / linear CV) | null false ± "
+        "(studies with any) | favouritism null false ± (studies with any) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows, "",
+        READING, "",
+        f"({time.perf_counter() - began:.0f} s on this machine.)",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.dry_run:
+        replace_section(SECTION, text)
+    return 0
+
+
+READING = (
+    "Reading the table: every null and favouritism-null study stays free of false ± decisions, and a useless "
+    "(random) metric costs no labels (0.996-1.006x). An informative judge buys correctness rather than labels: "
+    "on PandaLM 0.89 of the pairs right instead of 0.74 with gpt35, alone or with pandalm7b, for 0.97-0.98x "
+    "the labels (0.91-0.94x on the pairs both runs decide). Issue 38's label targets are not met for gpt35 + "
+    "pandalm7b (0.98x, target <= 0.90x) nor for gpt35 alone (0.974x, target <= 0.97x); pandalm7b alone "
+    "(0.959x) meets the one-judge target. Combining the two judges does not beat gpt35 alone here: the "
+    "calibration starts from nothing and learns from the other pairs' labels so far, and 10 pairs give little. "
+    "Most labels go to pairs that neither rule decides (near-ties ended by the human-only futility check, or "
+    "exhausted), where the metric cannot shorten anything, and the e-BH bar grows with the study's pairs; the "
+    "bound (one look, the pair's own moments) is 0.83-0.86x on PandaLM. On SummEval relevance and WMT21 the "
+    "metrics explain 1-6 % of the label variance (bound 0.94-1.00x) and the rule stays within 1 % of the "
+    "human-only labels. The random metric on PandaLM lost a little correctness (0.70 against 0.74): its "
+    "reliance, estimated from few labels, is small but not exactly 0. The tables below (issue 19) were "
+    "generated before the control variate: their \"default\" rows with a metric are the earlier rule, now "
+    "`--no-control-variate`; their human-only rows are unchanged (lam = 0 is that rule)."
+)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The default rule uses the study's metric as a control variate (issue 38 part 3,
+protocol.control_variate) on every app path, and stays valid on nulls where every ± is false.
+
+Each run is a one-pair study with a judge that scored every item. The humans prefer neither
+system: every item's label is a fair ±1, and the judge agrees with it on 85 % of the items
+(the replay's item-flip null: judge and humans flip together), or, in the favouritism null,
+says "A" on half the items whatever the humans say. Everything runs through the app: workers
+lease (uniform item choice, or separability-weighted choice at the lowest temperature allowed),
+submit (rounds close inline), one worker is excluded and later re-included (the pair is
+re-decided from the counted judgements each time). At most about γ of the runs may decide.
+Before the control variate the steps carried no reliance on the metric (the first assertion
+fails on that code).
+"""
+import random
+
+import pytest
+from django.contrib.auth.models import User
+
+from annotation.models import Comparison, PairState, Study
+from annotation.services import hits, quality, study_import
+from tests.factories import bundle_bytes, comparisons_stored, one_pair_rows, worker
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+ITEMS = 40
+RUNS = 12
+GAMMA = 0.05
+AGREE = 0.85
+
+
+def judged_null_study(run: int, kind: str, weighted: bool) -> tuple[Study, dict[int, int]]:
+    """The study and its humans' label per item position (A vs B, +1 = A better)."""
+    rng = random.Random(f"{kind}-{weighted}-{run}")
+    truth, judge = {}, {}
+    for position in range(ITEMS):
+        truth[position] = rng.choice([1, -1])
+        if kind == "favouritism" and rng.random() < 0.5:
+            judge[position] = 1
+        else:
+            judge[position] = truth[position] if rng.random() < AGREE else -truth[position]
+    rows = one_pair_rows(items=ITEMS, batch=5, budget=ITEMS)
+    rows[0].update(name=f"Null {run}", gamma=GAMMA, metric="judge")  # defaults: adaptive, e-process, e-BH
+    rows += [{"kind": "metric_preference", "item": f"i{n:02d}", "first": "A", "second": "B", "metric": "judge",
+              "preference": judge[n]} for n in range(ITEMS)]
+    study = study_import(source=bundle_bytes(rows), slug=f"cv-{kind}-{int(weighted)}-{run}")
+    Study.objects.filter(pk=study.pk).update(protocol_seed=run)
+    if weighted:
+        Study.objects.filter(pk=study.pk).update(item_choice=Study.ItemChoice.WEIGHTED, item_choice_temperature=0.1)
+        comparisons = comparisons_stored(study)
+        for n, c in enumerate(comparisons):
+            c.separability = -1 + 2 * n / (len(comparisons) - 1)
+        Comparison.objects.bulk_update(comparisons, ["separability"])
+    study.refresh_from_db()
+    return study, truth
+
+
+def run_once(run: int, kind: str, weighted: bool, researcher) -> tuple[int, bool]:
+    """(the pair's final decision, whether a step relied on the metric)."""
+    study, truth = judged_null_study(run, kind, weighted)
+    workers = [worker(f"cv{kind[0]}{int(weighted)}{run}-{n}") for n in range(3)]
+    served = idle = 0
+    for step in range(4 * ITEMS):
+        who = workers[step % 3]
+        hit = hits.hit_next_for_annotator(study=study, annotator=who)
+        if hit is None:
+            idle += 1
+            if idle == len(workers):
+                break
+            continue
+        idle = 0
+        value = truth[hit.comparison.item.position]
+        try:
+            hits.judgement_submit(assignment=hit, annotator=who, shown_value=-value if hit.shown_swapped else value,
+                                  idempotency_key=hits.new_idempotency_key())
+        except hits.HitError:
+            continue
+        served += 1
+        if served == ITEMS // 3:
+            quality.annotator_exclude(study=study, annotator=workers[2], user=researcher, reason="null test")
+        if served == ITEMS // 2:
+            quality.annotator_include(study=study, annotator=workers[2], user=researcher, reason="null test")
+    pair = PairState.objects.get(study=study)
+    relied = any(len(step) > 4 and step[4] != 0 for step in pair.state.get("steps", []))
+    return pair.decision, relied
+
+
+@pytest.mark.parametrize("kind, weighted", [("flip", False), ("favouritism", False), ("flip", True)])
+def test_the_metric_as_control_variate_keeps_false_decisions_at_gamma_on_every_app_path(kind, weighted):
+    researcher = User.objects.create_user(f"cv-{kind}-{int(weighted)}", password="pw-null-12345")
+    outcomes = [run_once(run, kind, weighted, researcher) for run in range(RUNS)]
+    decisions = [d for d, _ in outcomes]
+    if not weighted:  # uniform draws bet on the metric; weighted draws keep lam = 0 (module doc)
+        assert any(relied for _, relied in outcomes), "no step relied on the metric: the control variate is off"
+    false = sum(d != 0 for d in decisions)
+    # P(Binomial(12, 0.05) >= 3) = 0.02: more than 2 false decisions in 12 runs is not γ = 0.05.
+    assert false <= 2, f"{false} of {RUNS} null runs decided (decisions {decisions}); γ = {GAMMA}"
