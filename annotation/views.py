@@ -110,9 +110,7 @@ def _upload_map_columns(request: HttpRequest) -> HttpResponse:
     token = request.POST.get("staged_files", "")
     files = uploads.staged_files_get(token=token, user=request.user)
     if files is None:
-        return render(request, "annotation/study_upload.html", {
-            "form": StudyUploadForm(), "problem_total": 1,
-            "problems": ["These files expired or were imported already: choose them again."]}, status=400)
+        return _upload_gone(request, "These files expired or were imported already: choose them again.")
     slug = request.POST.get("slug", "")
     context = _columns_context(files, token, request.POST, slug)
     form = context["columns_form"]
@@ -131,13 +129,17 @@ def _upload_map_columns(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def _upload_gone(request: HttpRequest, problem: str) -> HttpResponse:
+    """A later step's post whose staged files are gone: the first step again, saying so."""
+    return render(request, "annotation/study_upload.html", {
+        "form": StudyUploadForm(), "problem_total": 1, "problems": [problem]}, status=400)
+
+
 def _upload_choose_metric(request: HttpRequest) -> HttpResponse:
     token = request.POST.get("staged", "")
     staged = uploads.staged_upload_get(token=token, user=request.user)
     if staged is None:
-        return render(request, "annotation/study_upload.html", {
-            "form": StudyUploadForm(), "problem_total": 1,
-            "problems": ["This upload expired or was imported already: choose the file again."]}, status=400)
+        return _upload_gone(request, "This upload expired or was imported already: choose the file again.")
     path, summary = staged
     choice = StudyMetricChoiceForm(request.POST, metrics=summary["metrics"])
     context = {"choice": choice, "summary": summary}

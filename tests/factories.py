@@ -249,6 +249,22 @@ def browser_login(page, live_server, study, username="res2"):
     page.click("button[type=submit]")
 
 
+def record_progress(page, bar: str) -> None:
+    """Record ``bar``'s (value, max) in ``window.__progress`` now and after every htmx settle."""
+    page.evaluate("""(bar) => {
+      window.__progress = [];
+      const note = () => { const shown = document.querySelector(bar);
+        if (shown) window.__progress.push([Number(shown.value), Number(shown.max)]); };
+      note();
+      document.body.addEventListener('htmx:afterSettle', note);
+    }""", bar)
+
+
+def fits_the_viewport(page, width: int) -> bool:
+    """No sideways scrolling at the requested width (a phone would widen its layout viewport)."""
+    return page.evaluate("() => document.documentElement.scrollWidth") <= width
+
+
 def assert_no_horizontal_scroll(page):
     wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
         .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className)""")

@@ -9,23 +9,11 @@ from django.contrib.auth.models import User
 
 from annotation.models import JudgeRun
 from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes, judge_rows
+from tests.factories import bundle_bytes, fits_the_viewport, judge_rows, record_progress
 from tests.fake_openai import FakeJudgeServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-RECORD_PROGRESS = """() => {
-  window.__progress = [];
-  const note = () => { const bar = document.querySelector('#judge-progress');
-    if (bar) window.__progress.push([Number(bar.value), Number(bar.max)]); };
-  note();
-  document.body.addEventListener('htmx:afterSettle', note);
-}"""
-
-
-def fits_the_viewport(page, width: int) -> bool:
-    return page.evaluate("() => document.documentElement.scrollWidth") <= width
 
 
 def login(browser, live_server, size, username, slug):
@@ -60,7 +48,7 @@ def test_a_judge_run_from_its_page_with_a_progress_bar(browser, live_server, set
         page.fill("input[name=concurrency]", "2")
         page.click("form.judge-form button[type=submit]")
         page.wait_for_url("**/judges/*/")
-        page.evaluate(RECORD_PROGRESS)
+        record_progress(page, "#judge-progress")
         page.wait_for_function("() => window.__progress.some(([v, m]) => v > m / 4 && v < m)", timeout=60000)
         page.screenshot(path=str(SCREENSHOTS / "judge-run-progress-1366x768.png"))
         page.wait_for_selector("text=Done", timeout=120000)

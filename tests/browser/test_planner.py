@@ -7,23 +7,10 @@ from django.contrib.auth.models import User
 
 from annotation.models import PlanJob
 from annotation.services import study_import, study_membership_set
-from tests.factories import BUNDLES
+from tests.factories import BUNDLES, fits_the_viewport, record_progress
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-RECORD_PROGRESS = """() => {
-  window.__progress = [];
-  const note = () => { const bar = document.querySelector('#plan-progress');
-    if (bar) window.__progress.push([Number(bar.value), Number(bar.max)]); };
-  note();
-  document.body.addEventListener('htmx:afterSettle', note);
-}"""
-
-
-def fits_the_viewport(page, width: int) -> bool:
-    """No sideways scrolling at the requested width (a phone would widen its layout viewport)."""
-    return page.evaluate("() => document.documentElement.scrollWidth") <= width
 
 
 def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, live_server, settings, tmp_path):
@@ -53,7 +40,7 @@ def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, 
     page.fill("input[name=throughput]", "250")
     page.click("form.plan-form button[type=submit]")
     page.wait_for_url("**/plan/*/")
-    page.evaluate(RECORD_PROGRESS)
+    record_progress(page, "#plan-progress")
     page.wait_for_function("() => window.__progress.some(([v, m]) => v > 0 && v < m)", timeout=120000)
     page.screenshot(path=str(SCREENSHOTS / "planner-progress.png"))
     page.wait_for_selector("#plan-results", timeout=240000)
