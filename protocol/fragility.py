@@ -33,6 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .control_variate import step_factor
+from .state import full_step
+
 # A claim undone by removing at most this share of its judgements is fragile (issue 39).
 FRAGILE_SHARE = 0.005
 
@@ -106,13 +109,15 @@ def sign_removals(item_values: Mapping[str, Sequence[int]], decision: int) -> in
 def evidence_removals(steps: Sequence[tuple[str, int, float, float]], item_values: Mapping[str, Sequence[int]],
                       bar: float) -> tuple[int | None, bool]:
     """(least number of judgements whose items' steps, removed, take the log wealth below
-    ``bar``, exact?). steps: the pair's (item, value, bet, rho); an item without judgements in
+    ``bar``, exact?). steps: the pair's (item, value, bet, rho[, lam, m, c]); an item without judgements in
     ``item_values`` has an inactive step. (None, True) when the wealth is below the bar already
     counts as 0."""
     contribution = {}
-    for item, value, wager, rho in steps:
-        if item in item_values and item_values[item] and value != 0:
-            contribution[item] = math.log1p(value * wager * rho)
+    for item, value, wager, rho, lam, m, c in (full_step(step) for step in steps):
+        # as protocol.rules.steps_log_evidence counts it: a tie moves the wealth only through
+        # the control variate's correction
+        if item in item_values and item_values[item] and (value != 0 or lam * (m - c) != 0):
+            contribution[item] = math.log(step_factor(value, wager, rho, lam, m - c))
     log_wealth = sum(contribution.values())
     excess = log_wealth - bar
     if excess < 0:

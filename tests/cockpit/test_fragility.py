@@ -25,10 +25,12 @@ def truth(first, second, worker):
 def expected_fragility(study, row, labels, pairs, decided):
     """Recomputed from the definition: one judgement per item, so the margin is undone by
     |wins − losses| removals, the evidence by removing the largest steps until the wealth is
-    below e-BH's bar log(m / (γ k))."""
+    below e-BH's bar log(m / (γ k)), each step's factor with the metric's control variate."""
     values = [v for _, v in labels[(row.first.name, row.second.name)]]
     margin = abs(sum(values))
-    steps = sorted((math.log1p(v * b * rho) for _, v, b, rho in protocol_pair_of(study, row).steps if v),
+    # a step is (item, value, bet, rho, lam, m, c): its factor 1 + rho b (value - lam (m - c))
+    steps = sorted((math.log1p(rho * b * (v - lam * (m - c)))
+                    for _, v, b, rho, lam, m, c in protocol_pair_of(study, row).steps if v or lam * (m - c)),
                    reverse=True)
     excess = sum(steps) - math.log(pairs / (study.gamma * decided))
     removed, count = 0.0, 0
