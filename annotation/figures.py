@@ -1,11 +1,13 @@
-"""Plotly figures for the researcher dashboard, built server-side from selector data and
-rendered in the browser by the vendored plotly.js. Each function returns a figure as a plain
+"""The researcher dashboard's figures and charts: plotly figures built server-side from the
+selectors' data and rendered in the browser by the vendored plotly.js, and the charts the
+template shows (each with its table for a browser without JavaScript). Each function returns a figure as a plain
 dict (the template serialises it once, with json_script). Titles live in the HTML card, where
 they wrap instead of being clipped; ``uirevision`` keeps a researcher's zoom across refreshes."""
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import plotly.graph_objects as go
 
 LAYOUT = dict(margin=dict(l=40, r=20, t=10, b=40), height=320, paper_bgcolor="white", plot_bgcolor="white",
@@ -155,3 +157,109 @@ def matrix_figure(order: list[str], matrix: list[dict]) -> dict:
     fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=9), showgrid=False)
     fig.update_xaxes(type="category", tickangle=-60, tickfont=dict(size=9), showgrid=False)
     return _plain(fig)
+
+
+# --- The dashboard's charts, each with its no-JavaScript table, and the leaderboard's bars ---
+# (built from the round's data: reports caches them with it)
+
+def histogram_rows(values: list[float], bins: int = 10) -> list[tuple[str, int]]:
+    counts, edges = np.histogram(values, bins=bins)
+    return [(f"{edges[k]:.2f} to {edges[k + 1]:.2f}", int(n)) for k, n in enumerate(counts)]
+
+
+def dashboard_charts(data: dict, *, gamma: float) -> list[dict]:
+    """The dashboard's plotly charts, each with a title, a help anchor and the table shown
+    instead of it without JavaScript (``fallback``: head, rows, and the text when empty)."""
+    charts = []
+    for name, title, layout in (
+        ("protocol", "Protocol decisions", data["dags"].get("protocol")),
+        ("human", "Humans only (sign test)", data["dags"].get("human")),
+        ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
+    ):
+        if layout and (name != "metric" or data["metric"]):
+            edges = [(e["source"], e["target"]) for e in layout["edges"]]
+            charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": dag_figure(layout),
+                           "note": "" if edges else "No decisions yet: no system is significantly better than another.",
+                           "fallback": {"head": ("better", "worse"), "rows": edges, "empty": "No decisions yet."}})
+    if data["per_system_favi"]:
+        charts.append({"name": "favi", "title": "Favi-Score per system (> 0: the metric favours it)", "help": "favi",
+                       "figure": favi_box_figure(data["per_system_favi"]), "note": "",
+                       "fallback": {"head": ("system", "pairs with errors", "median Φ", "min Φ", "max Φ"),
+                                    "rows": [(s, len(v), *(f"{f(v):.2f}" for f in (np.median, np.min, np.max)))
+                                             if v else (s, 0, "—", "—", "—")
+                                             for s, v in data["per_system_favi"].items()],
+                                    "empty": "No metric errors yet."}})
+    if data["timeline"]:
+        last = {}
+        for row in data["timeline"]:
+            last[row["pair"]] = row
+        charts.append({"name": "timeline", "title": "θ = P(first better) after each round", "help": "theta",
+                       "figure": timeline_figure(data["timeline"], gamma), "note": "",
+                       "fallback": {"head": ("pair", "rounds", "judgements", "last θ"),
+                                    "rows": [(r["pair"], r["round"], r["judgements"], f"{r['theta']:.3f}")
+                                             for r in last.values() if r["theta"] is not None],
+                                    "empty": "No round closed yet."}})
+    if data["separability"]:
+        charts.append({"name": "separability", "title": "Separability of the comparisons", "help": "separability",
+                       "figure": separability_figure(data["separability"]), "note": "",
+                       "fallback": {"head": ("separability δ", "comparisons"),
+                                    "rows": histogram_rows(data["separability"]), "empty": ""}})
+    for chart in charts:
+        chart["figure_id"] = f"figure-{chart['name']}"
+    return charts
+
+
+# Up to this many systems the pair matrix is a table of links (readable, and it works without
+# JavaScript); beyond, k² cells weigh hundreds of KB (2,500 at 50 systems), so it is a heatmap
+# whose no-JavaScript fallback is the pairs' CSV.
+MATRIX_TABLE_MAX = 20
+
+
+# Beyond this many systems the heatmap is shown a page at a time: windows of this many
+# consecutive ranks of the order, each overlapping the next by MATRIX_PAGE_OVERLAP so that
+# neighbours across a page's edge meet on one page (200 systems: 5 pages of 2,500 cells, where
+# the whole 40,000-cell matrix made the dashboard's HTML 569-618 KB).
+MATRIX_PAGE_SYSTEMS = 50
+MATRIX_PAGE_OVERLAP = 10
+
+
+def matrix_pages(systems: int) -> list[tuple[int, int]]:
+    """The heatmap's pages over an order of ``systems``: (first, last) ranks, 0-based and
+    exclusive of ``last``; one page of every system up to MATRIX_PAGE_SYSTEMS."""
+    if systems <= MATRIX_PAGE_SYSTEMS:
+        return [(0, systems)]
+    step = MATRIX_PAGE_SYSTEMS - MATRIX_PAGE_OVERLAP
+    starts = list(range(0, systems - MATRIX_PAGE_SYSTEMS, step)) + [systems - MATRIX_PAGE_SYSTEMS]
+    return [(start, start + MATRIX_PAGE_SYSTEMS) for start in starts]
+
+
+def matrix_charts(data: dict) -> list[dict] | None:
+    """The pair matrix as heatmap charts, one per page of ranks (``matrix_pages``), for more
+    than MATRIX_TABLE_MAX systems; else None (the matrix is a table)."""
+    order = data["order"]
+    if len(order) <= MATRIX_TABLE_MAX:
+        return None
+    charts = []
+    for number, (first, last) in enumerate(matrix_pages(len(order)), 1):
+        rows = [dict(row, cells=row["cells"][first:last]) for row in data["matrix"][first:last]]
+        charts.append({"name": "matrix", "figure_id": "figure-matrix", "page": number,
+                       "first_rank": first + 1, "last_rank": last,
+                       "figure": matrix_figure(order[first:last], rows)})
+    return charts
+
+
+def leaderboard_bars(rows: list[dict]) -> None:
+    """Adds to each leaderboard row the position of its score interval on a common scale
+    (percent of the cell width), so the table shows the intervals without JavaScript."""
+    values = [v for r in rows for v in (r["low"], r["high"]) if v is not None]
+    if not values:
+        return
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    span = (hi - lo) or 1.0
+    for r in rows:
+        r["bar_zero"] = round(100 * (0.0 - lo) / span, 1)
+        if r["score"] is None:
+            continue
+        r["bar_left"] = round(100 * (r["low"] - lo) / span, 1)
+        r["bar_width"] = max(round(100 * (r["high"] - r["low"]) / span, 1), 0.5)
+        r["bar_point"] = round(100 * (r["score"] - lo) / span, 1)

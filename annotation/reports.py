@@ -17,7 +17,7 @@ from protocol import ranking
 from protocol.leaderboard import natural_key
 from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
 
-from . import jobs
+from . import figures, jobs
 from .models import Study
 from .selectors import dashboard, studies
 from .selectors.quality import counted_judgements
@@ -69,8 +69,8 @@ def _dashboard_store(study: Study, version: tuple) -> dict:
     # The figures are built from the round's data alone (and gamma, part of the version), and
     # building them through plotly's validators costs far more than reading them at 50 systems
     # (docs/benchmarks.md), so they are cached with it rather than rebuilt on every view.
-    data["charts"] = dashboard.dashboard_charts(study, data)
-    data["matrix_charts"] = dashboard.matrix_charts(study, data)
+    data["charts"] = figures.dashboard_charts(data, gamma=study.gamma)
+    data["matrix_charts"] = figures.matrix_charts(data)
     data["round_version"] = version  # what the template caches the round's fragments under
     _cache().set(DASHBOARD_KEY.format(study.pk), (version, data), CACHE_SECONDS)
     return data

@@ -22,7 +22,6 @@ from .http import bad_request, login_or_api_token_required, quoted
 from .forms import HUMAN_ONLY, METRIC_PREFIX, StudyDraftForm, running_settings_forms
 from .models import Annotator, Study
 from .rubrics import is_rubric, study_rubric
-from .selectors import dashboard as dashboard_reads
 from .services.quality import annotator_exclude, annotator_include
 
 
@@ -32,7 +31,7 @@ def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
     data = reports.study_dashboard(study=study)
     leaderboard = [dict(r) for r in data["leaderboard"]]
     if leaderboard:
-        dashboard_reads.leaderboard_bars(leaderboard)
+        figures.leaderboard_bars(leaderboard)
     pages = data["matrix_charts"] or []
     page = 1
     if matrix_page is not None:
@@ -176,7 +175,7 @@ def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if data["separability"]:
         charts.append({"name": "pair-separability", "title": "Separability of this pair's items",
                        "help": "separability", "figure": figures.separability_figure(data["separability"]), "note": "",
-                       "fallback": {"head": ("separability δ", "items"), "rows": dashboard_reads.histogram_rows(data["separability"]),
+                       "fallback": {"head": ("separability δ", "items"), "rows": figures.histogram_rows(data["separability"]),
                                     "empty": ""}})
     for chart in charts:
         chart["figure_id"] = f"figure-{chart['name']}"
