@@ -19,5 +19,7 @@ def test_the_demo_prints_every_studys_dashboard_and_crowd_link_and_names_are_dis
     assert len(studies) >= 6
     assert len({s.name for s in studies}) == len(studies)  # arena-ranking and arena-active were both "Synthetic arena: ..."
     for study in studies:
+        # the links are printed in Prolific's form: a study without a code could not pay its workers
+        assert study.completion_code, f"{study.slug} has no completion code"
         assert f"/s/{study.slug}/dashboard/" in printed and f"/s/{study.slug}/start/?PROLIFIC_PID=" in printed
     assert re.search(r"admin\s+password: admin-demo-pass", printed)

@@ -57,6 +57,12 @@ ACCOUNTS = [
 ]
 
 
+def demo_completion_code(slug: str) -> str:
+    """The code a demo study's crowd workers get: the demo prints its links in Prolific's form,
+    and a Prolific study without a code could not pay its workers (its dashboard says so)."""
+    return f"{slug.upper()}-DEMO"
+
+
 class Command(BaseCommand):
     help = ("Import the demo studies (SummEval relevance, PandaLM, PandaLM as a chat, SummEval as a rubric, "
             "separability preferences) "
@@ -73,8 +79,8 @@ class Command(BaseCommand):
             if study is None:
                 self.stdout.write(f"importing {filename} ...")
                 study = study_import(source=path, slug=slug, metric=metric)
-                if slug in DEMO_CROWD_SETTINGS:
-                    study_settings_update(study=study, changes=DEMO_CROWD_SETTINGS[slug])
+                study_settings_update(study=study, changes=DEMO_CROWD_SETTINGS.get(slug, {
+                    "completion_code": demo_completion_code(slug)}))
             protocol_ensure_started(study=study)
             studies.append(study)
         studies += [self._ranking_demo(*demo) for demo in RANKING_DEMOS]
@@ -109,4 +115,5 @@ class Command(BaseCommand):
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "arena.jsonl.gz"
             write_bundle(make_arena(spec), path, human=False, study_settings={"name": name})
-            return study_import(source=path, slug=slug, metric="judge_score", study_settings=study_settings)
+            return study_import(source=path, slug=slug, metric="judge_score",
+                                study_settings={**study_settings, "completion_code": demo_completion_code(slug)})
