@@ -46,7 +46,7 @@ from .models import Annotator, Assignment, Study
 from .rubrics import SHOWN_ANSWERS
 from .selectors.exports import (preference_jsonl, preference_parquet, study_dataset_card, study_export_rows,
                                 study_preference_rows)
-from .services import hits as serving
+from .services import hits
 from .services.quality import annotator_exclude, annotator_include
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
@@ -455,8 +455,8 @@ class HitNextApi(APIView):
         study = _study(slug)
         worker = access_api_worker(request.user, study)
         access_study_running(study)
-        annotator = worker.annotator or serving.annotator_for_user(user=request.user)
-        hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        annotator = worker.annotator or hits.annotator_for_user(user=request.user)
+        hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
         if hit is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(serializers.HitSerializer(selectors.hit_display(assignment=hit, study=study)).data)
@@ -488,12 +488,12 @@ class HitSubmitApi(APIView):
         form = serializers.SubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            judgement = serving.judgement_submit(
+            judgement = hits.judgement_submit(
                 assignment=assignment, annotator=assignment.annotator,
                 shown_value=SHOWN_ANSWERS.get(form.validated_data.get("answer"), 99), idempotency_key=key,
                 answers=form.validated_data.get("answers"), seconds_on_task=form.validated_data.get("seconds_on_task"),
                 read_seconds=form.validated_data.get("read_seconds"))
-        except serving.HitError as exc:
+        except hits.HitError as exc:
             raise Conflict(str(exc)) from exc
         return Response({"judgement": judgement.pk, "value": judgement.value}, status=status.HTTP_200_OK)
 

@@ -22,7 +22,7 @@ from .access import access_study_running, access_study_worker, session_annotator
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
 from .rubrics import answers_from_post, hit_answer_from_post
-from .services import hits as serving
+from .services import hits
 from .services.checks import worker_screened_out
 from .services.transactions import retry_transient
 from .throttles import CrowdNewWorkerThrottle, throttle_worker, too_many_requests
@@ -70,7 +70,7 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         request.session[f"evalapp:mturk:{study.pk}"] = {
             "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
-    serving.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
+    hits.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
     return redirect("annotate", slug=slug)
 
 
@@ -95,19 +95,19 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     rubric keeps the answers and reasons given.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
-               "key": serving.new_idempotency_key()}
+               "key": hits.new_idempotency_key()}
     session = selectors.crowd_session(study=study, annotator=annotator)
     finishing = finishing and session.minimum_met
     if finishing:
         hit = None
     elif lease:
-        hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
     else:
         hit = selectors.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
         context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
-                       flag_reasons=ItemFlag.Reason.choices, lease=serving.lease_token(hit.expires_at))
+                       flag_reasons=ItemFlag.Reason.choices, lease=hits.lease_token(hit.expires_at))
         if refused is not None and refused[0] == hit.pk and context["criteria"]:
             given = answers_from_post(study, refused[1])
             for criterion in context["criteria"]:
@@ -166,7 +166,7 @@ def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
     access_study_running(study)
     worker = access_study_worker(request, study)
     throttle_worker(request, worker)
-    return study, worker.annotator or serving.annotator_for_user(user=worker.user)
+    return study, worker.annotator or hits.annotator_for_user(user=worker.user)
 
 
 @crowd_frameable
@@ -203,7 +203,7 @@ def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, not
     if error or request.headers.get("HX-Request"):
         return _render_screen(request, study, annotator, status=status, lease=True, error=error,
                               notice=NOTICES.get(notice, ""), refused=refused)
-    serving.hit_next_for_annotator(study=study, annotator=annotator)
+    hits.hit_next_for_annotator(study=study, annotator=annotator)
     suffix = f"?notice={notice}" if notice else ""
     return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
 
@@ -233,8 +233,8 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
         return _after_post(request, study, annotator, error=str(exc), status=400 if plain else 200)
     error = ""
     try:
-        serving.judgement_submit(assignment=assignment, annotator=annotator, **answer)
-    except (serving.HitError, ValueError) as exc:
+        hits.judgement_submit(assignment=assignment, annotator=annotator, **answer)
+    except (hits.HitError, ValueError) as exc:
         error = str(exc)
     status = 409 if error and plain else 200
     return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status,
@@ -262,7 +262,7 @@ def hit_diff(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
 def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     """Give the HIT back to the pool; this worker is not served its comparison again."""
     study, annotator = _crowd_request(request, slug)
-    serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
+    hits.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
     return _after_post(request, study, annotator, notice="skipped")
 
 
@@ -274,8 +274,8 @@ def hit_release(request: HttpRequest, slug: str, assignment_id: int) -> HttpResp
     lease back at once, unless the lease changed since the page was rendered (``lease``: its
     token) or it was answered; not a skip. Always 204: a beacon reads no answer."""
     study, annotator = _crowd_request(request, slug)
-    serving.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
-                      lease=request.POST.get("lease", ""))
+    hits.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
+                   lease=request.POST.get("lease", ""))
     return HttpResponse(status=204)
 
 
@@ -287,8 +287,8 @@ def hit_keep(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     released it and nobody took it meanwhile. ``{"lease": token}``, or 409 ``{"lease": null}``
     when the HIT is gone (annotate.js then asks for the next one)."""
     study, annotator = _crowd_request(request, slug)
-    lease = serving.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
-                             annotator=annotator)
+    lease = hits.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
+                          annotator=annotator)
     return JsonResponse({"lease": lease}, status=200 if lease else 409)
 
 
@@ -300,8 +300,8 @@ def hit_flag(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     study, annotator = _crowd_request(request, slug)
     assignment = _own_assignment(study, annotator, assignment_id)
     try:
-        serving.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
-                         note=request.POST.get("note", "")[:500])
-    except serving.HitError as exc:
+        hits.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
+                      note=request.POST.get("note", "")[:500])
+    except hits.HitError as exc:
         return _after_post(request, study, annotator, error=str(exc), status=400)
     return _after_post(request, study, annotator, notice="flagged")
