@@ -267,7 +267,7 @@ def test_an_empty_search_lists_judged_items_first_a_page_at_a_time(client, monke
     judged(study, "i05", "A", "B", worker("w1"), 1)
     judged(study, "i03", "A", "B", worker("w2"), -1)
     researcher_client(client, study)
-    monkeypatch.setattr(selectors, "ITEMS_PER_PAGE", 3)
+    monkeypatch.setattr(selectors.items, "ITEMS_PER_PAGE", 3)
     first = client.get(f"/s/{study.slug}/items/")
     assert [r["item"].external_id for r in first.context["rows"]] == ["i03", "i05", "i00"]
     assert [r["judgements"] for r in first.context["rows"]] == [1, 1, 0]
