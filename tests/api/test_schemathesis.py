@@ -21,7 +21,7 @@ from annotation.services import hits
 from annotation.access import RESEARCHER_GROUP
 from annotation.services import study_import, study_membership_set
 from evalapp.wsgi import application
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

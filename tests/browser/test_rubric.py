@@ -8,8 +8,10 @@ import pytest
 from annotation.models import Judgement
 from annotation.services import hits
 from annotation.services import study_import
-from tests.factories import (BUNDLES, PAYLOADS, answer_rubric_hits, browser_login, bundle_bytes, rubric_rows, worker,
-                             worker_page)
+from tests.builders.annotating import answer_rubric_hits, worker
+from tests.builders.browser import browser_login, worker_page
+from tests.builders.bundles import BUNDLES, bundle_bytes, rubric_rows
+from tests.builders.hostile import PAYLOADS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

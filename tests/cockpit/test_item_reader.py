@@ -15,8 +15,11 @@ from django.utils import timezone
 from annotation import selectors
 from annotation.models import Annotator, Assignment, Comparison, Item, ItemFlag, Judgement, PairState
 from annotation.services import quality, study_import
-from tests.factories import (IMG, SCRIPT, WRITE_STATEMENT, bundle_bytes, hostile_rows, researcher_client,
-                             rubric_rows, worker)
+from tests.builders.annotating import worker
+from tests.builders.backends import WRITE_STATEMENT
+from tests.builders.bundles import bundle_bytes, rubric_rows
+from tests.builders.clients import researcher_client
+from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 
 pytestmark = pytest.mark.django_db
 

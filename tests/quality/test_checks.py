@@ -9,7 +9,8 @@ from annotation.selectors.exports import study_export_rows
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
-from tests.factories import GOOD, bundle_bytes, checked_rows, current_hit, served_hits, start_worker
+from tests.builders.bundles import GOOD, bundle_bytes, checked_rows
+from tests.builders.crowd import current_hit, served_hits, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0}

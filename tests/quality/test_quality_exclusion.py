@@ -10,12 +10,8 @@ from annotation.services import hits
 from annotation import jobs
 from annotation.serving import protocol_state
 from annotation.services import quality, runtime, study_import
-from tests.factories import (
-    HONEST,
-    annotate_with_spammer,
-    spam_bundle,
-    workers_of,
-)
+from tests.builders.annotating import workers_of
+from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

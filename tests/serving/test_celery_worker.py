@@ -11,7 +11,8 @@ from django.conf import settings
 from annotation.models import Study
 from annotation.tasks import study_separability_task
 from annotation.services import study_import
-from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, redis_answers
+from tests.builders.backends import database_url, redis_answers
+from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,8 @@ from annotation.services import hits
 from annotation.services import study_import
 from annotation.serving import protocol_state
 from protocol.bundle import BundleError
-from tests.factories import RUBRIC, answer_rubric_hits, bundle_bytes, rubric_rows, worker
+from tests.builders.annotating import answer_rubric_hits, worker
+from tests.builders.bundles import RUBRIC, bundle_bytes, rubric_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,7 +130,7 @@ def test_a_refused_rubric_form_comes_back_with_the_answers_given():
 
     from django.test import Client
 
-    from tests.factories import start_worker
+    from tests.builders.crowd import start_worker
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     client = Client()
@@ -201,7 +202,7 @@ def test_export_carries_every_criterion_and_reason_and_imports_again(tmp_path):
 
 def test_the_dashboard_shows_the_criteria_side_by_side(client):
     from annotation.selectors.dashboard import study_dashboard_heavy
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
     rng = random.Random(5)
@@ -237,7 +238,7 @@ def test_a_judge_is_compared_with_the_answers_to_its_own_criterion():
 
 
 def test_the_pair_page_shows_each_criterions_protocol(client):
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=3)))
     researcher_client(client, study)
@@ -308,7 +309,8 @@ def test_the_admin_cannot_edit_what_the_protocol_codec_writes():
 
 @pytest.mark.parametrize("honest", [True, False])
 def test_a_rubrics_onboarding_checks_look_like_any_hit_and_check_the_first_criterion(client, honest):
-    from tests.factories import GOOD, current_hit, start_worker
+    from tests.builders.bundles import GOOD
+    from tests.builders.crowd import current_hit, start_worker
 
     rows = rubric_rows(imported=0) + [
         {"kind": "check", "id": f"gold-{n}", "input": f"Check {n}", "first": GOOD, "second": "x", "expected": "first"}

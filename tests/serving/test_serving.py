@@ -7,15 +7,8 @@ from annotation.services import hits
 from annotation.serving import protocol_state
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import (
-    BUNDLES,
-    bundle_bytes,
-    crowd_rows,
-    current_hit,
-    expire,
-    start_worker,
-    truthful_answer,
-)
+from tests.builders.bundles import BUNDLES, bundle_bytes, crowd_rows
+from tests.builders.crowd import current_hit, expire, start_worker, truthful_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
