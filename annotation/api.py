@@ -41,13 +41,9 @@ from .api_errors import (
     IdempotencyKeyRequired,
     ValidationErrorSerializer,
 )
-from .errors import QualityError
+from .errors import HitError, QualityError
 from .models import Annotator, Assignment, Study
 from .rubrics import SHOWN_ANSWERS
-from .selectors.exports import (preference_jsonl, preference_parquet, study_dataset_card, study_export_rows,
-                                study_preference_rows)
-from .services import hits as serving
-from .services.quality import annotator_exclude, annotator_include
 from .throttles import ApiTokenThrottle, SubmitThrottle
 
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64}
@@ -122,13 +118,13 @@ class StudyListApi(APIView):
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         try:
-            study = services.study_import(source=source,
-                                          slug=form.validated_data.get("slug") or None,
-                                          metric="" if form.validated_data["human_only"] else
-                                          (form.validated_data.get("metric") or None),
-                                          metric_required=True, created_by=request.user,
-                                          study_settings={s.name: form.validated_data.get(s.name)
-                                                          for s in serializers.IMPORT_SETTINGS})
+            study = services.studies.study_import(source=source,
+                                                  slug=form.validated_data.get("slug") or None,
+                                                  metric="" if form.validated_data["human_only"] else
+                                                  (form.validated_data.get("metric") or None),
+                                                  metric_required=True, created_by=request.user,
+                                                  study_settings={s.name: form.validated_data.get(s.name)
+                                                                  for s in serializers.IMPORT_SETTINGS})
         except BundleError as exc:
             raise BundleInvalid(exc) from exc
         return Response(serializers.StudySerializer(study).data, status=status.HTTP_201_CREATED)
@@ -139,7 +135,7 @@ class StudyDetailApi(APIView):
                    responses={200: serializers.StudyDetailSerializer, **errors(403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
-        data = selectors.study_dashboard_data(study=study)
+        data = selectors.dashboard.study_dashboard_data(study=study)
         return Response({**serializers.StudySerializer(study).data, "budget": data["budget"],
                          "statuses": data["statuses"], "favi_summary": data["favi_summary"], "spa": data["spa"],
                          "leaderboard": data["leaderboard"], "judges": data["judges"],
@@ -170,7 +166,7 @@ class StudySettingsApi(APIView):
         form = serializers.StudySettingsSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         try:  # all of the request or none of it
-            study = services.study_settings_update(study=study, changes=form.validated_data)
+            study = services.studies.study_settings_update(study=study, changes=form.validated_data)
         except DjangoValidationError as exc:  # the request is well-formed; a rule of the study refuses it
             raise Conflict(" ".join(exc.messages)) from exc
         except ValueError as exc:
@@ -184,7 +180,7 @@ class StudyDecisionsApi(APIView):
                    responses={200: serializers.DecisionListSerializer, **errors(403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
-        data = selectors.study_dashboard_data(study=study)
+        data = selectors.dashboard.study_dashboard_data(study=study)
         # The decisions carry the rule they were made with and what it guarantees (guarantees.py).
         return Response(serializers.DecisionListSerializer({
             **data, "rule": study.protocol_rule, "guarantee": study.guarantee,
@@ -197,7 +193,7 @@ class StudyLeaderboardApi(APIView):
                    responses={200: serializers.LeaderboardEntrySerializer(many=True), **errors(403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
-        return Response(serializers.LeaderboardEntrySerializer(selectors.study_leaderboard(study=study),
+        return Response(serializers.LeaderboardEntrySerializer(selectors.dashboard.study_leaderboard(study=study),
                                                                many=True).data)
 
 
@@ -274,14 +270,14 @@ class StudyJudgementsApi(ListAPIView):
         study = _researcher_study(self.request, self.kwargs["slug"])
         filters = serializers.JudgementFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return selectors.study_judgements(study=study, **filters.validated_data)
+        return selectors.studies.study_judgements(study=study, **filters.validated_data)
 
 
 class StudyAnnotatorsApi(APIView):
     @extend_schema(operation_id="study_annotators",
                    summary="Annotator quality: per worker statistics and flags (docs/quality.md), sortable",
                    parameters=[
-                       OpenApiParameter("sort", str, enum=sorted(selectors.QUALITY_SORTS),
+                       OpenApiParameter("sort", str, enum=sorted(selectors.quality.QUALITY_SORTS),
                                         description="column to sort by (default annotator)"),
                        OpenApiParameter("order", str, enum=["asc", "desc"], description="default asc"),
                    ],
@@ -292,8 +288,8 @@ class StudyAnnotatorsApi(APIView):
         if order not in ("asc", "desc"):
             raise ValidationError({"order": ["asc or desc"]})
         try:
-            rows = selectors.study_annotator_quality(study=study, sort=request.query_params.get("sort", "annotator"),
-                                                     descending=order == "desc")
+            rows = selectors.quality.study_annotator_quality(
+                study=study, sort=request.query_params.get("sort", "annotator"), descending=order == "desc")
         except ValueError as exc:
             raise ValidationError({"sort": [str(exc)]}) from exc
         return Response(serializers.AnnotatorQualitySerializer(rows, many=True).data)
@@ -313,7 +309,7 @@ class AnnotatorExclusionApi(APIView):
         form = serializers.ExclusionSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         excluded, reason = form.validated_data["excluded"], form.validated_data["reason"]
-        change = annotator_exclude if excluded else annotator_include
+        change = services.quality.annotator_exclude if excluded else services.quality.annotator_include
         try:
             changed = change(study=study, annotator=annotator, user=request.user, reason=reason)
         except QualityError as exc:
@@ -333,7 +329,8 @@ class StudyReportApi(APIView):
     def get(self, request, slug):
         study = _researcher_study(request, slug)
         try:
-            report = selectors.study_metric_report(study=study, metric=request.query_params.get("metric") or None)
+            report = selectors.dashboard.study_metric_report(study=study,
+                                                             metric=request.query_params.get("metric") or None)
         except ValueError as exc:
             raise Conflict(str(exc)) from exc
         return Response(serializers.MetricReportSerializer(report).data)
@@ -378,15 +375,17 @@ class StudyExportApi(APIView):
         if dataset == "bundle" and kind != "jsonl":
             raise Conflict("the study bundle is JSON Lines: ask for file=jsonl, or for a dataset's parquet or card")
         if dataset == "bundle":
-            body, name = preference_jsonl(list(study_export_rows(study=study))), f"{study.slug}.jsonl"
+            rows = list(selectors.exports.study_export_rows(study=study))
+            body, name = selectors.exports.preference_jsonl(rows), f"{study.slug}.jsonl"
         else:
-            rows, summary = study_preference_rows(study=study, form=dataset, min_agreement=agreement)
+            rows, summary = selectors.exports.study_preference_rows(study=study, form=dataset, min_agreement=agreement)
             if kind == "card":
-                body = study_dataset_card(study=study, form=dataset, summary=summary,
-                                          min_agreement=agreement).encode()
+                body = selectors.exports.study_dataset_card(study=study, form=dataset, summary=summary,
+                                                            min_agreement=agreement).encode()
                 name = f"{study.slug}-{dataset}.README.md"
             else:
-                body = preference_parquet(rows) if kind == "parquet" else preference_jsonl(rows)
+                write = selectors.exports.preference_parquet if kind == "parquet" else selectors.exports.preference_jsonl
+                body = write(rows)
                 name = f"{study.slug}-{dataset}.{kind}"
         response = HttpResponse(body, content_type=EXPORT_TYPES[kind])
         response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -399,7 +398,8 @@ class StudyJudgesApi(APIView):
     def get(self, request, slug):
         study = _researcher_study(request, slug)
         return Response(serializers.StudyJudgesSerializer({
-            "judges": selectors.study_judges(study=study), "runs": selectors.study_judge_runs(study=study)}).data)
+            "judges": selectors.studies.study_judges(study=study),
+            "runs": selectors.judges.study_judge_runs(study=study)}).data)
 
 
 class StudyMembersApi(APIView):
@@ -409,7 +409,7 @@ class StudyMembersApi(APIView):
                    responses={200: serializers.MemberSerializer(many=True), **errors(403, 404)})
     def get(self, request, slug):
         study = _researcher_study(request, slug)
-        return Response(serializers.MemberSerializer(selectors.study_members(study=study), many=True).data)
+        return Response(serializers.MemberSerializer(selectors.studies.study_members(study=study), many=True).data)
 
     @extend_schema(operation_id="study_members_set", summary="Add a user to the study (or change their role)",
                    description="404 when no user has this name; 409 when the change would leave the study "
@@ -424,7 +424,7 @@ class StudyMembersApi(APIView):
         if user is None:  # a well-formed name of nobody: the object named does not exist
             raise NotFound("no user with this name")
         try:
-            membership = services.study_membership_set(study=study, user=user, role=form.validated_data["role"])
+            membership = services.members.study_membership_set(study=study, user=user, role=form.validated_data["role"])
         except ValueError as exc:  # demoting the last researcher
             raise Conflict(str(exc)) from exc
         return Response(serializers.MemberSerializer(membership).data)
@@ -437,7 +437,7 @@ class StudyMemberApi(APIView):
         study = _researcher_study(request, slug)
         user = get_object_or_404(get_user_model(), username=username, study_memberships__study=study)
         try:
-            services.study_membership_remove(study=study, user=user)
+            services.members.study_membership_remove(study=study, user=user)
         except ValueError as exc:
             raise Conflict(str(exc)) from exc
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -455,11 +455,11 @@ class HitNextApi(APIView):
         study = _study(slug)
         worker = access_api_worker(request.user, study)
         access_study_running(study)
-        annotator = worker.annotator or serving.annotator_for_user(user=request.user)
-        hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        annotator = worker.annotator or services.hits.annotator_for_user(user=request.user)
+        hit = services.hits.hit_next_for_annotator(study=study, annotator=annotator)
         if hit is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(serializers.HitSerializer(selectors.hit_display(assignment=hit, study=study)).data)
+        return Response(serializers.HitSerializer(selectors.serving.hit_display(assignment=hit, study=study)).data)
 
 
 class HitSubmitApi(APIView):
@@ -488,12 +488,12 @@ class HitSubmitApi(APIView):
         form = serializers.SubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            judgement = serving.judgement_submit(
+            judgement = services.hits.judgement_submit(
                 assignment=assignment, annotator=assignment.annotator,
                 shown_value=SHOWN_ANSWERS.get(form.validated_data.get("answer"), 99), idempotency_key=key,
                 answers=form.validated_data.get("answers"), seconds_on_task=form.validated_data.get("seconds_on_task"),
                 read_seconds=form.validated_data.get("read_seconds"))
-        except serving.HitError as exc:
+        except HitError as exc:
             raise Conflict(str(exc)) from exc
         return Response({"judgement": judgement.pk, "value": judgement.value}, status=status.HTTP_200_OK)
 

@@ -19,11 +19,10 @@ from . import selectors, services
 from .access import access_study_creation
 from .forms import (METRIC_PREFIX, MailingPasswordResetForm, MailNotSent, StudyColumnsForm, StudyMetricChoiceForm,
                     StudyUploadForm)
-from .services import uploads
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    studies = list(selectors.study_list_for_home(user=request.user))
+    studies = list(selectors.studies.study_list_for_home(user=request.user))
     context = {"studies": studies, "polling": any(s.separability_status in ("pending", "running") for s in studies)}
     if request.GET.get("partial") == "study-table":
         return render(request, "annotation/_study_table.html", context)
@@ -52,7 +51,7 @@ def study_upload(request: HttpRequest) -> HttpResponse:
         return _upload_files(request, form, uploads_given)
     upload = uploads_given[0]
     try:
-        bundle = read_bundle(upload, limits=services.bundle_limits())
+        bundle = read_bundle(upload, limits=services.studies.bundle_limits())
     except BundleError as exc:
         return _upload_refused(request, {"form": form}, exc)
     return _upload_staged(request, bundle, upload, upload.name, form.cleaned_data["slug"])
@@ -67,11 +66,11 @@ def _upload_staged(request: HttpRequest, bundle, source, file_name: str, slug: s
                    context: dict | None = None) -> HttpResponse:
     """Stage a valid bundle and show the metric step."""
     try:
-        slug = services.study_slug_for(name=bundle.study["name"], slug=slug or None)
+        slug = services.studies.study_slug_for(name=bundle.study["name"], slug=slug or None)
     except BundleError as exc:
         return _upload_refused(request, context or {"form": StudyUploadForm()}, exc)
-    summary = uploads.bundle_summary(bundle)
-    token = uploads.staged_upload_create(source=source, summary=summary, user=request.user)
+    summary = services.uploads.bundle_summary(bundle)
+    token = services.uploads.staged_upload_create(source=source, summary=summary, user=request.user)
     bundle_metric = summary["bundle_metric"]
     choice = StudyMetricChoiceForm(metrics=summary["metrics"], initial={
         "staged": token, "slug": slug, "metric": METRIC_PREFIX + bundle_metric if bundle_metric else ""})
@@ -98,7 +97,7 @@ def _upload_files(request: HttpRequest, form: StudyUploadForm, given: list) -> H
         context = _columns_context(files, "")
     except BundleError as exc:
         return _upload_refused(request, {"form": form}, exc)
-    token = uploads.staged_files_create(files=files, user=request.user)
+    token = services.uploads.staged_files_create(files=files, user=request.user)
     context["columns_form"].initial["staged_files"] = token
     context["slug"] = form.cleaned_data["slug"] or ""
     return render(request, "annotation/study_upload.html", context)
@@ -108,7 +107,7 @@ def _upload_map_columns(request: HttpRequest) -> HttpResponse:
     """The column step's post: the files read with the mapping (and metrics computed) into a
     bundle, validated, staged; then the metric step."""
     token = request.POST.get("staged_files", "")
-    files = uploads.staged_files_get(token=token, user=request.user)
+    files = services.uploads.staged_files_get(token=token, user=request.user)
     if files is None:
         return _upload_gone(request, "These files expired or were imported already: choose them again.")
     slug = request.POST.get("slug", "")
@@ -120,12 +119,12 @@ def _upload_map_columns(request: HttpRequest) -> HttpResponse:
         source = tables.import_source(files, columns=form.mapping() or None, name=form.cleaned_data["name"],
                                       text_format=form.cleaned_data["text_format"] or None,
                                       compute=form.cleaned_data["compute"])
-        bundle = read_bundle(source, limits=services.bundle_limits())
+        bundle = read_bundle(source, limits=services.studies.bundle_limits())
     except BundleError as exc:
         return _upload_refused(request, context, exc)
     response = _upload_staged(request, bundle, io.BytesIO(source), ", ".join(n for n, _ in files), slug, context)
     if response.status_code == 200:
-        uploads.staged_files_discard(token=token, user=request.user)
+        services.uploads.staged_files_discard(token=token, user=request.user)
     return response
 
 
@@ -137,7 +136,7 @@ def _upload_gone(request: HttpRequest, problem: str) -> HttpResponse:
 
 def _upload_choose_metric(request: HttpRequest) -> HttpResponse:
     token = request.POST.get("staged", "")
-    staged = uploads.staged_upload_get(token=token, user=request.user)
+    staged = services.uploads.staged_upload_get(token=token, user=request.user)
     if staged is None:
         return _upload_gone(request, "This upload expired or was imported already: choose the file again.")
     path, summary = staged
@@ -147,11 +146,12 @@ def _upload_choose_metric(request: HttpRequest) -> HttpResponse:
         return render(request, "annotation/study_upload.html", context, status=400)
     as_draft = request.POST.get("start") == "draft"
     try:
-        study = services.study_import(source=path, slug=choice.cleaned_data["slug"] or None,
-                                      metric=choice.chosen_metric(), created_by=request.user, start=not as_draft)
+        study = services.studies.study_import(source=path, slug=choice.cleaned_data["slug"] or None,
+                                              metric=choice.chosen_metric(), created_by=request.user,
+                                              start=not as_draft)
     except BundleError as exc:
         return _upload_refused(request, context, exc)
-    uploads.staged_upload_discard(token=token, user=request.user)
+    services.uploads.staged_upload_discard(token=token, user=request.user)
     metric = f"metric {study.metric.name}" if study.metric_id else "no metric (human-only)"
     imported = f"Imported study {study.name}: {summary['items']} items, {summary['comparisons']} comparisons, {metric}."
     if as_draft:
@@ -168,9 +168,9 @@ def api_token(request: HttpRequest) -> HttpResponse:
     new_key = None
     if request.method == "POST":
         if request.POST.get("action") == "create":
-            new_key = services.api_token_create(user=request.user).key
+            new_key = services.studies.api_token_create(user=request.user).key
         elif request.POST.get("action") == "revoke":
-            services.api_token_revoke(user=request.user)
+            services.studies.api_token_revoke(user=request.user)
             messages.success(request, "API token revoked: requests with it are refused from now on.")
             return redirect("api_token")
         else:

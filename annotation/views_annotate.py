@@ -19,12 +19,10 @@ from django.views.decorators.http import require_POST
 
 from . import selectors, services
 from .access import access_study_running, access_study_worker, session_annotator_key
+from .errors import CrowdEntryRefused, HitError
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
 from .rubrics import answers_from_post, hit_answer_from_post
-from .services import hits as serving
-from .services.checks import worker_screened_out
-from .services.transactions import retry_transient
 from .throttles import CrowdNewWorkerThrottle, throttle_worker, too_many_requests
 
 
@@ -35,11 +33,11 @@ NOTICES = {"saved": "Saved ✓",
            "flagged": "Thank you — the problem was reported to the researchers."}
 
 
-@retry_transient
+@services.transactions.retry_transient
 def study_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Entry link for crowd workers: ?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=... (Prolific) or
     ?workerId=...&assignmentId=... (MTurk). A worker is one platform session of a worker id
-    (services.crowd_session_enter); a new one counts against the client's ``crowd_new`` rate.
+    (services.crowd.crowd_session_enter); a new one counts against the client's ``crowd_new`` rate.
     GET because the platforms send a GET link.
     """
     study = get_object_or_404(Study, slug=slug)
@@ -54,23 +52,23 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         session_id = request.GET.get("assignmentId", "")
     else:
         return redirect("annotate", slug=slug)
-    if not selectors.crowd_entry_known(study=study, platform=platform, worker_id=worker_id,
-                                       platform_session_id=session_id):
+    if not selectors.serving.crowd_entry_known(study=study, platform=platform, worker_id=worker_id,
+                                               platform_session_id=session_id):
         # Each new worker (id and session) is a place in the study: a client may make only so many.
         throttle = CrowdNewWorkerThrottle()
         if not throttle.allow_request(request, None):
             return too_many_requests(request, throttle.wait())
     try:
-        annotator = services.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
-                                                 platform_session_id=session_id,
-                                                 platform_study_id=request.GET.get("STUDY_ID", ""))
-    except services.CrowdEntryRefused as exc:
+        annotator = services.crowd.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
+                                                       platform_session_id=session_id,
+                                                       platform_study_id=request.GET.get("STUDY_ID", ""))
+    except CrowdEntryRefused as exc:
         return render(request, "annotation/start_preview.html", {"study": study, "error": str(exc)}, status=400)
     if platform == Annotator.Platform.MTURK:
         request.session[f"evalapp:mturk:{study.pk}"] = {
             "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
-    serving.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
+    services.hits.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
     return redirect("annotate", slug=slug)
 
 
@@ -95,19 +93,19 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     rubric keeps the answers and reasons given.
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
-               "key": serving.new_idempotency_key()}
-    session = selectors.crowd_session(study=study, annotator=annotator)
+               "key": services.hits.new_idempotency_key()}
+    session = selectors.serving.crowd_session(study=study, annotator=annotator)
     finishing = finishing and session.minimum_met
     if finishing:
         hit = None
     elif lease:
-        hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        hit = services.hits.hit_next_for_annotator(study=study, annotator=annotator)
     else:
-        hit = selectors.hit_current(study=study, annotator=annotator)
+        hit = selectors.serving.hit_current(study=study, annotator=annotator)
     context["session"] = session
     if hit is not None:
-        context.update(selectors.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
-                       flag_reasons=ItemFlag.Reason.choices, lease=serving.lease_token(hit.expires_at))
+        context.update(selectors.serving.hit_display(assignment=hit, study=study, done=session.done), screen="hit",
+                       flag_reasons=ItemFlag.Reason.choices, lease=services.hits.lease_token(hit.expires_at))
         if refused is not None and refused[0] == hit.pk and context["criteria"]:
             given = answers_from_post(study, refused[1])
             for criterion in context["criteria"]:
@@ -117,24 +115,25 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
         screen = "stopped"
     elif study.status == Study.Status.PAUSED:
         screen = "paused"
-    elif worker_screened_out(study=study, annotator=annotator):
+    elif services.checks.worker_screened_out(study=study, annotator=annotator):
         screen = "screened"
-    elif study.status == Study.Status.FINISHED or not selectors.study_work_left(study=study):
+    elif study.status == Study.Status.FINISHED or not selectors.serving.study_work_left(study=study):
         screen = "finished"
     elif session.share_done:
         screen = "share"
     elif session.time_up:
         screen = "time"
-    elif not lease and selectors.annotator_has_work(study=study, annotator=annotator):
+    elif not lease and selectors.serving.annotator_has_work(study=study, annotator=annotator):
         screen = "ready"
-    elif selectors.annotator_has_work(study=study, annotator=annotator, skipped_too=True):
+    elif selectors.serving.annotator_has_work(study=study, annotator=annotator, skipped_too=True):
         screen = "skipped"  # their own skips emptied their queue: not the study's end, no code for it
     else:
         screen = "nowork"
     code_due = screen != "screened" and session.code_due
     mturk = request.session.get(f"evalapp:mturk:{study.pk}") or {}
+    code = selectors.serving.crowd_completion_code(study=study, annotator=annotator) if code_due else ""
     context.update(screen=screen, done=session.done, code_due=code_due, recheck_seconds=NOWORK_RECHECK_SECONDS,
-                   completion_code=selectors.crowd_completion_code(study=study, annotator=annotator) if code_due else "",
+                   completion_code=code,
                    mturk_submit=mturk_submit_url(mturk.get("turkSubmitTo", "")) if code_due else None,
                    mturk=mturk)
     return context
@@ -153,7 +152,7 @@ def _render_screen(request: HttpRequest, study: Study, annotator: Annotator, *, 
 
 
 def _study_or_404(slug: str) -> Study:
-    study = selectors.study_of_slug(slug=slug)
+    study = selectors.serving.study_of_slug(slug=slug)
     if study is None:
         raise Http404("No study with this link.")
     return study
@@ -166,11 +165,11 @@ def _crowd_request(request: HttpRequest, slug: str) -> tuple[Study, Annotator]:
     access_study_running(study)
     worker = access_study_worker(request, study)
     throttle_worker(request, worker)
-    return study, worker.annotator or serving.annotator_for_user(user=worker.user)
+    return study, worker.annotator or services.hits.annotator_for_user(user=worker.user)
 
 
 @crowd_frameable
-@retry_transient
+@services.transactions.retry_transient
 def annotate(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study_or_404(slug)
     access_study_running(study)
@@ -188,7 +187,7 @@ def annotate(request: HttpRequest, slug: str) -> HttpResponse:
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_next(request: HttpRequest, slug: str) -> HttpResponse:
     """Lease the next comparison (the annotate page's button; htmx presses it on load)."""
     study, annotator = _crowd_request(request, slug)
@@ -203,7 +202,7 @@ def _after_post(request: HttpRequest, study: Study, annotator: Annotator, *, not
     if error or request.headers.get("HX-Request"):
         return _render_screen(request, study, annotator, status=status, lease=True, error=error,
                               notice=NOTICES.get(notice, ""), refused=refused)
-    serving.hit_next_for_annotator(study=study, annotator=annotator)
+    services.hits.hit_next_for_annotator(study=study, annotator=annotator)
     suffix = f"?notice={notice}" if notice else ""
     return redirect(reverse("annotate", kwargs={"slug": study.slug}) + suffix)
 
@@ -220,10 +219,10 @@ def _own_assignment(study: Study, annotator: Annotator, assignment_id: int) -> A
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     study, annotator = _crowd_request(request, slug)
-    assignment = selectors.hit_of_study(study=study, assignment_id=assignment_id)
+    assignment = selectors.serving.hit_of_study(study=study, assignment_id=assignment_id)
     if assignment is None:
         raise Http404("No HIT with this id.")
     plain = not request.headers.get("HX-Request")  # htmx swaps a 200 only: it shows the error
@@ -233,8 +232,8 @@ def hit_submit(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespo
         return _after_post(request, study, annotator, error=str(exc), status=400 if plain else 200)
     error = ""
     try:
-        serving.judgement_submit(assignment=assignment, annotator=annotator, **answer)
-    except (serving.HitError, ValueError) as exc:
+        services.hits.judgement_submit(assignment=assignment, annotator=annotator, **answer)
+    except (HitError, ValueError) as exc:
         error = str(exc)
     status = 409 if error and plain else 200
     return _after_post(request, study, annotator, error=error, notice="" if error else "saved", status=status,
@@ -251,57 +250,57 @@ def hit_diff(request: HttpRequest, slug: str, assignment_id: int) -> HttpRespons
     annotator = access_study_worker(request, study).annotator
     if annotator is None:
         raise Http404("No HIT with this id.")
-    diff = selectors.hit_word_diff(assignment=_own_assignment(study, annotator, assignment_id), study=study)
+    diff = selectors.serving.hit_word_diff(assignment=_own_assignment(study, annotator, assignment_id), study=study)
     template = "annotation/_word_diff.html" if request.headers.get("HX-Request") else "annotation/word_diff.html"
     return render(request, template, {"study": study, "diff": diff})
 
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_skip(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     """Give the HIT back to the pool; this worker is not served its comparison again."""
     study, annotator = _crowd_request(request, slug)
-    serving.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
+    services.hits.hit_release(assignment=_own_assignment(study, annotator, assignment_id), skipped=True)
     return _after_post(request, study, annotator, notice="skipped")
 
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_release(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     """The page that showed this HIT is gone (annotate.js sends this on ``pagehide``): give its
     lease back at once, unless the lease changed since the page was rendered (``lease``: its
     token) or it was answered; not a skip. Always 204: a beacon reads no answer."""
     study, annotator = _crowd_request(request, slug)
-    serving.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
-                      lease=request.POST.get("lease", ""))
+    services.hits.hit_leave(assignment=_own_assignment(study, annotator, assignment_id), annotator=annotator,
+                            lease=request.POST.get("lease", ""))
     return HttpResponse(status=204)
 
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_keep(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     """The page shows this HIT (again): hold its lease anew, taking it back if the page before
     released it and nobody took it meanwhile. ``{"lease": token}``, or 409 ``{"lease": null}``
     when the HIT is gone (annotate.js then asks for the next one)."""
     study, annotator = _crowd_request(request, slug)
-    lease = serving.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
-                             annotator=annotator)
+    lease = services.hits.hit_keep(study=study, assignment=_own_assignment(study, annotator, assignment_id),
+                                   annotator=annotator)
     return JsonResponse({"lease": lease}, status=200 if lease else 409)
 
 
 @crowd_frameable
 @require_POST
-@retry_transient
+@services.transactions.retry_transient
 def hit_flag(request: HttpRequest, slug: str, assignment_id: int) -> HttpResponse:
     """Report a problem with the HIT's item (for the researchers) and skip it."""
     study, annotator = _crowd_request(request, slug)
     assignment = _own_assignment(study, annotator, assignment_id)
     try:
-        serving.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
-                         note=request.POST.get("note", "")[:500])
-    except serving.HitError as exc:
+        services.hits.hit_flag(assignment=assignment, annotator=annotator, reason=request.POST.get("reason", ""),
+                               note=request.POST.get("note", "")[:500])
+    except HitError as exc:
         return _after_post(request, study, annotator, error=str(exc), status=400)
     return _after_post(request, study, annotator, notice="flagged")

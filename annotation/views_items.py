@@ -39,7 +39,7 @@ def item_reader(request: HttpRequest, slug: str) -> HttpResponse:
     external_id = request.GET.get("item")
     if not external_id:
         return bad_request(request, "name the item: ?item=ID (and, for one pair, &first=SYSTEM&second=SYSTEM)")
-    item = selectors.study_item(study=study, external_id=external_id)
+    item = selectors.items.study_item(study=study, external_id=external_id)
     if item is None:
         raise Http404(f"no item {quoted(external_id)} in this study")
     first, second = request.GET.get("first"), request.GET.get("second")
@@ -49,7 +49,7 @@ def item_reader(request: HttpRequest, slug: str) -> HttpResponse:
             return bad_request(request, "name both systems of the pair: &first=SYSTEM&second=SYSTEM")
         if first == second:
             return bad_request(request, f"a pair needs two different systems, got {quoted(first)} twice")
-        systems = selectors.item_system_names(item=item)
+        systems = selectors.items.item_system_names(item=item)
         for name in (first, second):
             if name not in systems:
                 raise Http404(f"no output of {quoted(name)} on item {quoted(external_id)}")
@@ -58,7 +58,7 @@ def item_reader(request: HttpRequest, slug: str) -> HttpResponse:
             query = urlencode({"item": external_id, "first": a, "second": b})
             return redirect(f"{reverse('item_reader', kwargs={'slug': slug})}?{query}")
         pair = (a, b)
-    data = selectors.item_reader_data(study=study, item=item, pair=pair)
+    data = selectors.items.item_reader_data(study=study, item=item, pair=pair)
     return render(request, "annotation/item_reader.html", {
         "study": study, **data, "quality_rows": _dashboard_shown(study),
         "pair_query": urlencode({"first": pair[0], "second": pair[1]}) if pair else ""})
@@ -72,18 +72,18 @@ def item_search(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     query = request.GET.get("q", "").strip()
-    if len(query) > selectors.MAX_QUERY_CHARS:
-        return bad_request(request, f"the search is longer than {selectors.MAX_QUERY_CHARS} characters")
+    if len(query) > selectors.items.MAX_QUERY_CHARS:
+        return bad_request(request, f"the search is longer than {selectors.items.MAX_QUERY_CHARS} characters")
     annotator, raw = None, request.GET.get("annotator", "")
     if raw:
         if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
             return bad_request(request, f"annotator must be a worker's number (from the quality table), got {quoted(raw)}")
-        annotator = selectors.study_annotator_of_study(study=study, annotator_id=int(raw))
+        annotator = selectors.items.study_annotator_of_study(study=study, annotator_id=int(raw))
         if annotator is None:
             raise Http404("no worker with this number answered in this study")
-    found = selectors.item_search(study=study, query=query, annotator=annotator)
-    page = Paginator(found, selectors.ITEMS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = selectors.item_search_rows(study=study, items=list(page.object_list), query=query, annotator=annotator)
+    found = selectors.items.item_search(study=study, query=query, annotator=annotator)
+    page = Paginator(found, selectors.items.ITEMS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = selectors.items.item_search_rows(study=study, items=list(page.object_list), query=query, annotator=annotator)
     kept = {"q": query, "annotator": raw if annotator is not None else ""}
     return render(request, "annotation/item_search.html", {
         "study": study, "query": query, "annotator": annotator, "rows": rows, "items_page": page,

@@ -11,11 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from . import selectors
+from . import selectors, services
 from .access import access_study_as_researcher
 from .forms_judges import JudgeRunForm, endpoint_choices
 from .models import JudgeRun, Study
-from .services import judges as judge_service
 
 POLL_SECONDS = 1
 
@@ -36,8 +35,8 @@ def judges(request: HttpRequest, slug: str) -> HttpResponse:
         form = JudgeRunForm(request.POST, request.FILES, study=study)
         if form.is_valid():
             try:
-                run = judge_service.judge_run_create(study=study, user=request.user, from_page=True, schedule=True,
-                                                     **form.run_arguments())
+                run = services.judges.judge_run_create(study=study, user=request.user, from_page=True, schedule=True,
+                                                       **form.run_arguments())
             except ValueError as error:
                 form.add_error(None, str(error))
             else:
@@ -46,8 +45,8 @@ def judges(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = JudgeRunForm(study=study)
     return render(request, "annotation/judges.html", {
-        "study": study, "form": form, "runs": selectors.study_judge_runs(study=study),
-        "judges": selectors.study_judges(study=study), "endpoints": endpoint_choices(),
+        "study": study, "form": form, "runs": selectors.judges.study_judge_runs(study=study),
+        "judges": selectors.studies.study_judges(study=study), "endpoints": endpoint_choices(),
         "protocol": _protocol_note(study),
     }, status=status)
 
@@ -61,13 +60,13 @@ def judge_run(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     run = get_object_or_404(JudgeRun, pk=run_id, study=study)
     if request.method == "POST":
         try:
-            judge_service.judge_run_resume(run=run)
+            services.judges.judge_run_resume(run=run)
         except ValueError as error:
             messages.error(request, str(error))
         return redirect("judge_run", slug=slug, run_id=run.pk)
-    summary = selectors.judge_run_summary(run=run)
+    summary = selectors.judges.judge_run_summary(run=run)
     context = {"study": study, "run": run, "summary": summary, "running": run.running,
-               "resumable": not judge_service.judge_run_live(run) and run.status != JudgeRun.Status.DONE,
+               "resumable": not services.judges.judge_run_live(run) and run.status != JudgeRun.Status.DONE,
                "poll_seconds": POLL_SECONDS, "protocol": _protocol_note(study)}
     if request.headers.get("HX-Request"):
         return render(request, "annotation/_judge_run.html", context)

@@ -44,13 +44,13 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
             if action == "add":
                 add = MemberAddForm(request.POST)
                 if add.is_valid():
-                    membership = services.study_member_add(study=study, **add.cleaned_data)
+                    membership = services.members.study_member_add(study=study, **add.cleaned_data)
                     messages.success(request, f"Added {membership.user.username} as {membership.role}.")
                     return redirect("study_members", slug=slug)
             elif action == "invite":
                 invite = MemberInviteForm(request.POST)
                 if invite.is_valid():
-                    user = services.study_member_invite(study=study, **invite.cleaned_data)
+                    user = services.members.study_member_invite(study=study, **invite.cleaned_data)
                     invited = {"user": user, "role": invite.cleaned_data["role"],
                                "link": password_set_url(request, user)}
                     invite = MemberInviteForm()
@@ -62,10 +62,10 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
                     user = get_object_or_404(get_user_model(), pk=change.cleaned_data["user"],
                                              study_memberships__study=study)
                     if action == "role":
-                        services.study_membership_set(study=study, user=user, role=change.cleaned_data["role"])
+                        services.members.study_membership_set(study=study, user=user, role=change.cleaned_data["role"])
                         messages.success(request, f"{user.username} is now {change.cleaned_data['role']}.")
                     else:
-                        services.study_membership_remove(study=study, user=user)
+                        services.members.study_membership_remove(study=study, user=user)
                         messages.success(request, f"Removed {user.username} from the study.")
                     if not may_manage_study_members(request.user, study):  # they removed or demoted themselves
                         return redirect("home")
@@ -76,6 +76,6 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
             errors.extend(_errors(exc))
     status = 400 if errors or add.errors or invite.errors else 200
     return render(request, "annotation/study_members.html", {
-        "study": study, "members": selectors.study_members(study=study), "add": add, "invite": invite,
+        "study": study, "members": selectors.studies.study_members(study=study), "add": add, "invite": invite,
         "errors": errors, "invited": invited, "reset_days": settings.PASSWORD_RESET_TIMEOUT // 86400, "roles": MemberAddForm.base_fields["role"].choices}, status=status)
 

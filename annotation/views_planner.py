@@ -12,11 +12,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from protocol.plan import DEFAULT_ASSUMPTIONS
 
-from . import selectors
+from . import selectors, services
 from .access import access_study_as_researcher
 from .forms import PlanForm
 from .models import PlanJob, Study
-from .services import planner as planner_service
 
 POLL_SECONDS = 1
 
@@ -46,7 +45,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                job = planner_service.plan_job_create(
+                job = services.planner.plan_job_create(
                     study=study, user=request.user, use_human=data["use_human"], assumptions=form.assumptions(),
                     budgets=data["budgets"], batches=data["batches"], gammas=data["gammas"], reps=data["reps"],
                     policy=data["policy"], throughput=data["throughput"])
@@ -58,8 +57,8 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         form = PlanForm(initial=_initial(study), design=study.design)
     return render(request, "annotation/planner.html", {
-        "study": study, "form": form, "jobs": selectors.study_plan_jobs(study=study),
-        "human_labels": selectors.study_human_label_count(study=study), "defaults": DEFAULT_ASSUMPTIONS,
+        "study": study, "form": form, "jobs": selectors.studies.study_plan_jobs(study=study),
+        "human_labels": selectors.studies.study_human_label_count(study=study), "defaults": DEFAULT_ASSUMPTIONS,
     }, status=status)
 
 
@@ -69,7 +68,7 @@ def plan_job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     job = get_object_or_404(PlanJob, pk=job_id, study=study)
-    context = {"study": study, "job": job, "rows": selectors.plan_job_rows(job=job),
+    context = {"study": study, "job": job, "rows": selectors.studies.plan_job_rows(job=job),
                "running": job.status in (PlanJob.Status.QUEUED, PlanJob.Status.RUNNING),
                "poll_seconds": POLL_SECONDS}
     if request.headers.get("HX-Request"):

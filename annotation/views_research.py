@@ -22,7 +22,6 @@ from .http import bad_request, login_or_api_token_required, quoted
 from .forms import HUMAN_ONLY, METRIC_PREFIX, StudyDraftForm, running_settings_forms
 from .models import Annotator, Study
 from .rubrics import is_rubric, study_rubric
-from .services.quality import annotator_exclude, annotator_include
 
 
 def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
@@ -39,7 +38,7 @@ def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
         if not 1 <= page <= max(len(pages), 1):
             raise ValueError(f"matrix={matrix_page!r}: the pair matrix has pages 1 to {max(len(pages), 1)}")
     return {"study": study, "data": data, "charts": data["charts"], "leaderboard": leaderboard,
-            "style": selectors.style_leaderboard_bars(data.get("style_leaderboard")),
+            "style": selectors.style.style_leaderboard_bars(data.get("style_leaderboard")),
             "matrix_chart": pages[page - 1] if pages else None, "matrix_pages": pages if len(pages) > 1 else [],
             "matrix_page": page, "refresh_seconds": settings.DASHBOARD_REFRESH_SECONDS}
 
@@ -83,22 +82,22 @@ def _quality_sort(request: HttpRequest, prefix: str = "q") -> tuple[str, bool]:
     order = request.GET.get(f"{prefix}order", "desc" if sort == "flag_count" else "asc")
     if order not in ("asc", "desc"):
         raise ValueError(f"unknown order {quoted(order)}; asc or desc")
-    if sort not in selectors.QUALITY_SORTS:
-        raise ValueError(f"unknown sort {quoted(sort)}; one of {', '.join(sorted(selectors.QUALITY_SORTS))}")
+    if sort not in selectors.quality.QUALITY_SORTS:
+        raise ValueError(f"unknown sort {quoted(sort)}; one of {', '.join(sorted(selectors.quality.QUALITY_SORTS))}")
     return sort, order == "desc"
 
 
 def _quality_context(request: HttpRequest, study: Study) -> dict:
     """The annotator quality panel: the table sorted by ?qsort=&qorder=, and column links."""
     sort, descending = _quality_sort(request)
-    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    rows = selectors.quality.study_annotator_quality(study=study, sort=sort, descending=descending)
     headers = [{"key": key, "label": label, "title": title, "active": key == sort,
                 "order": "asc" if key == sort and descending or key != sort and key not in (
                     "flag_count", "judgements") else "desc"}
                for key, label, title in QUALITY_HEADERS]
     return {"quality": rows, "quality_headers": headers, "quality_sort": sort, "quality_descending": descending,
-            "exclusion_log": selectors.study_exclusion_log(study=study)[:20],
-            "annotator_agreement": selectors.judgement_agreement(study=study)}
+            "exclusion_log": selectors.quality.study_exclusion_log(study=study)[:20],
+            "annotator_agreement": selectors.quality.judgement_agreement(study=study)}
 
 
 @login_or_api_token_required
@@ -110,15 +109,15 @@ def quality_csv(request: HttpRequest, slug: str) -> HttpResponse:
         sort, descending = _quality_sort(request, prefix="")
     except ValueError as exc:
         return bad_request(request, str(exc))
-    rows = selectors.study_annotator_quality(study=study, sort=sort, descending=descending)
+    rows = selectors.quality.study_annotator_quality(study=study, sort=sort, descending=descending)
     response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-quality.csv"'
     writer = csv.writer(response)
-    writer.writerow(selectors.QUALITY_COLUMNS)
+    writer.writerow(selectors.quality.QUALITY_COLUMNS)
     for r in rows:
         writer.writerow([spreadsheet_safe(" ".join(r[c]) if c == "flags" else
                                           int(r[c]) if c == "excluded" else "" if r[c] is None else r[c])
-                         for c in selectors.QUALITY_COLUMNS])
+                         for c in selectors.quality.QUALITY_COLUMNS])
     return response
 
 
@@ -133,7 +132,7 @@ def annotator_exclusion(request: HttpRequest, slug: str, annotator_id: int) -> H
     action = request.POST.get("action")
     if action not in ("exclude", "include"):
         return bad_request(request, "action must be exclude or include")
-    change = annotator_exclude if action == "exclude" else annotator_include
+    change = services.quality.annotator_exclude if action == "exclude" else services.quality.annotator_include
     try:
         changed = change(study=study, annotator=annotator, user=request.user,
                          reason=request.POST.get("reason", "")[:500])
@@ -159,8 +158,8 @@ def pair_detail(request: HttpRequest, slug: str) -> HttpResponse:
     first, second = request.GET.get("first"), request.GET.get("second")
     if not first or not second:
         return bad_request(request, "name the pair: ?first=SYSTEM&second=SYSTEM")
-    data = selectors.pair_detail_data(study=study, first=first, second=second)
-    if data is None and selectors.pair_detail_data(study=study, first=second, second=first) is not None:
+    data = selectors.dashboard.pair_detail_data(study=study, first=first, second=second)
+    if data is None and selectors.dashboard.pair_detail_data(study=study, first=second, second=first) is not None:
         return redirect(f"{reverse('pair_detail', kwargs={'slug': slug})}?{urlencode({'first': second, 'second': first})}")
     if data is None:
         raise Http404(f"no pair {first} vs {second} in this study")
@@ -223,16 +222,16 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 @login_or_api_token_required
 def crowd_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """Every crowd worker's entry with their judgements and own completion code
-    (selectors.study_crowd_sessions), to match with the platform's submission list."""
+    (selectors.serving.study_crowd_sessions), to match with the platform's submission list."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     response = HttpResponse(content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-crowd.csv"'
     writer = csv.writer(response)
-    writer.writerow(selectors.CROWD_SESSION_COLUMNS)
-    for row in selectors.study_crowd_sessions(study=study):
+    writer.writerow(selectors.serving.CROWD_SESSION_COLUMNS)
+    for row in selectors.serving.study_crowd_sessions(study=study):
         writer.writerow([spreadsheet_safe(int(row[c]) if c == "minimum_met" else row[c])
-                         for c in selectors.CROWD_SESSION_COLUMNS])
+                         for c in selectors.serving.CROWD_SESSION_COLUMNS])
     return response
 
 
@@ -257,7 +256,7 @@ def judgements_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     ``?first=A&second=B`` keeps one pair (either order)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
-    rows = selectors.study_judgements(study=study)
+    rows = selectors.studies.study_judgements(study=study)
     first, second = request.GET.get("first"), request.GET.get("second")
     if bool(first) != bool(second):
         return bad_request(request, "give both first and second to filter by pair")
@@ -361,7 +360,7 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
         "metric": METRIC_PREFIX + study.metric.name if study.metric_id else HUMAN_ONLY})
     if action == "launch":
         try:
-            services.study_launch(study=study)
+            services.studies.study_launch(study=study)
         except (ValueError, ValidationError) as exc:
             form.add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))
         else:
@@ -372,8 +371,8 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
         if form.is_valid():
             name = form.chosen_metric()
             try:
-                services.study_draft_update(study=study, metric=study.metrics.get(name=name) if name else None,
-                                            changes=form.changes())
+                services.studies.study_draft_update(study=study, metric=study.metrics.get(name=name) if name else None,
+                                                    changes=form.changes())
             except ValidationError as exc:
                 form.add_error(None, exc.messages)
             else:
@@ -384,14 +383,14 @@ def _draft_settings(request: HttpRequest, study: Study) -> HttpResponse:
     return render(request, "annotation/study_settings.html", {
         "study": study, "draft_form": form,
         # Counted from the outputs: a comparison is stored only once it is used (docs/architecture.md).
-        "comparisons": sum(selectors.study_pair_item_counts(study=study).values())},
+        "comparisons": sum(selectors.studies.study_pair_item_counts(study=study).values())},
         status=400 if form.errors else 200)
 
 
 @login_required
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """A study's settings page: a draft's protocol parameters, or what may change while it runs
-    (the forms of forms.running_settings_forms, saved together by services.study_settings_update)."""
+    (the forms of forms.running_settings_forms, saved together by services.studies.study_settings_update)."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     if study.status == Study.Status.DRAFT and not study.protocol_started:
@@ -403,7 +402,7 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     forms = running_settings_forms(study, request.POST if request.method == "POST" else None)
     if request.method == "POST" and all(form.is_valid() for form in forms.values()):
         try:
-            services.study_settings_update(study=study, changes={
+            services.studies.study_settings_update(study=study, changes={
                 name: value for form in forms.values() for name, value in form.changes().items()})
         except (ValueError, ValidationError) as exc:
             forms["form"].add_error(None, exc.messages if isinstance(exc, ValidationError) else str(exc))

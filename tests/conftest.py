@@ -1,7 +1,7 @@
-"""Fixtures every test folder shares; the builders they use live in tests/factories.py."""
+"""Fixtures every test folder shares; the builders they use live in tests/builders/ (one module per capability)."""
 import pytest
 
-from tests.factories import clear_throttle_counts
+from tests.builders.throttling import clear_throttle_counts
 
 
 @pytest.fixture

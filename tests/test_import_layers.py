@@ -124,3 +124,34 @@ def test_no_function_level_import_of_project_modules_in_annotation():
 def test_the_checker_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+VIEW_MODULES = sorted([*(REPO / "annotation").glob("views*.py"), REPO / "annotation" / "api.py"])
+LAYERS = ("services", "selectors")
+
+
+def _reaches_outside_a_module(path: Path) -> list[str]:
+    """Where ``path`` reaches a write or a read other than as ``services.<module>.<name>`` or
+    ``selectors.<module>.<name>``: a name imported from a layer's module, a layer's module under
+    another name, or a name the layer's package re-exports."""
+    modules = {layer: {p.stem for p in (REPO / "annotation" / layer).glob("*.py")} - {"__init__"} for layer in LAYERS}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if (node.module or "").split(".")[0] in LAYERS:
+                found.append(f"{path.name}:{node.lineno} imports from .{node.module}")
+            elif node.module is None:
+                found += [f"{path.name}:{node.lineno} imports {a.name} as {a.asname}"
+                          for a in node.names if a.name in LAYERS and a.asname]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in LAYERS \
+                and node.attr not in modules[node.value.id]:
+            found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def test_views_reach_writes_and_reads_through_their_module():
+    """One way for a view to reach a write or a read: ``services.hits.judgement_submit``,
+    ``selectors.serving.hit_display`` — the module that holds it, by its own name."""
+    assert VIEW_MODULES
+    offenders = [line for path in VIEW_MODULES for line in _reaches_outside_a_module(path)]
+    assert offenders == [], "\n".join(offenders)

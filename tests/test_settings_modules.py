@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.factories import REPO
+from tests.builders.bundles import REPO
 
 
 CHECK = """

@@ -155,7 +155,7 @@ def test_a_resolution_of_1e308_is_refused_everywhere_it_may_be_set():
 @pytest.mark.django_db
 def test_a_stored_value_from_before_the_bounds_stays_until_it_is_changed(toy_rows):
     from annotation.services import study_import, study_settings_update
-    from tests.factories import bundle_bytes
+    from tests.builders.bundles import bundle_bytes
 
     study = study_import(source=bundle_bytes(toy_rows), slug="old")
     Study.objects.filter(pk=study.pk).update(lease_timeout_seconds=5, gamma=0.7)  # allowed by older readers

@@ -14,8 +14,11 @@ fragility   how many counted judgements each decided pair rests on
 items       the item reader and the item search: one item's texts, judgements, metric and
             judges' verdicts and reports; the study's items by text
 
-Every public name is re-exported here (``selectors.study_progress``); a module of the app imports
-from the screen's module. The modules import one another in the order above from the bottom.
+A view reaches a read through its module, ``selectors.serving.hit_display(...)``, as it reaches a
+write (``services.hits.judgement_submit(...)``), so the reader sees where each lives
+(tests/test_import_layers.py holds the views to it). Every public name is also re-exported here, for
+management commands and tests; a module of the app imports from the screen's module. The modules
+import one another in the order above from the bottom.
 """
 from .quality import *  # noqa: F401,F403
 from .studies import *  # noqa: F401,F403

@@ -12,7 +12,13 @@ planner          planner jobs
 transactions     retrying a unit of database work after a transient failure
 
 Services enqueue background work through annotation/jobs.py; their errors are annotation/errors.py.
+
+A view reaches a write through its module, ``services.hits.judgement_submit(...)``, so the reader sees
+where it lives (tests/test_import_layers.py holds the views to it); every module is imported here so
+that ``services.<module>`` is bound. The names re-exported below serve management commands and tests.
 """
+from . import (checks, common, crowd, hits, judges, members, planner, quality, runtime, studies,  # noqa: F401
+               transactions, uploads)
 from .studies import *  # noqa: F401,F403
 from .studies import __all__ as _studies_all
 from .members import *  # noqa: F401,F403

@@ -13,8 +13,9 @@ from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services import study_import, study_membership_set
-from tests.factories import (STUDY_FILE_MODELS, api_for, api_upload, bundle_bytes, chat_rows, crowd_rows, rubric_rows,
-                             study_files)
+from tests.builders.bundles import bundle_bytes, chat_rows, crowd_rows, rubric_rows
+from tests.builders.clients import api_for, api_upload
+from tests.builders.files import STUDY_FILE_MODELS, study_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -389,7 +390,7 @@ def test_the_api_imports_a_table_with_its_column_roles_and_computed_metrics():
     assert models.Study.objects.get(slug="api-alpaca").pair_states.count() == 1
 
 
-# Each kind of file researchers have (tests/factories.study_files), through the API: the form
+# Each kind of file researchers have (tests/builders/files.study_files), through the API: the form
 # fields it takes, and the study it makes (items, systems, metric).
 API_KINDS = {
     "csv": ({"metric": "judge_score"}, 8, 3, "judge_score"),

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
 from annotation.access import RESEARCHER_GROUP
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

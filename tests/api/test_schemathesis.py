@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 
-from annotation.services import hits as serving
+from annotation.services import hits
 from annotation.access import RESEARCHER_GROUP
 from annotation.services import study_import, study_membership_set
 from evalapp.wsgi import application
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,7 @@ def study_callers(settings):
     study_import(source=bundle_bytes(crowd_rows(items=3)), slug="elsewhere", created_by=outsider)
     tokens = {name: Token.objects.create(user=user).key for name, user in
               (("researcher", researcher), ("annotator", annotator), ("outsider", outsider), ("staff", staff))}
-    hit = serving.hit_next_for_annotator(study=study, annotator=serving.annotator_for_user(user=annotator))
+    hit = hits.hit_next_for_annotator(study=study, annotator=hits.annotator_for_user(user=annotator))
     return study, tokens, hit.pk
 
 

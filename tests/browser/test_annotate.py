@@ -3,7 +3,8 @@ import pytest
 
 from annotation.models import Judgement
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, truthful_answer
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import truthful_answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 BUTTON = {"left": "A is better", "tie": "About the same", "right": "B is better"}
@@ -61,7 +62,7 @@ def test_a_worker_with_no_work_right_now_gets_the_next_round_without_reloading(p
     page asks again by itself (htmx, every NOWORK_RECHECK_SECONDS) and shows a HIT, with no
     navigation. Before, the worker had to press "Check again"."""
     from annotation.services import hits
-    from tests.factories import workers_of
+    from tests.builders.annotating import workers_of
 
     study = study_import(source=bundle_bytes(crowd_rows(items=12, batch=2, budget=30)))
     others = workers_of([f"other{n}" for n in range(12)])

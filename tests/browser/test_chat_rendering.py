@@ -8,7 +8,9 @@ from annotation import models
 from annotation.rendering import MARKDOWN, stored_html
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
-from tests.factories import BUNDLES, PAYLOADS, bundle_bytes, chat_rows, worker_page
+from tests.builders.browser import worker_page
+from tests.builders.bundles import BUNDLES, bundle_bytes, chat_rows
+from tests.builders.hostile import PAYLOADS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

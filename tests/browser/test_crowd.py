@@ -9,7 +9,7 @@ import pytest
 
 from annotation.models import Assignment, ItemFlag, Judgement, Study
 from annotation.services import study_import
-from tests.factories import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
+from tests.builders.bundles import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -309,7 +309,7 @@ def test_no_work_screen_after_one_judgement_of_ten_shows_no_code_and_says_what_t
     comparison: "No work for you right now" without a completion code, saying that the judgement
     is saved, that the page checks again, and how to return the study on Prolific."""
     from annotation.services import hits
-    from tests.factories import workers_of
+    from tests.builders.annotating import workers_of
 
     study = crowd_study(session_hits_min=10, session_hits_max=0)
     width, height = size
@@ -367,7 +367,7 @@ def _one_free_comparison_for(browser, live_server, study, pid):
     """A worker's page on the start link, holding the one comparison that other workers (through
     the services) leave free: (context, page, their HIT)."""
     from annotation.services import hits
-    from tests.factories import workers_of
+    from tests.builders.annotating import workers_of
 
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     page = context.new_page()
@@ -412,7 +412,7 @@ def test_a_reload_keeps_the_workers_hit(browser, live_server):
     read: the new page holds the lease anew (taking it back), so the worker keeps their HIT and
     nobody else is served it; the answer is saved."""
     from annotation.services import hits
-    from tests.factories import workers_of
+    from tests.builders.annotating import workers_of
 
     study = one_slot_each()
     context, page, mine = _one_free_comparison_for(browser, live_server, study, "reloader")

@@ -3,21 +3,11 @@ import pytest
 from django.test import Client
 
 from annotation.services import study_import
-from tests.factories import (
-    BUNDLES,
-    RANKING_SYSTEMS,
-    answer_hits,
-    browser_login,
-    bundle_bytes,
-    crowd_rows,
-    current_hit,
-    judged_crowd_study,
-    many_systems_rows,
-    ranking_rows,
-    ranking_truth,
-    start_worker,
-    workers_of,
-)
+from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.browser import browser_login
+from tests.builders.bundles import (BUNDLES, RANKING_SYSTEMS, bundle_bytes, crowd_rows, many_systems_rows, ranking_rows,
+                                    ranking_truth)
+from tests.builders.crowd import current_hit, judged_crowd_study, start_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

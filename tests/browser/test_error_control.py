@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 
 from annotation import guarantees
 from annotation.services import study_import, study_membership_set
-from tests.factories import browser_login, bundle_bytes, crowd_rows
+from tests.builders.browser import browser_login
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -4,7 +4,9 @@ import pytest
 
 from annotation import reports
 from annotation.services import study_import
-from tests.factories import answer_hits, browser_login, bundle_bytes, crowd_rows, workers_of
+from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.browser import browser_login
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

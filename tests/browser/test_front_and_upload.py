@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group, User
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study
-from tests.factories import assert_no_horizontal_scroll, bundle_bytes, researcher_upload_page
+from tests.builders.browser import assert_no_horizontal_scroll, researcher_upload_page
+from tests.builders.bundles import bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -187,7 +188,7 @@ def test_an_anonymous_visitor_is_told_the_truth_and_no_page_requests_a_missing_f
     from django.core.signals import request_started
 
     from annotation.services import study_import
-    from tests.factories import crowd_rows
+    from tests.builders.bundles import crowd_rows
 
     study = study_import(source=bundle_bytes(crowd_rows(items=6, batch=2, budget=6)))
     asked, failed = [], []

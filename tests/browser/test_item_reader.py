@@ -13,7 +13,9 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Item, ItemFlag, Judgement
 from annotation.services import hits, quality, study_import
-from tests.factories import BUNDLES, browser_login, bundle_bytes, workers_of
+from tests.builders.annotating import workers_of
+from tests.builders.browser import browser_login
+from tests.builders.bundles import BUNDLES, bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

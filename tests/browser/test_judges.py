@@ -9,7 +9,9 @@ from django.contrib.auth.models import User
 
 from annotation.models import JudgeRun
 from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes, fits_the_viewport, judge_rows, record_progress
+from tests.builders.browser import fits_the_viewport, record_progress
+from tests.builders.bundles import bundle_bytes
+from tests.builders.judges import judge_rows
 from tests.fake_openai import FakeJudgeServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -3,7 +3,9 @@ import pytest
 
 from annotation.models import Study
 from annotation.services import hits
-from tests.factories import browser_login, weighted_study, worker
+from tests.builders.annotating import worker
+from tests.builders.browser import browser_login
+from tests.builders.studies import weighted_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

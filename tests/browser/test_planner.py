@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 
 from annotation.models import PlanJob
 from annotation.services import study_import, study_membership_set
-from tests.factories import BUNDLES, fits_the_viewport, record_progress
+from tests.builders.browser import fits_the_viewport, record_progress
+from tests.builders.bundles import BUNDLES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -8,16 +8,9 @@ from django.contrib.auth.models import User
 
 from annotation.models import Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import (
-    BAD,
-    GOOD,
-    HONEST,
-    annotate_with_spammer,
-    bundle_bytes,
-    checked_rows,
-    spam_bundle,
-    workers_of,
-)
+from tests.builders.annotating import workers_of
+from tests.builders.bundles import BAD, GOOD, bundle_bytes, checked_rows
+from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -5,7 +5,8 @@ from urllib.parse import quote
 import pytest
 
 from annotation.services import study_import
-from tests.factories import browser_login, bundle_bytes
+from tests.builders.browser import browser_login
+from tests.builders.bundles import bundle_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

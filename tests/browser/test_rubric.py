@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 
 from annotation.models import Judgement
-from annotation.services import hits as serving
+from annotation.services import hits
 from annotation.services import study_import
-from tests.factories import (BUNDLES, PAYLOADS, answer_rubric_hits, browser_login, bundle_bytes, rubric_rows, worker,
-                             worker_page)
+from tests.builders.annotating import answer_rubric_hits, worker
+from tests.builders.browser import browser_login, worker_page
+from tests.builders.bundles import BUNDLES, bundle_bytes, rubric_rows
+from tests.builders.hostile import PAYLOADS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -64,10 +66,10 @@ def test_hostile_reasons_are_shown_as_text_on_the_pair_page(page, live_server):
     annotator = worker("hostile")
     given = []
     for n, payload in enumerate(PAYLOADS[:6]):
-        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key=f"h{n}",
-                                 answers={"helpfulness": {"value": 1, "reason": payload},
-                                          "correctness": {"value": -1, "reason": payload}, "style": {"value": 0}})
+        assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
+        hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key=f"h{n}",
+                              answers={"helpfulness": {"value": 1, "reason": payload},
+                                       "correctness": {"value": -1, "reason": payload}, "style": {"value": 0}})
         given.append(assignment.comparison)
     first, second = given[0].first.name, given[0].second.name
     browser_login(page, live_server, study)

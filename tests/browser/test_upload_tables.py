@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from annotation.models import Study
-from tests.factories import STUDY_FILE_MODELS, assert_no_horizontal_scroll, researcher_upload_page, study_files
+from tests.builders.browser import assert_no_horizontal_scroll, researcher_upload_page
+from tests.builders.files import STUDY_FILE_MODELS, study_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

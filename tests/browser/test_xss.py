@@ -3,7 +3,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.services import study_import, study_membership_set
-from tests.factories import IMG, SCRIPT, bundle_bytes, hostile_rows
+from tests.builders.bundles import bundle_bytes
+from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

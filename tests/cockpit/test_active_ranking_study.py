@@ -18,15 +18,8 @@ from annotation.serving import protocol_state
 from annotation.services import study_import
 from annotation.services.planner import plan_job_create
 from protocol.bundle import BundleError
-from tests.factories import (
-    RANKING_SYSTEMS,
-    answer_hits,
-    answer_null_with_an_exclusion,
-    bundle_bytes,
-    ranking_rows,
-    ranking_truth,
-    workers_of,
-)
+from tests.builders.annotating import answer_hits, answer_null_with_an_exclusion, workers_of
+from tests.builders.bundles import RANKING_SYSTEMS, bundle_bytes, ranking_rows, ranking_truth
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,8 +6,8 @@ from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_metric_labels
 from annotation.services import study_import
 from protocol.bundle import bundle_rows, read_bundle
-from tests.factories import BUNDLES, bundle_bytes, researcher_client
-from tests.factories import CHAT_ROWS
+from tests.builders.bundles import BUNDLES, CHAT_ROWS, bundle_bytes
+from tests.builders.clients import researcher_client
 
 pytestmark = pytest.mark.django_db
 

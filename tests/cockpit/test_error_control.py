@@ -17,16 +17,9 @@ from annotation.models import MIN_ITEM_CHOICE_TEMPERATURE, PlanJob, Study
 from annotation.serving import protocol_state
 from annotation.services import study_import, study_membership_set
 from protocol.bundle import BundleError
-from tests.factories import (
-    admin_client,
-    admin_form_data,
-    api_for,
-    api_upload,
-    bundle_bytes,
-    crowd_rows,
-    group_researcher_client,
-    planner_form_data,
-)
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.clients import (admin_client, admin_form_data, api_for, api_upload, group_researcher_client,
+                                    planner_form_data)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

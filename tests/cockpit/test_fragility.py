@@ -10,7 +10,9 @@ from annotation.models import PairState
 from annotation.selectors import study_dashboard_data, study_judgement_labels
 from annotation.selectors.serving import protocol_pair_of
 from annotation.services import study_import, study_membership_set
-from tests.factories import answer_hits, api_for, bundle_bytes, crowd_rows, researcher_client, workers_of
+from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.clients import api_for, researcher_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_pair_capacities
 from annotation.services import study_import, study_membership_set
 from protocol.bundle import BundleError, read_bundle
-from tests.factories import BUNDLES, bundle_bytes
+from tests.builders.bundles import BUNDLES, bundle_bytes
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from django.db import connection
 
 from annotation.models import Comparison, Item, Output, PairState
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -15,8 +15,11 @@ from django.utils import timezone
 from annotation import selectors
 from annotation.models import Annotator, Assignment, Comparison, Item, ItemFlag, Judgement, PairState
 from annotation.services import quality, study_import
-from tests.factories import (IMG, SCRIPT, WRITE_STATEMENT, bundle_bytes, hostile_rows, researcher_client,
-                             rubric_rows, worker)
+from tests.builders.annotating import worker
+from tests.builders.backends import WRITE_STATEMENT
+from tests.builders.bundles import bundle_bytes, rubric_rows
+from tests.builders.clients import researcher_client
+from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -267,7 +270,7 @@ def test_an_empty_search_lists_judged_items_first_a_page_at_a_time(client, monke
     judged(study, "i05", "A", "B", worker("w1"), 1)
     judged(study, "i03", "A", "B", worker("w2"), -1)
     researcher_client(client, study)
-    monkeypatch.setattr(selectors, "ITEMS_PER_PAGE", 3)
+    monkeypatch.setattr(selectors.items, "ITEMS_PER_PAGE", 3)
     first = client.get(f"/s/{study.slug}/items/")
     assert [r["item"].external_id for r in first.context["rows"]] == ["i03", "i05", "i00"]
     assert [r["judgements"] for r in first.context["rows"]] == [1, 1, 0]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from annotation.services import study_import
-from tests.factories import BUNDLES, bundle_bytes, researcher_client
+from tests.builders.bundles import BUNDLES, bundle_bytes
+from tests.builders.clients import researcher_client
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ import pytest
 
 from annotation import reports
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, researcher_client
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.clients import researcher_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

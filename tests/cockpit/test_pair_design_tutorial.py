@@ -17,7 +17,8 @@ from annotation.reports import study_dashboard_refresh
 from annotation.services import study_import
 from protocol.designs import DESIGNS, register, unregister
 from protocol.study_settings import SETTINGS
-from tests.factories import RANKING_SYSTEMS, answer_hits, bundle_bytes, ranking_rows, ranking_truth, workers_of
+from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.bundles import RANKING_SYSTEMS, bundle_bytes, ranking_rows, ranking_truth
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,8 @@ from annotation.services.planner import plan_job_create
 from protocol.bundle import read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, hours_to_finish, plan
 from protocol.preferences import human_labels, metric_labels
-from tests.factories import QUALITY, bundle_bytes, crowd_rows, planner_form_data
+from tests.builders.bundles import QUALITY, bundle_bytes, crowd_rows
+from tests.builders.clients import planner_form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)

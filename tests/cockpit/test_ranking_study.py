@@ -21,17 +21,9 @@ from protocol.bundle import BundleError, read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan
 from protocol.preferences import metric_labels
 from protocol.ranking_design import planned_decisions
-from tests.factories import (
-    answer_null_with_an_exclusion,
-    RANKING_SETTINGS,
-    RANKING_SYSTEMS,
-    answer_hits,
-    bundle_bytes,
-    planner_form_data,
-    ranking_rows,
-    ranking_truth,
-    workers_of,
-)
+from tests.builders.annotating import answer_hits, answer_null_with_an_exclusion, workers_of
+from tests.builders.bundles import RANKING_SETTINGS, RANKING_SYSTEMS, bundle_bytes, ranking_rows, ranking_truth
+from tests.builders.clients import planner_form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import pytest
 from annotation.selectors.studies import study_metric_counts, study_metric_labels
 from annotation.services import study_import
 from protocol.ranking import label_counts
-from tests.factories import bundle_bytes, many_systems_rows, rubric_rows
+from tests.builders.bundles import bundle_bytes, many_systems_rows, rubric_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +89,7 @@ def test_metric_counts_span_the_pass_in_chunks():
 
 
 def test_many_systems_get_a_heatmap_few_a_table(client):
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     for k, heatmap in ((20, False), (21, True)):
         study = study_import(source=bundle_bytes(many_systems_rows(k)))
@@ -112,7 +112,7 @@ def test_many_systems_get_a_heatmap_few_a_table(client):
 def test_more_systems_than_a_page_show_the_heatmap_a_page_of_ranks_at_a_time(client):
     """Issue 41: at 200 systems the whole heatmap made the dashboard's HTML 569-618 KB. Pages of
     50 consecutive ranks, overlapping by 10: 60 systems are ranks 1-50 and 11-60."""
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     study = study_import(source=bundle_bytes(many_systems_rows(60, items=2)))
     researcher_client(client, study)
@@ -137,8 +137,9 @@ def test_more_systems_than_a_page_show_the_heatmap_a_page_of_ranks_at_a_time(cli
 
 def test_the_dashboard_is_computed_once_per_round_and_counts_the_budget_every_time(client):
     from annotation.models import Judgement
-    from tests.factories import (answer_truthfully, crowd_rows, current_hit, researcher_client, start_worker,
-                                 truthful_answer)
+    from tests.builders.bundles import crowd_rows
+    from tests.builders.clients import researcher_client
+    from tests.builders.crowd import answer_truthfully, current_hit, start_worker, truthful_answer
 
     study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=60)))
     researcher = client.__class__()
@@ -171,7 +172,8 @@ def test_the_dashboards_figures_are_built_once_per_round_not_per_view(client, mo
     """Building a figure through plotly costs more than reading it (350 ms at 50 systems): the
     views of one round read the figures cached with the round's data."""
     from annotation import figures
-    from tests.factories import crowd_rows, researcher_client
+    from tests.builders.bundles import crowd_rows
+    from tests.builders.clients import researcher_client
 
     built = []
 
@@ -197,7 +199,7 @@ def test_the_front_page_counts_each_study_on_its_own(client):
     from django.contrib.auth.models import User
 
     from annotation.models import PairState
-    from tests.factories import crowd_rows
+    from tests.builders.bundles import crowd_rows
 
     small = study_import(source=bundle_bytes(crowd_rows(items=40)))
     wide = study_import(source=bundle_bytes(many_systems_rows(21, items=3)))
@@ -216,7 +218,7 @@ def test_import_study_leaves_the_first_dashboard_and_metrics_table_computed(tmp_
     from annotation import reports
     from annotation.models import Study
     from annotation.selectors.dashboard import dashboard_version
-    from tests.factories import crowd_rows
+    from tests.builders.bundles import crowd_rows
 
     path = tmp_path / "crowd.jsonl"
     path.write_bytes(bundle_bytes(crowd_rows()))
@@ -231,7 +233,8 @@ def test_import_study_leaves_the_first_dashboard_and_metrics_table_computed(tmp_
 def test_the_pair_page_shows_its_items_a_page_at_a_time_judged_first(client):
     """250 items: the page holds 100 rows (not 250) with the judged item first, and links
     page through the rest without JavaScript."""
-    from tests.factories import one_pair_rows, researcher_client
+    from tests.builders.bundles import one_pair_rows
+    from tests.builders.clients import researcher_client
 
     rows = one_pair_rows(items=250)
     rows.append({"kind": "human_preference", "item": "i249", "first": "A", "second": "B", "preference": 1,
@@ -252,7 +255,7 @@ def test_a_pair_page_reads_its_two_systems_scores_not_the_studys(client):
     """The first pair page of a process used to load the study's every score (100,000 at 50 x
     2,000) to show one pair; it reads the pair's two systems' and gives the same labels."""
     from annotation.serving import metric_labels
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     rows = _rows()
     study = study_import(source=bundle_bytes(rows))

@@ -6,7 +6,7 @@ from annotation.models import Comparison, PairState, Study
 from annotation.services import study_import
 from protocol.bundle import read_bundle
 from protocol.separability import bundle_separability
-from tests.factories import BUNDLES, bundle_bytes
+from tests.builders.bundles import BUNDLES, bundle_bytes
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,8 @@ from django.test import Client
 
 from annotation import models
 from annotation.services import study_import, study_membership_remove, study_membership_set
-from tests.factories import admin_client, admin_form_data, bundle_bytes, group_researcher_client
+from tests.builders.bundles import bundle_bytes
+from tests.builders.clients import admin_client, admin_form_data, group_researcher_client
 
 pytestmark = pytest.mark.django_db
 

@@ -10,15 +10,10 @@ from annotation.models import Judgement
 from annotation.selectors import study_dashboard_data, study_style_leaderboard, study_style_votes
 from annotation.services import study_import, study_membership_set
 from protocol.style_control import STYLE_FEATURES, fit_style_leaderboard, style_counts
-from tests.factories import (
-    STYLE_WORDS_EFFECT,
-    answer_hits,
-    api_for,
-    bundle_bytes,
-    researcher_client,
-    style_rows,
-    workers_of,
-)
+from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.bundles import bundle_bytes
+from tests.builders.clients import api_for, researcher_client
+from tests.builders.style import STYLE_WORDS_EFFECT, style_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +39,7 @@ def test_votes_carry_the_shown_texts_style_and_the_side_shown():
 
 
 def test_longer_answers_win_and_the_style_controlled_order_credits_quality():
-    """C writes the longest answers and A the shortest (tests/factories.style_rows): the plain
+    """C writes the longest answers and A the shortest (tests/builders/style.style_rows): the plain
     leaderboard puts the long writer C above A; once length is a covariate A is first again,
     and the word effect (true +1.0 log-odds per 100 words) is found and said in words."""
     study = study_import(source=bundle_bytes(style_rows()))

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from annotation.services import api_token_create, study_import, study_membership_set
-from tests.factories import bundle_bytes, chat_rows, rubric_rows
+from tests.builders.bundles import bundle_bytes, chat_rows, rubric_rows
 
 
 def voted_chat_study():

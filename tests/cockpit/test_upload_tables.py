@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotation.models import Study
-from tests.factories import group_researcher_client
+from tests.builders.clients import group_researcher_client
 
 pytestmark = pytest.mark.django_db
 

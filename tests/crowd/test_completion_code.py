@@ -10,7 +10,10 @@ from django.test import Client
 from annotation.models import Judgement
 from annotation.services import hits, study_import, study_settings_update
 from protocol.bundle import BundleError
-from tests.factories import bundle_bytes, crowd_rows, current_hit, researcher_client, start_worker, workers_of
+from tests.builders.annotating import workers_of
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.clients import researcher_client
+from tests.builders.crowd import current_hit, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

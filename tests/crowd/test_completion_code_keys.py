@@ -18,7 +18,8 @@ from django.utils.crypto import salted_hmac
 from annotation.models import Annotator, CrowdSession, Study
 from annotation.selectors import crowd_completion_code, study_crowd_sessions
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, researcher_client
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.clients import researcher_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

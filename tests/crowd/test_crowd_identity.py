@@ -12,7 +12,7 @@ from annotation.models import Annotator, Assignment, CrowdSession
 from annotation.selectors import study_export_rows
 from annotation.services import study_import
 from protocol.bundle import parse_bundle_lines
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from annotation.models import Assignment, Comparison, Item, ItemFlag, Judgement,
 from annotation.selectors import study_serving_audit
 from annotation.services import study_import
 from protocol.bundle import BundleError
-from tests.factories import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
+from tests.builders.bundles import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CODE = "C0DE42"

@@ -10,7 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from annotation.services import study_import
-from tests.factories import assert_throttled, bundle_bytes, crowd_rows, rates, served_hits, start_worker
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import served_hits, start_worker
+from tests.builders.throttling import assert_throttled, rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

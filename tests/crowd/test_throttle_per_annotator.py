@@ -8,7 +8,9 @@ from django.conf import settings
 from django.test import Client
 
 from annotation.services import study_import
-from tests.factories import assert_throttled, bundle_bytes, crowd_rows, rates, served_hits
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import served_hits
+from tests.builders.throttling import assert_throttled, rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

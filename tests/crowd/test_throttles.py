@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 
 from annotation.models import Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import assert_throttled, bundle_bytes, clear_throttle_counts, crowd_rows, rates
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.throttling import assert_throttled, clear_throttle_counts, rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,9 @@ import pytest
 
 from annotation.models import JudgeCall, JudgeRun, JudgeUnparsed, MetricPreference
 from annotation.services import study_import
-from tests.factories import REPO, bundle_bytes, database_url, judge_rows
+from tests.builders.backends import database_url
+from tests.builders.bundles import REPO, bundle_bytes
+from tests.builders.judges import judge_rows
 from tests.fake_openai import FakeJudgeServer
 
 pytestmark = pytest.mark.django_db(transaction=True)

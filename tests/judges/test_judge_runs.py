@@ -12,7 +12,8 @@ from django.core import serializers
 from annotation.models import JudgeCall, JudgeRun, JudgeUnparsed, Metric, MetricPreference, Output, Study
 from annotation.services import judges, study_import
 from protocol.judge_prompts import MT_BENCH, canonical_verdict
-from tests.factories import bundle_bytes, judge_rows
+from tests.builders.bundles import bundle_bytes
+from tests.builders.judges import judge_rows
 from tests.fake_openai import FakeJudgeServer, fake_verdict
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,9 @@ import pytest
 
 from annotation.models import JudgeRun, MetricPreference
 from annotation.services import judges, study_import, study_membership_set
-from tests.factories import api_for, bundle_bytes, judge_rows, researcher_client
+from tests.builders.bundles import bundle_bytes
+from tests.builders.clients import api_for, researcher_client
+from tests.builders.judges import judge_rows
 from tests.fake_openai import FakeJudgeServer
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 
 from protocol.bundle import BundleError, BundleLimits, bundle_rows, messages_text, read_bundle
 from protocol.preferences import metric_labels
-from tests.factories import CHAT_ROWS, bundle_bytes
+from tests.builders.bundles import CHAT_ROWS, bundle_bytes
 
 
 def test_conversation_bundle_reads_and_writes_back_identically():

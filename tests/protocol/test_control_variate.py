@@ -14,7 +14,7 @@ from protocol import adaptive
 from protocol.control_variate import Moments, cross_fitted_predictions, cv_bet, reliance
 from protocol.rules import bet
 from protocol.simulate import main, null_tables, replay
-from tests.factories import write_tiny_bundle
+from tests.builders.bundles import write_tiny_bundle
 
 GAMMA = 0.05
 

@@ -13,7 +13,7 @@ from protocol.allocation import (
     smallest_selection_probability,
 )
 from protocol.simulate import main, null_labels, replay
-from tests.factories import write_tiny_bundle
+from tests.builders.bundles import write_tiny_bundle
 
 GAMMA = 0.05
 

@@ -14,7 +14,7 @@ from protocol.plan import (
     strength_gaps,
 )
 from protocol.simulate import replay
-from tests.factories import BUNDLES
+from tests.builders.bundles import BUNDLES
 
 
 def assumptions(metric_error=0.3, tie_rate=0.2, spread=0.9, **ranges):

@@ -7,7 +7,7 @@ import pytest
 
 from protocol import adaptive
 from protocol.simulate import SUMMARY_KEYS, kld, main, null_labels, replay, simulate
-from tests.factories import write_tiny_bundle
+from tests.builders.bundles import write_tiny_bundle
 
 AB, AC, BC = ("A", "B"), ("A", "C"), ("B", "C")
 

@@ -9,7 +9,8 @@ from annotation.selectors.exports import study_export_rows
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
-from tests.factories import GOOD, bundle_bytes, checked_rows, current_hit, served_hits, start_worker
+from tests.builders.bundles import GOOD, bundle_bytes, checked_rows
+from tests.builders.crowd import current_hit, served_hits, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUALITY = {"A": 3.0, "B": 2.0, "C": 1.0}
@@ -148,21 +149,21 @@ def test_checks_come_at_the_stated_rate():
     error is about 0.03; the tolerance is 0.08."""
     import random
 
-    from annotation.services import hits as serving
+    from annotation.services import hits
 
     # The paper's policy: every pair keeps taking its rounds, so the worker gets 200+ HITs.
     study = study_import(source=bundle_bytes(checked_rows(items=80, check_every=4, batch_size=20, budget=240,
                                                           allocation_policy="paper", protocol_rule="bayes")))
-    worker = serving.annotator_for_worker(platform="prolific", worker_id="rate")
+    worker = hits.annotator_for_worker(platform="prolific", worker_id="rate")
     rng = random.Random(0)
     kinds = []
     while len(kinds) < 240:
-        hit = serving.hit_next_for_annotator(study=study, annotator=worker)
+        hit = hits.hit_next_for_annotator(study=study, annotator=worker)
         if hit is None:
             break
         kinds.append(hit.kind)
-        serving.judgement_submit(assignment=hit, annotator=worker, shown_value=rng.choice([-1, 0, 1]),
-                                 idempotency_key=serving.new_idempotency_key())
+        hits.judgement_submit(assignment=hit, annotator=worker, shown_value=rng.choice([-1, 0, 1]),
+                              idempotency_key=hits.new_idempotency_key())
     assert len(kinds) >= 200
     share = kinds.count("check") / len(kinds)
     assert abs(share - 0.2) < 0.08, share

@@ -18,7 +18,9 @@ from django.contrib.auth.models import User
 
 from annotation.models import Comparison, PairState, Study
 from annotation.services import hits, quality, study_import
-from tests.factories import bundle_bytes, comparisons_stored, one_pair_rows, worker
+from tests.builders.annotating import worker
+from tests.builders.bundles import bundle_bytes, one_pair_rows
+from tests.builders.studies import comparisons_stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

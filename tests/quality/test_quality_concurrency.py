@@ -10,7 +10,8 @@ from annotation.models import Annotator, Judgement, PairState
 from annotation.selectors import counted_judgements, study_serving_audit
 from annotation.serving import protocol_state
 from annotation.services import quality, runtime, study_import
-from tests.factories import annotate_concurrently, bundle_bytes, crowd_rows
+from tests.builders.annotating import annotate_concurrently
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,16 +6,12 @@ import pytest
 
 from annotation import selectors
 from annotation.models import ExclusionEvent, PairState, Study
-from annotation.services import hits as serving
+from annotation.services import hits
 from annotation import jobs
 from annotation.serving import protocol_state
 from annotation.services import quality, runtime, study_import
-from tests.factories import (
-    HONEST,
-    annotate_with_spammer,
-    spam_bundle,
-    workers_of,
-)
+from tests.builders.annotating import workers_of
+from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,7 +59,7 @@ def test_spammer_is_flagged_excluded_and_the_redecided_run_equals_the_run_withou
     assert selectors.study_progress(study=study)["lost_judgements"] == spam_count
     event = ExclusionEvent.objects.get(study=study)
     assert (event.action, event.rule, event.user, event.judgements) == ("exclude", "too_fast", None, spam_count)
-    assert serving.hit_next_for_annotator(study=study, annotator=spammer) is None
+    assert hits.hit_next_for_annotator(study=study, annotator=spammer) is None
     audit = selectors.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
 

@@ -9,7 +9,8 @@ from django.contrib.auth.models import User
 
 from annotation.models import Annotator, ExclusionEvent, Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import HONEST, annotate_with_spammer, spam_bundle, workers_of
+from tests.builders.annotating import workers_of
+from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

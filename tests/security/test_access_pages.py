@@ -6,7 +6,7 @@ from django.test import Client
 
 from annotation.models import Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,9 @@ from annotation import models
 from annotation.rendering import MARKDOWN, MAX_DIFF_WORDS, PLAIN, render_conversation, stored_html, word_diff
 from annotation.services import study_import
 from protocol.bundle import BundleError, read_bundle
-from tests.factories import bundle_bytes, chat_rows, current_hit, start_worker
-from tests.factories import PAYLOADS, assert_inert
+from tests.builders.bundles import bundle_bytes, chat_rows
+from tests.builders.crowd import current_hit, start_worker
+from tests.builders.hostile import PAYLOADS, assert_inert
 
 ROLE_PAYLOADS = ['<script>window.__xss=10</script>', '" onmouseover="window.__xss=11', "user<img src=x onerror=1>"]
 

@@ -4,7 +4,8 @@ import pytest
 from django.test import Client
 
 from annotation import urls
-from tests.factories import judged_crowd_study, researcher_client
+from tests.builders.clients import researcher_client
+from tests.builders.crowd import judged_crowd_study
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annotation.rendering import MARKDOWN, PLAIN, render_text
-from tests.factories import CHAT_ANSWER as ANSWER
-from tests.factories import PAYLOADS, assert_inert
+from tests.builders.bundles import CHAT_ANSWER as ANSWER
+from tests.builders.hostile import PAYLOADS, assert_inert
 
 
 def test_lists_tables_and_highlighted_code_are_rendered():

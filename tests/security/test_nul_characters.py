@@ -12,8 +12,9 @@ from django.test import Client
 
 from annotation.models import AnnotatorExclusion, ItemFlag, Judgement, Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import (api_for, bundle_bytes, crowd_rows, current_hit, group_researcher_client, judged_crowd_study,
-                             researcher_client, rubric_rows, start_worker)
+from tests.builders.bundles import bundle_bytes, crowd_rows, rubric_rows
+from tests.builders.clients import api_for, group_researcher_client, researcher_client
+from tests.builders.crowd import current_hit, judged_crowd_study, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,7 @@ from django.urls import URLResolver, get_resolver
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.services import study_import, study_membership_set
-from tests.factories import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,8 @@ from django.test import Client
 
 from annotation.models import Metric, Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import IMG, REPO, SCRIPT, bundle_bytes, hostile_rows
+from tests.builders.bundles import REPO, bundle_bytes
+from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,8 @@ from annotation.selectors.exports import study_export
 from annotation.services import study_import
 from protocol.bundle import BundleError
 from protocol.scales import PLAIN, STRENGTH, AnswerScale, register_scale, unregister_scale
-from tests.factories import bundle_bytes, current_hit, start_worker
+from tests.builders.bundles import bundle_bytes
+from tests.builders.crowd import current_hit, start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -25,7 +25,9 @@ from django.test import Client
 from annotation import jobs
 from annotation.models import Judgement, Study
 from annotation.services import study_import
-from tests.factories import REPO, assert_throttled, bundle_bytes, crowd_rows, current_hit, rates
+from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
+from tests.builders.crowd import current_hit
+from tests.builders.throttling import assert_throttled, rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,8 @@ from django.conf import settings
 from annotation.models import Study
 from annotation.tasks import study_separability_task
 from annotation.services import study_import
-from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, redis_answers
+from tests.builders.backends import database_url, redis_answers
+from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,7 +76,7 @@ def test_separability_task_runs_in_a_worker(toy_rows, celery_worker_process):
 def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
     """Submits enqueue the round-closing task on the broker; the worker decides the pair."""
     from evalapp.celery import app
-    from annotation.services import hits as serving
+    from annotation.services import hits
     from annotation.models import Annotator, PairStateHistory
 
     study = study_import(source=bundle_bytes(crowd_rows(items=10, batch=3, budget=30)))
@@ -91,9 +92,9 @@ def test_a_filled_round_is_closed_by_the_worker(celery_worker_process):
     use_broker(False, celery_worker_process)
     try:
         for annotator in annotators:  # one pair's first round (3 judgements) fills
-            hit = serving.hit_next_for_annotator(study=study, annotator=annotator)
-            serving.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
-                                     idempotency_key=serving.new_idempotency_key())
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            hits.judgement_submit(assignment=hit, annotator=annotator, shown_value=1,
+                                  idempotency_key=hits.new_idempotency_key())
     finally:
         use_broker(*previous)
     deadline = time.monotonic() + 120

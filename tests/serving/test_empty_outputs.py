@@ -6,7 +6,7 @@ from annotation import models
 from annotation.selectors.exports import study_export
 from annotation.services import study_import
 from protocol.bundle import read_bundle
-from tests.factories import BUNDLES, bundle_bytes
+from tests.builders.bundles import BUNDLES, bundle_bytes
 
 pytestmark = pytest.mark.django_db
 

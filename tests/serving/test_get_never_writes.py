@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment
 from annotation.services import study_import, study_membership_set
-from tests.factories import WRITE_STATEMENT as WRITE, bundle_bytes, crowd_rows, start_worker
+from tests.builders.backends import WRITE_STATEMENT as WRITE
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,9 @@ from annotation.services import hits
 from protocol import adaptive
 from protocol.allocation import design_weights
 from protocol.decision import counts_from_labels
-from tests.factories import researcher_client, weighted_study, worker
+from tests.builders.annotating import worker
+from tests.builders.clients import researcher_client
+from tests.builders.studies import weighted_study
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

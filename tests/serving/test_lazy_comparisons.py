@@ -6,7 +6,8 @@ from annotation.models import Comparison, Judgement
 from annotation.selectors import study_serving_audit
 from annotation.selectors.studies import study_pair_capacities
 from annotation.services import hits, study_import
-from tests.factories import bundle_bytes, crowd_rows, one_pair_rows, worker
+from tests.builders.annotating import worker
+from tests.builders.bundles import bundle_bytes, crowd_rows, one_pair_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

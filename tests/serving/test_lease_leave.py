@@ -7,8 +7,10 @@ from annotation.errors import HitError
 from annotation.models import Assignment, Judgement
 from annotation.selectors.serving import study_serving_audit
 from annotation.services import hits, study_import
-from tests.factories import (assert_throttled, bundle_bytes, clear_throttle_counts, crowd_rows, rates, start_worker,
-                             workers_of)
+from tests.builders.annotating import workers_of
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import start_worker
+from tests.builders.throttling import assert_throttled, clear_throttle_counts, rates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

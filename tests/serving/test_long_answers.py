@@ -13,7 +13,8 @@ from annotation import models
 from annotation.rendering import MARKDOWN, RENDER_LIMITS, stored_html, word_diff
 from annotation.services import study_import
 from protocol.bundle import BundleError
-from tests.factories import bundle_bytes, chat_rows, current_hit, start_worker
+from tests.builders.bundles import bundle_bytes, chat_rows
+from tests.builders.crowd import current_hit, start_worker
 
 MARKER = '<p class="stored-at-import">stored</p>'
 

@@ -7,7 +7,8 @@ import pytest
 from annotation.models import PairState
 from annotation.serving import metric_labels, protocol_state
 from annotation.services import hits, study_import
-from tests.factories import bundle_bytes, crowd_rows, worker
+from tests.builders.annotating import worker
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

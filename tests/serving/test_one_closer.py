@@ -13,7 +13,7 @@ from django.db import OperationalError, connection
 from annotation.models import PairState, Study
 from annotation.services import runtime
 from protocol import adaptive, rubric
-from tests.factories import first_rounds_filled_unclosed
+from tests.builders.studies import first_rounds_filled_unclosed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,8 @@ import pytest
 
 from annotation import jobs, reports
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, database_url
+from tests.builders.backends import database_url
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

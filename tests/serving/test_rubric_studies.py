@@ -9,11 +9,12 @@ from annotation.errors import HitError
 from annotation.models import Judgement, PairState
 from annotation.selectors.exports import study_export
 from annotation.selectors.serving import study_serving_audit
-from annotation.services import hits as serving
+from annotation.services import hits
 from annotation.services import study_import
 from annotation.serving import protocol_state
 from protocol.bundle import BundleError
-from tests.factories import RUBRIC, answer_rubric_hits, bundle_bytes, rubric_rows, worker
+from tests.builders.annotating import answer_rubric_hits, worker
+from tests.builders.bundles import RUBRIC, bundle_bytes, rubric_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,8 +89,8 @@ def test_each_criterion_is_decided_by_its_own_protocol_and_a_hit_counts_once():
     assert state.lane("correctness").decisions()[("A", "C")] == -1
     # the criteria disagree, so they stop at different times: a lane that stopped took none
     # of the HITs its pair was served afterwards
-    hits = dict(zip(state.keys, state.hits))
-    assert any(lane.pair(*key).judgements < hits[key] for lane in state.lanes for key in state.keys)
+    hits_of_pair = dict(zip(state.keys, state.hits))
+    assert any(lane.pair(*key).judgements < hits_of_pair[key] for lane in state.lanes for key in state.keys)
     assert sum(state.hits) == submitted == Judgement.objects.filter(comparison__study=study).count()
     assert submitted <= study.budget
     audit = study_serving_audit(study=study)
@@ -105,19 +106,19 @@ def test_a_required_reason_explains_a_preference_and_about_the_same_needs_none()
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     annotator = worker("w1")
     base = {"helpfulness": {"value": 1}, "style": {"value": 0}}
-    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                         idempotency_key="tie", answers={**base, "correctness": {"value": 0}})
+    assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    judgement = hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                      idempotency_key="tie", answers={**base, "correctness": {"value": 0}})
     assert judgement.answers["correctness"] == {"value": 0}
     for value in (1, -1):
-        assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+        assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
         with pytest.raises(HitError, match="'Which answer is more correct\\?': give a short reason "
                                            "\\(required when one answer is better\\)"):
-            serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                     idempotency_key=f"pref{value}", answers={**base, "correctness": {"value": value}})
-    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                         idempotency_key="tie-why",
-                                         answers={**base, "correctness": {"value": 0, "reason": "both fail"}})
+            hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                  idempotency_key=f"pref{value}", answers={**base, "correctness": {"value": value}})
+    judgement = hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                      idempotency_key="tie-why",
+                                      answers={**base, "correctness": {"value": 0, "reason": "both fail"}})
     assert judgement.answers["correctness"] == {"value": 0, "reason": "both fail"}
 
 
@@ -129,7 +130,7 @@ def test_a_refused_rubric_form_comes_back_with_the_answers_given():
 
     from django.test import Client
 
-    from tests.factories import start_worker
+    from tests.builders.crowd import start_worker
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     client = Client()
@@ -151,38 +152,38 @@ def test_a_refused_rubric_form_comes_back_with_the_answers_given():
 def test_a_rubric_submit_names_the_missing_criterion_and_the_required_reason():
     study = study_import(source=bundle_bytes(rubric_rows(imported=0)))
     annotator = worker("w1")
-    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
+    assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
     good = {"helpfulness": {"value": 2}, "correctness": {"value": -1, "reason": "B cites the docs"},
             "style": {"value": 0}}
     with pytest.raises(HitError, match="choose an answer for 'Which answer reads better\\?'"):
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
-                                 answers={k: v for k, v in good.items() if k != "style"})
+        hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                              answers={k: v for k, v in good.items() if k != "style"})
     with pytest.raises(HitError, match="'Which answer is more correct\\?': give a short reason"):
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
-                                 answers={**good, "correctness": {"value": -1, "reason": "  "}})
+        hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                              answers={**good, "correctness": {"value": -1, "reason": "  "}})
     with pytest.raises(HitError, match="must be one of -1, 0, 1"):
-        serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
-                                 answers={**good, "style": {"value": 2}})
+        hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                              answers={**good, "style": {"value": 2}})
     assert not Judgement.objects.exists()
-    judgement = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                         idempotency_key="k1", answers=good)
+    judgement = hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                      idempotency_key="k1", answers=good)
     sign = -1 if assignment.shown_swapped else 1
     assert judgement.answers["helpfulness"] == {"value": sign, "strength": 2}
     assert judgement.answers["correctness"] == {"value": -sign, "reason": "B cites the docs"}
     assert judgement.value == sign
     # the same submit again is the same judgement
-    again = serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
-                                     idempotency_key="k1", answers=good)
+    again = hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0,
+                                  idempotency_key="k1", answers=good)
     assert again.pk == judgement.pk and Judgement.objects.count() == 1
 
 
 def test_export_carries_every_criterion_and_reason_and_imports_again(tmp_path):
     study = study_import(source=bundle_bytes(rubric_rows(imported=2)))
     annotator = worker("w1")
-    assignment = serving.hit_next_for_annotator(study=study, annotator=annotator)
-    serving.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
-                             answers={"helpfulness": {"value": -1, "reason": "shorter"},
-                                      "correctness": {"value": 1, "reason": "no bug"}, "style": {"value": 1}})
+    assignment = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    hits.judgement_submit(assignment=assignment, annotator=annotator, shown_value=0, idempotency_key="k1",
+                          answers={"helpfulness": {"value": -1, "reason": "shorter"},
+                                   "correctness": {"value": 1, "reason": "no bug"}, "style": {"value": 1}})
     path = tmp_path / "rubric.jsonl.gz"
     study_export(study=study, path=path)
     rows = [json.loads(line) for line in gzip.open(path, "rt")]
@@ -201,7 +202,7 @@ def test_export_carries_every_criterion_and_reason_and_imports_again(tmp_path):
 
 def test_the_dashboard_shows_the_criteria_side_by_side(client):
     from annotation.selectors.dashboard import study_dashboard_heavy
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=0, budget=150)))
     rng = random.Random(5)
@@ -237,7 +238,7 @@ def test_a_judge_is_compared_with_the_answers_to_its_own_criterion():
 
 
 def test_the_pair_page_shows_each_criterions_protocol(client):
-    from tests.factories import researcher_client
+    from tests.builders.clients import researcher_client
 
     study = study_import(source=bundle_bytes(rubric_rows(imported=3)))
     researcher_client(client, study)
@@ -308,7 +309,8 @@ def test_the_admin_cannot_edit_what_the_protocol_codec_writes():
 
 @pytest.mark.parametrize("honest", [True, False])
 def test_a_rubrics_onboarding_checks_look_like_any_hit_and_check_the_first_criterion(client, honest):
-    from tests.factories import GOOD, current_hit, start_worker
+    from tests.builders.bundles import GOOD
+    from tests.builders.crowd import current_hit, start_worker
 
     rows = rubric_rows(imported=0) + [
         {"kind": "check", "id": f"gold-{n}", "input": f"Check {n}", "first": GOOD, "second": "x", "expected": "first"}

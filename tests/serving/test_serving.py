@@ -3,19 +3,12 @@
 import pytest
 from django.contrib.auth.models import User
 
-from annotation.services import hits as serving
+from annotation.services import hits
 from annotation.serving import protocol_state
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
 from annotation.services import study_import, study_membership_set
-from tests.factories import (
-    BUNDLES,
-    bundle_bytes,
-    crowd_rows,
-    current_hit,
-    expire,
-    start_worker,
-    truthful_answer,
-)
+from tests.builders.bundles import BUNDLES, bundle_bytes, crowd_rows
+from tests.builders.crowd import current_hit, expire, start_worker, truthful_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,7 +82,7 @@ def test_reload_returns_the_same_lease_and_expired_leases_return_to_the_pool(cli
     assert pair.leased == 1
     expire(first)
     # The sweep gives an expired lease back to the pool...
-    assert serving.leases_reclaim(study=study) == 1
+    assert hits.leases_reclaim(study=study) == 1
     assert Assignment.objects.get(pk=first.pk).state == Assignment.State.EXPIRED
     assert Comparison.objects.get(pk=first.comparison_id).lease_expires_at is None
     assert PairState.objects.get(pk=pair.pk).leased == 0
@@ -102,18 +95,18 @@ def test_an_expired_lease_is_taken_over_by_the_next_lease_of_its_comparison():
     rows = crowd_rows(items=1, batch=1, budget=3)  # one item: three pairs of one comparison each
     study = study_import(source=bundle_bytes(rows))
     a, b = (Annotator.objects.create(platform="prolific", external_id=n) for n in ("a", "b"))
-    leases = [serving.hit_next_for_annotator(study=study, annotator=a)]
+    leases = [hits.hit_next_for_annotator(study=study, annotator=a)]
     expire(leases[0])
-    taken = [serving.hit_next_for_annotator(study=study, annotator=b) for _ in range(1)]
+    taken = [hits.hit_next_for_annotator(study=study, annotator=b) for _ in range(1)]
     # b's lease may land on another pair; lease until b takes over a's comparison or runs out.
     while taken[-1] is not None and taken[-1].comparison_id != leases[0].comparison_id:
-        serving.judgement_submit(assignment=taken[-1], annotator=b, shown_value=1,
-                                 idempotency_key=serving.new_idempotency_key())
-        taken.append(serving.hit_next_for_annotator(study=study, annotator=b))
+        hits.judgement_submit(assignment=taken[-1], annotator=b, shown_value=1,
+                              idempotency_key=hits.new_idempotency_key())
+        taken.append(hits.hit_next_for_annotator(study=study, annotator=b))
     assert taken[-1] is not None and taken[-1].comparison_id == leases[0].comparison_id
     assert Assignment.objects.get(pk=leases[0].pk).state == Assignment.State.EXPIRED
     assert PairState.objects.get(pk=taken[-1].comparison.pair_id).leased == 1
-    assert serving.leases_reclaim(study=study) == 0
+    assert hits.leases_reclaim(study=study) == 0
 
 
 def test_bad_answers_and_foreign_hits_are_refused(client):

@@ -5,7 +5,10 @@ import pytest
 
 from annotation.models import Assignment, Comparison, Judgement, PairState, Study
 from annotation.services import hits, study_import
-from tests.factories import bundle_bytes, comparisons_stored, expire, one_pair_rows, worker
+from tests.builders.annotating import worker
+from tests.builders.bundles import bundle_bytes, one_pair_rows
+from tests.builders.crowd import expire
+from tests.builders.studies import comparisons_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,11 +11,8 @@ from django.db import connection
 from annotation.models import Annotator, Judgement, PairState
 from annotation.selectors import study_serving_audit
 from annotation.services import hits, study_import
-from tests.factories import (
-    annotate_concurrently,
-    bundle_bytes,
-    crowd_rows,
-)
+from tests.builders.annotating import annotate_concurrently
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

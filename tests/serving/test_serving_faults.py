@@ -21,7 +21,9 @@ from annotation.selectors import study_serving_audit
 from annotation.serving import protocol_state
 from annotation.services import hits, runtime, study_import
 from protocol import adaptive
-from tests.factories import REPO, bundle_bytes, crowd_rows, database_url, first_rounds_filled_unclosed, redis_answers
+from tests.builders.backends import database_url, redis_answers
+from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
+from tests.builders.studies import first_rounds_filled_unclosed
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

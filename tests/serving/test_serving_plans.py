@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.services import study_import
-from tests.factories import bundle_bytes, crowd_rows, start_worker
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GROWING = ("annotation_judgement", "annotation_comparison", "annotation_assignment", "annotation_output")

@@ -15,7 +15,8 @@ from annotation import selectors
 from annotation.serving import protocol_state
 from annotation.services import hits, study_import
 from annotation.serving.store import pair_row_locked
-from tests.factories import bundle_bytes, crowd_rows, start_worker
+from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.crowd import start_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 FORM = re.compile(r'<form method="post" action="([^"]+/hits/\d+/)"')

@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 
 from annotation.models import Annotator, Item
 from annotation.services import hits, study_import
-from tests.factories import bundle_bytes, one_pair_rows
+from tests.builders.bundles import bundle_bytes, one_pair_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from annotation.models import Annotator, Assignment, Comparison, CrowdSession, Study
 from annotation.services import study_import
 from evalapp.warmup import warm_worker
-from tests.factories import WRITE_STATEMENT, bundle_bytes, crowd_rows
+from tests.builders.backends import WRITE_STATEMENT
+from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
