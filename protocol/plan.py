@@ -65,7 +65,8 @@ prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
 ...]}`` with ``--json`` (fraction = expected annotations / comparisons).
 ``--details`` adds per plan ``expected_omission``, ``expected_inversion``,
-``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction),
+``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction)
+(and ``order`` under the active design),
 and at the top ``pairs``, ``pairs_with_human_labels`` and ``metric_spread``.
 ``--no-human`` ignores the bundle's human labels (plans as before a launch).
 """
