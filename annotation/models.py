@@ -798,7 +798,9 @@ class PlanJob(models.Model):
     params: {"use_human": bool (fit the assumptions from the study's human labels and replay
     the pairs they label completely), "assumptions": the stated ones (used without human
     labels), "budgets": [int or None], "batches": [int], "gammas": [float], "reps": int,
-    "policy": str, "throughput": judgements per hour}; result: protocol.plan's summary.
+    "policy": str, "throughput": judgements per hour, "rule": the study's decision rule,
+    "design": protocol.plan's design, "start": the study's initial order, "active": the active
+    design's confidence, resolution and max_labels}; result: protocol.plan's summary.
     """
 
     class Status(models.TextChoices):
@@ -831,11 +833,17 @@ class PlanJob(models.Model):
         return f"plan {self.pk} · {self.study} · {self.status}"
 
     @property
+    def design(self):
+        """The pair design (protocol.designs) whose replay the plan ran; None: no registered
+        design replays so any more."""
+        replay = self.params.get("design", "all_pairs")  # a job stored before ranking plans planned all pairs
+        return next((d for d in DESIGNS.values() if d.plan_replay == replay), None)
+
+    @property
     def per_comparison(self) -> bool:
         """Are the plan's budgets the most labels per comparison (the replay of a design that
         plans so, protocol.designs), not a study's budget?"""
-        replay = self.params.get("design", "all_pairs")  # a job stored before ranking plans planned all pairs
-        return any(d.plan_replay == replay and d.plan_per_comparison for d in DESIGNS.values())
+        return bool(self.design and self.design.plan_per_comparison)
 
     @property
     def percent(self) -> int:

@@ -63,16 +63,17 @@ complete. Pure numpy.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from .adaptive import ProtocolSettings
 from .leaderboard import fit_scores
 from .machine import open_pairs
-from .ranking_design import closure, start_positions
+from .ranking_design import closure, decide_pair, item_order, start_positions
 from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
 from .state import OPEN as ROUND_OPEN
 from .study_settings import SETTINGS as STUDY_SETTINGS
@@ -326,6 +327,63 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
                 pending[key] = take
     return ActiveStep(order=tuple(int(s) for s in order), neighbours=tuple(neighbours),
                       pending=MappingProxyType(pending), complete=not pending and not in_flight)
+
+
+# The design replayed ---------------------------------------------------------------------------
+# The known-truth replay (arena_replay.replay_active) and the planner (plan.replay_active) drive
+# the design on a table of labels: one loop, so that both replay what the app runs.
+
+def _items_of(items: int | Mapping[Pair, int], key: Pair) -> int:
+    return int(items.get(key, 0)) if isinstance(items, Mapping) else int(items)
+
+
+def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapping[Pair, int],
+               start: Sequence[int], settings: ActiveSettings, seed: int) -> tuple[ActiveStep, dict[Pair, int]]:
+    """The design run to its stop on known labels, its rounds closing in the order they were
+    opened (the design redone after each close), as the app runs it when rounds close oldest
+    first. Returns the last step (the fitted order and its neighbours) and the labels each
+    sampled pair took.
+
+    labels_of(i, j)  (T,) the label of every item of pair i < j (system indices), +1 = i better
+    items            items per pair, or pair (i, j), i < j -> its items
+    A round's labels are the next items of its pair in ``item_order(seed, i, j, items)``.
+    """
+    size = len(start)
+    wins = np.zeros((size, size))
+    spent: dict[Pair, int] = {}
+    in_flight: dict[Pair, int] = {}   # rounds open, in the order they were opened
+    while True:
+        step = active_step(wins, spent, items=items, start=start, settings=settings, in_flight=in_flight)
+        in_flight.update(sorted(step.pending.items()))   # rounds opened together: by pair
+        if not in_flight:
+            return step, spent
+        (i, j), take = next(iter(in_flight.items()))   # the oldest round closes
+        del in_flight[i, j]
+        taken = spent.get((i, j), 0)
+        values = labels_of(i, j)[item_order(seed, i, j, _items_of(items, (i, j)))[taken: taken + take]]
+        wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
+        wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
+        spent[i, j] = taken + take
+
+
+def active_decided(spent: Mapping[Pair, int], labels_of: Callable[[int, int], np.ndarray],
+                   metric_of: Callable[[int, int], np.ndarray] | None, *, items: int | Mapping[Pair, int],
+                   systems: int, settings: ActiveSettings, seed: int, batch: int) -> np.ndarray:
+    """(S, S) bool: the decisions' partial order (transitive closure) after ``active_run``: every
+    sampled pair's labels, in the order the run took them, through the per-pair e-process at
+    ``settings.decision_level`` in rounds of ``batch``, betting on ``metric_of(i, j)`` (None:
+    human only)."""
+    level = settings.decision_level(systems)
+    decided = []
+    for (i, j), taken in sorted(spent.items()):
+        protocol = ProtocolSettings(budget=taken, batch=batch, gamma=level, policy="adaptive", rule="eprocess",
+                                    seed=seed)
+        outcome = decide_pair(labels_of(i, j), settings=protocol,
+                              order=item_order(seed, i, j, _items_of(items, (i, j)), taken),
+                              metric=None if metric_of is None else metric_of(i, j))
+        if outcome.decision:
+            decided.append((i, j) if outcome.decision > 0 else (j, i))
+    return closure(systems, decided)
 
 
 # The design inside the app ------------------------------------------------------------------

@@ -62,7 +62,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy.stats import kendalltau
 
-from .active_ranking import CLOSE, ORDERED, ActiveSettings, active_step
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, active_decided, active_run
 from .adaptive import ProtocolSettings, run_rounds, start
 from .arena import Arena, ArenaSpec, make_arena
 from .leaderboard import fit_scores, win_matrix
@@ -70,7 +70,6 @@ from .ranking_design import (
     REFINE,
     PairOutcome,
     RankingSettings,
-    closure,
     decide_pair,
     human_theta,
     item_order,
@@ -318,31 +317,10 @@ def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = Fals
     began = time.perf_counter()
     size, prompts = len(arena.names), len(arena.items)
     start = initial_order(arena, metric=metric, seed=seed)
-    wins = np.zeros((size, size))
-    spent: dict[tuple[int, int], int] = {}
-    in_flight: dict[tuple[int, int], int] = {}   # rounds open, in the order they were opened
-    while True:
-        step = active_step(wins, spent, items=prompts, start=start, settings=settings, in_flight=in_flight)
-        in_flight.update(sorted(step.pending.items()))   # rounds opened together: by pair
-        if not in_flight:
-            break
-        (i, j), take = next(iter(in_flight.items()))   # the oldest round closes
-        del in_flight[i, j]
-        taken = spent.get((i, j), 0)
-        values = arena.human(i, j)[item_order(seed, i, j, prompts)[taken: taken + take]]
-        wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
-        wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
-        spent[i, j] = taken + take
+    step, spent = active_run(arena.human, items=prompts, start=start, settings=settings, seed=seed)
     level = settings.decision_level(size)
-    decided = []
-    for (i, j), taken in sorted(spent.items()):
-        protocol = ProtocolSettings(budget=taken, batch=batch, gamma=level, policy="adaptive", rule="eprocess",
-                                    seed=seed)
-        outcome = decide_pair(arena.human(i, j), settings=protocol, order=item_order(seed, i, j, prompts, taken),
-                              metric=arena.metric_labels(i, j) if metric else None)
-        if outcome.decision:
-            decided.append((i, j) if outcome.decision > 0 else (j, i))
-    above = closure(size, decided)
+    above = active_decided(spent, arena.human, arena.metric_labels if metric else None, items=prompts,
+                           systems=size, settings=settings, seed=seed, batch=batch)
     adjacent = _adjacent(arena)
     confident = [n for n in step.neighbours if n.status == ORDERED]
     resolved = [n for n in step.neighbours if n.status in (ORDERED, CLOSE)]

@@ -49,18 +49,24 @@ A study of the ranking design (protocol.ranking_design, docs/ranking.md) is plan
 replaying its merge sort instead (``design="ranking"``, ``replay_ranking``): a grid point's
 budget is then the most labels each comparison may take, and a pair counts as decided when
 the sort's partial order orders it (docs/planner.md, "Ranking studies").
+A study of the active design (protocol.active_ranking) is planned by replaying it
+(``design="active"``, ``replay_active``): a grid point's budget is the study's budget, and the
+plan adds what the design states about the order (``Plan.order``: neighbours resolved and
+ordered, the share of replays that reached the stop, the resolved neighbours the full human
+fit reverses by more than the resolution, Kendall tau; docs/planner.md, "Active studies").
 
 Command line::
 
     python -m protocol.plan BUNDLE --metric M [--budget B ...] [--batch K ...] [--gamma G ...]
         [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S]
-        [--design all_pairs|ranking] [--json [--details]]
+        [--design all_pairs|ranking|active] [--json [--details]]
 
 prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
 ...]}`` with ``--json`` (fraction = expected annotations / comparisons).
 ``--details`` adds per plan ``expected_omission``, ``expected_inversion``,
-``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction),
+``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction)
+(and ``order`` under the active design),
 and at the top ``pairs``, ``pairs_with_human_labels`` and ``metric_spread``.
 ``--no-human`` ignores the bundle's human labels (plans as before a launch).
 """
@@ -77,9 +83,12 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy.special import expit, logit, ndtri
+from scipy.stats import kendalltau
 
 from . import adaptive
+from .active_ranking import CLOSE, OPEN, ORDERED, PRIOR_TIES, ActiveSettings, active_decided, active_run
 from .bundle import read_bundle
+from .leaderboard import fit_scores
 from .preferences import human_labels, metric_labels
 from .ranking import category_rates, compare_decisions
 from .ranking_design import RankingSettings, decide_pair, item_order, rank
@@ -349,7 +358,7 @@ def _fit_from_statistics(metric_counts, plus, decided, ties, items, metric_margi
 # --------------------------------------------------------------------------------------------
 # the ranking design's replay
 # --------------------------------------------------------------------------------------------
-DESIGNS = ("all_pairs", "ranking")
+DESIGNS = ("all_pairs", "ranking", "active")
 
 
 @dataclass(frozen=True)
@@ -365,6 +374,29 @@ class RankingReplay:
     insertion: float
 
 
+def _start_positions(metric: Mapping[Pair, Labels], start: Sequence[str], what: str) -> dict[str, int]:
+    """System name -> its position in ``start``, which must name each system of ``metric`` once."""
+    position = {name: i for i, name in enumerate(start)}
+    if set(position) != set(systems_of(metric)) or len(position) != len(start):
+        raise ValueError(f"{what} must name each of the {len(systems_of(metric))} systems once")
+    return position
+
+
+def _oriented_labels(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], first: str,
+                     second: str) -> tuple[np.ndarray, np.ndarray]:
+    """The pair's human and metric labels over the metric's items, +1 = ``first`` better
+    (asked only for the pairs a design runs: a few dozen of 1,225 at 50 systems)."""
+    sign = 1
+    if (first, second) not in metric:
+        first, second, sign = second, first, -1
+    items, values = metric[first, second]
+    human_items, human_values = human[first, second]
+    if not np.array_equal(human_items, items):
+        by_item = dict(zip(human_items.tolist(), human_values.tolist()))
+        human_values = np.array([by_item[item] for item in items.tolist()], dtype=np.int64)
+    return sign * np.asarray(human_values, dtype=np.int64), sign * np.asarray(values, dtype=np.int64)
+
+
 def replay_ranking(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *, start: Sequence[str],
                    settings: RankingSettings) -> RankingReplay:
     """The merge sort of ``protocol.ranking_design`` from ``start`` (system names, the sort's
@@ -376,26 +408,11 @@ def replay_ranking(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], 
     (``simulate.reference_decisions``, as the all-pairs replay): a pair the sort's partial
     order orders, decided or implied, counts with that sign, any other as undecided.
     """
-    position = {name: i for i, name in enumerate(start)}
-    if set(position) != set(systems_of(metric)) or len(position) != len(start):
-        raise ValueError(f"the sort's start must name each of the {len(systems_of(metric))} systems once")
+    position = _start_positions(metric, start, "the sort's start")
     systems = len(start)
 
-    def labels_of(first: str, second: str) -> tuple[np.ndarray, np.ndarray]:
-        """The pair's human and metric labels over the metric's items, +1 = ``first`` better
-        (only the pairs the sort runs: a few dozen of 1,225 at 50 systems)."""
-        sign = 1
-        if (first, second) not in metric:
-            first, second, sign = second, first, -1
-        items, values = metric[first, second]
-        human_items, human_values = human[first, second]
-        if not np.array_equal(human_items, items):
-            by_item = dict(zip(human_items.tolist(), human_values.tolist()))
-            human_values = np.array([by_item[item] for item in items.tolist()], dtype=np.int64)
-        return sign * np.asarray(human_values, dtype=np.int64), sign * np.asarray(values, dtype=np.int64)
-
     def compare(i: int, j: int, stage: str):
-        labels, metric_values = labels_of(start[i], start[j])
+        labels, metric_values = _oriented_labels(human, metric, start[i], start[j])
         cap = settings.capacity(stage, len(labels))
         return decide_pair(labels, settings=settings.protocol(systems, cap),
                            order=item_order(settings.seed, i, j, len(labels), cap), metric=metric_values)
@@ -409,6 +426,109 @@ def replay_ranking(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], 
     rates = category_rates(compare_decisions(reference, decisions))
     return RankingReplay(annotations_used=result.labels, runs=result.runs, correct=rates["correct"],
                          inversion=rates["inversion"], omission=rates["omission"], insertion=rates["insertion"])
+
+
+# --------------------------------------------------------------------------------------------
+# the active design's replay
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ActiveReplay:
+    """One replay of the active design (protocol.active_ranking). Its decisions are scored as
+    ``RankingReplay``'s (shares of all pairs); what it states about the order is scored against
+    the order a full human evaluation fits (Bradley–Terry of every label of every pair):
+
+    runs                 pairs it sampled
+    complete             it reached its stop (no neighbour open) within the budget
+    neighbours           k - 1
+    ordered, resolved    neighbours it reports ordered at the confidence; ordered or close
+    expected_misordered  its own statement: the expected number of misordered neighbours
+    ordered_wrong        ordered neighbours the full fit orders the other way
+    resolved_wrong       resolved neighbours the full fit reverses by more than the resolution
+    tau                  Kendall tau between its fitted order and the full fit's
+    """
+
+    annotations_used: int
+    runs: int
+    correct: float
+    inversion: float
+    omission: float
+    insertion: float
+    complete: bool
+    neighbours: int
+    ordered: int
+    resolved: int
+    expected_misordered: float
+    ordered_wrong: int
+    resolved_wrong: int
+    tau: float
+
+
+def full_fit_scores(human: Mapping[Pair, Labels], start: Sequence[str]) -> np.ndarray:
+    """(S,) Bradley–Terry log-strengths, systems in ``start``'s order, of every human label of
+    every pair (a tie half a win each; the active design's weak prior): the order a full
+    human evaluation would fit, which the active design's fit estimates."""
+    position = {name: i for i, name in enumerate(start)}
+    wins = np.zeros((len(start), len(start)))
+    for (first, second), (_, values) in human.items():
+        values = np.asarray(values)
+        i, j = position[first], position[second]
+        ties = 0.5 * np.count_nonzero(values == 0)
+        wins[i, j] += np.count_nonzero(values > 0) + ties
+        wins[j, i] += np.count_nonzero(values < 0) + ties
+    return fit_scores(wins, prior_ties=PRIOR_TIES)
+
+
+def replay_active(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *, start: Sequence[str],
+                  settings: ActiveSettings, seed: int) -> ActiveReplay:
+    """The active design of ``protocol.active_ranking`` from ``start`` (system names, the
+    study's initial order), as the app runs it with rounds closing oldest first
+    (``active_ranking.active_run``: a round's labels are the next items of its pair in the
+    seeded item order the replays use), then every sampled pair's labels through the per-pair
+    e-process at ``settings.decision_level``, betting on the metric's labels of the same items,
+    in rounds of ``settings.batch`` (``active_decided``).
+
+    human, metric  (first, second) -> (items, labels) over the same items (``human_table``)
+    Decisions are scored against the human-only decision on all of a pair's labels at
+    ``settings.gamma`` (a pair the decisions' partial order orders counts with that sign); the
+    order against ``full_fit_scores`` (``ActiveReplay``).
+    """
+    position = _start_positions(metric, start, "the active design's start")
+    systems = len(start)
+    oriented: dict[Pair, tuple[np.ndarray, np.ndarray]] = {}
+
+    def labels(i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        if (i, j) not in oriented:
+            oriented[i, j] = _oriented_labels(human, metric, start[i], start[j])
+        return oriented[i, j]
+
+    items = {}
+    for first, second in metric:
+        i, j = sorted((position[first], position[second]))
+        items[i, j] = len(metric[first, second][0])
+    step, spent = active_run(lambda i, j: labels(i, j)[0], items=items, start=range(systems), settings=settings,
+                             seed=seed)
+    above = active_decided(spent, lambda i, j: labels(i, j)[0], lambda i, j: labels(i, j)[1], items=items,
+                           systems=systems, settings=settings, seed=seed, batch=settings.batch)
+    reference, _ = reference_decisions(human, settings.gamma)
+    decisions = {}
+    for first, second in reference:
+        i, j = position[first], position[second]
+        decisions[first, second] = 1 if above[i, j] else -1 if above[j, i] else 0
+    rates = category_rates(compare_decisions(reference, decisions))
+    full = full_fit_scores(human, start)
+    ordered = [n for n in step.neighbours if n.status == ORDERED]
+    resolved = [n for n in step.neighbours if n.status in (ORDERED, CLOSE)]
+    place = np.empty(systems, dtype=np.int64)
+    place[list(step.order)] = np.arange(systems)
+    tau = float(kendalltau(place, -full).statistic) if systems > 1 else 1.0
+    return ActiveReplay(
+        annotations_used=int(sum(spent.values())), runs=len(spent), correct=rates["correct"],
+        inversion=rates["inversion"], omission=rates["omission"], insertion=rates["insertion"],
+        complete=not any(n.status == OPEN for n in step.neighbours), neighbours=len(step.neighbours),
+        ordered=len(ordered), resolved=len(resolved), expected_misordered=step.expected_misordered,
+        ordered_wrong=sum(int(full[n.upper] <= full[n.lower]) for n in ordered),
+        resolved_wrong=sum(int(full[n.upper] - full[n.lower] < -settings.resolution) for n in resolved),
+        tau=tau if np.isfinite(tau) else 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,6 +567,9 @@ class Plan:
     # The budgets asked for that this plan stands for when they were above what the study can
     # spend and were capped to ``budget`` (one plan per budget actually replayed).
     asked: tuple[int, ...] = ()
+    # What an ordering design states about the order (the active design's, ``_order_summary``):
+    # empty for the designs that state decisions only.
+    order: Mapping[str, float] = field(default_factory=dict)
 
     def summary(self, *, details: bool = False) -> dict:
         """The command-line object (exactly the keys of its contract); ``details`` adds the
@@ -462,6 +585,8 @@ class Plan:
             out.update(expected_omission=self.expected_omission, expected_inversion=self.expected_inversion,
                        expected_insertion=self.expected_insertion, comparisons=self.comparisons,
                        scenarios=dict(self.scenarios), asked=list(self.asked))
+            if self.order:
+                out.update(order=dict(self.order))
         return out
 
 
@@ -527,6 +652,7 @@ def plan(
     progress: Callable[[int, int], None] | None = None,
     design: str = "all_pairs",
     start: Sequence[str] | None = None,
+    active: ActiveSettings | None = None,
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -543,11 +669,19 @@ def plan(
             e-process rule, so ``policy`` and ``rule`` must be None or those), a grid point's
             budget is then the most labels each comparison may take (None: all of its items)
     start   the ranking's initial order, system names (default: ``metric_order``)
+            design "active": the active design of protocol.active_ranking (``replay_active``; the
+            adaptive policy and the e-process rule, as the ranking), a grid point's budget the
+            study's budget, the most labels in all (None: no limit, the design runs to its stop);
+            its batch the design's rounds, its gamma the decisions' family-wise level; the plan
+            adds what the design states about the order (``Plan.order``)
+    active  the active design's confidence, resolution and labels per pair (``max_labels``;
+            default ``ActiveSettings()``, a study's defaults); its batch, gamma and budget are
+            the grid point's
     """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
-    if design == "ranking" and (policy not in (None, "adaptive") or rule not in (None, "eprocess")):
-        raise ValueError("the ranking design runs the adaptive policy with the e-process rule; "
+    if design in ("ranking", "active") and (policy not in (None, "adaptive") or rule not in (None, "eprocess")):
+        raise ValueError(f"the {design} design runs the adaptive policy with the e-process rule; "
                          f"got policy {policy!r}, rule {rule!r}")
     metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
@@ -596,6 +730,9 @@ def plan(
                 if design == "ranking":
                     result = replay_ranking(table, metric, start=start, settings=RankingSettings(
                         gamma=point.gamma, batch=point.batch, max_labels=budget, seed=rep_seed))
+                elif design == "active":
+                    result = replay_active(table, metric, start=start, seed=rep_seed, settings=replace(
+                        active or ActiveSettings(), gamma=point.gamma, batch=point.batch, budget=budget))
                 else:
                     result = replay(table, metric, batch=point.batch, gamma=point.gamma, seed=rep_seed,
                                     budget=budget, **rule_options)
@@ -627,7 +764,33 @@ def _summarise(point: GridPoint, budget: int, comparisons: int, runs: Mapping[st
         expected_insertion=float(np.mean([r.insertion for r in stated])),
         interval=(low, high),
         scenarios=means,
+        order=_order_summary(stated),
     )
+
+
+def _order_summary(stated: Sequence) -> dict[str, float]:
+    """The means over the stated assumptions' reps of what the active design states about the
+    order (``ActiveReplay``): ``complete`` the share of reps that reached the stop within the
+    budget, the counts of neighbours per replay, and their shares of the resolved (ordered)
+    neighbours that the full human fit reverses (beyond the resolution; at all). Empty for a
+    design that states decisions only."""
+    if not all(isinstance(r, ActiveReplay) for r in stated):
+        return {}
+    resolved = sum(r.resolved for r in stated)
+    ordered = sum(r.ordered for r in stated)
+    return {
+        "neighbours": float(np.mean([r.neighbours for r in stated])),
+        "complete": float(np.mean([r.complete for r in stated])),
+        "ordered": float(np.mean([r.ordered for r in stated])),
+        "resolved": float(np.mean([r.resolved for r in stated])),
+        "expected_misordered": float(np.mean([r.expected_misordered for r in stated])),
+        "ordered_wrong": float(np.mean([r.ordered_wrong for r in stated])),
+        "resolved_wrong": float(np.mean([r.resolved_wrong for r in stated])),
+        "resolved_wrong_share": sum(r.resolved_wrong for r in stated) / resolved if resolved else 0.0,
+        "ordered_wrong_share": sum(r.ordered_wrong for r in stated) / ordered if ordered else 0.0,
+        "tau": float(np.mean([r.tau for r in stated])),
+        "runs": float(np.mean([r.runs for r in stated])),
+    }
 
 
 def hours_to_finish(annotations: float, per_hour: float) -> float:
@@ -665,7 +828,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"decision rule (default {defaults.rule}, as protocol.simulate and the app)")
     parser.add_argument("--design", choices=DESIGNS, default="all_pairs",
                         help="ranking: replay the merge sort of protocol.ranking_design from the metric's order "
-                             "(--budget is then the most labels per comparison)")
+                             "(--budget is then the most labels per comparison); active: the active design of "
+                             "protocol.active_ranking from the metric's order, at a study's default confidence and "
+                             "resolution (--budget the most labels in all)")
     parser.add_argument("--reps", type=int, default=2, help="replays per scenario (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-human", action="store_true", help="ignore the bundle's human labels")
@@ -697,6 +862,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"budget {p.budget} batch {p.batch} gamma {p.gamma}: {p.expected_annotations:.0f} annotations "
                   f"({p.expected_fraction:.3f} [{p.interval[0]:.3f}, {p.interval[1]:.3f}]), correct "
                   f"{p.expected_correct:.3f}, omitted {p.expected_omission:.3f}, inverted {p.expected_inversion:.3f}")
+            if p.order:
+                o = p.order
+                print(f"  order: {o['resolved']:.1f} of {o['neighbours']:.0f} neighbours resolved "
+                      f"({o['ordered']:.1f} ordered), reached its stop in {o['complete']:.0%} of the replays, "
+                      f"stated misordered {o['expected_misordered']:.2f}, resolved but reversed beyond the "
+                      f"resolution {o['resolved_wrong']:.2f}, tau {o['tau']:.3f}")
     return 0
 
 

@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
+from protocol.active_ranking import ActiveSettings
 from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
 
@@ -47,7 +48,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     them; otherwise (or when it has none) the planner simulates every annotator from
     ``assumptions`` (Assumptions.to_dict() values). budgets: None = every comparison; in a
     study of the ranking design, the most labels per comparison of its sort (None = all items),
-    replayed from the study's initial order (its metric's order before the protocol starts).
+    replayed from the study's initial order (its metric's order before the protocol starts); in
+    a study of the active design its budget (None = none: the design runs to its stop), replayed
+    from that order at the study's confidence, resolution and labels per comparison.
     """
     design = study.design
     if design.plan_replay is None:
@@ -78,7 +81,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "reps": reps, "policy": policy, "throughput": float(throughput),
         # The study's decision rule (the policy is the researcher's to compare here).
         "rule": protocol_state.decision_options(study)["rule"],
-        "design": design.plan_replay, "start": list(study.ranking_order) or None})
+        "design": design.plan_replay, "start": list(study.ranking_order) or None,
+        # what the active design's replay takes from the study (the grid gives batch, γ, budget)
+        "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")}})
     try:
         job.full_clean()
     except ValidationError as error:
@@ -114,7 +119,9 @@ def plan_job_run(*, job_id: int) -> PlanJob:
                       # a job stored before the study had a rule planned the paper's
                       progress=progress, rule=params.get("rule", "bayes"),
                       # a job stored before ranking plans planned all pairs
-                      design=params.get("design", "all_pairs"), start=params.get("start"))
+                      design=params.get("design", "all_pairs"), start=params.get("start"),
+                      # a job stored before active plans had none
+                      active=ActiveSettings(**params["active"]) if "active" in params else None)
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

@@ -20,9 +20,11 @@ class Active(OrderingDesign):
     label = "Active ranking (labels where the fitted order is least sure)"
     title = "active ranking"
     level_text = "γ / (k (k − 1) / 2)"
-    plan_replay = None
-    plan_refusal = ("the planner does not replay the active ranking design yet; its known-truth replay is "
-                    "scripts/report/ranking_matched.py (docs/ranking.md)")
+    # the planner replays the design itself (protocol.plan.replay_active), under the study's
+    # budget (the most labels in all), and reports what it states about the order too
+    plan_replay = "active"
+    plan_policy = "adaptive"
+    plan_states_order = True
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         return settings.pair_limit(len(order)) if order else 0

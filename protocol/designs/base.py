@@ -24,6 +24,8 @@ class PairDesign:
     plan_policy     the one allocation policy the planner may replay it with (None: any)
     plan_per_comparison  are the planner's budgets the most labels per comparison of its replay
                     (the study's ranking_max_labels), not a study's budget?
+    plan_states_order  does its replay report what the design states about the order
+                    (protocol.plan's ``Plan.order``), shown beside the decisions?
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -40,6 +42,7 @@ class PairDesign:
     plan_refusal: str = ""
     plan_policy: str | None = None
     plan_per_comparison: bool = False
+    plan_states_order: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""

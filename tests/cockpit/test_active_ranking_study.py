@@ -10,16 +10,21 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from annotation.models import Assignment, PairState, Study
+from annotation.management.commands.demo_setup import RANKING_DEMOS
+from annotation.models import Assignment, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
 from annotation.selectors import study_ranking
 from annotation.selectors.serving import protocol_pair_of
 from annotation.serving import protocol_state
 from annotation.services import study_import
 from annotation.services.planner import plan_job_create
-from protocol.bundle import BundleError
+from protocol.arena import make_arena, write_bundle
+from protocol.bundle import BundleError, read_bundle
+from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan
+from protocol.preferences import metric_labels
 from tests.builders.annotating import answer_hits, answer_null_with_an_exclusion, workers_of
 from tests.builders.bundles import RANKING_SYSTEMS, bundle_bytes, ranking_rows, ranking_truth
+from tests.builders.clients import planner_form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,6 +116,47 @@ def test_the_active_design_refuses_what_it_cannot_keep_its_statement_with():
                                                           ranking_resolution=0.2, **ACTIVE)), slug="a-ok")
     assert (study.ranking_confidence, study.ranking_resolution) == (0.95, 0.2)
     assert study.active_settings.confidence == 0.95 and study.active_settings.batch == study.batch_size
-    with pytest.raises(ValueError, match="does not replay the active ranking design"):
-        plan_job_create(study=study, user=None, use_human=False, assumptions={}, budgets=[None], batches=[10],
-                        gammas=[0.05], reps=1, policy="adaptive", throughput=100.0)
+    with pytest.raises(ValueError, match="the active ranking design runs the adaptive policy"):
+        plan_job_create(study=study, user=None, use_human=False, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                        budgets=[None], batches=[10], gammas=[0.05], reps=1, policy="paper", throughput=100.0)
+
+
+def test_the_planner_plans_the_demos_active_study_by_replaying_the_design(tmp_path):
+    """The demo's active study (/s/arena-active/: the synthetic arena of 12 systems x 200
+    prompts, its judge as the metric, rounds of 20, budget 20,000), planned before any
+    judgement through the planner page: the job replays the active design from the study's
+    initial order at its confidence and resolution (not every pair), and the page shows the
+    judgements at each budget and what the design states about the order."""
+    slug, name, spec, study_settings = next(demo for demo in RANKING_DEMOS if demo[0] == "arena-active")
+    path = tmp_path / "arena.jsonl.gz"
+    write_bundle(make_arena(spec), path, human=False, study_settings={"name": name})
+    study = study_import(source=path, slug=slug, metric="judge_score", study_settings=study_settings)
+    owner = User.objects.create_superuser("active-planner", password="pw-active-plan-1")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/s/{slug}/plan/").content.decode()
+    assert "data-plan-active" in page and "replays it from the study's initial order" in page
+    assert 'name="budgets" value="20000"' in page and 'value="paper"' not in page
+    response = client.post(f"/s/{slug}/plan/", planner_form_data(policy="adaptive", budgets="500, all", batches="20"))
+    job = PlanJob.objects.get()
+    assert response.status_code == 302 and job.status == PlanJob.Status.DONE, job.error
+    assert job.params["design"] == "active" and job.params["start"] == study.ranking_order
+    assert job.params["active"] == {"confidence": 0.95, "resolution": 0.05, "max_labels": 0}
+    short, whole = job.result["plans"]
+    comparisons = spec.systems * (spec.systems - 1) // 2 * spec.prompts
+    assert (short["budget"], whole["budget"]) == (500, comparisons)
+    assert short["expected_annotations"] == 500 and short["order"]["complete"] == 0
+    # without a budget the design runs to its stop, on a fraction of all pairs' judgements
+    assert whole["order"]["complete"] == 1 and 500 < whole["expected_annotations"] < 0.5 * comparisons
+    assert whole["order"]["neighbours"] == spec.systems - 1
+    assert short["order"]["resolved"] <= whole["order"]["resolved"]
+    # the same plan computed directly: the job passed the study's labels, order and settings on
+    bundle = read_bundle(path)
+    direct = plan(metric_labels(bundle, "judge_score"), {}, grid=[GridPoint(500, 20, 0.05), GridPoint(None, 20, 0.05)],
+                  reps=1, assumptions=Assumptions.from_dict(job.params["assumptions"]), seed=study.protocol_seed,
+                  design="active", start=study.ranking_order, active=study.active_settings)
+    assert [p["expected_annotations"] for p in job.result["plans"]] == [p.expected_annotations for p in direct.plans]
+    assert [p["order"] for p in job.result["plans"]] == [dict(p.order) for p in direct.plans]
+    html = client.get(f"/s/{slug}/plan/{job.pk}/").content.decode()
+    assert "Active ranking design · budgets 500, all" in html
+    assert 'id="plan-order"' in html and "The order it states" in html and "reached its stop" in html

@@ -298,3 +298,68 @@ def test_a_ranking_plan_is_named_its_errors_and_caps_each_comparison():
     assert (capped.budget, whole.budget) == (40, 200)
     assert capped.expected_annotations <= planned_decisions(6) * 40
     assert capped.expected_annotations <= whole.expected_annotations < 15 * 200
+
+
+# ---- the active design's replay (docs/planner.md, "Active studies") ---------------------------
+
+def test_the_active_replay_from_the_true_order_resolves_its_neighbours_and_states_them_rightly():
+    """Systems started in their true order on a known arena: the design runs to its stop (no
+    neighbour open), spends far fewer labels than all pairs, what it resolves the full human fit
+    does not reverse beyond the resolution, its order is the full fit's or nearly, and the few
+    pairs its e-processes decide (at γ / C(k)) are decided rightly. The same seed replays the
+    same run."""
+    from protocol.active_ranking import ActiveSettings
+    from protocol.plan import full_fit_scores, replay_active
+
+    arena, human, metric = _arena_tables(prompts=200, gap=0.6)
+    start = [arena.names[s] for s in arena.true_order]
+    settings = ActiveSettings(batch=20)
+    result = replay_active(human, metric, start=start, settings=settings, seed=1)
+    assert result.complete and result.neighbours == len(start) - 1
+    assert result.ordered <= result.resolved <= result.neighbours and result.resolved >= 3
+    assert result.runs >= result.neighbours and result.annotations_used < 0.4 * len(human) * 200
+    assert result.resolved_wrong == 0 and result.ordered_wrong == 0 and result.tau > 0.8
+    assert 0 < result.expected_misordered < result.neighbours
+    assert result.inversion == 0 and result.insertion == 0 and result.correct > 0
+    assert result == replay_active(human, metric, start=start, settings=settings, seed=1)
+    # the full fit the order is scored against orders this arena's systems as the truth does
+    full = full_fit_scores(human, start)
+    assert list(np.argsort(-full)[:3]) == [0, 1, 2]
+
+
+def test_the_active_replay_does_not_depend_on_how_each_pair_is_keyed():
+    from protocol.active_ranking import ActiveSettings
+    from protocol.plan import replay_active
+
+    arena, human, metric = _arena_tables(systems=6, prompts=150, gap=0.4, seed=5)
+    flipped_human = {(b, a): (items, -values) for (a, b), (items, values) in human.items()}
+    flipped_metric = {(b, a): (items, -values) for (a, b), (items, values) in metric.items()}
+    start = metric_order(metric)
+    settings = ActiveSettings(batch=15, max_labels=90)
+    one = replay_active(human, metric, start=start, settings=settings, seed=2)
+    other = replay_active(flipped_human, flipped_metric, start=start, settings=settings, seed=2)
+    assert one == other
+
+
+def test_an_active_plan_draws_the_budget_curve_and_states_the_order():
+    """A grid point's budget is the most labels in all: below what the design needs it spends
+    all of it and stops short (no replay reaches its stop); without one it runs to its stop,
+    and resolves more neighbours. Deterministic for a seed; refused with another policy."""
+    arena, human, metric = _arena_tables(systems=6, prompts=200, gap=0.6)
+    with pytest.raises(ValueError, match="active design runs the adaptive policy with the e-process rule"):
+        plan(metric, {}, grid=[GridPoint(None, 20, 0.05)], design="active", policy="paper")
+    with pytest.raises(ValueError, match="the active design's start must name each of the 6 systems once"):
+        plan(metric, {}, grid=[GridPoint(None, 20, 0.05)], design="active", start=arena.names[:5])
+    grid = [GridPoint(100, 20, 0.05), GridPoint(None, 20, 0.05)]
+    result = plan(metric, {}, grid=grid, reps=2, design="active", seed=3)
+    short, whole = result.plans
+    assert short.expected_annotations == 100 and short.order["complete"] == 0
+    assert whole.budget == whole.comparisons == 15 * 200 and whole.order["complete"] == 1
+    assert 100 < whole.expected_annotations < 0.5 * whole.comparisons
+    assert whole.interval[0] <= whole.expected_fraction <= whole.interval[1]
+    assert short.order["resolved"] <= whole.order["resolved"] <= whole.order["neighbours"] == 5
+    assert 0 <= whole.order["resolved_wrong_share"] <= 0.2 and -1 <= whole.order["tau"] <= 1
+    assert set(whole.summary(details=True)["order"]) == set(whole.order)
+    assert "order" not in whole.summary()  # the command line's contract keeps its keys
+    again = plan(metric, {}, grid=grid, reps=2, design="active", seed=3)
+    assert [p.summary(details=True) for p in again.plans] == [p.summary(details=True) for p in result.plans]
