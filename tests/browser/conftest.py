@@ -1,9 +1,11 @@
 """Browser tests: Debian's Chromium driven by playwright (no browser download)."""
 import os
 import shutil
+import threading
 import time
 
 import pytest
+from django.core.signals import request_finished, request_started
 from django.test import TransactionTestCase
 
 # playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
@@ -15,7 +17,9 @@ def _flush_retried_after_a_deadlock(flush):
     """A page's last requests (the lease given back on pagehide, a lease kept alive) can reach
     the live server as its context closes, while the test's database is flushed: PostgreSQL
     then aborts the TRUNCATE as a deadlock (seen twice in CI, tests/browser/test_crowd.py and
-    test_chat_rendering.py). The aborted flush changed nothing; it is tried again."""
+    test_chat_rendering.py). `_live_server_quiet_before_flush` below waits for those requests;
+    this stays as the backstop for a request that starts after the wait: the aborted flush
+    changed nothing, so it is tried again."""
 
     def fixture_teardown(self):
         for attempt in range(3):
@@ -30,6 +34,52 @@ def _flush_retried_after_a_deadlock(flush):
 
 
 TransactionTestCase._fixture_teardown = _flush_retried_after_a_deadlock(TransactionTestCase._fixture_teardown)
+
+
+class _RequestsInFlight:
+    """Requests the live server (a thread of this process) has started and not yet finished,
+    counted by Django's own request signals, and when the last one ended."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.count = 0
+        self.last_change = time.monotonic()
+
+    def started(self, **kwargs):
+        with self.lock:
+            self.count += 1
+            self.last_change = time.monotonic()
+
+    def finished(self, **kwargs):
+        with self.lock:
+            self.count = max(0, self.count - 1)
+            self.last_change = time.monotonic()
+
+    def wait_for_quiet(self, *, quiet_seconds: float = 0.1, timeout: float = 5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.count == 0 and time.monotonic() - self.last_change >= quiet_seconds:
+                    return True
+            time.sleep(0.02)
+        return False
+
+
+_in_flight = _RequestsInFlight()
+request_started.connect(_in_flight.started, dispatch_uid="browser-tests-in-flight-started")
+request_finished.connect(_in_flight.finished, dispatch_uid="browser-tests-in-flight-finished")
+
+
+@pytest.fixture(autouse=True)
+def _live_server_quiet_before_flush(_live_server_helper):
+    """Set up after pytest-django's live-server helper (and so torn down before its database
+    flush): after the test and its pages have closed, wait until the live server has answered
+    the pages' last requests (the lease given back on pagehide arrives as a context closes),
+    so the flush's TRUNCATE never races a request holding row locks."""
+    yield
+    if not _in_flight.wait_for_quiet():
+        # A page still open after its test (polling, say) keeps the server busy: say so.
+        print("live server still answering requests 5 s after the test ended")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

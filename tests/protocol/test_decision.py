@@ -373,24 +373,31 @@ def brute_force_theta(counts: PairCounts) -> float:
 
 
 def reference_theta(counts: PairCounts) -> float:
-    """The same sum as brute_force_theta, one row of L at a time over (k+, k=) in log space."""
-    from scipy.special import gammaln, logsumexp
+    """The same sum as brute_force_theta, one row of L at a time over (k+, k=): the marginal
+    weight of each (k+, k=) is a 2-D convolution of the rows' kernels (in linear space after
+    each factor's maximum is taken out, so the terms it loses are below 1e-300 of the largest)."""
+    from scipy.signal import convolve2d
+    from scipy.special import gammaln
 
     paired, n = counts.paired.astype(float), counts.n.astype(float)
-    state = {(0, 0): 0.0}
+    log_state, state = 0.0, np.ones((1, 1))
     for c, m in enumerate(counts.metric_only.tolist()):
-        row = [(split, (gammaln(paired[c] + 1 + split) - gammaln(paired[c] + 1)
-                        - gammaln(np.array(split) + 1.0)).sum())
-               for split in _compositions(m)]
-        grouped: dict = {}
-        for (k0, k1), old in state.items():
-            for split, log_kernel in row:
-                grouped.setdefault((k0 + split[0], k1 + split[1]), []).append(old + log_kernel)
-        state = {key: logsumexp(values) for key, values in grouped.items()}
+        split = np.arange(m + 1, dtype=float)
+        s0, s1 = np.meshgrid(split, split, indexing="ij")
+        s2 = m - s0 - s1
+        inside = s2 >= 0
+        s2 = np.where(inside, s2, 0.0)
+        log_kernel = sum(gammaln(paired[c, col] + 1 + part) - gammaln(paired[c, col] + 1) - gammaln(part + 1)
+                         for col, part in enumerate((s0, s1, s2)))
+        log_kernel = np.where(inside, log_kernel, -np.inf)
+        top = log_kernel.max()
+        state = convolve2d(state, np.exp(log_kernel - top))
+        log_state += top + np.log(state.max())
+        state /= state.max()
     total = int(counts.metric_only.sum())
-    k = np.array([(k0, k1, total - k0 - k1) for k0, k1 in state], float)
-    log_weight = np.array(list(state.values())) + (
-        gammaln(n + 1 + k) - gammaln(paired.sum(0) + 3 + k)).sum(1)
+    k0, k1 = np.nonzero(state > 0)
+    k = np.stack([k0, k1, total - k0 - k1], axis=1).astype(float)
+    log_weight = np.log(state[k0, k1]) + (gammaln(n + 1 + k) - gammaln(paired.sum(0) + 3 + k)).sum(1)
     weight = np.exp(log_weight - log_weight.max())
     return float(weight @ closed_form_theta(n + k) / weight.sum())
 
