@@ -15,7 +15,9 @@ from django.db.models import Count, Max
 from protocol import favi as favi_lib
 from protocol import ranking
 from protocol.leaderboard import natural_key
-from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
+from protocol.preferences import pair_labels_table
+from protocol.spa import (SPA_MIN_PAIRS, SUMMARY_PERMUTATIONS, SUMMARY_REPLICATES, bootstrap_interval,
+                          compare_differences, item_mean_rows, significance_clusters, spa_summary)
 
 from . import figures, jobs
 from .models import Study
@@ -121,7 +123,7 @@ def study_metrics_table_compute(*, study: Study) -> dict:
     """One row per imported metric: sample and system agreement, mean |Φ|, SPA (with its
     interval and significance cluster) and PA, error categories of its sign-test decisions
     against the humans'; ``protocol`` marks the study's own metric."""
-    human = dashboard.pair_labels_table(studies.study_judgement_labels(study=study))
+    human = pair_labels_table(studies.study_judgement_labels(study=study))
     human_decisions = ranking.decisions_from_labels(human) if human else {}
     rows, tables = [], {}
     for metric in study.metrics.all():
@@ -129,7 +131,7 @@ def study_metrics_table_compute(*, study: Study) -> dict:
         tables[metric.name] = table
         favi = favi_lib.favi_by_pair(human, table) if human and table else {}
         summary = favi_lib.summarize(favi) if favi else None
-        spa = dashboard.spa_summary(human, table, study.protocol_seed) if human and table else None
+        spa = spa_summary(human, table, study.protocol_seed) if human and table else None
         metric_decisions = ranking.decisions_from_counts(studies.study_metric_counts(study=study, metric=metric))
         categories = {c: 0 for c in ranking.CATEGORIES}
         for pair, decision in metric_decisions.items():
@@ -161,29 +163,14 @@ def _clusters(rows: list[dict], human, tables, seed: int) -> int:
     names = [r["name"] for r in rows if r["spa"] is not None]
     if len(names) < 2:
         return 0
-    pairs, human_rows, metric_rows = [], [], {n: [] for n in names}
-    for pair in sorted(human):
-        of = {n: dict(zip(tables[n][pair].items, tables[n][pair].values)) for n in names if pair in tables[n]}
-        if len(of) < len(names):
-            continue
-        per_item: dict[str, list[int]] = {}
-        for item, value in zip(human[pair].items, human[pair].values):
-            if all(item in labels for labels in of.values()):
-                per_item.setdefault(item, []).append(int(value))
-        if len(per_item) < dashboard.SPA_MIN_ITEMS_PER_PAIR:
-            continue
-        items = sorted(per_item)
-        pairs.append(pair)
-        human_rows.append([float(np.mean(per_item[i])) for i in items])
-        for n in names:
-            metric_rows[n].append([float(of[n][i]) for i in items])
-    if len(pairs) < dashboard.SPA_MIN_PAIRS:
+    pairs, human_rows, metric_rows = item_mean_rows(human, {n: tables[n] for n in names})
+    if len(pairs) < SPA_MIN_PAIRS:
         return 0
-    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=dashboard.SPA_PERMUTATIONS,
+    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=SUMMARY_PERMUTATIONS,
                                      seed=seed).spa for n in names}
     order = sorted(names, key=lambda n: -common[n])
-    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=dashboard.SPA_REPLICATES,
-                                              permutations=dashboard.SPA_PERMUTATIONS, seed=seed).replicate_spa
+    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=SUMMARY_REPLICATES,
+                                              permutations=SUMMARY_PERMUTATIONS, seed=seed).replicate_spa
                            for n in order])
     p_values = np.full((len(order), len(order)), np.nan)
     for a in range(len(order)):
