@@ -77,8 +77,9 @@ def _run(args, var_dir: Path) -> dict:
     from django.core.management import call_command
 
     from annotation.models import PairState
-    from annotation.selectors import study_ranking
-    from annotation.services import hits, study_import
+    from annotation.selectors.dashboard import study_ranking
+    from annotation.services import hits
+    from annotation.services.studies import study_import
     from protocol.arena import ArenaSpec, make_arena, write_bundle
     from protocol.arena_replay import replay_active, replay_all_pairs, replay_ranking, score
     from protocol.ranking_design import RankingSettings

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from annotation.selectors.studies import study_metric_counts, study_metric_labels
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.ranking import label_counts
 from tests.builders.bundles import bundle_bytes, many_systems_rows, rubric_rows
 

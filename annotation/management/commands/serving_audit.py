@@ -10,7 +10,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
-from annotation.selectors import study_serving_audit
+from annotation.selectors.serving import study_serving_audit
 
 
 class Command(BaseCommand):
