@@ -10,6 +10,7 @@ dependency).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,6 +204,22 @@ def test_the_layers_packages_reexport_nothing():
                 and {a.name for a in node.names} <= modules, f"{init.relative_to(REPO)}:{node.lineno} is not an import of its modules"
     offenders = [line for top in CALLERS for path in sorted((REPO / top).rglob("*.py"))
                  if "migrations" not in path.parts for line in _reaches_a_reexport(path, _module_name(path))]
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_no_text_names_a_read_or_a_write_by_the_package():
+    """Code in a string (a child process's script), a comment or a template names the module as
+    well: ``services.studies.study_import``, never ``services.study_import`` (the AST check above
+    cannot see into strings)."""
+    names = {layer: {node.name for path in (REPO / "annotation" / layer).glob("*.py")
+                     for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)} for layer in LAYERS}
+    pattern = re.compile(r"\b(services|selectors)\.([a-z_]+)\b")
+    paths = [p for top in CALLERS for p in sorted((REPO / top).rglob("*.py"))
+             if "migrations" not in p.parts and p.name != "test_import_layers.py"]
+    paths += sorted((REPO / "templates").rglob("*.html"))
+    offenders = [f"{path.relative_to(REPO)}:{number}: {match.group(0)}"
+                 for path in paths for number, line in enumerate(path.read_text().splitlines(), start=1)
+                 for match in pattern.finditer(line) if match.group(2) in names[match.group(1)]]
     assert offenders == [], "\n".join(offenders)
 
 

@@ -1,6 +1,6 @@
 """manage.py serving_audit SLUG [--keys FILE]: serving's invariants, checked in the database.
 
-Prints JSON (selectors.study_serving_audit): duplicates, lost judgements (--keys: a file of
+Prints JSON (selectors.serving.study_serving_audit): duplicates, lost judgements (--keys: a file of
 idempotency keys the server acknowledged, one per line), counters and protocol consistency.
 The load harness runs it at the end of a run, with the server's database settings.
 """
