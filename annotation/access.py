@@ -157,7 +157,7 @@ def access_study_worker(request, study) -> StudyWorker:
     """Who may annotate ``study`` in this request, or an error.
 
     A crowd worker who entered through the study's start link (bound to their platform
-    session, see services.crowd_session_enter) is remembered in the Django session; a
+    session, see services.crowd.crowd_session_enter) is remembered in the Django session; a
     logged-in user needs a membership of the study (annotator or researcher) or staff.
     A logged-in user who may not know the study gets 404; an anonymous visitor 403 with
     the way in (the study's link is public to its crowd).

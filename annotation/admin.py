@@ -5,7 +5,7 @@ from django.forms.models import BaseInlineFormSet
 from protocol.study_settings import ADMIN, SETTINGS
 
 from . import models
-from .services import item_withdraw
+from .services.studies import item_withdraw
 
 
 class SystemInline(admin.TabularInline):

@@ -129,7 +129,7 @@ class StudyMetricChoiceForm(forms.Form):
         self.fields["metric"].widget.attrs["aria-describedby"] = "human-only-warning"
 
     def chosen_metric(self) -> str:
-        """The metric's name for services.study_import; "" for a human-only study."""
+        """The metric's name for services.studies.study_import; "" for a human-only study."""
         value = self.cleaned_data["metric"]
         return "" if value == HUMAN_ONLY else value.removeprefix(METRIC_PREFIX)
 
@@ -203,7 +203,7 @@ class SettingsForm(forms.Form):
 
 
 class StudySettingsForm(SettingsForm):
-    """What a researcher may change while a study runs (services.study_settings_update)."""
+    """What a researcher may change while a study runs (services.studies.study_settings_update)."""
 
     group = "run"
 
@@ -235,7 +235,7 @@ def running_settings_forms(study: Study, data=None) -> dict[str, SettingsForm]:
 
 
 class StudyDraftForm(SettingsForm):
-    """A draft's protocol parameters (services.study_draft_update); ``metrics``: the study's own
+    """A draft's protocol parameters (services.studies.study_draft_update); ``metrics``: the study's own
     metric names. Once launched they are fixed (Study.PROTOCOL_PARAMETERS)."""
 
     surface = DRAFT

@@ -148,7 +148,7 @@ class Study(models.Model):
     prolific_study_id = models.CharField(max_length=SETTINGS["prolific_study_id"].max_length,
                                          **declared("prolific_study_id"))
     # A crowd worker's session is their work in this study (an Annotator is one platform
-    # worker id); the completion-code rule is selectors.crowd_session's docstring.
+    # worker id); the completion-code rule is selectors.serving.crowd_session's docstring.
     session_hits_min = models.PositiveIntegerField(**declared("session_hits_min"))
     session_hits_max = models.PositiveIntegerField(**declared("session_hits_max"))
     session_minutes = models.PositiveIntegerField(**declared("session_minutes"))
@@ -186,7 +186,7 @@ class Study(models.Model):
     separability_total = models.PositiveIntegerField(default=0)
     separability_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    # The key of the study's workers' completion codes (selectors.worker_completion_code): made
+    # The key of the study's workers' completion codes (selectors.serving.worker_completion_code): made
     # at random with the study, never shown, exported or editable.
     completion_secret = models.CharField(max_length=64, default=completion_secret_new, editable=False)
 
@@ -527,7 +527,7 @@ class Annotator(models.Model):
 
 class JudgementKind(models.TextChoices):
     """What a HIT is for. Only REAL judgements of workers who are not excluded reach the
-    protocol, decisions, reports and counters (selectors.counted_judgements)."""
+    protocol, decisions, reports and counters (selectors.quality.counted_judgements)."""
 
     REAL = "real", "Real comparison"
     CHECK = "check", "Attention or gold check"

@@ -1,12 +1,17 @@
-"""Every imported metric of a study against the human judgements (issue 12, item 4).
+"""The study's reports computed off the request path and cached, one way (``CachedReport``):
+the dashboard's heavy parts, per round, and every imported metric against the human
+judgements (issue 12, item 4).
 
-Too slow for a request on a large study (a dozen metrics x SPA with a bootstrap), so a Celery
-task computes the table (``study_metrics_table_refresh``) and the cache keeps it until the
-judgements change; pages read it with ``study_metrics_table`` and ask for a refresh with
+Too slow for a request on a large study (50 systems; a dozen metrics x SPA with a bootstrap),
+so a job computes each (``study_dashboard_refresh``, ``study_metrics_table_refresh``) and the
+shared cache keeps it, one entry per study with the version of the study it was computed for;
+pages read the metrics table with ``study_metrics_table`` and ask for a refresh with
 ``study_metrics_table_request``. The cache must be shared by web processes and workers
 (settings.CACHES["shared"]: Redis or files in var/).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from django.core.cache import caches
@@ -15,7 +20,9 @@ from django.db.models import Count, Max
 from protocol import favi as favi_lib
 from protocol import ranking
 from protocol.leaderboard import natural_key
-from protocol.spa import bootstrap_interval, compare_differences, significance_clusters
+from protocol.preferences import pair_labels_table
+from protocol.spa import (SPA_MIN_PAIRS, SUMMARY_PERMUTATIONS, SUMMARY_REPLICATES, bootstrap_interval,
+                          compare_differences, item_mean_rows, significance_clusters, spa_summary)
 
 from . import figures, jobs
 from .models import Study
@@ -26,11 +33,38 @@ CACHE_SECONDS = 7 * 24 * 3600
 LOCK_SECONDS = 600
 
 
-# The format's number is in the key, so a deployment that changes what is cached never reads
-# an entry of the old shape (2: the figures are cached with the data; 3: the ranking design's
-# sort and implied pairs; 4: a design's section names its design, which names its template;
-# 5: the style-controlled leaderboard; 6: the pairs' fragility; 7: the matrix's heatmap in pages).
-DASHBOARD_KEY = "evalapp:dashboard:7:{}"
+@dataclass(frozen=True)
+class CachedReport:
+    """A report of a study computed off the request path and kept in the shared cache: one
+    entry per study, ``(version, data)`` — the version of the study it was computed for — and
+    a lock while a job computes it. The one way both of this module's reports are cached.
+
+    ``key``: the entry's key with ``{}`` for the study's id; the format's number is in it, so
+    a deployment that changes what is cached never reads an entry of the old shape."""
+
+    key: str
+
+    def read(self, study_id: int) -> tuple[tuple, object] | None:
+        """``(version, data)`` as last stored, or None."""
+        return _cache().get(self.key.format(study_id))
+
+    def store(self, study_id: int, version: tuple, data) -> None:
+        _cache().set(self.key.format(study_id), (version, data), CACHE_SECONDS)
+
+    def claim(self, study_id: int) -> bool:
+        """Take the study's lock (True) unless a job already holds it."""
+        return _cache().add(self.key.format(study_id) + ":lock", 1, LOCK_SECONDS)
+
+    def release(self, study_id: int) -> None:
+        _cache().delete(self.key.format(study_id) + ":lock")
+
+
+# 2: the figures are cached with the data; 3: the ranking design's sort and implied pairs;
+# 4: a design's section names its design, which names its template; 5: the style-controlled
+# leaderboard; 6: the pairs' fragility; 7: the matrix's heatmap in pages.
+DASHBOARD = CachedReport("evalapp:dashboard:7:{}")
+# 2: one entry per study, its version in the entry (before: one key per version).
+METRICS_TABLE = CachedReport("evalapp:metrics-table:2:{}")
 
 
 def study_dashboard(*, study: Study) -> dict:
@@ -41,14 +75,13 @@ def study_dashboard(*, study: Study) -> dict:
     shows the last round's and has a job (``jobs.study_dashboard``) compute the new ones off
     the request; only a study never computed is computed in the request.
     """
-    key = DASHBOARD_KEY.format(study.pk)
     version = dashboard.dashboard_version(study=study)
-    cached = _cache().get(key)
+    cached = DASHBOARD.read(study.pk)
     if cached is not None and cached[0] == version:
         data = cached[1]
     elif cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
         data = cached[1]
-        if _cache().add(key + ":lock", 1, LOCK_SECONDS):
+        if DASHBOARD.claim(study.pk):
             jobs.study_dashboard(study.pk)
     else:
         data = _dashboard_store(study, version)
@@ -61,7 +94,7 @@ def study_dashboard_refresh(*, study_id: int) -> None:
     try:
         _dashboard_store(study, dashboard.dashboard_version(study=study))
     finally:
-        _cache().delete(DASHBOARD_KEY.format(study_id) + ":lock")
+        DASHBOARD.release(study_id)
 
 
 def _dashboard_store(study: Study, version: tuple) -> dict:
@@ -72,7 +105,7 @@ def _dashboard_store(study: Study, version: tuple) -> dict:
     data["charts"] = figures.dashboard_charts(data, gamma=study.gamma)
     data["matrix_charts"] = figures.matrix_charts(data)
     data["round_version"] = version  # what the template caches the round's fragments under
-    _cache().set(DASHBOARD_KEY.format(study.pk), (version, data), CACHE_SECONDS)
+    DASHBOARD.store(study.pk, version, data)
     return data
 
 
@@ -87,33 +120,35 @@ SORT_KEYS = {
 }
 
 
-def _key(study: Study) -> str:
+def metrics_table_version(*, study: Study) -> tuple:
+    """What the metrics table is computed from: the counted judgements, the metrics, the seed."""
     version = counted_judgements(study=study).aggregate(n=Count("id"), last=Max("id"))
     metrics = study.metrics.aggregate(n=Count("id"), last=Max("id"))
-    return (f"evalapp:metrics-table:{study.pk}:{study.created_at.timestamp()}:{version['n']}:{version['last']}"
-            f":{metrics['n']}:{metrics['last']}:{study.protocol_seed}")
+    return (study.pk, study.created_at.timestamp(), version["n"], version["last"], metrics["n"], metrics["last"],
+            study.protocol_seed)
 
 
 def study_metrics_table(*, study: Study) -> dict | None:
     """The cached table for the study's current judgements, or None while it is computed."""
-    return _cache().get(_key(study))
+    cached = METRICS_TABLE.read(study.pk)
+    return cached[1] if cached is not None and cached[0] == metrics_table_version(study=study) else None
 
 
 def study_metrics_table_request(*, study: Study) -> None:
     """Ask a worker for the table unless it is cached or already being computed."""
-    if _cache().get(_key(study)) is None and _cache().add(_key(study) + ":lock", 1, LOCK_SECONDS):
+    if study_metrics_table(study=study) is None and METRICS_TABLE.claim(study.pk):
         jobs.study_metrics_table(study.pk)
 
 
 def study_metrics_table_refresh(*, study_id: int) -> dict:
     """Compute the table and store it in the cache (the Celery task's body)."""
     study = Study.objects.get(pk=study_id)
-    key = _key(study)
+    version = metrics_table_version(study=study)
     try:
         table = study_metrics_table_compute(study=study)
-        _cache().set(key, table, CACHE_SECONDS)
+        METRICS_TABLE.store(study_id, version, table)
     finally:
-        _cache().delete(key + ":lock")
+        METRICS_TABLE.release(study_id)
     return table
 
 
@@ -121,7 +156,7 @@ def study_metrics_table_compute(*, study: Study) -> dict:
     """One row per imported metric: sample and system agreement, mean |Φ|, SPA (with its
     interval and significance cluster) and PA, error categories of its sign-test decisions
     against the humans'; ``protocol`` marks the study's own metric."""
-    human = dashboard.pair_labels_table(studies.study_judgement_labels(study=study))
+    human = pair_labels_table(studies.study_judgement_labels(study=study))
     human_decisions = ranking.decisions_from_labels(human) if human else {}
     rows, tables = [], {}
     for metric in study.metrics.all():
@@ -129,7 +164,7 @@ def study_metrics_table_compute(*, study: Study) -> dict:
         tables[metric.name] = table
         favi = favi_lib.favi_by_pair(human, table) if human and table else {}
         summary = favi_lib.summarize(favi) if favi else None
-        spa = dashboard.spa_summary(human, table, study.protocol_seed) if human and table else None
+        spa = spa_summary(human, table, study.protocol_seed) if human and table else None
         metric_decisions = ranking.decisions_from_counts(studies.study_metric_counts(study=study, metric=metric))
         categories = {c: 0 for c in ranking.CATEGORIES}
         for pair, decision in metric_decisions.items():
@@ -161,29 +196,14 @@ def _clusters(rows: list[dict], human, tables, seed: int) -> int:
     names = [r["name"] for r in rows if r["spa"] is not None]
     if len(names) < 2:
         return 0
-    pairs, human_rows, metric_rows = [], [], {n: [] for n in names}
-    for pair in sorted(human):
-        of = {n: dict(zip(tables[n][pair].items, tables[n][pair].values)) for n in names if pair in tables[n]}
-        if len(of) < len(names):
-            continue
-        per_item: dict[str, list[int]] = {}
-        for item, value in zip(human[pair].items, human[pair].values):
-            if all(item in labels for labels in of.values()):
-                per_item.setdefault(item, []).append(int(value))
-        if len(per_item) < dashboard.SPA_MIN_ITEMS_PER_PAIR:
-            continue
-        items = sorted(per_item)
-        pairs.append(pair)
-        human_rows.append([float(np.mean(per_item[i])) for i in items])
-        for n in names:
-            metric_rows[n].append([float(of[n][i]) for i in items])
-    if len(pairs) < dashboard.SPA_MIN_PAIRS:
+    pairs, human_rows, metric_rows = item_mean_rows(human, {n: tables[n] for n in names})
+    if len(pairs) < SPA_MIN_PAIRS:
         return 0
-    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=dashboard.SPA_PERMUTATIONS,
+    common = {n: compare_differences(pairs, human_rows, metric_rows[n], permutations=SUMMARY_PERMUTATIONS,
                                      seed=seed).spa for n in names}
     order = sorted(names, key=lambda n: -common[n])
-    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=dashboard.SPA_REPLICATES,
-                                              permutations=dashboard.SPA_PERMUTATIONS, seed=seed).replicate_spa
+    replicates = np.array([bootstrap_interval(pairs, human_rows, metric_rows[n], replicates=SUMMARY_REPLICATES,
+                                              permutations=SUMMARY_PERMUTATIONS, seed=seed).replicate_spa
                            for n in order])
     p_values = np.full((len(order), len(order)), np.nan)
     for a in range(len(order)):

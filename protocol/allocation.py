@@ -264,6 +264,16 @@ def design_weights(draw_probabilities: Sequence[float]) -> np.ndarray:
     return (1.0 / q + (n - np.arange(1, n + 1))) / n if n else q
 
 
+def kish_ess(weights: Sequence[float]) -> float:
+    """Kish's effective sample size of weights w (n,): (sum w)^2 / sum w^2 (n for equal weights).
+
+    >>> kish_ess([1.0, 1.0, 1.0, 1.0]), kish_ess([3.0, 1.0])
+    (4.0, 1.6)
+    """
+    w = np.asarray(weights, dtype=float)
+    return float(w.sum() ** 2 / (w ** 2).sum())
+
+
 def _stratified(positions: np.ndarray, strata: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     """Round-robin over the bins with open candidates in a random order, uniform within a bin."""
     occupied = sorted(set(strata.tolist()))

@@ -14,7 +14,7 @@ per-label sign test decides ± for about a quarter of the pairs at alpha 0.05.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,6 +114,21 @@ class PairLabels:
         annotators = np.array([counts[i][0] if len(counts[i]) == 1 else "mean" for i in items],
                               dtype=object)
         return PairLabels(self.first, self.second, items, values, annotators)
+
+
+def pair_labels_table(labels: Mapping[tuple[str, str], Sequence[tuple[str, int]]]) -> dict[tuple[str, str], PairLabels]:
+    """PairLabels tables (annotators left empty) from (first, second) -> [(item, value)] lists;
+    a pair without labels is left out.
+
+    >>> table = pair_labels_table({("A", "B"): [("x", 1), ("y", -1)], ("A", "C"): []})
+    >>> list(table), table[("A", "B")].values.tolist()
+    ([('A', 'B')], [1, -1])
+    """
+    return {
+        pair: PairLabels(pair[0], pair[1], np.array([i for i, _ in rows], dtype=object),
+                         np.array([v for _, v in rows], dtype=np.int8), np.array([""] * len(rows), dtype=object))
+        for pair, rows in labels.items() if rows
+    }
 
 
 def _pair_table(rows: Iterable[tuple[str, str, str, int, str]]) -> dict[tuple[str, str], PairLabels]:

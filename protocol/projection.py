@@ -16,6 +16,21 @@ import numpy as np
 from .decision import closed_form_theta as theta_closed_form
 
 
+# Predictive draws of all running pairs together: 300 per pair up to 200 pairs, fewer beyond
+# (at least 60; the interval is of the total, a sum over pairs, which many pairs steady).
+# Uncapped, 1,225 pairs took seconds of every dashboard (docs/benchmarks.md).
+PROJECTION_DRAWS = 300
+PROJECTION_ENTRIES = 60_000
+PROJECTION_LEAST_DRAWS = 60
+
+
+def projection_draws(pairs: int) -> int:
+    """The predictive draws per pair for projecting ``pairs`` (>= 1) running pairs together
+    (``PROJECTION_DRAWS``, fewer when pairs x draws would pass ``PROJECTION_ENTRIES``, never
+    fewer than ``PROJECTION_LEAST_DRAWS``)."""
+    return max(PROJECTION_LEAST_DRAWS, min(PROJECTION_DRAWS, PROJECTION_ENTRIES // pairs))
+
+
 @dataclass(frozen=True)
 class Projection:
     """per_pair (P,) expected judgements; total expected and its (low, high) interval."""

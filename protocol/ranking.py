@@ -6,13 +6,13 @@ difference (docs/formulas.md §3, §5).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special, stats
 
-from .leaderboard import natural_key
+from .leaderboard import bradley_terry, natural_key, natural_sorted
 from .preferences import sign_of_mean_per_item
 
 CORRECT = "Correct"
@@ -154,6 +154,18 @@ def sign_test(n_plus, n_minus, alpha: float = 0.05, method: str = ASYMPTOTIC) ->
         method=method,
         alpha=alpha,
     )
+
+
+def share_interval(wins: int, losses: int, alpha: float = 0.05) -> tuple[float, float, float]:
+    """The share of non-tied judgements preferring the first system: its posterior mean and
+    central 1 - ``alpha`` credible interval under a uniform prior, Beta(wins + 1, losses + 1).
+
+    >>> share, low, high = share_interval(3, 1)
+    >>> round(share, 4), round(low, 4), round(high, 4)
+    (0.6667, 0.2836, 0.9473)
+    """
+    low, high = stats.beta.ppf([alpha / 2, 1 - alpha / 2], wins + 1, losses + 1)
+    return (wins + 1) / (wins + losses + 2), float(low), float(high)
 
 
 def label_counts(values) -> np.ndarray:
@@ -364,3 +376,82 @@ def graph_from_labels(
 ) -> RankingGraph:
     """Significance graph straight from a pairwise preference table (PairLabels per pair)."""
     return significance_graph(systems, decisions_from_labels(labels, alpha, method))
+
+
+# --------------------------------------------------------------------------------------
+# Leaderboards ordered by the decisions
+
+
+def decision_ranks(systems, decisions: Mapping[tuple[str, str], int]) -> list[dict]:
+    """Systems ranked by decisions alone (layers of the significance DAG): ``rank`` 1 = beaten
+    by no system; ``wins``/``losses`` count decided pairs, ``undecided`` the pairs at 0.
+    Rows in the DAG layout's order.
+
+    >>> [(r["rank"], r["system"], r["wins"], r["undecided"])
+    ...  for r in decision_ranks(["A", "B", "C"], {("A", "B"): 1, ("A", "C"): 0, ("B", "C"): 0})]
+    [(1, 'A', 1, 1), (1, 'C', 0, 2), (2, 'B', 0, 1)]
+    """
+    systems = tuple(systems)
+    layout = dag_layout(significance_graph(systems, decisions)) if systems else {"nodes": []}
+    record = {s: {"wins": 0, "losses": 0, "undecided": 0} for s in systems}
+    for (a, b), d in decisions.items():
+        if d == 0:
+            record[a]["undecided"] += 1
+            record[b]["undecided"] += 1
+        else:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            record[winner]["wins"] += 1
+            record[loser]["losses"] += 1
+    return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
+            for node in layout["nodes"]]
+
+
+def tiered_leaderboard(systems, judgements: Mapping[tuple[str, str], Sequence], decisions: Mapping[tuple[str, str], int],
+                       *, replicates: int, seed: int) -> list[dict]:
+    """Leaderboard rows best first: Bradley–Terry (``protocol.leaderboard.bradley_terry``) from
+    every judgement, ordered by the decisions' partial order first (``tier`` = layer of the
+    significance DAG + 1), then by score (systems without a score last).
+
+    systems: the names (non-empty); judgements: (first, second) -> [(item, value)] with value
+    in {+1, 0, -1}, +1 = first better; decisions: (first, second) -> +1 / 0 / -1. Each row:
+    system, tier, score, low, high (NaN as None), rank, rank_low, rank_high, wins, ties, losses,
+    judgements, better_than / worse_than (the systems it is decided better / worse than, in
+    natural order), position (1 = first row).
+
+    >>> rows = tiered_leaderboard(["A", "B"], {("A", "B"): [("x", 1), ("y", 1), ("z", -1)]},
+    ...                           {("A", "B"): 1}, replicates=20, seed=0)
+    >>> [(r["position"], r["system"], r["tier"], r["wins"], r["losses"], r["better_than"]) for r in rows]
+    [(1, 'A', 1, 2, 1, ['B']), (2, 'B', 2, 1, 2, [])]
+    """
+    systems = tuple(systems)
+    index = {s: k for k, s in enumerate(systems)}
+    rows = [(index[a], index[b], v) for (a, b), labels in judgements.items() for _, v in labels]
+    first, second, values = (np.array(c) for c in zip(*rows)) if rows else ([], [], [])
+    board = bradley_terry(systems, first, second, values, replicates=replicates, seed=seed)
+    layout = dag_layout(significance_graph(systems, decisions))
+    tier = {n["system"]: n["layer"] + 1 for n in layout["nodes"]}
+    better, worse = {s: [] for s in systems}, {s: [] for s in systems}
+    for (a, b), d in decisions.items():
+        if d:
+            winner, loser = (a, b) if d > 0 else (b, a)
+            better[winner].append(loser)
+            worse[loser].append(winner)
+
+    def finite(x):
+        return None if np.isnan(x) else float(x)
+
+    out = []
+    for k in board.order:
+        s = systems[k]
+        out.append({
+            "system": s, "tier": tier[s], "score": finite(board.score[k]), "low": finite(board.score_low[k]),
+            "high": finite(board.score_high[k]), "rank": int(board.rank[k]), "rank_low": int(board.rank_low[k]),
+            "rank_high": int(board.rank_high[k]), "wins": int(board.wins[k]), "ties": int(board.ties[k]),
+            "losses": int(board.losses[k]),
+            "judgements": int(board.wins[k] + board.ties[k] + board.losses[k]),
+            "better_than": list(natural_sorted(better[s])), "worse_than": list(natural_sorted(worse[s])),
+        })
+    out.sort(key=lambda r: (r["tier"], r["score"] is None, -(r["score"] or 0.0)))
+    for position, row in enumerate(out, start=1):
+        row["position"] = position
+    return out

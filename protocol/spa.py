@@ -507,3 +507,73 @@ def rank_metrics(
         p_values=p_values,
         ranks=significance_clusters(p_values, alpha),
     )
+
+
+# --------------------------------------------------------------------------------------
+# SPA of a metric's labels against the human judgements of a study (the dashboard, the
+# metrics table)
+
+# SPA from fewer judged items per pair, or fewer pairs, is mostly noise (its interval spans
+# most of [0, 1] on PandaLM with 5 items a pair): the dashboard says what is missing instead.
+SPA_MIN_ITEMS_PER_PAIR = 10
+SPA_MIN_PAIRS = 3
+SUMMARY_REPLICATES = 40
+SUMMARY_PERMUTATIONS = 300
+
+
+def item_mean_rows(human: Mapping, metrics: Mapping[str, Mapping], min_items: int = SPA_MIN_ITEMS_PER_PAIR
+                   ) -> tuple[list, list[list[float]], dict[str, list[list[float]]]]:
+    """The per-item differences SPA compares on preference labels, on the items every metric labels.
+
+    human: pair -> labels table (``.items`` (k,), ``.values`` (k,) in {-1, 0, 1}; an item may
+    occur several times); metrics: name -> (pair -> labels table, one label per item). A pair
+    is used when every metric labels it and at least ``min_items`` of its judged items are
+    labelled by every metric. Returns (pairs, sorted; human_rows: per pair the mean human label
+    of each such item, items sorted; metric_rows: name -> per pair the metric's label of each).
+
+    >>> from types import SimpleNamespace as T
+    >>> human = {("A", "B"): T(items=["x", "y", "x"], values=[1, -1, 0])}
+    >>> metric = {("A", "B"): T(items=["x", "y", "z"], values=[1, 1, -1])}
+    >>> item_mean_rows(human, {"m": metric}, min_items=2)
+    ([('A', 'B')], [[0.5, -1.0]], {'m': [[1.0, 1.0]]})
+    """
+    names = list(metrics)
+    pairs, human_rows, metric_rows = [], [], {name: [] for name in names}
+    for pair in sorted(human):
+        of = {name: dict(zip(metrics[name][pair].items, metrics[name][pair].values))
+              for name in names if pair in metrics[name]}
+        if len(of) < len(names):
+            continue
+        per_item: dict = {}
+        for item, value in zip(human[pair].items, human[pair].values):
+            if all(item in labels for labels in of.values()):
+                per_item.setdefault(item, []).append(int(value))
+        if len(per_item) < min_items:
+            continue
+        items = sorted(per_item)
+        pairs.append(pair)
+        human_rows.append([float(np.mean(per_item[i])) for i in items])
+        for name in names:
+            metric_rows[name].append([float(of[name][i]) for i in items])
+    return pairs, human_rows, metric_rows
+
+
+def spa_summary(human: Mapping, metric: Mapping, seed: int) -> dict:
+    """SPA and PA between the humans and a metric on the judged items the metric labels (pairs
+    and tables as :func:`item_mean_rows`), with a bootstrap interval — or, below
+    ``SPA_MIN_PAIRS`` pairs of ``SPA_MIN_ITEMS_PER_PAIR`` items, why there is not enough data.
+
+    Returns ``{"enough": True, "spa", "pa", "pairs", "spa_low", "spa_high", "pa_low",
+    "pa_high", "level"}`` or ``{"enough": False, "pairs", "min_pairs", "min_items"}``.
+    """
+    used, human_rows, metric_rows = item_mean_rows(human, {"metric": metric})
+    metric_rows = metric_rows["metric"]
+    if len(used) < SPA_MIN_PAIRS:
+        return {"enough": False, "pairs": len(used), "min_pairs": SPA_MIN_PAIRS,
+                "min_items": SPA_MIN_ITEMS_PER_PAIR}
+    result = compare_differences(used, human_rows, metric_rows, permutations=SUMMARY_PERMUTATIONS, seed=seed)
+    interval = bootstrap_interval(used, human_rows, metric_rows, replicates=SUMMARY_REPLICATES,
+                                  permutations=SUMMARY_PERMUTATIONS, seed=seed)
+    return {"enough": True, "spa": result.spa, "pa": result.pa, "pairs": len(used),
+            "spa_low": interval.spa[0], "spa_high": interval.spa[1],
+            "pa_low": interval.pa[0], "pa_high": interval.pa[1], "level": interval.level}

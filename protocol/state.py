@@ -510,6 +510,9 @@ def frozen_diagnostics(data: Mapping | None) -> MappingProxyType | None:
 def full_step(step) -> tuple[str, int, float, float, float, float, float]:
     """A step as (item, value, bet, rho, lam, m, c); a step of 4 fields (stored before the
     control variate, or made without it) has lam = m = c = 0."""
+    if len(step) == 7:  # as stored since the control variate: no padding (every submit decodes them)
+        item, value, wager, rho, lam, m, c = step
+        return (str(item), int(value), float(wager), float(rho), float(lam), float(m), float(c))
     item, value, wager, rho, *rest = step
     lam, m, c = (tuple(float(x) for x in rest) + (0.0, 0.0, 0.0))[:3]
     return (str(item), int(value), float(wager), float(rho), lam, m, c)

@@ -10,6 +10,7 @@ dependency).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,3 +156,82 @@ def test_views_reach_writes_and_reads_through_their_module():
     assert VIEW_MODULES
     offenders = [line for path in VIEW_MODULES for line in _reaches_outside_a_module(path)]
     assert offenders == [], "\n".join(offenders)
+
+
+CALLERS = ("annotation", "evalapp", "scripts", "tests")
+
+
+def _reaches_a_reexport(path: Path, module: str) -> list[str]:
+    """Where ``path`` takes a name other than a module from the ``selectors`` or ``services``
+    package itself (``from annotation.services import study_import``, ``selectors.counted_judgements``)."""
+    modules = {layer: {p.stem for p in (REPO / "annotation" / layer).glob("*.py")} - {"__init__"} for layer in LAYERS}
+    tree = ast.parse(path.read_text(), str(path))
+    bound, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(module, path, node)
+            for alias in node.names:
+                layer = source.removeprefix("annotation.") if source in ("annotation.selectors", "annotation.services") \
+                    else alias.name if source == "annotation" and alias.name in LAYERS else None
+                if layer is None:
+                    continue
+                if source == "annotation":
+                    bound[alias.asname or alias.name] = layer
+                elif alias.name not in modules[layer]:
+                    found.append(f"{module}:{node.lineno} imports {alias.name} from {source}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in ("annotation.selectors", "annotation.services") and alias.asname:
+                    bound[alias.asname] = alias.name.removeprefix("annotation.")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                and node.attr not in modules[bound[node.value.id]]:
+            found.append(f"{module}:{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def test_the_layers_packages_reexport_nothing():
+    """``annotation/selectors/__init__.py`` and ``annotation/services/__init__.py`` import their
+    modules and nothing else, and no module or test takes a read or a write from the package:
+    each names the module that holds it (issue 40: 31 ``selectors.x()`` calls hid it)."""
+    for layer in LAYERS:
+        init = REPO / "annotation" / layer / "__init__.py"
+        modules = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
+        for node in ast.parse(init.read_text()).body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            assert isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None \
+                and {a.name for a in node.names} <= modules, f"{init.relative_to(REPO)}:{node.lineno} is not an import of its modules"
+    offenders = [line for top in CALLERS for path in sorted((REPO / top).rglob("*.py"))
+                 if "migrations" not in path.parts for line in _reaches_a_reexport(path, _module_name(path))]
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_no_text_names_a_read_or_a_write_by_the_package():
+    """Code in a string (a child process's script), a comment or a template names the module as
+    well: ``services.studies.study_import``, never ``services.study_import`` (the AST check above
+    cannot see into strings)."""
+    names = {layer: {node.name for path in (REPO / "annotation" / layer).glob("*.py")
+                     for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)} for layer in LAYERS}
+    pattern = re.compile(r"\b(services|selectors)\.([a-z_]+)\b")
+    paths = [p for top in CALLERS for p in sorted((REPO / top).rglob("*.py"))
+             if "migrations" not in p.parts and p.name != "test_import_layers.py"]
+    paths += sorted((REPO / "templates").rglob("*.html"))
+    offenders = [f"{path.relative_to(REPO)}:{number}: {match.group(0)}"
+                 for path in paths for number, line in enumerate(path.read_text().splitlines(), start=1)
+                 for match in pattern.finditer(line) if match.group(2) in names[match.group(1)]]
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_the_reexport_check_finds_a_package_name(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from annotation.services import study_import\nfrom annotation import selectors\n"
+                     "from ..selectors import counted_judgements\n"
+                     "selectors.counted_judgements\nselectors.serving.hit_display\n")
+    assert _reaches_a_reexport(probe, "annotation.probe") == [
+        "annotation.probe:1 imports study_import from annotation.services",
+        "annotation.probe:4 selectors.counted_judgements"]
+    assert _reaches_a_reexport(probe, "annotation.views.probe") == [
+        "annotation.views.probe:1 imports study_import from annotation.services",
+        "annotation.views.probe:3 imports counted_judgements from annotation.selectors",
+        "annotation.views.probe:4 selectors.counted_judgements"]

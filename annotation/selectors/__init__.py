@@ -14,18 +14,11 @@ fragility   how many counted judgements each decided pair rests on
 items       the item reader and the item search: one item's texts, judgements, metric and
             judges' verdicts and reports; the study's items by text
 
-A view reaches a read through its module, ``selectors.serving.hit_display(...)``, as it reaches a
-write (``services.hits.judgement_submit(...)``), so the reader sees where each lives
-(tests/test_import_layers.py holds the views to it). Every public name is also re-exported here, for
-management commands and tests; a module of the app imports from the screen's module. The modules
-import one another in the order above from the bottom.
+A view, a command or a test reaches a read through its module — ``selectors.serving.hit_display(...)``
+or ``from annotation.selectors.serving import hit_display`` — as it reaches a write
+(``services.hits.judgement_submit(...)``), so the reader sees where each lives; this package
+re-exports nothing (tests/test_import_layers.py holds every caller to it). The modules import
+one another in the order above from the bottom; each is imported here so that
+``selectors.<module>`` is bound.
 """
-from .quality import *  # noqa: F401,F403
-from .studies import *  # noqa: F401,F403
-from .judges import *  # noqa: F401,F403
-from .exports import *  # noqa: F401,F403
-from .serving import *  # noqa: F401,F403
-from .style import *  # noqa: F401,F403
-from .fragility import *  # noqa: F401,F403
-from .dashboard import *  # noqa: F401,F403
-from .items import *  # noqa: F401,F403
+from . import quality, studies, judges, exports, serving, style, fragility, dashboard, items  # noqa: F401

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 from django.db.models import Count, Max, Q, Sum
-from scipy.stats import beta
 
 from protocol import adaptive, ranking, spa
 from protocol import favi as favi_lib
-from protocol.allocation import design_weights
-from protocol.leaderboard import bradley_terry, natural_sorted
-from protocol.preferences import PairLabels
-from protocol.projection import judgements_to_finish
+from protocol.allocation import design_weights, kish_ess
+from protocol.leaderboard import natural_sorted
+from protocol.preferences import pair_labels_table
+from protocol.projection import judgements_to_finish, projection_draws
 from protocol.report import compare_metric, report_json
 
 from ..models import AnnotatorExclusion, Comparison, Judgement, JudgeRun, PairState, PairStateHistory, Study
@@ -32,15 +31,6 @@ from .studies import (
 )
 
 
-def pair_labels_table(labels: dict[tuple[str, str], list[tuple[str, int]]]):
-
-    return {
-        pair: PairLabels(pair[0], pair[1], np.array([i for i, _ in rows], dtype=object),
-                         np.array([v for _, v in rows], dtype=np.int8), np.array([""] * len(rows), dtype=object))
-        for pair, rows in labels.items() if rows
-    }
-
-
 def metric_labels_table(*, study: Study, metric, human: dict) -> dict:
     """The metric's labels of the pairs and items in ``human`` (PairLabels tables of the human
     judgements: Favi and SPA compare nothing else) as PairLabels tables, items sorted; {}
@@ -52,28 +42,8 @@ def metric_labels_table(*, study: Study, metric, human: dict) -> dict:
     return pair_labels_table({pair: sorted(found.items()) for pair, found in labels.items()})
 
 
-# SPA from fewer judged items per pair, or fewer pairs, is mostly noise (its interval spans
-# most of [0, 1] on PandaLM with 5 items a pair): the dashboard says what is missing instead.
-SPA_MIN_ITEMS_PER_PAIR = 10
-
-
-SPA_MIN_PAIRS = 3
-
-
-SPA_REPLICATES = 40
-
-
-SPA_PERMUTATIONS = 300
-
-
+# The leaderboard's bootstrap replicates (Bradley–Terry intervals, protocol.ranking.tiered_leaderboard).
 LEADERBOARD_REPLICATES = 200
-
-
-PROJECTION_DRAWS = 300
-# Predictive draws of all running pairs together: 300 per pair up to 200 pairs, fewer beyond
-# (at least 60; the interval is of the total, a sum over pairs, which many pairs steady).
-# Uncapped, 1,225 pairs took seconds of every dashboard (docs/benchmarks.md).
-PROJECTION_ENTRIES = 60_000
 
 
 def dashboard_version(*, study: Study) -> tuple:
@@ -128,43 +98,6 @@ def _budget(study: Study, live: int, imported: int, reserved: int, projection: d
             "projected_percent": None if projection is None else percent(live + lost + projection["total"])}
 
 
-def _leaderboard(systems, judgements, decisions, seed: int) -> list[dict]:
-    """Leaderboard rows best first: Bradley–Terry from every human judgement, ordered by the
-    protocol's partial order first (tier = layer of the decision DAG), then by score."""
-
-    index = {s: k for k, s in enumerate(systems)}
-    rows = [(index[a], index[b], v) for (a, b), labels in judgements.items() for _, v in labels]
-    first, second, values = (np.array(c) for c in zip(*rows)) if rows else ([], [], [])
-    board = bradley_terry(systems, first, second, values, replicates=LEADERBOARD_REPLICATES, seed=seed)
-    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions))
-    tier = {n["system"]: n["layer"] + 1 for n in layout["nodes"]}
-    better, worse = {s: [] for s in systems}, {s: [] for s in systems}
-    for (a, b), d in decisions.items():
-        if d:
-            winner, loser = (a, b) if d > 0 else (b, a)
-            better[winner].append(loser)
-            worse[loser].append(winner)
-
-    def finite(x):
-        return None if np.isnan(x) else float(x)
-
-    out = []
-    for k in board.order:
-        s = systems[k]
-        out.append({
-            "system": s, "tier": tier[s], "score": finite(board.score[k]), "low": finite(board.score_low[k]),
-            "high": finite(board.score_high[k]), "rank": int(board.rank[k]), "rank_low": int(board.rank_low[k]),
-            "rank_high": int(board.rank_high[k]), "wins": int(board.wins[k]), "ties": int(board.ties[k]),
-            "losses": int(board.losses[k]),
-            "judgements": int(board.wins[k] + board.ties[k] + board.losses[k]),
-            "better_than": _natural(better[s]), "worse_than": _natural(worse[s]),
-        })
-    out.sort(key=lambda r: (r["tier"], r["score"] is None, -(r["score"] or 0.0)))
-    for position, row in enumerate(out, start=1):
-        row["position"] = position
-    return out
-
-
 def _natural(names) -> list[str]:
 
     return list(natural_sorted(names))
@@ -197,33 +130,6 @@ def _pair_matrix(order: list[str], pairs: list[dict]) -> list[dict]:
                           "parked" if p["status"] == adaptive.PARKED else "open"})
         rows.append({"system": a, "cells": cells})
     return rows
-
-
-def spa_summary(human, metric, seed: int) -> dict:
-    """SPA/PA between humans and the metric on the judged items, with a bootstrap interval,
-    or why there is not enough data for it yet."""
-
-    used, human_rows, metric_rows = [], [], []
-    for p in sorted(set(human) & set(metric)):
-        metric_of = dict(zip(metric[p].items, metric[p].values))
-        per_item: dict[str, list[int]] = {}
-        for item, value in zip(human[p].items, human[p].values):
-            if item in metric_of:
-                per_item.setdefault(item, []).append(int(value))
-        if len(per_item) >= SPA_MIN_ITEMS_PER_PAIR:
-            items = sorted(per_item)
-            used.append(p)
-            human_rows.append([float(np.mean(per_item[i])) for i in items])
-            metric_rows.append([float(metric_of[i]) for i in items])
-    if len(used) < SPA_MIN_PAIRS:
-        return {"enough": False, "pairs": len(used), "min_pairs": SPA_MIN_PAIRS,
-                "min_items": SPA_MIN_ITEMS_PER_PAIR}
-    result = spa.compare_differences(used, human_rows, metric_rows, permutations=SPA_PERMUTATIONS, seed=seed)
-    interval = spa.bootstrap_interval(used, human_rows, metric_rows, replicates=SPA_REPLICATES,
-                                      permutations=SPA_PERMUTATIONS, seed=seed)
-    return {"enough": True, "spa": result.spa, "pa": result.pa, "pairs": len(used),
-            "spa_low": interval.spa[0], "spa_high": interval.spa[1],
-            "pa_low": interval.pa[0], "pa_high": interval.pa[1], "level": interval.level}
 
 
 def study_dashboard_heavy(*, study: Study) -> dict:
@@ -284,7 +190,8 @@ def study_dashboard_heavy(*, study: Study) -> dict:
         for name, decisions in (("protocol", protocol_decisions), ("human", human_decisions),
                                 ("metric", metric_decisions)):
             dags[name] = ranking.dag_layout(ranking.significance_graph(systems, decisions))
-    leaderboard = _leaderboard(systems, judgement_labels, protocol_decisions, study.protocol_seed) if systems else []
+    leaderboard = ranking.tiered_leaderboard(systems, judgement_labels, protocol_decisions,
+                                             replicates=LEADERBOARD_REPLICATES, seed=study.protocol_seed) if systems else []
     # a ranking study's matrix reads best first along the ranking it decided
     order = section["order"] if section and section["complete"] else [r["system"] for r in leaderboard]
     summary = favi_lib.summarize(favi) if favi else None
@@ -303,7 +210,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
     if running:
         result = judgements_to_finish([c for c, _ in running], [r for _, r in running], batch=study.batch_size,
                                       gamma=study.gamma, seed=study.protocol_seed,
-                                      draws=max(60, min(PROJECTION_DRAWS, PROJECTION_ENTRIES // len(running))))
+                                      draws=projection_draws(len(running)))
         projection = {"pairs": len(running), "total": result.total, "low": result.low, "high": result.high,
                       "level": result.level}
     categories = {c: 0 for c in ranking.CATEGORIES}
@@ -326,7 +233,7 @@ def study_dashboard_heavy(*, study: Study) -> dict:
             "mean_abs_favi": summary.mean_abs_favi, "sample_accuracy": summary.sample_accuracy,
             "system_accuracy": summary.system_accuracy, "pairs": summary.pairs},
         "categories": categories if any(categories.values()) else None,
-        "spa": spa_summary(human, metric, study.protocol_seed) if human and metric else None,
+        "spa": spa.spa_summary(human, metric, study.protocol_seed) if human and metric else None,
         "timeline": timeline,
         "separability": separability,
         "metric": study.metric.name if study.metric_id else None,
@@ -408,8 +315,7 @@ def _pair_design(study: Study, protocol_pair) -> dict | None:
     weighted = adaptive.design_weighted(protocol_pair)
     ess = None
     if weighted:
-        weights = design_weights([chance for _, chance in protocol_pair.draws])
-        ess = float(weights.sum() ** 2 / (weights ** 2).sum())
+        ess = kish_ess(design_weights([chance for _, chance in protocol_pair.draws]))
     return {"choice": study.get_item_choice_display(), "weighted": weighted,
             "items": len(protocol_pair.judged_items), "ess": ess}
 
@@ -464,10 +370,10 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
             continue
         prefix = values[: h.judgements]
         wins, losses = int((prefix > 0).sum()), int((prefix < 0).sum())
-        low, high = beta.ppf([0.025, 0.975], wins + 1, losses + 1)
+        share, low, high = ranking.share_interval(wins, losses)
         rounds.append({"round": h.round, "judgements": h.judgements, "theta": h.theta, "decision": h.decision,
                        "wins": wins, "ties": int((prefix == 0).sum()), "losses": losses,
-                       "share": (wins + 1) / (wins + losses + 2), "share_low": float(low), "share_high": float(high)})
+                       "share": share, "share_low": low, "share_high": high})
     metric_labels = study_metric_labels(study=study, pair=(first, second)).get((first, second), {})
     separability = dict(Comparison.objects.filter(pair=row).exclude(separability=None)
                         .values_list("item__external_id", "separability"))
@@ -545,15 +451,4 @@ def study_leaderboard(*, study: Study) -> list[dict]:
     systems = tuple(study.systems.order_by("name").values_list("name", flat=True))
     decisions = {(a, b): d for a, b, d in PairState.objects.filter(study=study).values_list(
         "first__name", "second__name", "decision")}
-    layout = ranking.dag_layout(ranking.significance_graph(systems, decisions)) if systems else {"nodes": []}
-    record = {s: {"wins": 0, "losses": 0, "undecided": 0} for s in systems}
-    for (a, b), d in decisions.items():
-        if d == 0:
-            record[a]["undecided"] += 1
-            record[b]["undecided"] += 1
-        else:
-            winner, loser = (a, b) if d > 0 else (b, a)
-            record[winner]["wins"] += 1
-            record[loser]["losses"] += 1
-    return [{"rank": node["layer"] + 1, "system": node["system"], **record[node["system"]]}
-            for node in layout["nodes"]]
+    return ranking.decision_ranks(systems, decisions)

@@ -41,7 +41,7 @@ def study_pair_fragility(*, study: Study, states: list[PairState] | None = None,
     decision, its ``fragility_share`` of the pair's judgements, ``fragile`` (share ≤ 0.5 %),
     whether the count is exact, and its two parts (the margin's sign; the e-process's evidence,
     None when not computed). ``labels``: every counted judgement by pair, oldest first
-    (selectors.study_judgement_labels)."""
+    (selectors.studies.study_judgement_labels)."""
     if states is None:
         states = list(PairState.objects.filter(study=study).select_related("first", "second"))
     decided = [s for s in states if s.decision and s.state]

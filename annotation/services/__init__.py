@@ -13,17 +13,10 @@ transactions     retrying a unit of database work after a transient failure
 
 Services enqueue background work through annotation/jobs.py; their errors are annotation/errors.py.
 
-A view reaches a write through its module, ``services.hits.judgement_submit(...)``, so the reader sees
-where it lives (tests/test_import_layers.py holds the views to it); every module is imported here so
-that ``services.<module>`` is bound. The names re-exported below serve management commands and tests.
+A view, a command or a test reaches a write through its module — ``services.hits.judgement_submit(...)``
+or ``from annotation.services.studies import study_import`` — so the reader sees where it lives;
+this package re-exports nothing (tests/test_import_layers.py holds every caller to it). Every
+module is imported here so that ``services.<module>`` is bound.
 """
 from . import (checks, common, crowd, hits, judges, members, planner, quality, runtime, studies,  # noqa: F401
                transactions, uploads)
-from .studies import *  # noqa: F401,F403
-from .studies import __all__ as _studies_all
-from .members import *  # noqa: F401,F403
-from .members import __all__ as _members_all
-from .crowd import crowd_session_enter  # noqa: F401
-from ..errors import CrowdEntryRefused  # noqa: F401
-
-__all__ = [*_studies_all, *_members_all, "crowd_session_enter", "CrowdEntryRefused"]

@@ -90,7 +90,7 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     fewer than ``ratings_per_item`` judgements, no live lease, no judgement or skip by this
     annotator and an item that is not withdrawn, chosen by the study's item choice. A worker
     who reached the study's ``session_hits_max`` or whose ``session_minutes`` are up gets
-    nothing new (selectors.crowd_session). Retried as a whole after a transient database
+    nothing new (selectors.serving.crowd_session). Retried as a whole after a transient database
     error, so a lease whose commit was cut off is found as the current lease.
     """
     if study.exclusions_active and annotator_is_excluded(study=study, annotator=annotator):
@@ -358,7 +358,7 @@ def hit_flag(*, assignment: Assignment, annotator: Annotator, reason: str, note:
     """Record the annotator's report of a problem with the HIT's item and skip the HIT.
 
     Precondition: ``assignment`` is ``annotator``'s. The flag is for researchers (admin);
-    the item stays in the study until a researcher withdraws it (services.item_withdraw).
+    the item stays in the study until a researcher withdraws it (services.studies.item_withdraw).
     """
     if assignment.annotator_id != annotator.pk:
         raise HitError("this HIT belongs to another annotator")

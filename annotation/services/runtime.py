@@ -98,7 +98,7 @@ def protocol_ensure_started(*, study: Study) -> bool:
     """Start the protocol of a study imported before it started at import (older databases).
 
     A write for commands (demo_setup, protocol_sweep); True when it started one. A draft is
-    left alone: it starts when a researcher launches it (services.study_launch).
+    left alone: it starts when a researcher launches it (services.studies.study_launch).
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)

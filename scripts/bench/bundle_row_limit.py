@@ -5,7 +5,7 @@
 Writes a gzipped bundle of ``N`` rows (default BundleLimits().max_rows + 1): a study line, 1,000
 items, 10 systems' outputs and metric_score rows of 100 metrics until the count is reached,
 every row valid, so the only problem is the count. Then, ``runs`` times, in a fresh process (as
-a web worker reads an upload: a file object), ``services.study_import`` on it, and prints one
+a web worker reads an upload: a file object), ``services.studies.study_import`` on it, and prints one
 JSON object: the refusal, and per run the seconds until it and the process's peak RSS above its
 RSS before the import (VmHWM - VmRSS, MB).
 """
@@ -37,7 +37,7 @@ before = status("VmRSS")
 started = time.perf_counter()
 with open(sys.argv[1], "rb") as upload:
     try:
-        services.study_import(source=upload)
+        services.studies.study_import(source=upload)
         outcome = "imported"
     except BundleError as exc:
         outcome = str(exc.problems[0])

@@ -204,7 +204,8 @@ def _run(args) -> int:
     from django.db import connection
     from django.db.backends.signals import connection_created
 
-    from annotation.services import runtime, study_import
+    from annotation.services import runtime
+    from annotation.services.studies import study_import
 
     call_command("migrate", verbosity=0)
     study = study_import(source=args.bundle, slug="hot-path", metric=args.metric)

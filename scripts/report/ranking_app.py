@@ -11,7 +11,7 @@ Builds the arena of ``protocol.arena`` (no human lines), imports it as a study w
 every HIT the app serves with the arena's own human label of that item and pair, through the
 services the web views call (``hits.hit_next_for_annotator``, ``hits.judgement_submit``; round
 closes inline). When nothing is served any more it reads the ranking the dashboard shows
-(``selectors.study_ranking``) and scores it against the true order, next to the protocol-only
+(``selectors.dashboard.study_ranking``) and scores it against the true order, next to the protocol-only
 replay of the same arena (``protocol.arena_replay``: the ranking design and all pairs at the
 same family-wise level). Prints one JSON object.
 
@@ -77,8 +77,9 @@ def _run(args, var_dir: Path) -> dict:
     from django.core.management import call_command
 
     from annotation.models import PairState
-    from annotation.selectors import study_ranking
-    from annotation.services import hits, study_import
+    from annotation.selectors.dashboard import study_ranking
+    from annotation.services import hits
+    from annotation.services.studies import study_import
     from protocol.arena import ArenaSpec, make_arena, write_bundle
     from protocol.arena_replay import replay_active, replay_all_pairs, replay_ranking, score
     from protocol.ranking_design import RankingSettings

@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, chat_rows, crowd_rows, rubric_rows
 from tests.builders.clients import api_for, api_upload
 from tests.builders.files import STUDY_FILE_MODELS, study_files

@@ -19,7 +19,8 @@ from schemathesis.config import SchemathesisConfig
 
 from annotation.services import hits
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from evalapp.wsgi import application
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

@@ -2,7 +2,7 @@
 import pytest
 
 from annotation.models import Judgement
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.crowd import truthful_answer
 

@@ -6,7 +6,7 @@ import pytest
 
 from annotation import models
 from annotation.rendering import MARKDOWN, stored_html
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import bundle_rows, read_bundle
 from tests.builders.browser import worker_page
 from tests.builders.bundles import BUNDLES, bundle_bytes, chat_rows

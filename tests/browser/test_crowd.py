@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from annotation.models import Assignment, ItemFlag, Judgement, Study
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -2,7 +2,7 @@
 import pytest
 from django.test import Client
 
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.annotating import answer_hits, workers_of
 from tests.builders.browser import browser_login
 from tests.builders.bundles import (BUNDLES, RANKING_SYSTEMS, bundle_bytes, crowd_rows, many_systems_rows, ranking_rows,

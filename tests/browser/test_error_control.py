@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation import guarantees
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.browser import browser_login
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

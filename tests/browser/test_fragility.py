@@ -3,7 +3,7 @@ laptop and phone width: the counts shown are the data's, nothing scrolls sideway
 import pytest
 
 from annotation import reports
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.annotating import answer_hits, workers_of
 from tests.builders.browser import browser_login
 from tests.builders.bundles import bundle_bytes, crowd_rows

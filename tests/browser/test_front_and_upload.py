@@ -84,7 +84,7 @@ def test_upload_with_the_metric_picker_lands_on_the_study(browser, live_server, 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_members_page_add_invite_and_remove(browser, live_server, toy_rows, size):
-    from annotation.services import study_import
+    from annotation.services.studies import study_import
 
     context, page = sized_page(browser, size)
     owner = researcher()
@@ -169,7 +169,7 @@ def test_front_page_fits_the_screen(browser, live_server, toy_rows, tmp_path, si
     from annotation import services
 
     width, height = size
-    services.study_import(source=bundle_bytes(toy_rows), slug="toy-study", separability="skip",
+    services.studies.study_import(source=bundle_bytes(toy_rows), slug="toy-study", separability="skip",
                           created_by=researcher())
     context, page = sized_page(browser, size)
     log_in(page, live_server, "rita", "rita-pass-123")
@@ -187,7 +187,7 @@ def test_an_anonymous_visitor_is_told_the_truth_and_no_page_requests_a_missing_f
     the server records what it was asked)."""
     from django.core.signals import request_started
 
-    from annotation.services import study_import
+    from annotation.services.studies import study_import
     from tests.builders.bundles import crowd_rows
 
     study = study_import(source=bundle_bytes(crowd_rows(items=6, batch=2, budget=6)))

@@ -12,7 +12,8 @@ import pytest
 from django.utils import timezone
 
 from annotation.models import Assignment, Item, ItemFlag, Judgement
-from annotation.services import hits, quality, study_import
+from annotation.services import hits, quality
+from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.browser import browser_login
 from tests.builders.bundles import BUNDLES, bundle_bytes

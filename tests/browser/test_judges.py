@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.models import JudgeRun
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.browser import fits_the_viewport, record_progress
 from tests.builders.bundles import bundle_bytes
 from tests.builders.judges import judge_rows

@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.models import Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import BAD, GOOD, bundle_bytes, checked_rows
 from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle

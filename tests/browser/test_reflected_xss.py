@@ -4,7 +4,7 @@ from urllib.parse import quote
 
 import pytest
 
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.browser import browser_login
 from tests.builders.bundles import bundle_bytes
 

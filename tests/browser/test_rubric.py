@@ -7,7 +7,7 @@ import pytest
 
 from annotation.models import Judgement
 from annotation.services import hits
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.annotating import answer_rubric_hits, worker
 from tests.builders.browser import browser_login, worker_page
 from tests.builders.bundles import BUNDLES, bundle_bytes, rubric_rows

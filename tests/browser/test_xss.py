@@ -2,7 +2,8 @@
 import pytest
 from django.contrib.auth.models import User
 
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes
 from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 

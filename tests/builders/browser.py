@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_membership_set
+from annotation.services.members import study_membership_set
 
 
 def browser_login(page, live_server, study, username="res2"):

@@ -9,7 +9,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_membership_set
+from annotation.services.members import study_membership_set
 from tests.builders.bundles import bundle_bytes
 
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from annotation.models import Assignment, Comparison
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import QUALITY, bundle_bytes, crowd_rows
 
 

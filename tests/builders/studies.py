@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from annotation import jobs
 from annotation.models import Annotator, Comparison, Item, Output, PairState, Study
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows, one_pair_rows
 
 

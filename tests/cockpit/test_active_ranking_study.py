@@ -13,10 +13,10 @@ from django.test import Client
 from annotation.management.commands.demo_setup import RANKING_DEMOS
 from annotation.models import Assignment, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
-from annotation.selectors import study_ranking
+from annotation.selectors.dashboard import study_ranking
 from annotation.selectors.serving import protocol_pair_of
 from annotation.serving import protocol_state
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from annotation.services.planner import plan_job_create
 from protocol.arena import make_arena, write_bundle
 from protocol.bundle import BundleError, read_bundle

@@ -4,7 +4,7 @@ import pytest
 from annotation import models
 from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_metric_labels
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import bundle_rows, read_bundle
 from tests.builders.bundles import BUNDLES, CHAT_ROWS, bundle_bytes
 from tests.builders.clients import researcher_client

@@ -6,7 +6,8 @@ import pytest
 
 from annotation.models import Judgement
 from annotation.selectors.dashboard import pair_detail_data, study_dashboard_data
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import BUNDLES, bundle_bytes, crowd_rows
 from tests.builders.clients import api_for, researcher_client
 from tests.builders.crowd import answer_truthfully, current_hit, judged_crowd_study, start_worker

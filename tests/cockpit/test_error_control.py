@@ -15,7 +15,8 @@ from django.test import Client
 from annotation import guarantees
 from annotation.models import MIN_ITEM_CHOICE_TEMPERATURE, PlanJob, Study
 from annotation.serving import protocol_state
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.clients import (admin_client, admin_form_data, api_for, api_upload, group_researcher_client,

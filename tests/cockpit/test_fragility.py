@@ -7,9 +7,11 @@ import math
 import pytest
 
 from annotation.models import PairState
-from annotation.selectors import study_dashboard_data, study_judgement_labels
+from annotation.selectors.dashboard import study_dashboard_data
+from annotation.selectors.studies import study_judgement_labels
 from annotation.selectors.serving import protocol_pair_of
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.annotating import answer_hits, workers_of
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.clients import api_for, researcher_client

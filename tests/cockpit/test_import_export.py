@@ -12,7 +12,8 @@ from annotation import models
 from annotation.access import RESEARCHER_GROUP
 from annotation.selectors.exports import study_export_rows
 from annotation.selectors.studies import study_pair_capacities
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError, read_bundle
 from tests.builders.bundles import BUNDLES, bundle_bytes
 

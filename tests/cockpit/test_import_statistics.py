@@ -3,7 +3,7 @@ import pytest
 from django.db import connection
 
 from annotation.models import Comparison, Item, Output, PairState
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = [

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation.models import MetricScore, Output, Study, StudyMembership
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError
 
 MODELS = ("gpt-x", "llama-y", "mistral-z", "qwen-w")

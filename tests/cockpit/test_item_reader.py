@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from annotation import selectors
 from annotation.models import Annotator, Assignment, Comparison, Item, ItemFlag, Judgement, PairState
-from annotation.services import quality, study_import
+from annotation.services import quality
+from annotation.services.studies import study_import
 from tests.builders.annotating import worker
 from tests.builders.backends import WRITE_STATEMENT
 from tests.builders.bundles import bundle_bytes, rubric_rows
@@ -149,14 +150,14 @@ def test_the_reader_of_one_pair_shows_every_judgement_in_the_researchers_terms(c
 def test_the_reader_data_counts_as_the_protocol_does(reader_study):
     study, j = reader_study
     item = Item.objects.get(study=study, external_id=ODD_ID)
-    data = selectors.item_reader_data(study=study, item=item, pair=("A", "B"))
+    data = selectors.items.item_reader_data(study=study, item=item, pair=("A", "B"))
     (pair,) = data["pairs"]
     counted = {row["id"] for row in pair["judgements"] if row["counted"]}
-    protocol = set(selectors.counted_judgements(study=study).filter(
+    protocol = set(selectors.quality.counted_judgements(study=study).filter(
         comparison__item=item, comparison__first__name="A", comparison__second__name="B").values_list("pk", flat=True))
     assert counted == protocol and len(counted) == 2
     quality.annotator_include(study=study, annotator=j["spam"].annotator)
-    data = selectors.item_reader_data(study=study, item=item, pair=("A", "B"))
+    data = selectors.items.item_reader_data(study=study, item=item, pair=("A", "B"))
     assert {row["id"] for row in data["pairs"][0]["judgements"] if row["counted"]} == protocol | {j["spam"].pk}
 
 

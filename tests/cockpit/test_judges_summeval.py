@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import BUNDLES, bundle_bytes
 from tests.builders.clients import researcher_client
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from annotation import reports
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.clients import researcher_client
 

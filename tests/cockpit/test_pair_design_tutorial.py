@@ -14,7 +14,7 @@ from django.test import Client
 
 from annotation.models import Assignment, PairState
 from annotation.reports import study_dashboard_refresh
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.designs import DESIGNS, register, unregister
 from protocol.study_settings import SETTINGS
 from tests.builders.annotating import answer_hits, workers_of

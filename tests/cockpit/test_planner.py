@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import PlanJob
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from annotation.services.planner import plan_job_create
 from protocol.bundle import read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, hours_to_finish, plan

@@ -13,9 +13,9 @@ from django.test import Client
 
 from annotation.models import Assignment, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
-from annotation.selectors import study_ranking
+from annotation.selectors.dashboard import study_ranking
 from annotation.serving import protocol_state
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from annotation.services.planner import plan_job_create
 from protocol.bundle import BundleError, read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from annotation.selectors.studies import study_metric_counts, study_metric_labels
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.ranking import label_counts
 from tests.builders.bundles import bundle_bytes, many_systems_rows, rubric_rows
 
@@ -212,7 +212,6 @@ def test_the_front_page_counts_each_study_on_its_own(client):
 
 
 def test_import_study_leaves_the_first_dashboard_and_metrics_table_computed(tmp_path):
-    from django.core.cache import caches
     from django.core.management import call_command
 
     from annotation import reports
@@ -224,7 +223,7 @@ def test_import_study_leaves_the_first_dashboard_and_metrics_table_computed(tmp_
     path.write_bytes(bundle_bytes(crowd_rows()))
     call_command("import_study", str(path), "--slug", "warm", verbosity=0)
     study = Study.objects.get(slug="warm")
-    cached = caches["shared"].get(reports.DASHBOARD_KEY.format(study.pk))
+    cached = reports.DASHBOARD.read(study.pk)
     assert cached is not None and cached[0] == dashboard_version(study=study)
     table = reports.study_metrics_table(study=study)  # the page's read: no job to start
     assert table is not None and [row["name"] for row in table["rows"]] == [m.name for m in study.metrics.all()]

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from annotation.models import Comparison, PairState, Study
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import read_bundle
 from protocol.separability import bundle_separability
 from tests.builders.bundles import BUNDLES, bundle_bytes

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation import models
-from annotation.services import study_import, study_membership_remove, study_membership_set
+from annotation.services.members import study_membership_remove, study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes
 from tests.builders.clients import admin_client, admin_form_data, group_researcher_client
 

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from annotation.models import Judgement
-from annotation.selectors import study_dashboard_data, study_style_leaderboard, study_style_votes
-from annotation.services import study_import, study_membership_set
+from annotation.selectors.dashboard import study_dashboard_data
+from annotation.selectors.style import study_style_leaderboard, study_style_votes
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from protocol.style_control import STYLE_FEATURES, fit_style_leaderboard, style_counts
 from tests.builders.annotating import answer_hits, workers_of
 from tests.builders.bundles import bundle_bytes

@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from annotation.services import api_token_create, study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import api_token_create, study_import
 from tests.builders.bundles import bundle_bytes, chat_rows, rubric_rows
 
 

@@ -8,7 +8,8 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation.models import Judgement
-from annotation.services import hits, study_import, study_settings_update
+from annotation.services import hits
+from annotation.services.studies import study_import, study_settings_update
 from protocol.bundle import BundleError
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, crowd_rows

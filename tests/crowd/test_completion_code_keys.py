@@ -16,8 +16,8 @@ from django.test import Client
 from django.utils.crypto import salted_hmac
 
 from annotation.models import Annotator, CrowdSession, Study
-from annotation.selectors import crowd_completion_code, study_crowd_sessions
-from annotation.services import study_import
+from annotation.selectors.serving import crowd_completion_code, study_crowd_sessions
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.clients import researcher_client
 

@@ -9,8 +9,8 @@ from django.test import Client
 
 from annotation.access import session_annotator_key
 from annotation.models import Annotator, Assignment, CrowdSession
-from annotation.selectors import study_export_rows
-from annotation.services import study_import
+from annotation.selectors.exports import study_export_rows
+from annotation.services.studies import study_import
 from protocol.bundle import parse_bundle_lines
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

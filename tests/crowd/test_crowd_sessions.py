@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 
 from annotation.models import Assignment, Comparison, Item, ItemFlag, Judgement, Study
-from annotation.selectors import study_serving_audit
-from annotation.services import study_import
+from annotation.selectors.serving import study_serving_audit
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError
 from tests.builders.bundles import BUNDLES, bundle_bytes, bundle_slice, crowd_rows
 
@@ -215,7 +215,7 @@ def test_flag_reports_the_item_and_a_withdrawn_item_is_never_served():
     flag = ItemFlag.objects.get()
     assert (flag.item_id, flag.reason, flag.note) == (hit.comparison.item_id, "broken", "cut off")
     assert Assignment.objects.get(pk=hit.pk).state == Assignment.State.SKIPPED
-    from annotation.services import item_withdraw
+    from annotation.services.studies import item_withdraw
 
     item_withdraw(item=flag.item)
     assert Item.objects.get(pk=flag.item_id).withdrawn
@@ -319,7 +319,7 @@ def test_researchers_see_flags_in_the_admin_and_withdraw_the_item(admin_client):
 def test_researcher_sets_the_session_on_the_settings_page():
     from django.contrib.auth.models import User
 
-    from annotation.services import study_membership_set
+    from annotation.services.members import study_membership_set
 
     study = crowd_study()
     user = User.objects.create_user("res", password="pw-res-1234")

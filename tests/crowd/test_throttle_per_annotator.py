@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.crowd import served_hits
 from tests.builders.throttling import assert_throttled, rates

@@ -13,7 +13,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.models import Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.throttling import assert_throttled, clear_throttle_counts, rates
 

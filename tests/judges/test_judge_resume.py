@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from annotation.models import JudgeCall, JudgeRun, JudgeUnparsed, MetricPreference
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.backends import database_url
 from tests.builders.bundles import REPO, bundle_bytes
 from tests.builders.judges import judge_rows

@@ -10,7 +10,8 @@ from django.apps import apps
 from django.core import serializers
 
 from annotation.models import JudgeCall, JudgeRun, JudgeUnparsed, Metric, MetricPreference, Output, Study
-from annotation.services import judges, study_import
+from annotation.services import judges
+from annotation.services.studies import study_import
 from protocol.judge_prompts import MT_BENCH, canonical_verdict
 from tests.builders.bundles import bundle_bytes
 from tests.builders.judges import judge_rows

@@ -6,7 +6,9 @@ import uuid
 import pytest
 
 from annotation.models import JudgeRun, MetricPreference
-from annotation.services import judges, study_import, study_membership_set
+from annotation.services import judges
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes
 from tests.builders.clients import api_for, researcher_client
 from tests.builders.judges import judge_rows

@@ -14,6 +14,7 @@ from protocol import adaptive
 from protocol.control_variate import Moments, cross_fitted_predictions, cv_bet, reliance
 from protocol.rules import bet
 from protocol.simulate import main, null_tables, replay
+from protocol.state import full_step
 from tests.builders.bundles import write_tiny_bundle
 
 GAMMA = 0.05
@@ -145,3 +146,12 @@ def test_several_metrics_combine_on_the_command_line(tmp_path, capsys):
     assert main([str(path), "--metric", "m1,m1", "--json", "--quiet"]) == 0
     assert '"annotation_fraction"' in capsys.readouterr().out
     assert main([str(path), "--metric", "m1,nope", "--json", "--quiet"]) == 2
+
+
+def test_a_step_reads_the_same_in_either_stored_shape():
+    """protocol.state.full_step: a step of 7 fields (as stored since the control variate) and
+    of 4 (before it: lam = m = c = 0) as one typed tuple; JSON's ints become floats."""
+    assert full_step(["i3", 1, 1, 0.5]) == ("i3", 1, 1.0, 0.5, 0.0, 0.0, 0.0)
+    seven = full_step(["i3", -1, 0.25, 1, 0, 1, -0.5])
+    assert seven == ("i3", -1, 0.25, 1.0, 0.0, 1.0, -0.5)
+    assert [type(x) for x in seven] == [str, int, float, float, float, float, float]

@@ -7,7 +7,7 @@ from annotation import selectors
 from annotation.models import Assignment, CheckItem, Judgement, PairState
 from annotation.selectors.exports import study_export_rows
 from annotation.serving import protocol_state
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError, bundle_rows, parse_bundle_lines
 from tests.builders.bundles import GOOD, bundle_bytes, checked_rows
 from tests.builders.crowd import current_hit, served_hits, start_worker
@@ -70,13 +70,13 @@ def test_onboarding_then_interleaved_checks_never_counted(client):
     assert swapped == {True, False}  # sides at random
     # The protocol counts the real judgements only; checks have no pair.
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
-    assert state.spent == selectors.counted_judgements(study=study).count() == kinds.count("real")
-    assert selectors.study_progress(study=study)["live_judgements"] == kinds.count("real")
+    assert state.spent == selectors.quality.counted_judgements(study=study).count() == kinds.count("real")
+    assert selectors.studies.study_progress(study=study)["live_judgements"] == kinds.count("real")
     assert all(r["kind"] != "human_preference" or r["item"].startswith("i") for r in study_export_rows(study=study))
     assert sum(r["kind"] == "check" for r in study_export_rows(study=study)) == 4
-    audit = selectors.study_serving_audit(study=study)
+    audit = selectors.serving.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
-    row = selectors.study_annotator_quality(study=study)[0]
+    row = selectors.quality.study_annotator_quality(study=study)[0]
     assert (row["checks"], row["gold_accuracy"]) == (kinds.count("check"), 1.0)
     # The client claimed 5 s per HIT; the server measured the test's instant answers, and that
     # is what the statistics use.
@@ -101,7 +101,7 @@ def test_failed_onboarding_ends_politely_before_any_real_judgement(client):
     assert client.post(f"/s/{study.slug}/next/").status_code == 302
     assert client.get(f"/s/{study.slug}/annotate/").context["screen"] == "screened"
     assert not Judgement.objects.filter(comparison__study=study).exists()
-    row = selectors.study_annotator_quality(study=study)[0]
+    row = selectors.quality.study_annotator_quality(study=study)[0]
     assert (row["checks"], row["gold_accuracy"]) == (2, 0.0) and "failed_checks" in row["flags"]
 
 
@@ -134,12 +134,12 @@ def test_repeats_swap_sides_and_give_repeat_consistency_without_counting(client)
     assert len({r.comparison_id for r in repeats}) == len(repeats)
     # Never counted: the protocol, the serving counters and the session's count see real ones only.
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
-    assert state.spent == kinds.count("real") == selectors.counted_judgements(study=study).count()
+    assert state.spent == kinds.count("real") == selectors.quality.counted_judgements(study=study).count()
     assert Judgement.objects.filter(comparison__study=study, kind="repeat").count() == len(repeats)
-    audit = selectors.study_serving_audit(study=study)
+    audit = selectors.serving.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"] and not audit["duplicates"], audit
     assert client.get(f"/s/{study.slug}/annotate/").context["done"] == kinds.count("real")
-    row = selectors.study_annotator_quality(study=study)[0]
+    row = selectors.quality.study_annotator_quality(study=study)[0]
     assert (row["repeats"], row["repeat_consistency"]) == (len(repeats), 1.0)  # an honest worker agrees
 
 
@@ -177,7 +177,7 @@ def test_an_api_client_cannot_tell_a_check_from_a_comparison():
     from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
-    from annotation.services import study_membership_set
+    from annotation.services.members import study_membership_set
 
     study = study_import(source=bundle_bytes(checked_rows(onboarding_checks=1)), slug="checked-api")
     user = User.objects.create_user("api-worker")

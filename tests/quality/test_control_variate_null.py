@@ -17,7 +17,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.models import Comparison, PairState, Study
-from annotation.services import hits, quality, study_import
+from annotation.services import hits, quality
+from annotation.services.studies import study_import
 from tests.builders.annotating import worker
 from tests.builders.bundles import bundle_bytes, one_pair_rows
 from tests.builders.studies import comparisons_stored

@@ -7,9 +7,11 @@ import pytest
 from django.db import connection
 
 from annotation.models import Annotator, Judgement, PairState
-from annotation.selectors import counted_judgements, study_serving_audit
+from annotation.selectors.quality import counted_judgements
+from annotation.selectors.serving import study_serving_audit
 from annotation.serving import protocol_state
-from annotation.services import quality, runtime, study_import
+from annotation.services import quality, runtime
+from annotation.services.studies import study_import
 from tests.builders.annotating import annotate_concurrently
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

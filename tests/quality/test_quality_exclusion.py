@@ -9,7 +9,8 @@ from annotation.models import ExclusionEvent, PairState, Study
 from annotation.services import hits
 from annotation import jobs
 from annotation.serving import protocol_state
-from annotation.services import quality, runtime, study_import
+from annotation.services import quality, runtime
+from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 
@@ -37,12 +38,12 @@ def test_spammer_is_flagged_excluded_and_the_redecided_run_equals_the_run_withou
     workers = workers_of(HONEST + ["spammer"])
     annotate_with_spammer(study, workers, random.Random(1), spammer="spammer")
     spammer = workers["spammer"]
-    spam_count = selectors.counted_judgements(study=study).filter(annotator=spammer).count()
+    spam_count = selectors.quality.counted_judgements(study=study).filter(annotator=spammer).count()
     assert spam_count >= 10  # the spammer's answers were counted before the exclusion
     # ... and moved the protocol: some pair's θ differs from the clean run's.
     assert thetas(study) != thetas(clean)
 
-    table = {r["annotator"]: r for r in selectors.study_annotator_quality(study=study)}
+    table = {r["annotator"]: r for r in selectors.quality.study_annotator_quality(study=study)}
     assert "too_fast" in table["spammer"]["flags"]
     assert table["spammer"]["median_seconds"] < 1.0
     assert not any(table[h]["flags"] for h in HONEST), {h: table[h]["flags"] for h in HONEST}
@@ -55,18 +56,18 @@ def test_spammer_is_flagged_excluded_and_the_redecided_run_equals_the_run_withou
     study.refresh_from_db()
     assert study.exclusions_active == 1 and not runtime.redecide_pending(study)
     assert study.protocol_lost_judgements == spam_count
-    assert selectors.counted_judgements(study=study).filter(annotator=spammer).count() == 0
-    assert selectors.study_progress(study=study)["lost_judgements"] == spam_count
+    assert selectors.quality.counted_judgements(study=study).filter(annotator=spammer).count() == 0
+    assert selectors.studies.study_progress(study=study)["lost_judgements"] == spam_count
     event = ExclusionEvent.objects.get(study=study)
     assert (event.action, event.rule, event.user, event.judgements) == ("exclude", "too_fast", None, spam_count)
     assert hits.hit_next_for_annotator(study=study, annotator=spammer) is None
-    audit = selectors.study_serving_audit(study=study)
+    audit = selectors.serving.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
 
     # Pairs no longer decided reopened; the honest workers finish the study.
     annotate_with_spammer(study, workers_of(HONEST), random.Random(2), spammer=None)
     assert {k: d for k, (d, _) in decisions(study).items()} == {k: d for k, (d, _) in expected.items()}
-    audit = selectors.study_serving_audit(study=study)
+    audit = selectors.serving.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
 
 
@@ -75,15 +76,15 @@ def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_mod
     workers = workers_of(HONEST[:2] + ["spammer"])
     annotate_with_spammer(study, workers, random.Random(3), spammer="spammer")
     spammer = workers["spammer"]
-    counted_before = selectors.counted_judgements(study=study).count()
-    spam_count = selectors.counted_judgements(study=study).filter(annotator=spammer).count()
+    counted_before = selectors.quality.counted_judgements(study=study).count()
+    spam_count = selectors.quality.counted_judgements(study=study).filter(annotator=spammer).count()
     researcher = django_user_model.objects.create_user("res", password="x")
 
     assert quality.annotator_exclude(study=study, annotator=spammer, user=researcher, reason="random answers")
     assert not quality.annotator_exclude(study=study, annotator=spammer, user=researcher)  # already excluded
     study.refresh_from_db()
     assert study.protocol_lost_judgements == spam_count
-    assert selectors.counted_judgements(study=study).count() == counted_before - spam_count
+    assert selectors.quality.counted_judgements(study=study).count() == counted_before - spam_count
     pairs = {p.key: p for p in protocol_state.study_state_load(
         study, PairState.objects.filter(study=study)).pairs}
     assert sum(p.judgements for p in pairs.values()) == counted_before - spam_count
@@ -91,13 +92,13 @@ def test_reinclusion_restores_the_judgements_and_is_audit_logged(django_user_mod
     assert quality.annotator_include(study=study, annotator=spammer, user=researcher, reason="checked by hand")
     study.refresh_from_db()
     assert (study.protocol_lost_judgements, study.exclusions_active) == (0, 0)
-    assert selectors.counted_judgements(study=study).count() == counted_before
+    assert selectors.quality.counted_judgements(study=study).count() == counted_before
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     assert state.spent == counted_before
     log = list(ExclusionEvent.objects.filter(study=study).order_by("id").values_list("action", "user__username",
                                                                                       "reason"))
     assert log == [("exclude", "res", "random answers"), ("include", "res", "checked by hand")]
-    audit = selectors.study_serving_audit(study=study)
+    audit = selectors.serving.study_serving_audit(study=study)
     assert audit["protocol_consistent"] and audit["counters_consistent"], audit["problems"]
     # A re-included worker is left alone by the rules.
     Study.objects.filter(pk=study.pk).update(exclude_too_fast=True)
@@ -126,5 +127,5 @@ def test_the_sweep_finishes_a_lost_redecision_of_a_finished_study(django_user_mo
     study.refresh_from_db()
     assert not runtime.redecide_pending(study)
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
-    assert sum(p.judgements for p in state.pairs) == selectors.counted_judgements(study=study).count()
+    assert sum(p.judgements for p in state.pairs) == selectors.quality.counted_judgements(study=study).count()
     cache.delete(jobs.QUEUED_KEY.format(study.pk))

@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from annotation.models import Annotator, ExclusionEvent, Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.spam import HONEST, annotate_with_spammer, spam_bundle
 

@@ -5,7 +5,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from annotation.models import Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

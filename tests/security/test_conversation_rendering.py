@@ -6,7 +6,7 @@ from django.test import Client
 
 from annotation import models
 from annotation.rendering import MARKDOWN, MAX_DIFF_WORDS, PLAIN, render_conversation, stored_html, word_diff
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError, read_bundle
 from tests.builders.bundles import bundle_bytes, chat_rows
 from tests.builders.crowd import current_hit, start_worker

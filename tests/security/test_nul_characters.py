@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 
 from annotation.models import AnnotatorExclusion, ItemFlag, Judgement, Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows, rubric_rows
 from tests.builders.clients import api_for, group_researcher_client, researcher_client
 from tests.builders.crowd import current_hit, judged_crowd_study, start_worker

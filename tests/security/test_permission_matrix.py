@@ -14,7 +14,8 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 
 from annotation.access import RESEARCHER_GROUP
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

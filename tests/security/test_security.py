@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from annotation.models import Metric, Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import REPO, bundle_bytes
 from tests.builders.hostile import IMG, SCRIPT, hostile_rows
 

@@ -34,7 +34,7 @@ from annotation import services
 from protocol.bundle import BundleError
 with open(sys.argv[1], "rb") as upload:
     try:
-        services.study_import(source=upload)
+        services.studies.study_import(source=upload)
         outcome = "imported"
     except BundleError as exc:
         outcome = str(exc.problems[0])

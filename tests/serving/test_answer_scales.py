@@ -12,7 +12,7 @@ from django.test import Client
 
 from annotation.models import Judgement
 from annotation.selectors.exports import study_export
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError
 from protocol.scales import PLAIN, STRENGTH, AnswerScale, register_scale, unregister_scale
 from tests.builders.bundles import bundle_bytes

@@ -24,7 +24,7 @@ from django.test import Client
 
 from annotation import jobs
 from annotation.models import Judgement, Study
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
 from tests.builders.crowd import current_hit
 from tests.builders.throttling import assert_throttled, rates

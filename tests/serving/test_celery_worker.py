@@ -10,7 +10,7 @@ from django.conf import settings
 
 from annotation.models import Study
 from annotation.tasks import study_separability_task
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.backends import database_url, redis_answers
 from tests.builders.bundles import REPO, bundle_bytes, crowd_rows
 

@@ -4,7 +4,7 @@ from django.template import Context, Template
 
 from annotation import models
 from annotation.selectors.exports import study_export
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import read_bundle
 from tests.builders.bundles import BUNDLES, bundle_bytes
 

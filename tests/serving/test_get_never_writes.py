@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.backends import WRITE_STATEMENT as WRITE
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.crowd import start_worker

@@ -3,9 +3,10 @@ one row per item and pair was 2.45 M rows at 50 systems x 2,000 prompts)."""
 import pytest
 
 from annotation.models import Comparison, Judgement
-from annotation.selectors import study_serving_audit
+from annotation.selectors.serving import study_serving_audit
 from annotation.selectors.studies import study_pair_capacities
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.annotating import worker
 from tests.builders.bundles import bundle_bytes, crowd_rows, one_pair_rows
 

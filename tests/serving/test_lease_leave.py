@@ -6,7 +6,8 @@ from django.test import Client
 from annotation.errors import HitError
 from annotation.models import Assignment, Judgement
 from annotation.selectors.serving import study_serving_audit
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.crowd import start_worker

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from annotation import models
 from annotation.rendering import MARKDOWN, RENDER_LIMITS, stored_html, word_diff
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol.bundle import BundleError
 from tests.builders.bundles import bundle_bytes, chat_rows
 from tests.builders.crowd import current_hit, start_worker

@@ -6,7 +6,8 @@ import pytest
 
 from annotation.models import PairState
 from annotation.serving import metric_labels, protocol_state
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.annotating import worker
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

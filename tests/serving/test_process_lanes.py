@@ -7,7 +7,7 @@ import time
 import pytest
 
 from annotation import jobs, reports
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from tests.builders.backends import database_url
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

@@ -10,7 +10,7 @@ from annotation.models import Judgement, PairState
 from annotation.selectors.exports import study_export
 from annotation.selectors.serving import study_serving_audit
 from annotation.services import hits
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from annotation.serving import protocol_state
 from protocol.bundle import BundleError
 from tests.builders.annotating import answer_rubric_hits, worker

@@ -6,7 +6,8 @@ from django.contrib.auth.models import User
 from annotation.services import hits
 from annotation.serving import protocol_state
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
-from annotation.services import study_import, study_membership_set
+from annotation.services.members import study_membership_set
+from annotation.services.studies import study_import
 from tests.builders.bundles import BUNDLES, bundle_bytes, crowd_rows
 from tests.builders.crowd import current_hit, expire, start_worker, truthful_answer
 

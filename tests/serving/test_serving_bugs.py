@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from annotation.models import Assignment, Comparison, Judgement, PairState, Study
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.annotating import worker
 from tests.builders.bundles import bundle_bytes, one_pair_rows
 from tests.builders.crowd import expire

@@ -9,8 +9,9 @@ import pytest
 from django.db import connection
 
 from annotation.models import Annotator, Judgement, PairState
-from annotation.selectors import study_serving_audit
-from annotation.services import hits, study_import
+from annotation.selectors.serving import study_serving_audit
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.annotating import annotate_concurrently
 from tests.builders.bundles import bundle_bytes, crowd_rows
 

@@ -17,9 +17,10 @@ from django.db import connection
 from django.test import Client
 
 from annotation.models import Annotator, Judgement, PairState, Study
-from annotation.selectors import study_serving_audit
+from annotation.selectors.serving import study_serving_audit
 from annotation.serving import protocol_state
-from annotation.services import hits, runtime, study_import
+from annotation.services import hits, runtime
+from annotation.services.studies import study_import
 from protocol import adaptive
 from tests.builders.backends import database_url, redis_answers
 from tests.builders.bundles import REPO, bundle_bytes, crowd_rows

@@ -13,7 +13,8 @@ from django.utils import timezone
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState
 from annotation import selectors
 from annotation.serving import protocol_state
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from annotation.serving.store import pair_row_locked
 from tests.builders.bundles import bundle_bytes, crowd_rows
 from tests.builders.crowd import start_worker
@@ -40,7 +41,7 @@ def test_a_lease_reads_back_through_the_orm_as_it_was_made():
     assert comparison.lease_expires_at == lease.expires_at
     assert PairState.objects.get(pk=comparison.pair_id).leased == 1
     # Read back by the loop's own statement: the same lease, aware datetimes.
-    current = selectors.hit_current(study=study, annotator=annotator)
+    current = selectors.serving.hit_current(study=study, annotator=annotator)
     assert (current.pk, current.issued_at, current.expires_at, current.shown_swapped) == (
         lease.pk, lease.issued_at, lease.expires_at, lease.shown_swapped)
 
@@ -51,7 +52,7 @@ def test_a_submit_writes_its_judgement_counters_and_protocol_state_as_the_orm_re
     lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
     pair_id = Comparison.objects.get(pk=lease.comparison_id).pair_id
     version = PairState.objects.get(pk=pair_id).version
-    judgement = hits.judgement_submit(assignment=selectors.hit_of_study(study=study, assignment_id=lease.pk),
+    judgement = hits.judgement_submit(assignment=selectors.serving.hit_of_study(study=study, assignment_id=lease.pk),
                                       annotator=annotator, shown_value=1, idempotency_key="k1", seconds_on_task=7.5)
     stored = Judgement.objects.get(pk=judgement.pk)
     assert (stored.value, stored.seconds_on_task, stored.idempotency_key, stored.kind, stored.source) == (
@@ -72,7 +73,7 @@ def test_a_submit_writes_its_judgement_counters_and_protocol_state_as_the_orm_re
     assert (locked.state, locked.version, locked.updated_at, locked.leased) == (
         row.state, row.version, row.updated_at, row.leased)
     # The same key again: the same judgement, nothing written twice.
-    again = hits.judgement_submit(assignment=selectors.hit_of_study(study=study, assignment_id=lease.pk),
+    again = hits.judgement_submit(assignment=selectors.serving.hit_of_study(study=study, assignment_id=lease.pk),
                                   annotator=annotator, shown_value=1, idempotency_key="k1")
     assert again.pk == judgement.pk and Judgement.objects.filter(assignment_id=lease.pk).count() == 1
 
@@ -81,8 +82,8 @@ def test_a_hit_of_another_study_is_not_found():
     study, other = _study(), study_import(source=bundle_bytes(crowd_rows(items=10, batch=4, budget=30)), slug="other")
     annotator = hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id="w1")
     lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
-    assert selectors.hit_of_study(study=other, assignment_id=lease.pk) is None
-    found = selectors.hit_of_study(study=study, assignment_id=lease.pk)
+    assert selectors.serving.hit_of_study(study=other, assignment_id=lease.pk) is None
+    found = selectors.serving.hit_of_study(study=study, assignment_id=lease.pk)
     assert found.comparison.study is study and found.comparison.item.external_id.startswith("i")
 
 

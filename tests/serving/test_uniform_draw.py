@@ -8,7 +8,8 @@ import pytest
 from scipy.stats import chisquare
 
 from annotation.models import Annotator, Item
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, one_pair_rows
 
 pytestmark = pytest.mark.django_db

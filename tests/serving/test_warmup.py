@@ -13,7 +13,7 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Annotator, Assignment, Comparison, CrowdSession, Study
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from evalapp.warmup import warm_worker
 from tests.builders.backends import WRITE_STATEMENT
 from tests.builders.bundles import bundle_bytes, crowd_rows

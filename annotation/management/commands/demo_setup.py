@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
 from annotation.reports import study_metrics_table, study_metrics_table_refresh
-from annotation.services import (demo_user_ensure, study_import, study_settings_update,
-                                 study_membership_set)
+from annotation.services.members import study_membership_set
+from annotation.services.studies import demo_user_ensure, study_import, study_settings_update
 from annotation.services.runtime import protocol_ensure_started
 from protocol.arena import ArenaSpec, make_arena, write_bundle
 

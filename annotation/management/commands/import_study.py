@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.reports import study_dashboard_refresh, study_metrics_table_refresh
-from annotation.services import study_import
+from annotation.services.studies import study_import
 from protocol import tables
 from protocol.bundle import BundleError
 from protocol.computed_metrics import COMPUTABLE, parse_compute

@@ -1,6 +1,6 @@
 """manage.py serving_audit SLUG [--keys FILE]: serving's invariants, checked in the database.
 
-Prints JSON (selectors.study_serving_audit): duplicates, lost judgements (--keys: a file of
+Prints JSON (selectors.serving.study_serving_audit): duplicates, lost judgements (--keys: a file of
 idempotency keys the server acknowledged, one per line), counters and protocol consistency.
 The load harness runs it at the end of a run, with the server's database settings.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
-from annotation.selectors import study_serving_audit
+from annotation.selectors.serving import study_serving_audit
 
 
 class Command(BaseCommand):
