@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from annotation.models import PairState, Study
+from annotation import services
 from annotation.services import hits, study_import
 from protocol.bundle import BundleError
 from tests.builders.annotating import answer_hits, workers_of
@@ -101,6 +102,23 @@ def test_two_judges_combine_through_the_cross_fitted_calibration_on_the_app_path
         relied += sum(1 for step in state["steps"] if step[4] != 0)
     assert checked >= 3, f"only {checked} rounds opened after the first close"
     assert relied, "no step relied on the combined prediction"
+
+
+def test_a_judge_named_while_the_study_runs_enters_at_the_next_opening():
+    study = judged_study("combined-later", "")
+    workers = workers_of(["l1", "l2"])
+    answer_hits(study, workers, lambda first, second, name: 1, stop_after=5)
+    assert all(not state["prediction"] for state in pair_states(study).values())
+    services.study_settings_update(study=study, changes={"combined_metrics": "j2"})
+    before = {key: state["round"] for key, state in pair_states(study).items()}
+    while one_judgement(study, workers):
+        after = pair_states(study)
+        opened = [key for key, state in after.items() if state["round"] != before[key] and state["status"] == "open"]
+        if opened:
+            assert all(after[key]["prediction"] == pytest.approx(reference_prediction(after, key), abs=1e-9)
+                       for key in opened)
+            return
+    pytest.fail("no round opened after the setting changed")
 
 
 def test_a_study_without_combined_metrics_stores_no_prediction():
