@@ -19,7 +19,7 @@ from django.utils.deconstruct import deconstructible
 from protocol.bundle import CHECK_EXPECTED, parse_criteria
 from protocol.active_ranking import ActiveSettings
 from protocol.designs import DESIGNS, PairDesign, design_of
-from protocol.study_settings import CHOICE, FIXED, METRIC, SETTINGS, TEXT, cross_problems
+from protocol.study_settings import CHOICE, FIXED, METRIC, SETTINGS, TEXT, cross_problems, metric_names
 
 from . import guarantees
 
@@ -142,6 +142,8 @@ class Study(models.Model):
     shown_sample = models.PositiveIntegerField(**declared("shown_sample"))
     metric = models.ForeignKey("Metric", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                **declared("metric", bounds=False))
+    combined_metrics = models.CharField(max_length=SETTINGS["combined_metrics"].max_length,
+                                        **declared("combined_metrics"))
     lease_timeout_seconds = models.PositiveIntegerField(**declared("lease_timeout_seconds"))
     completion_code = models.CharField(max_length=SETTINGS["completion_code"].max_length, **declared("completion_code"))
     # Prolific's STUDY_ID of this study: when set, a start link naming another one is refused.
@@ -283,6 +285,11 @@ class Study(models.Model):
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
                                 "choose one of this study's metrics")
+        unknown = [name for name in metric_names(self.combined_metrics)
+                   if self.pk is not None and not Metric.objects.filter(study_id=self.pk, name=name).exists()]
+        if unknown:
+            errors["combined_metrics"] = (f"study {self.slug!r} has no metric or judge named {unknown[0]!r}; "
+                                          "name metrics of this study, separated by commas")
         if self.criteria:
             _, problems = parse_criteria(self.criteria)
             if problems:

@@ -176,3 +176,20 @@ def cross_fitted_predictions(
         x = np.array([features[key][i] for i in items], dtype=float).reshape(-1, q)
         out[key] = dict(zip(items, np.clip(x @ beta, -1.0, 1.0).tolist()))
     return out
+
+
+def features_of(label_maps: Sequence[Mapping[tuple[str, str], Mapping[str, float]]]
+                ) -> dict[tuple[str, str], dict[str, tuple[float, ...]]]:
+    """The features of ``cross_fitted_predictions`` from q metrics' labels: pair -> {item: (q,)
+    the metrics' labels of the item, 0 where a metric has none}, over the items any metric has.
+
+    label_maps  (q,) pair -> {item: label, + = first system better}, one per metric, the
+                first the one the prediction is shrunk towards
+    """
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for k, labels in enumerate(label_maps):
+        for key, by_item in labels.items():
+            rows = out.setdefault(key, {})
+            for item, value in by_item.items():
+                rows.setdefault(item, [0.0] * len(label_maps))[k] = float(value)
+    return {key: {item: tuple(v) for item, v in rows.items()} for key, rows in out.items()}

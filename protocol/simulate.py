@@ -64,6 +64,7 @@ import numpy as np
 from . import adaptive
 from .adaptive import ProtocolSettings, ProtocolState
 from .bundle import read_bundle
+from .control_variate import features_of
 from .decision import closed_form_theta, counts_from_labels, decide_many, decision_from_theta
 from .preferences import human_labels, metric_labels
 from .quality import annotator_quality
@@ -220,13 +221,8 @@ def metric_features(metrics: Sequence) -> dict[Pair, dict[str, tuple[float, ...]
     """pair -> {item: (q,) the q metrics' labels of the item (0 where a metric has none)}: the
     features of the cross-fitted calibration (protocol.adaptive.calibrated)."""
     tables = [labels_by_pair(table, "metric") for table in metrics]
-    out: dict = {}
-    for k, table in enumerate(tables):
-        for key, (items, values) in table.items():
-            rows = out.setdefault(key, {})
-            for item, value in zip(items.tolist(), values.tolist()):
-                rows.setdefault(item, [0.0] * len(tables))[k] = float(value)
-    return {key: {item: tuple(v) for item, v in rows.items()} for key, rows in out.items()}
+    return features_of([{key: dict(zip(items.tolist(), values.tolist())) for key, (items, values) in table.items()}
+                        for table in tables])
 
 
 def reference_decisions(human: Mapping[Pair, tuple[np.ndarray, np.ndarray]], gamma: float):

@@ -217,6 +217,11 @@ _TABLE = (
     Setting("metric", METRIC, None, "the metric whose labels the protocol combines with the human judgements; "
             "none: a human-only study", label="metric for the protocol", group="protocol",
             surfaces=PROTOCOL_SURFACES, fixed=True),
+    Setting("combined_metrics", TEXT, "", "further metrics or judges of the study, names separated by commas, "
+            "combined with the metric for the protocol into one prediction by a calibration cross-fitted on the other "
+            "pairs' human labels (docs/formulas.md §8); empty: the metric alone. May change while the study runs: a "
+            "judge named here enters the protocol at the next close", label="metrics combined with it",
+            group="run", surfaces=ANYWHERE | {API_IMPORT}, max_length=1000, blank=True),
     Setting("gamma", FLOAT, 0.05, "e.g. 0.05; smaller = more judgements per decision",
             label="γ (error level per decision)", group="protocol", surfaces={BUNDLE, DRAFT, ADMIN}, fixed=True,
             minimum=0, maximum=0.5, min_exclusive=True),
@@ -336,6 +341,12 @@ def settings_for(surface: str, *, group: str | None = None) -> tuple[Setting, ..
 def defaults() -> dict[str, object]:
     """Every setting's default."""
     return {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def metric_names(value: str) -> tuple[str, ...]:
+    """The metric names of a ``combined_metrics`` value, in order, without blanks or repeats."""
+    names = [name.strip() for name in str(value or "").split(",")]
+    return tuple(dict.fromkeys(name for name in names if name))
 
 
 def cross_problems(values: Mapping[str, object]) -> dict[str, str]:

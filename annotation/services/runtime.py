@@ -30,13 +30,14 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from protocol import adaptive, ranking_design, rubric
+from protocol.control_variate import features_of
 
 from ..models import Comparison, Judgement, JudgementKind, PairState, Study
 from ..rubrics import study_rubric
 from ..selectors.quality import counted_judgements, excluded_annotators
 from ..selectors.studies import study_draw_chances, study_judgement_answers, study_pair_capacities
 from ..serving import protocol_state
-from ..serving.metric_labels import lane_label_sources
+from ..serving.metric_labels import combined_label_sources, lane_label_sources
 from .hits import leases_reclaim
 from .judges import judge_runs_resume
 from .planner import plan_jobs_resume
@@ -82,9 +83,28 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     closed = rubric.seed_judgements(state, existing) if existing else None
     started = closed or state
     started = design.start(started, study.ranking_order, study.active_settings)
-    opened = rubric.open_rounds(started)
+    opened = rubric.open_rounds(metrics_combined(study=study, state=started))
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened
+
+
+def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
+    """The state with the first lane's waiting pairs predicted from every metric the study
+    combines (Study.combined_metrics): the calibration cross-fitted on the other pairs' human
+    labels so far (protocol.adaptive.calibrated), as ``python -m protocol.simulate --metric
+    A,B`` does before every opening; the state itself when the study combines none. Call
+    before opening rounds: a round's steps and centre use the prediction it opened with."""
+    sources = combined_label_sources(study)
+    if not sources:
+        return state
+    features = features_of([{key: source.pair(*key) for key in state.keys} for source in sources])
+    return replace(state, lanes=(adaptive.calibrated(state.primary, features), *state.lanes[1:]))
+
+
+def rounds_opened(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
+    """The state with rounds opened within the budget: the design's pairs (``design_advance``),
+    predicted from the metrics the study combines (``metrics_combined``)."""
+    return rubric.open_rounds(metrics_combined(study=study, state=design_advance(study=study, state=state)))
 
 
 def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
@@ -207,7 +227,7 @@ def _rounds_close_passes(study_id: int) -> int:
             return 0
         read_at, before = snapshot
         after_close = rubric.close_rounds(before)  # the expensive part: no transaction, no lock
-        opened = rubric.open_rounds(design_advance(study=study, state=after_close))
+        opened = rounds_opened(study=study, state=after_close)
         if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
             time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
         applied = _rounds_apply(study, read_at, before, after_close, opened)
@@ -299,7 +319,7 @@ def protocol_redecide(*, study_id: int) -> int:
         budget = study.budget + study.protocol_imported_judgements - lost
         resized = rubric.with_settings(before, replace(settings, budget=budget))
         rebuilt = rubric.rebuild_pairs(resized, changed, study_draw_chances(study=study))
-        opened = rubric.open_rounds(design_advance(study=study, state=rebuilt))
+        opened = rounds_opened(study=study, state=rebuilt)
         applied = _redecide_apply(study, rows, before, rebuilt, opened, lost=lost)
         if applied is not None:
             return applied

@@ -24,7 +24,7 @@ from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, 
                              read_bundle)
 from protocol.designs import DESIGNS
 from protocol.preferences import canonical_pair
-from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS, lease_timeout_for
+from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS, lease_timeout_for, metric_names
 
 from ..models import (
     Annotator,
@@ -139,6 +139,11 @@ def study_import(
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
+    unknown = [name for name in metric_names(chosen.get("combined_metrics", "")) if name not in bundle.metrics]
+    if unknown:
+        known = ", ".join(bundle.metrics) or "none"
+        raise BundleError([BundleProblem(0, f"study setting 'combined_metrics': unknown metric {unknown[0]!r}; "
+                                            f"the bundle has: {known}")])
     if (bundle.study.get("check_every") or bundle.study.get("onboarding_checks")) and not bundle.checks:
         raise BundleError([BundleProblem(0, "the study asks for checks (check_every or onboarding_checks) "
                                             "but the bundle has no check lines")])
@@ -510,7 +515,8 @@ def study_settings_update(*, study: Study, changes: Mapping[str, object]) -> Stu
                              f"asked for in open rounds ({state.spent - imported} + {state.reserved})")
         model_update(instance=study, data=dict(changes))
         resized = rubric.with_settings(state, protocol_state.protocol_settings(study))
-        protocol_state.study_state_save(study, rows, rubric.open_rounds(resized), before=state)
+        opened = rubric.open_rounds(runtime.metrics_combined(study=study, state=resized))
+        protocol_state.study_state_save(study, rows, opened, before=state)
         return study
 
 

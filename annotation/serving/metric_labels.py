@@ -18,6 +18,7 @@ import numpy as np
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
 from protocol.ranking import label_counts
+from protocol.study_settings import metric_names
 
 from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
@@ -174,3 +175,20 @@ def lane_metrics(study: Study) -> tuple[Metric | None, ...]:
 def lane_label_sources(study: Study) -> tuple[MetricLabelSource | None, ...]:
     """One label source per lane of the study's rubric (None: human only)."""
     return tuple(None if metric is None else metric_label_source(study, metric) for metric in lane_metrics(study))
+
+
+def combined_label_sources(study: Study) -> tuple[MetricLabelSource, ...]:
+    """The label sources the protocol's first lane combines (Study.combined_metrics): that
+    lane's metric first (the calibration is shrunk towards it), then every metric named, in
+    order; () when the study names none (its lane's metric alone, or human only).
+    ValueError naming a metric the study does not have."""
+    names = metric_names(study.combined_metrics)
+    if not names:
+        return ()
+    by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk, name__in=names)}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise ValueError(f"study {study.slug!r} combines metric {missing[0]!r}, which it does not have")
+    first = lane_metrics(study)[0]
+    chosen = ([first] if first is not None else []) + [by_name[n] for n in names if first is None or n != first.name]
+    return tuple(metric_label_source(study, metric) for metric in chosen)

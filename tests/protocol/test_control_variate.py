@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import adaptive
-from protocol.control_variate import Moments, cross_fitted_predictions, cv_bet, reliance
+from protocol.control_variate import Moments, cross_fitted_predictions, cv_bet, features_of, reliance
 from protocol.rules import bet
 from protocol.simulate import main, null_tables, replay
 from protocol.state import full_step
@@ -155,3 +155,24 @@ def test_a_step_reads_the_same_in_either_stored_shape():
     seven = full_step(["i3", -1, 0.25, 1, 0, 1, -0.5])
     assert seven == ("i3", -1, 0.25, 1.0, 0.0, 1.0, -0.5)
     assert [type(x) for x in seven] == [str, int, float, float, float, float, float]
+
+
+def test_features_hold_each_metric_in_its_column_and_zero_where_it_has_no_label():
+    first = {("A", "B"): {"i1": 1, "i2": -1}, ("A", "C"): {"i1": 0}}
+    second = {("A", "B"): {"i2": 1, "i3": -1}}
+    assert features_of([first, second]) == {
+        ("A", "B"): {"i1": (1.0, 0.0), "i2": (-1.0, 1.0), "i3": (0.0, -1.0)},
+        ("A", "C"): {"i1": (0.0, 0.0)},
+    }
+
+
+@given(st.lists(st.tuples(st.sampled_from(["i1", "i2", "i3", "i4"]), st.sampled_from([-1, 0, 1]),
+                          st.sampled_from([-1, 0, 1])), min_size=1, max_size=8))
+def test_features_mirror_when_the_systems_swap(rows):
+    first = {("A", "B"): {item: a for item, a, _ in rows}}
+    second = {("A", "B"): {item: b for item, _, b in rows}}
+    swapped = [{key: {item: -v for item, v in labels.items()} for key, labels in table.items()}
+               for table in (first, second)]
+    plain, mirrored = features_of([first, second]), features_of(swapped)
+    assert {item: tuple(-x for x in v) for item, v in plain[("A", "B")].items()} == mirrored[("A", "B")]
+

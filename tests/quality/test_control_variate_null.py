@@ -97,3 +97,57 @@ def test_the_metric_as_control_variate_keeps_false_decisions_at_gamma_on_every_a
     false = sum(d != 0 for d in decisions)
     # P(Binomial(12, 0.05) >= 3) = 0.02: more than 2 false decisions in 12 runs is not γ = 0.05.
     assert false <= 2, f"{false} of {RUNS} null runs decided (decisions {decisions}); γ = {GAMMA}"
+
+
+SYSTEMS = ("A", "B", "C")
+
+
+def combined_null_study(run: int) -> tuple[Study, dict]:
+    """Three systems, two judges combined (Study.combined_metrics) that track null humans: every
+    item's human label is a fair ±1 per pair, judge j1 agrees with it on 85 % of the items, j2
+    on 70 %. Returns the study and (first, second, item position) -> the human label."""
+    rng = random.Random(f"combined-{run}")
+    truth, rows = {}, []
+    for a, b in (("A", "B"), ("A", "C"), ("B", "C")):
+        for n in range(ITEMS):
+            value = truth[(a, b, n)] = rng.choice([1, -1])
+            for judge, agree in (("j1", AGREE), ("j2", 0.7)):
+                rows.append({"kind": "metric_preference", "item": f"i{n:02d}", "first": a, "second": b,
+                             "metric": judge, "preference": value if rng.random() < agree else -value})
+    study_rows = [{"kind": "study", "name": f"Combined null {run}", "batch_size": 5, "budget": 3 * ITEMS,
+                   "gamma": GAMMA, "metric": "j1", "combined_metrics": "j2"}]
+    study_rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(ITEMS)]
+    study_rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+                   for n in range(ITEMS) for s in SYSTEMS]
+    study = study_import(source=bundle_bytes(study_rows + rows), slug=f"cv-combined-{run}")
+    Study.objects.filter(pk=study.pk).update(protocol_seed=run)
+    study.refresh_from_db()
+    return study, truth
+
+
+def test_two_judges_combined_in_the_app_keep_null_studies_free_of_false_decisions():
+    """The app's combined path (services.runtime.metrics_combined) on null studies: at most
+    about γ of the studies may decide any pair (e-BH bounds the false discovery rate, so the
+    chance that a null study decides anything, by γ)."""
+    studies_with_any, predicted = 0, False
+    for run in range(RUNS):
+        study, truth = combined_null_study(run)
+        workers = [worker(f"cvc{run}-{n}") for n in range(2)]
+        idle = 0
+        while idle < len(workers):
+            idle = 0
+            for who in workers:
+                hit = hits.hit_next_for_annotator(study=study, annotator=who)
+                if hit is None:
+                    idle += 1
+                    continue
+                c = hit.comparison
+                value = truth[(c.first.name, c.second.name, c.item.position)]
+                hits.judgement_submit(assignment=hit, annotator=who, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=-value if hit.shown_swapped else value)
+        rows = list(PairState.objects.filter(study=study))
+        predicted |= any(row.state.get("prediction") for row in rows)
+        studies_with_any += any(row.decision != 0 for row in rows)
+    assert predicted, "no pair had a combined prediction: the judges were not combined"
+    # P(Binomial(12, 0.05) >= 3) = 0.02
+    assert studies_with_any <= 2, f"{studies_with_any} of {RUNS} null studies decided a pair; γ = {GAMMA}"
