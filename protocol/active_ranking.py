@@ -69,6 +69,7 @@ from types import MappingProxyType
 
 import numpy as np
 from scipy.special import ndtr, ndtri
+from scipy.stats import chi2
 
 from .adaptive import ProtocolSettings
 from .leaderboard import fit_scores
@@ -159,14 +160,40 @@ class Fit:
 
     scores      (S,) log-strengths, mean 0
     covariance  (S, S) posterior covariance of the scores (pseudo-inverse of the information)
+    kinds       (S, S) or None: the covariance the study's kinds of prompt add (``fit_by_kind``),
+                the part of a difference's variance that more labels on the same prompts do
+                not shrink; None when the labels carry no kinds
+    kinds_low   (S, S) or None: a lower confidence bound of it (what the design can be sure
+                more labels will not remove)
+    kind_variance  the estimate of sigma^2, the variance of a system's effect on a kind
+                (``fit_by_kind``; 0 without kinds)
     """
 
     scores: np.ndarray
     covariance: np.ndarray
+    kinds: np.ndarray | None = None
+    kinds_low: np.ndarray | None = None
+    kind_variance: float = 0.0
+
+    @staticmethod
+    def _variance(c: np.ndarray | None, a: int, b: int) -> float:
+        return 0.0 if c is None else max(float(c[a, a] + c[b, b] - 2 * c[a, b]), 0.0)
+
+    def floor_sd(self, a: int, b: int) -> float:
+        """Lower confidence bound of the sd of s_a - s_b that the sample of kinds adds, which
+        more labels on the study's prompts cannot shrink (0 without kinds)."""
+        return float(np.sqrt(self._variance(self.kinds_low, a, b)))
 
     def difference_sd(self, a: int, b: int) -> float:
-        c = self.covariance
-        return float(np.sqrt(max(c[a, a] + c[b, b] - 2 * c[a, b], 1e-18)))
+        return float(np.sqrt(max(self._variance(self.covariance, a, b), 1e-18) + self._variance(self.kinds, a, b)))
+
+    def prompt_limited(self, a: int, b: int, margin: float, z_star: float) -> bool:
+        """Whether more labels on the study's prompts cannot resolve s_a - s_b: the kinds'
+        part alone (its lower bound) keeps ``margin`` (difference + resolution) below
+        z_star sd's, and the labels' own sd is already no larger than that part (more labels
+        would shrink only the smaller share of the uncertainty)."""
+        floor = self.floor_sd(a, b)
+        return floor > 0 and margin < z_star * floor and self._variance(self.covariance, a, b) <= floor ** 2
 
 
 def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
@@ -182,6 +209,57 @@ def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
     np.fill_diagonal(weight, 0.0)
     information = np.diag(weight.sum(axis=1)) - weight
     return Fit(scores=scores, covariance=np.linalg.pinv(information, hermitian=True))
+
+
+def fit_by_kind(wins: np.ndarray, *, confidence: float, prior_ties: float = PRIOR_TIES) -> Fit:
+    """The fit of labels on prompts of K kinds, ``wins`` (K, S, S) (one win matrix per kind),
+    with the uncertainty of the kinds' sample: an explicit prompt-kind model.
+
+    Model: on kind g, system s has log-strength theta_s + u[s, g], the effects u[s, g] drawn
+    for each kind with a common variance sigma^2 (the study's K kinds a sample of the kinds a
+    population of prompts holds, over which u averages 0). The population's order is that of
+    theta; the study's prompts estimate theta + mean_g u[., g], so a difference s_a - s_b
+    carries, besides its labels' noise, the kinds' part of variance 2 sigma^2 / K, which more
+    labels on the same prompts do not shrink.
+
+    The scores and the labels' covariance are ``fit`` of the pooled labels (``wins.sum(0)``;
+    with every pair's labels balanced over the kinds, ``stratified``, they estimate the kinds'
+    mean). sigma^2 is estimated by the method of moments on the win-share scale, unbiased
+    however few labels a kind holds: for every pair with at least 2 labels on every kind, the
+    spread of its win share y_g over the kinds, var_g(y_g) (ddof 1), less the mean sampling
+    variance of a share, mean_g y_g (1 - y_g) / (n_g - 1), estimates the kinds' variance of
+    its win share, which divided by (ybar (1 - ybar))^2 (the delta method, ybar (1 - ybar) at
+    least 0.05) is that of its log-odds, 2 sigma^2; the pairs are pooled with weights their
+    labels and the result taken at least 0. (A tie, half a win to each, varies less than a
+    win or a loss, so ties make the sampling variance an overstatement and sigma^2 an
+    understatement.) ``kinds`` = sigma^2 / K (I - 1 1^T / S) with
+    sigma^2 at its upper confidence bound (chi-square on (K - 1)(S - 1) degrees of freedom: the
+    estimate is noisy while the kinds have few labels), so that Var(s_a - s_b) gains
+    2 sigma^2 / K; ``kinds_low`` the same at the lower confidence bound. Fewer than 2 kinds with labels, or no
+    pair labelled on every kind, is ``fit``."""
+    wins = np.asarray(wins, dtype=float)
+    if wins.ndim != 3 or wins.shape[1] != wins.shape[2]:
+        raise ValueError(f"wins by kind must be (K, S, S), got shape {wins.shape}")
+    pooled = fit(wins.sum(axis=0), prior_ties=prior_ties)
+    used = [g for g in range(len(wins)) if wins[g].sum() > 0]
+    size, kinds = wins.shape[1], len(used)
+    if kinds < 2:
+        return pooled
+    counts = wins[used] + wins[used].transpose(0, 2, 1)                                  # (K, S, S)
+    first, second = np.nonzero(np.triu(np.all(counts >= 2, axis=0), k=1))
+    if not len(first):
+        return pooled
+    n = counts[:, first, second]                                                         # (K, pairs)
+    share = wins[used][:, first, second] / n
+    between = share.var(axis=0, ddof=1) - np.mean(share * (1 - share) / (n - 1), axis=0)
+    mean = share.mean(axis=0)
+    slope = np.maximum(mean * (1 - mean), 0.05)                                          # d share / d log-odds
+    weight = n.sum(axis=0)
+    sigma2 = max(0.0, float(np.sum(weight * between / slope ** 2) / np.sum(weight)) / 2)
+    shape = (np.eye(size) - 1.0 / size) * sigma2 / kinds
+    df = (kinds - 1) * (size - 1)
+    return replace(pooled, kinds=shape * df / chi2.ppf(1 - confidence, df),
+                   kinds_low=shape * df / chi2.ppf(confidence, df), kind_variance=sigma2)
 
 
 @dataclass(frozen=True)
@@ -253,7 +331,9 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
                 in_flight: Mapping[Pair, int] = MappingProxyType({})) -> ActiveStep:
     """The rounds to open now.
 
-    wins       (S, S) win matrix of every label so far (``leaderboard.win_matrix``)
+    wins       (S, S) win matrix of every label so far (``leaderboard.win_matrix``), or (K, S, S)
+               one per kind of prompt: the fit then states the kinds' uncertainty too
+               (``fit_by_kind``), and a neighbour that only more kinds could resolve is spent
     spent      pair (i, j), i < j -> labels it took so far
     items      items per pair, or pair (i, j), i < j -> labels it can take in all (a pair not
                named can take none)
@@ -263,11 +343,12 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
                funded again, and the design funds only up to ``width`` rounds in flight
     """
     wins = np.asarray(wins, dtype=float)
-    size = len(wins)
+    size = wins.shape[-1] if wins.ndim else 0
     start = np.asarray(start, dtype=np.int64)
-    if wins.shape != (size, size) or sorted(start.tolist()) != list(range(size)):
-        raise ValueError(f"wins must be ({size}, {size}) and start a permutation of range({size})")
-    current = fit(wins)
+    if wins.ndim not in (2, 3) or wins.shape[-2:] != (size, size) or sorted(start.tolist()) != list(range(size)):
+        raise ValueError(f"wins must be ({size}, {size}) or (kinds, {size}, {size}) and start a permutation of "
+                         f"range({size}), got shape {wins.shape}")
+    current = fit_by_kind(wins, confidence=settings.confidence) if wins.ndim == 3 else fit(wins)
     rank = np.empty(size, dtype=np.int64)
     rank[start] = np.arange(size)
     # Scores equal in exact arithmetic (systems with the same record) differ by the solver's
@@ -296,7 +377,8 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
             status = ORDERED
         elif margin >= z_star:
             status = CLOSE
-        elif taken >= capacity_of(_key(a, b)) or (taken == 0 and sampled >= limit):
+        elif (taken >= capacity_of(_key(a, b)) or (taken == 0 and sampled >= limit)
+              or current.prompt_limited(a, b, difference + settings.resolution, z_star)):
             status = SPENT
         else:
             status = OPEN
@@ -337,8 +419,27 @@ def _items_of(items: int | Mapping[Pair, int], key: Pair) -> int:
     return int(items.get(key, 0)) if isinstance(items, Mapping) else int(items)
 
 
+def stratified(order: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """``order`` (n,) item indices rearranged so that the kinds of ``kinds`` (T,) take turns:
+    the first item of each kind (in ``order``), then the second of each, ... (kinds by first
+    appearance), so that every prefix of the result holds the kinds about equally often.
+
+    >>> stratified(np.array([4, 0, 1, 3, 2, 5]), np.array([0, 0, 1, 1, 1, 0])).tolist()
+    [4, 0, 3, 1, 2, 5]
+    """
+    order = np.asarray(order, dtype=np.int64)
+    kind = np.asarray(kinds)[order]
+    _, first, label = np.unique(kind, return_index=True, return_inverse=True)
+    turn = np.empty(len(order), dtype=np.int64)
+    for g in range(len(first)):
+        where = np.flatnonzero(label == g)
+        turn[where] = np.arange(len(where))
+    return order[np.lexsort((first[label], turn))]
+
+
 def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapping[Pair, int],
-               start: Sequence[int], settings: ActiveSettings, seed: int) -> tuple[ActiveStep, dict[Pair, int]]:
+               start: Sequence[int], settings: ActiveSettings, seed: int,
+               kinds: np.ndarray | None = None) -> tuple[ActiveStep, dict[Pair, int]]:
     """The design run to its stop on known labels, its rounds closing in the order they were
     opened (the design redone after each close), as the app runs it when rounds close oldest
     first. Returns the last step (the fitted order and its neighbours) and the labels each
@@ -347,9 +448,12 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
     labels_of(i, j)  (T,) the label of every item of pair i < j (system indices), +1 = i better
     items            items per pair, or pair (i, j), i < j -> its items
     A round's labels are the next items of its pair in ``item_order(seed, i, j, items)``.
+    kinds            None, or (T,) the kind of every item: a pair's items then take turns over
+                     the kinds (``stratified``) and the design fits by kind (``fit_by_kind``)
     """
     size = len(start)
-    wins = np.zeros((size, size))
+    kinds = None if kinds is None else np.unique(np.asarray(kinds), return_inverse=True)[1]
+    wins = np.zeros((size, size) if kinds is None else (int(kinds.max()) + 1, size, size))
     spent: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}   # rounds open, in the order they were opened
     while True:
@@ -360,26 +464,39 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
         (i, j), take = next(iter(in_flight.items()))   # the oldest round closes
         del in_flight[i, j]
         taken = spent.get((i, j), 0)
-        values = labels_of(i, j)[item_order(seed, i, j, _items_of(items, (i, j)))[taken: taken + take]]
-        wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
-        wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
+        order = run_order(seed, i, j, _items_of(items, (i, j)), kinds)[taken: taken + take]
+        values = labels_of(i, j)[order]
+        if kinds is None:
+            wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
+            wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
+        else:
+            np.add.at(wins, (kinds[order], i, j), (values > 0) + 0.5 * (values == 0))
+            np.add.at(wins, (kinds[order], j, i), (values < 0) + 0.5 * (values == 0))
         spent[i, j] = taken + take
+
+
+def run_order(seed: int, i: int, j: int, items: int, kinds: np.ndarray | None = None) -> np.ndarray:
+    """The items pair i < j takes, in order: ``item_order``, with ``kinds`` taking turns over
+    the kinds (``stratified``)."""
+    order = item_order(seed, i, j, items)
+    return order if kinds is None else stratified(order, kinds)
 
 
 def active_decided(spent: Mapping[Pair, int], labels_of: Callable[[int, int], np.ndarray],
                    metric_of: Callable[[int, int], np.ndarray] | None, *, items: int | Mapping[Pair, int],
-                   systems: int, settings: ActiveSettings, seed: int, batch: int) -> np.ndarray:
+                   systems: int, settings: ActiveSettings, seed: int, batch: int,
+                   kinds: np.ndarray | None = None) -> np.ndarray:
     """(S, S) bool: the decisions' partial order (transitive closure) after ``active_run``: every
     sampled pair's labels, in the order the run took them, through the per-pair e-process at
     ``settings.decision_level`` in rounds of ``batch``, betting on ``metric_of(i, j)`` (None:
-    human only)."""
+    human only); ``kinds`` as ``active_run``'s."""
     level = settings.decision_level(systems)
     decided = []
     for (i, j), taken in sorted(spent.items()):
         protocol = ProtocolSettings(budget=taken, batch=batch, gamma=level, policy="adaptive", rule="eprocess",
                                     seed=seed)
         outcome = decide_pair(labels_of(i, j), settings=protocol,
-                              order=item_order(seed, i, j, _items_of(items, (i, j)), taken),
+                              order=run_order(seed, i, j, _items_of(items, (i, j)), kinds)[:taken],
                               metric=None if metric_of is None else metric_of(i, j))
         if outcome.decision:
             decided.append((i, j) if outcome.decision > 0 else (j, i))

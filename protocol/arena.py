@@ -17,6 +17,29 @@ Thurstonian per item:
                               (the automatic judge: item-level signal plus its own noise and a
                               per-system bias of sd ``metric_bias_sd``)
 
+Departures from that model, each off by default (issue 39: does a ranking hold up when the
+model's assumptions do not?):
+
+    prompt types   ``prompt_types`` = K > 1 kinds of prompt (prompt t has kind g(t), the
+                   kinds balanced: a seeded permutation of t mod K) and a system x kind effect
+                   u[s, g] ~ N(0, type_sd^2): q[s, t] += u[s, g(t)]. Systems are strong on some
+                   kinds and weak on others. The study's K kinds are a sample of the kinds of
+                   prompt a population holds, over which the effects average 0, so the true
+                   order is still that of ``strengths`` (the population's), while the order on
+                   the study's own prompts is that of strengths + the mean of u over its kinds
+                   (sd type_sd / sqrt(K) per system): a design that reads only the study's
+                   prompts can order the population only as well as its K kinds allow.
+    tiers          ``tier_size`` = m > 1: the ladder's gaps inside runs of m consecutive systems
+                   are 0, so the systems of a tier are exactly equal (``truth`` 0): ties and
+                   near-equal tiers, as on a crowded leaderboard
+    cycle          ``cycle`` = c > 0: the three systems in the middle of the true order, a above
+                   b above c', get an intransitive term: the human difference d of the pairs
+                   (a, b), (b, c') and (c', a) gets + c in that direction, so with c larger than
+                   their gaps the population prefers a to b, b to c' and c' to a
+    link           ``link`` = "logistic": the judge's noise is logistic with the same sd
+                   (judge_sd; a Bradley–Terry judge given the qualities) instead of normal
+                   ("probit", Thurstone's)
+
 All noise is standard normal from ``numpy.random.default_rng`` seeded by (seed, a stream
 number, and for the human noise the pair's two system indices), so the labels of one pair do
 not depend on which other pairs are asked for: ``Arena.human(i, j)`` is the same whether a
@@ -46,9 +69,11 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from scipy.special import ndtr
 
 METRIC = "judge_score"
-_STRENGTH, _ITEM, _QUALITY, _METRIC, _BIAS, _HUMAN = range(6)  # rng streams
+_STRENGTH, _ITEM, _QUALITY, _METRIC, _BIAS, _HUMAN, _TYPE = range(7)  # rng streams
+LINKS = ("probit", "logistic")
 
 
 @dataclass(frozen=True)
@@ -64,6 +89,11 @@ class ArenaSpec:
     tie               |d| below this is a tie
     metric_sd         sd of the metric's own noise per output
     metric_bias_sd    sd of the metric's per-system bias
+    prompt_types      kinds of prompt with a system x kind effect (0 or 1 = none)
+    type_sd           sd of the system x kind effect
+    tier_size         systems per tier of exactly equal strength (0 or 1 = none)
+    cycle             size of the intransitive term of the middle three systems (0 = none)
+    link              "probit" (normal judge noise, the default) or "logistic"
     """
 
     systems: int = 50
@@ -75,16 +105,25 @@ class ArenaSpec:
     tie: float = 0.3
     metric_sd: float = 1.0
     metric_bias_sd: float = 0.1
+    prompt_types: int = 0
+    type_sd: float = 0.0
+    tier_size: int = 0
+    cycle: float = 0.0
+    link: str = "probit"
 
     def __post_init__(self) -> None:
-        for name, low in (("systems", 2), ("prompts", 1), ("seed", 0)):
+        for name, low in (("systems", 2), ("prompts", 1), ("seed", 0), ("prompt_types", 0), ("tier_size", 0)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name in ("gap", "item_sd", "judge_sd", "tie", "metric_sd", "metric_bias_sd"):
+        for name in ("gap", "item_sd", "judge_sd", "tie", "metric_sd", "metric_bias_sd", "type_sd", "cycle"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.link not in LINKS:
+            raise ValueError(f"link must be one of {LINKS}, got {self.link!r}")
+        if self.cycle and self.systems < 3:
+            raise ValueError(f"a cycle needs at least 3 systems, got {self.systems}")
 
 
 @dataclass(frozen=True)
@@ -96,6 +135,10 @@ class Arena:
     strengths  (S,) true strengths; the true order is ``true_order``
     quality    (S, T) latent quality of every output
     metric     (S, T) metric score of every output (rounded to 4 decimals, as written)
+    kinds      (T,) kind of every prompt (all 0 without prompt types)
+    type_effect (S, K) system x kind effect (zeros without prompt types)
+    cycle      (a, b, c) the systems of the intransitive term (a above b above c in the true
+               order; empty without one)
     """
 
     spec: ArenaSpec
@@ -104,6 +147,9 @@ class Arena:
     strengths: np.ndarray = field(repr=False)
     quality: np.ndarray = field(repr=False)
     metric: np.ndarray = field(repr=False)
+    kinds: np.ndarray = field(default=None, repr=False)
+    type_effect: np.ndarray = field(default=None, repr=False)
+    cycle: tuple[int, ...] = ()
 
     @cached_property
     def true_order(self) -> tuple[int, ...]:
@@ -123,10 +169,46 @@ class Arena:
             raise ValueError(f"a pair needs two different systems, got {i} twice")
         lo, hi = (i, j) if i < j else (j, i)
         spec = self.spec
-        noise = np.random.default_rng([spec.seed, _HUMAN, lo, hi]).standard_normal(len(self.items))
-        d = self.quality[lo] - self.quality[hi] + spec.judge_sd * noise
+        rng = np.random.default_rng([spec.seed, _HUMAN, lo, hi])
+        if spec.link == "logistic":   # the logistic of scale sqrt(3) / pi has sd 1
+            noise = rng.logistic(0.0, np.sqrt(3.0) / np.pi, len(self.items))
+        else:
+            noise = rng.standard_normal(len(self.items))
+        d = self.quality[lo] - self.quality[hi] + spec.judge_sd * noise + self.intransitive(lo, hi)
         labels = (d > spec.tie).astype(np.int8) - (d < -spec.tie).astype(np.int8)
         return labels if i == lo else -labels
+
+    def intransitive(self, i: int, j: int) -> float:
+        """The cycle's term added to the human difference of i over j (0 off the cycle)."""
+        if not self.cycle:
+            return 0.0
+        a, b, c = self.cycle
+        ahead = {(a, b), (b, c), (c, a)}
+        return self.spec.cycle if (i, j) in ahead else -self.spec.cycle if (j, i) in ahead else 0.0
+
+    def population_wins(self, nodes: int = 400) -> np.ndarray:
+        """(S, S) expected share of i's wins over j (a tie half a win) on the population of
+        prompts the study's are drawn from: the discrimination a ~ U(0, 2) integrated out (the
+        midpoint rule on ``nodes`` points), the item noise and the kinds' effects (population
+        mean 0, so a pair's difference of effects is N(0, 2 type_sd^2)) folded into the normal
+        noise of the difference, and the cycle's term. Exact for the probit link; for the
+        logistic one the judge's noise is taken as normal of the same sd (what the population
+        order is, up to a slight change of scale). Row i, column j; the diagonal is 0."""
+        spec = self.spec
+        a = (np.arange(nodes) + 0.5) * (2.0 / nodes)
+        scale = np.sqrt(2 * spec.item_sd ** 2 + spec.judge_sd ** 2
+                        + (2 * spec.type_sd ** 2 if spec.prompt_types > 1 else 0.0))
+        size = len(self.names)
+        wins = np.zeros((size, size))
+        for i in range(size):
+            for j in range(size):
+                if i == j:
+                    continue
+                mean = a * (self.strengths[i] - self.strengths[j]) + self.intransitive(i, j)
+                plus = ndtr((mean - spec.tie) / scale).mean() if scale > 0 else float(np.mean(mean > spec.tie))
+                minus = ndtr((-mean - spec.tie) / scale).mean() if scale > 0 else float(np.mean(mean < -spec.tie))
+                wins[i, j] = plus + (1 - plus - minus) / 2
+        return wins
 
     def metric_labels(self, i: int, j: int) -> np.ndarray:
         """(T,) int8 metric preference of i over j per prompt: the sign of the score difference
@@ -153,6 +235,9 @@ def make_arena(spec: ArenaSpec) -> Arena:
     size, prompts, seed = spec.systems, spec.prompts, spec.seed
     gaps = np.random.default_rng([seed, _STRENGTH]).gamma(2.0, spec.gap / 2, size - 1) if spec.gap > 0 \
         else np.zeros(size - 1)
+    if spec.tier_size > 1:   # gap k - 1 joins ladder rungs k - 1 and k: inside a tier unless k % m == 0
+        inside = np.arange(1, size) % spec.tier_size != 0
+        gaps[inside] = 0.0
     ladder = np.concatenate([[0.0], np.cumsum(gaps)])     # ascending: ladder[-1] is the strongest
     ladder -= ladder.mean()
     who = np.random.default_rng([seed, _STRENGTH, 1]).permutation(size)
@@ -161,13 +246,25 @@ def make_arena(spec: ArenaSpec) -> Arena:
     discrimination = np.random.default_rng([seed, _ITEM]).uniform(0.0, 2.0, prompts)
     quality = discrimination[None, :] * strengths[:, None] \
         + spec.item_sd * np.random.default_rng([seed, _QUALITY]).standard_normal((size, prompts))
+    kinds = np.zeros(prompts, dtype=np.int64)
+    type_effect = np.zeros((size, 1))
+    if spec.prompt_types > 1:
+        types = np.random.default_rng([seed, _TYPE])
+        kinds = types.permutation(np.arange(prompts) % spec.prompt_types)
+        type_effect = spec.type_sd * types.standard_normal((size, spec.prompt_types))
+        quality = quality + type_effect[:, kinds]
+    cycle: tuple[int, ...] = ()
+    if spec.cycle > 0:
+        middle = size // 2 - 1
+        cycle = tuple(int(who[size - 1 - k]) for k in (middle, middle + 1, middle + 2))
     bias = spec.metric_bias_sd * np.random.default_rng([seed, _BIAS]).standard_normal(size)
     metric = np.round(quality + bias[:, None]
                       + spec.metric_sd * np.random.default_rng([seed, _METRIC]).standard_normal((size, prompts)), 4)
     width = max(2, len(str(size)))
     names = tuple(f"S{s + 1:0{width}d}" for s in range(size))
     items = tuple(f"p{t + 1:0{max(4, len(str(prompts)))}d}" for t in range(prompts))
-    return Arena(spec=spec, names=names, items=items, strengths=strengths, quality=quality, metric=metric)
+    return Arena(spec=spec, names=names, items=items, strengths=strengths, quality=quality, metric=metric,
+                 kinds=kinds, type_effect=type_effect, cycle=cycle)
 
 
 def _line(row: dict) -> str:
@@ -240,8 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--systems", type=int, default=defaults.systems)
     make.add_argument("--prompts", type=int, default=defaults.prompts)
     make.add_argument("--seed", type=int, default=defaults.seed)
-    for name in ("gap", "item_sd", "judge_sd", "tie", "metric_sd", "metric_bias_sd"):
+    for name in ("gap", "item_sd", "judge_sd", "tie", "metric_sd", "metric_bias_sd", "type_sd", "cycle"):
         make.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=getattr(defaults, name))
+    for name in ("prompt_types", "tier_size"):
+        make.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, default=getattr(defaults, name))
+    make.add_argument("--link", choices=LINKS, default=defaults.link)
     make.add_argument("--no-human", action="store_true", help="leave the human preferences out")
     make.add_argument("--study-setting", action="append", default=[], metavar="KEY=VALUE",
                       help="a setting of the study line (docs/bundle-format.md), e.g. pair_design=active; "
@@ -251,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = ArenaSpec(systems=args.systems, prompts=args.prompts, seed=args.seed, gap=args.gap,
                          item_sd=args.item_sd, judge_sd=args.judge_sd, tie=args.tie,
-                         metric_sd=args.metric_sd, metric_bias_sd=args.metric_bias_sd)
+                         metric_sd=args.metric_sd, metric_bias_sd=args.metric_bias_sd,
+                         prompt_types=args.prompt_types, type_sd=args.type_sd, tier_size=args.tier_size,
+                         cycle=args.cycle, link=args.link)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

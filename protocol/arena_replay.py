@@ -39,7 +39,9 @@ Designs
                 of those, the ones that the Bradley–Terry fit of every label of every pair
                 (``population_scores``) reverses by more than the resolution, and
                 ``resolved_wrong_direct`` the ones the pair's own log-odds on all its prompts
-                (``Arena.log_odds``) reverse by more than the resolution)
+                (``Arena.log_odds``) reverse by more than the resolution, and
+                ``resolved_wrong_population`` the ones the population's scores (``true_scores``:
+                the prompts the study's are a sample of) reverse by more than the resolution)
 ``uniform``     the Arena's baseline: labels on uniformly random (pair, item) draws, ordered
                 by a Bradley–Terry fit (protocol.leaderboard.fit_scores, choix); it decides no
                 pair. Run at the ranking design's label count of the same seed.
@@ -108,6 +110,7 @@ class DesignResult:
     resolved_neighbours: int = -1
     resolved_wrong: int = -1
     resolved_wrong_direct: int = -1
+    resolved_wrong_population: int = -1
 
 
 # The fit's prior: tied pseudo-comparisons between every two systems keep the scores finite
@@ -150,6 +153,15 @@ def population_scores(arena: Arena) -> np.ndarray:
     wins = sum(win_matrix(size, np.full(len(arena.items), i), np.full(len(arena.items), j), arena.human(i, j))
                for i, j in zip(first.tolist(), second.tolist()))
     return fit_scores(wins, prior_ties=FIT_PRIOR_TIES)
+
+
+def true_scores(arena: Arena) -> np.ndarray:
+    """(S,) Bradley–Terry log-strengths of the population of prompts (``Arena.population_wins``,
+    as if every pair had been judged a million times on prompts drawn from it): the order and
+    the differences a study's prompts are a sample of. With prompt types, cycles or ties it
+    differs from ``population_scores`` (the study's own prompts) and is what a claim about the
+    systems, not about the study's prompts, is about."""
+    return fit_scores(arena.population_wins() * 1e6, prior_ties=FIT_PRIOR_TIES)
 
 
 def _fit_score(arena: Arena, order) -> dict:
@@ -307,25 +319,29 @@ def replay_ranking(arena: Arena, settings: RankingSettings, *, metric: bool = Fa
 
 
 def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = False, seed: int = 0,
-                  batch: int = 50) -> DesignResult:
+                  batch: int = 50, by_kind: bool = False) -> DesignResult:
     """The active Bradley–Terry design (protocol.active_ranking) run to its stop, its rounds
     closing in the order they were opened (the design redone after each close): a round's
     labels are the next items of its pair in ``item_order(seed, ...)``; then every
     sampled pair's labels go through the per-pair e-process at ``settings.decision_level``
     (betting on the metric's labels with ``metric``), whose decisions and their transitive
-    closure are the partial order scored. The design's own order is its fit."""
+    closure are the partial order scored. The design's own order is its fit. ``by_kind``: the
+    design knows every prompt's kind (``Arena.kinds``), takes a pair's items in turns over the
+    kinds and states the kinds' uncertainty (``active_ranking.fit_by_kind``)."""
     began = time.perf_counter()
     size, prompts = len(arena.names), len(arena.items)
     start = initial_order(arena, metric=metric, seed=seed)
-    step, spent = active_run(arena.human, items=prompts, start=start, settings=settings, seed=seed)
+    kinds = arena.kinds if by_kind else None
+    step, spent = active_run(arena.human, items=prompts, start=start, settings=settings, seed=seed, kinds=kinds)
     level = settings.decision_level(size)
     above = active_decided(spent, arena.human, arena.metric_labels if metric else None, items=prompts,
-                           systems=size, settings=settings, seed=seed, batch=batch)
+                           systems=size, settings=settings, seed=seed, batch=batch, kinds=kinds)
     adjacent = _adjacent(arena)
     confident = [n for n in step.neighbours if n.status == ORDERED]
     resolved = [n for n in step.neighbours if n.status in (ORDERED, CLOSE)]
     strengths = population_scores(arena) if resolved else np.zeros(size)
-    fitted = fitted_order(arena, spent, seed=seed)
+    population = true_scores(arena) if resolved else np.zeros(size)
+    fitted = step.order if by_kind else fitted_order(arena, spent, seed=seed)
     return DesignResult(design="active", systems=size, prompts=prompts, seed=arena.spec.seed, metric=metric,
                         labels=int(sum(spent.values())),
                         adjacent_labels=int(sum(n for pair, n in spent.items() if pair in adjacent)),
@@ -338,7 +354,9 @@ def replay_active(arena: Arena, settings: ActiveSettings, *, metric: bool = Fals
                         resolved_wrong=int(sum(strengths[n.upper] - strengths[n.lower] < -settings.resolution
                                                for n in resolved)),
                         resolved_wrong_direct=int(sum(arena.log_odds(n.upper, n.lower) < -settings.resolution
-                                                      for n in resolved)))
+                                                      for n in resolved)),
+                        resolved_wrong_population=int(sum(population[n.upper] - population[n.lower]
+                                                          < -settings.resolution for n in resolved)))
 
 
 def replay_uniform(arena: Arena, labels: int, *, seed: int) -> DesignResult:

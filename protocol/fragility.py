@@ -32,9 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 
+from .active_ranking import CLOSE, ORDERED, fit
 from .control_variate import step_factor
-from .state import full_step
+from .ranking_design import start_positions
+from .state import PairState, full_step
 
 # A claim undone by removing at most this share of its judgements is fragile (issue 39).
 FRAGILE_SHARE = 0.005
@@ -158,3 +161,124 @@ def pair_fragility(item_values: Mapping[str, Sequence[int]], decision: int,
     return PairFragility(decision=decision, judgements=judgements, sign_removals=by_sign,
                          evidence_removals=by_evidence, exact=exact, removals=removals, share=share,
                          fragile=share <= FRAGILE_SHARE)
+
+
+# The fitted order's neighbour claims (the active design) ------------------------------------
+# A neighbour claim of ``active_ranking`` says upper is above lower: *ordered* when
+# z = d / sd >= z*, *close* when (d + r) / sd >= z* (d = s_upper - s_lower of the Bradley–Terry
+# fit of every label, sd its posterior sd). Which labels to remove so that the claim's
+# statistic falls below z* is a problem over the whole fit, so the count is approximate:
+#
+#   removing one label of pair (i, j) with outcome y (1 = i won, 1/2 a tie, 0 = j won) moves the
+#   fit by a Newton step, Delta s = -(y - p_ij) C (e_i - e_j) (C the fit's covariance, the
+#   inverse information), so d by -(y - p_ij) (C_ui - C_uj - C_li + C_lj);
+#
+# the labels are removed greedily, each time from the (pair, outcome) whose one removal lowers d
+# the most, half the labels that step would take (at least one) before the fit is redone, until
+# the redone fit's statistic is below z*. The labels removed undo the claim (each count is a
+# set that does), so the count is an upper bound on the least number; against exact brute-force
+# removal on small studies it was within ORDER_REMOVALS_ERROR above it (tests/protocol/test_fragility.py).
+
+ORDER_REMOVALS_ERROR = 1
+
+
+@dataclass(frozen=True)
+class OrderFragility:
+    """upper, lower     the claim: upper above lower (system indices)
+    statistic           the claim's statistic now, (d + shift) / sd
+    labels              counted labels of every pair (what the fit rests on)
+    removals            labels removed that take the statistic below z* (an upper bound on the
+                        least number, within ORDER_REMOVALS_ERROR on the small studies
+                        checked); None when no removal lowers it (or the claim does not hold)
+    share               removals / labels
+    fragile             share <= FRAGILE_SHARE
+    """
+
+    upper: int
+    lower: int
+    statistic: float
+    labels: int
+    removals: int | None
+    share: float | None
+    fragile: bool
+
+
+def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, fit_of) -> tuple[float, object]:
+    wins = counts[0] + counts[1] / 2 + (counts[2] + counts[1] / 2).T
+    result = fit_of(wins)
+    return (result.scores[upper] - result.scores[lower] + shift) / result.difference_sd(upper, lower), result
+
+
+def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float, shift: float = 0.0,
+                   fit_of=None, max_steps: int = 10_000) -> OrderFragility:
+    """How many counted labels the claim "upper above lower" rests on (the comment above).
+
+    counts   (3, S, S): counts[0][i, j] labels of pair i < j that i won, counts[1][i, j] ties,
+             counts[2][i, j] that j won (upper triangle; the rest 0)
+    z_star   the claim's bar, Phi^-1(confidence); shift 0 for "ordered", the resolution for
+             "close"
+    fit_of   the fit of a win matrix (default ``active_ranking.fit``)
+    """
+    fit_of = fit_of or fit
+    counts = np.array(counts, dtype=np.int64)
+    if counts.ndim != 3 or counts.shape[0] != 3 or counts.shape[1] != counts.shape[2]:
+        raise ValueError(f"counts must be (3, S, S), got shape {counts.shape}")
+    if np.any(counts < 0) or np.any(np.tril(counts.sum(axis=0)) != 0):
+        raise ValueError("counts must be >= 0 and only above the diagonal (pairs i < j)")
+    labels = int(counts.sum())
+    statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
+    first = float(statistic)
+    if statistic < z_star:
+        return OrderFragility(upper, lower, first, labels, None, None, False)
+    removed = 0
+    outcome_value = np.array([1.0, 0.5, 0.0])
+    for _ in range(max_steps):
+        c = current.covariance
+        s = current.scores
+        i, j = np.nonzero(np.triu(counts.sum(axis=0) > 0, k=1))
+        p = 1.0 / (1.0 + np.exp(s[j] - s[i]))
+        reach = c[upper, i] - c[upper, j] - c[lower, i] + c[lower, j]
+        # (outcomes, pairs): the change of d by removing one label
+        change = -(outcome_value[:, None] - p[None, :]) * reach[None, :]
+        change[counts[:, i, j] == 0] = np.inf
+        k, n = np.unravel_index(int(np.argmin(change)), change.shape)
+        if not np.isfinite(change[k, n]) or change[k, n] >= 0:
+            return OrderFragility(upper, lower, first, labels, None, None, False)
+        sd = current.difference_sd(upper, lower)
+        need = (statistic - z_star) * sd
+        take = int(min(counts[k, i[n], j[n]], max(1, math.ceil(need / -change[k, n] / 2))))
+        counts[k, i[n], j[n]] -= take
+        removed += take
+        statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
+        if statistic < z_star:
+            share = removed / labels if labels else 0.0
+            return OrderFragility(upper, lower, first, labels, removed, share, share <= FRAGILE_SHARE)
+    return OrderFragility(upper, lower, first, labels, None, None, False)
+
+
+def label_counts_of(pairs: Sequence[PairState], order: Sequence[str]) -> np.ndarray:
+    """(3, S, S) counts of ``order_removals`` from the protocol's pairs, systems indexed by their
+    position in ``order`` (the active design's start order, as ``active_ranking.active_inputs``
+    indexes them): wins, ties and losses of the smaller position, an item counted once with the
+    sign of its judgements' mean."""
+    position = start_positions(pairs, order)
+    counts = np.zeros((3, len(order), len(order)), dtype=np.int64)
+    for p in pairs:
+        i, j = position[p.first], position[p.second]
+        plus, tie, minus = (int(x) for x in p.human_counts)
+        if i > j:
+            i, j, plus, minus = j, i, minus, plus
+        counts[:, i, j] += (plus, tie, minus)
+    return counts
+
+
+def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *, confidence: float,
+                        resolution: float) -> dict[tuple[int, int], OrderFragility]:
+    """(upper, lower) -> ``order_removals`` of every neighbour claim among ``neighbours``
+    (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar z*)
+    or CLOSE (bar z*, shift the resolution)."""
+    counts = label_counts_of(pairs, order)
+    z_star = float(ndtri(confidence))
+    return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower, z_star=z_star,
+                                               shift=0.0 if n.status == ORDERED else resolution)
+            for n in neighbours if n.status in (ORDERED, CLOSE)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import active_ranking, rubric
+from .. import active_ranking, fragility, rubric
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
 from ..state import PairState
@@ -52,6 +52,15 @@ class Active(OrderingDesign):
         progress = active_ranking.active_progress(pairs, order, settings, level)
         step = progress.step
         names = progress.systems
+        # how many labels each final claim rests on (issue 39): only once complete, the claims
+        # are final then, and the count redoes the fit several times per claim
+        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, confidence=settings.confidence,
+                                               resolution=settings.resolution) if progress.complete else {}
+
+        def rests_on(n) -> dict:
+            claim = claims.get((n.upper, n.lower))
+            return {"removals": claim.removals if claim else None, "fragile": bool(claim and claim.fragile)}
+
         decisions = sorted((a, b, d) for (a, b), d in progress.decisions().items())
         direct = sum(1 for p in pairs if p.decision)
         return {
@@ -60,8 +69,9 @@ class Active(OrderingDesign):
             "order": list(progress.order),
             "tiers": [list(tier) for tier in progress.tiers],
             "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
-                            "misorder_beyond": n.misorder_beyond_resolution, "status": n.status}
+                            "misorder_beyond": n.misorder_beyond_resolution, "status": n.status, **rests_on(n)}
                            for n in step.neighbours],
+            "fragile_claims": sum(1 for claim in claims.values() if claim.fragile),
             "expected_misordered": step.expected_misordered,
             "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
             "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),

@@ -64,6 +64,10 @@ def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true
     assert ranking["ordered"] == K - 1 and ranking["expected_misordered"] < 0.1 * (K - 1)
     assert served_pairs(study) == judged_pairs(study), "a pair the design did not fund was served"
     assert made == ranking["labels"] < PAIRS * 30
+    # what each final claim rests on (issue 39): judgements whose removal undoes it
+    claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
+    assert claims and all(1 <= n["removals"] <= ranking["labels"] for n in claims)
+    assert ranking["fragile_claims"] == sum(n["removals"] <= 0.005 * ranking["labels"] for n in claims)
     for first, second, decision in ranking["decisions"]:
         assert decision == ranking_truth(first, second)
 
@@ -95,7 +99,7 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     answer_hits(study, workers_of(["w1"]), lambda a, b, _: ranking_truth(a, b))
     study_dashboard_refresh(study_id=study.pk)
     page = client.get(f"/s/{study.slug}/dashboard/").content.decode()
-    assert "ranking complete" in page
+    assert "ranking complete" in page and "Rests on" in page
     assert page.index(">s5<") < page.index(">s4<") < page.index(">s0<")
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
     assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page

@@ -20,6 +20,8 @@ from protocol.active_ranking import (
     active_start,
     active_step,
     fit,
+    fit_by_kind,
+    stratified,
 )
 from protocol.adaptive import ProtocolSettings
 from protocol.arena import ArenaSpec, make_arena
@@ -356,3 +358,103 @@ def test_what_the_stop_states_holds_on_known_truth_arenas():
     # measured: 1 of 65; with the margin's resolution counted four times over, 8 of 72 (seen failing)
     assert resolved >= 50
     assert wrong <= 0.1 * resolved
+
+
+# Kinds of prompt (issue 39) ---------------------------------------------------------------------
+
+def test_fit_by_kind_states_the_kinds_variance_by_the_formula_written_out():
+    """Independent reference, two systems and three kinds, by hand: win shares y_g of the
+    pair on each kind, the kinds' variance of the share var(y) (ddof 1) less the mean sampling
+    variance y (1 - y) / (n - 1), over (ybar (1 - ybar))^2 is 2 sigma^2; the difference's
+    variance gains 2 sigma^2 / 3 at sigma^2's upper 0.95 bound on (3 - 1)(2 - 1) = 2 degrees of
+    freedom, 2 / chi2_2(0.05) = 2 / 0.102587 (tables)."""
+    won = np.array([30.0, 12.0, 22.0])
+    lost = np.array([10.0, 28.0, 18.0])
+    wins = np.zeros((3, 2, 2))
+    wins[:, 0, 1], wins[:, 1, 0] = won, lost
+    n = won + lost
+    y = won / n
+    mean = y.mean()
+    between = np.sum((y - mean) ** 2) / 2 - np.mean(y * (1 - y) / (n - 1))
+    sigma2 = between / (mean * (1 - mean)) ** 2 / 2
+    result = fit_by_kind(wins, confidence=0.95)
+    assert result.kind_variance == pytest.approx(sigma2, rel=1e-9)
+    pooled = fit(wins.sum(axis=0))
+    assert np.allclose(result.scores, pooled.scores)
+    model = pooled.difference_sd(0, 1) ** 2
+    assert result.difference_sd(0, 1) ** 2 == pytest.approx(model + 2 * sigma2 / 3 * 2 / 0.102587, rel=1e-4)
+    # the lower bound, 2 / chi2_2(0.95) = 2 / 5.991465
+    assert result.floor_sd(0, 1) ** 2 == pytest.approx(2 * sigma2 / 3 * 2 / 5.991465, rel=1e-5)
+    # one kind: the plain fit, no kinds' part
+    single = fit_by_kind(wins[:1], confidence=0.95)
+    assert single.kinds is None and single.difference_sd(0, 1) == pytest.approx(fit(wins[0]).difference_sd(0, 1))
+
+
+def test_fit_by_kind_recovers_the_kinds_variance_from_few_labels_a_kind():
+    """Simulated from the model it states, with 6 labels per pair and kind (the early rounds):
+    log-odds of a over b on kind g theta_a - theta_b + u[a, g] - u[b, g], u ~ N(0, 0.5^2). The
+    mean estimate over 300 studies is within 20 % of sigma^2 = 0.25 (measured 0.21: the delta
+    method's linear step understates effects this large, a win share being bounded)."""
+    rng = np.random.default_rng(0)
+    size, kinds, sigma = 6, 8, 0.5
+    estimates = []
+    for _ in range(300):
+        theta = rng.normal(0, 0.3, size)
+        u = rng.normal(0, sigma, (size, kinds))
+        wins = np.zeros((kinds, size, size))
+        for i in range(size):
+            for j in range(i + 1, size):
+                p = 1 / (1 + np.exp(-(theta[i] - theta[j] + u[i] - u[j])))
+                won = rng.binomial(6, p)
+                wins[:, i, j], wins[:, j, i] = won, 6 - won
+        estimates.append(fit_by_kind(wins, confidence=0.95).kind_variance)
+    assert np.mean(estimates) == pytest.approx(sigma ** 2, rel=0.2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), size=st.integers(3, 6), kinds=st.integers(2, 5))
+def test_fit_by_kind_follows_relabelled_and_swapped_systems(seed, size, kinds):
+    """Systems renamed: scores and the kinds' part renamed. Every outcome swapped (each kind's
+    win matrix transposed): scores negated, every difference's sd unchanged. The kinds listed in
+    another order: nothing changes."""
+    rng = np.random.default_rng(seed)
+    wins = np.stack([_random_wins(rng, size, int(rng.integers(size, 3 * size)))[0] for _ in range(kinds)])
+    base = fit_by_kind(wins, confidence=0.9)
+    perm = rng.permutation(size)
+    moved = np.zeros_like(wins)
+    moved[:, perm[:, None], perm[None, :]] = wins
+    renamed = fit_by_kind(moved, confidence=0.9)
+    assert renamed.scores[perm] == pytest.approx(base.scores, abs=1e-6)
+    assert renamed.kind_variance == pytest.approx(base.kind_variance, rel=1e-9, abs=1e-12)
+    swapped = fit_by_kind(wins.transpose(0, 2, 1).copy(), confidence=0.9)
+    assert swapped.scores == pytest.approx(-base.scores, abs=1e-6)
+    reordered = fit_by_kind(wins[::-1].copy(), confidence=0.9)
+    assert reordered.kind_variance == pytest.approx(base.kind_variance, rel=1e-9, abs=1e-12)
+    for a in range(size):
+        for b in range(a + 1, size):
+            sd = base.difference_sd(a, b)
+            assert renamed.difference_sd(int(perm[a]), int(perm[b])) == pytest.approx(sd, rel=1e-5)
+            assert swapped.difference_sd(a, b) == pytest.approx(sd, rel=1e-5)
+            assert swapped.floor_sd(a, b) == pytest.approx(base.floor_sd(a, b), rel=1e-6, abs=1e-12)
+
+
+def test_stratified_items_take_turns_over_the_kinds():
+    kinds = np.arange(90) % 3
+    order = stratified(np.random.default_rng(1).permutation(90), kinds)
+    assert sorted(order.tolist()) == list(range(90))
+    for prefix in range(1, 91):
+        counts = np.bincount(kinds[order[:prefix]], minlength=3)
+        assert counts.max() - counts.min() <= 1
+
+
+def test_on_an_arena_with_prompt_kinds_the_kinds_keep_the_statement():
+    """Fails on the design without kinds (issue 39): on an arena whose systems are strong on
+    some of 10 kinds of prompt and weak on others (effect sd 0.5, the study's kinds a sample of
+    the population's), the neighbours it reports resolved are reversed by more than the
+    resolution in the population more often than the 5 % it states (1 of 18 here); told the
+    kinds, none is, and none it reports ordered is wrong."""
+    arena = make_arena(ArenaSpec(systems=20, prompts=1000, seed=1, prompt_types=10, type_sd=0.5))
+    today = replay_active(arena, ActiveSettings(), seed=1)
+    kinds = replay_active(arena, ActiveSettings(), seed=1, by_kind=True)
+    assert today.resolved_wrong_population / today.resolved_neighbours > 0.05
+    assert kinds.resolved_wrong_population == 0 and kinds.confident_wrong == 0

@@ -12,6 +12,9 @@ from protocol.arena import ArenaSpec, bundle_lines, main, make_arena, write_bund
 from protocol.bundle import read_bundle
 from protocol.preferences import human_labels, metric_labels
 
+# sum over the pairs of the default 4 x 50 arena (seed 2) of labels . (0..49), before issue 39
+_DEFAULT_CHECKSUM = -987
+
 
 def test_same_seed_same_bytes_other_seed_other_study(tmp_path):
     spec = ArenaSpec(systems=6, prompts=30, seed=3)
@@ -91,12 +94,77 @@ def test_win_probability_matches_the_thurstone_model():
     assert np.mean(labels == 0) == pytest.approx(expected_tie, abs=0.005)
 
 
+def test_prompt_kinds_move_each_pair_by_its_own_kind_effect():
+    """Independent reference: with all strengths equal (gap 0), on prompts of kind g a pair's
+    P(+) is Phi((u[i, g] - u[j, g] - tie) / sd), sd^2 = 2 item_sd^2 + judge_sd^2 (no
+    discrimination enters); the generator's own formula is not used, only its drawn effects.
+    Without kinds, the same arena has one win share on all prompts."""
+    spec = ArenaSpec(systems=3, prompts=60_000, seed=4, gap=0.0, prompt_types=3, type_sd=1.0)
+    arena = make_arena(spec)
+    assert arena.type_effect.shape == (3, 3)
+    assert np.bincount(arena.kinds).tolist() == [20_000] * 3          # balanced kinds
+    sd = np.sqrt(2 * spec.item_sd ** 2 + spec.judge_sd ** 2)
+    labels = arena.human(0, 2)
+    shares = []
+    for g in range(3):
+        delta = arena.type_effect[0, g] - arena.type_effect[2, g]
+        share = np.mean(labels[arena.kinds == g] == 1)
+        # binomial sd at n = 20,000 is at most 0.0036
+        assert share == pytest.approx(norm.cdf((delta - spec.tie) / sd), abs=0.015)
+        shares.append(share)
+    assert max(shares) - min(shares) > 0.1                              # the effect is there
+    plain = make_arena(ArenaSpec(systems=3, prompts=60_000, seed=4, gap=0.0)).human(0, 2)
+    assert np.all(make_arena(ArenaSpec(systems=3, prompts=60_000, seed=4, gap=0.0)).kinds == 0)
+    by_third = [np.mean(plain[k::3] == 1) for k in range(3)]
+    assert max(by_third) - min(by_third) < 0.02
+
+
+def test_without_departures_the_arena_is_unchanged():
+    """The new options off by default: the same labels, qualities and metric as before them
+    (a checksum of the default arena's labels taken before the options existed)."""
+    arena = make_arena(ArenaSpec(systems=4, prompts=50, seed=2))
+    assert int(np.sum([arena.human(i, j).astype(np.int64) @ np.arange(50) for i in range(4)
+                       for j in range(i + 1, 4)])) == _DEFAULT_CHECKSUM
+
+
+def test_logistic_link_has_the_logistic_win_probability():
+    """Independent reference: all equal, no item noise: d = judge_sd L with L logistic of sd 1
+    (scale sqrt(3) / pi), so P(+) = 1 / (1 + exp(tie pi / (sqrt(3) judge_sd)))."""
+    spec = ArenaSpec(systems=2, prompts=200_000, seed=1, gap=0.0, item_sd=0.0, link="logistic")
+    labels = make_arena(spec).human(0, 1)
+    expected = 1 / (1 + np.exp(spec.tie * np.pi / (np.sqrt(3) * spec.judge_sd)))
+    assert np.mean(labels == 1) == pytest.approx(expected, abs=0.005)
+    probit = make_arena(ArenaSpec(systems=2, prompts=200_000, seed=1, gap=0.0, item_sd=0.0)).human(0, 1)
+    assert np.mean(probit == 1) == pytest.approx(norm.sf(spec.tie / spec.judge_sd), abs=0.005)
+
+
+def test_tiers_are_equal_and_the_cycle_is_intransitive_in_the_labels():
+    tiers = make_arena(ArenaSpec(systems=9, prompts=10, seed=0, tier_size=3))
+    assert len(np.unique(np.round(tiers.strengths, 12))) == 3
+    arena = make_arena(ArenaSpec(systems=7, prompts=40_000, seed=3, cycle=2.0))
+    a, b, c = arena.cycle
+    assert arena.strengths[a] > arena.strengths[b] > arena.strengths[c]
+    assert list(arena.true_order[2:5]) == [a, b, c]                    # the middle three
+
+    def share(i, j):
+        labels = arena.human(i, j)
+        return np.mean(labels == 1) / np.mean(labels != 0)
+
+    assert share(a, b) > 0.5 and share(b, c) > 0.5 and share(c, a) > 0.5
+    wins = arena.population_wins()
+    assert wins[a, b] > 0.5 and wins[b, c] > 0.5 and wins[c, a] > 0.5
+    labels = arena.human(c, a)                                        # a tie half a win, as population_wins
+    assert wins[c, a] == pytest.approx(np.mean(labels == 1) + np.mean(labels == 0) / 2, abs=0.01)
+
+
 def test_null_arena_has_equal_strengths():
     arena = make_arena(ArenaSpec(systems=5, prompts=10, gap=0.0))
     assert np.all(arena.strengths == 0) and arena.truth(0, 1) == 0
 
 
-@pytest.mark.parametrize("field, value", [("systems", 1), ("prompts", 0), ("gap", -1.0), ("tie", float("nan"))])
+@pytest.mark.parametrize("field, value", [("systems", 1), ("prompts", 0), ("gap", -1.0), ("tie", float("nan")),
+                                          ("prompt_types", -1), ("type_sd", -0.5), ("link", "cauchit"),
+                                          ("tier_size", 1.5)])
 def test_bad_spec_is_refused_with_its_name(field, value):
     with pytest.raises(ValueError, match=field):
         ArenaSpec(**{field: value})

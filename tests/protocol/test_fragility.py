@@ -3,9 +3,11 @@ import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
-from protocol.fragility import FRAGILE_SHARE, pair_fragility, sign_removals
+from protocol.active_ranking import fit
+from protocol.fragility import FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility, sign_removals
 
 
 def undone(kept: dict, decision: int, steps, bar) -> bool:
@@ -98,3 +100,58 @@ def test_a_decision_resting_on_few_of_many_judgements_is_fragile():
     assert FRAGILE_SHARE == 0.005
     reversed_pair = pair_fragility({k: [-v[0]] for k, v in pair(502, 498).items()}, -1)
     assert reversed_pair.removals == 4
+
+
+# The fitted order's neighbour claims ------------------------------------------------------------
+
+def _exact_order_removals(counts, upper, lower, z_star):
+    """Brute force: every way of removing labels (labels of one pair and outcome are
+    exchangeable, so a way is a count per pair and outcome), the fit redone for each; the least
+    total whose statistic falls below z_star."""
+    cells = [tuple(int(x) for x in idx) for idx in zip(*np.nonzero(counts))]
+    best = None
+    for taken in itertools.product(*(range(counts[c] + 1) for c in cells)):
+        total = sum(taken)
+        if best is not None and total >= best:
+            continue
+        left = counts.copy()
+        for c, t in zip(cells, taken):
+            left[c] -= t
+        wins = left[0] + left[1] / 2 + (left[2] + left[1] / 2).T
+        result = fit(wins)
+        if (result.scores[upper] - result.scores[lower]) / result.difference_sd(upper, lower) < z_star:
+            best = total
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_order_removals_is_a_removal_that_undoes_the_claim_and_near_the_least(seed):
+    """Three systems, three pairs, wins and losses drawn small enough for brute force: the
+    greedy count undoes the claim (it is at least the exact least number) and is at most
+    ORDER_REMOVALS_ERROR above it."""
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((3, 3, 3), dtype=np.int64)
+    for i, j, n in ((0, 1, 9), (1, 2, 7), (0, 2, 4)):
+        won = int(rng.binomial(n, 0.75))
+        counts[0, i, j], counts[2, i, j] = won, n - won
+    wins = counts[0] + (counts[2]).T
+    scores = fit(wins).scores
+    upper, lower = (0, 1) if scores[0] >= scores[1] else (1, 0)
+    statistic = (scores[upper] - scores[lower]) / fit(wins).difference_sd(upper, lower)
+    z_star = statistic * 0.6            # a claim that holds, with room to undo
+    found = order_removals(counts, upper, lower, z_star=z_star)
+    exact = _exact_order_removals(counts, upper, lower, z_star)
+    assert found.removals is not None and exact is not None
+    assert exact <= found.removals <= exact + ORDER_REMOVALS_ERROR
+    assert found.labels == int(counts.sum()) and found.statistic == pytest.approx(statistic)
+
+
+def test_order_removals_of_a_claim_that_does_not_hold_is_none_and_bad_counts_are_refused():
+    counts = np.zeros((3, 2, 2), dtype=np.int64)
+    counts[0, 0, 1], counts[2, 0, 1] = 5, 5
+    result = order_removals(counts, 0, 1, z_star=1.645)
+    assert result.removals is None and not result.fragile
+    with pytest.raises(ValueError, match="only above the diagonal"):
+        order_removals(counts.transpose(0, 2, 1), 0, 1, z_star=1.0)
+    with pytest.raises(ValueError, match=r"\(3, S, S\)"):
+        order_removals(counts[:2], 0, 1, z_star=1.0)
