@@ -12,8 +12,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from annotation.models import PairState, Study
-from annotation import services
-from annotation.services import hits, study_import
+from annotation.services import hits
+from annotation.services.studies import study_import, study_settings_update
 from protocol.bundle import BundleError
 from tests.builders.annotating import answer_hits, workers_of
 from tests.builders.bundles import bundle_bytes
@@ -109,7 +109,7 @@ def test_a_judge_named_while_the_study_runs_enters_at_the_next_opening():
     workers = workers_of(["l1", "l2"])
     answer_hits(study, workers, lambda first, second, name: 1, stop_after=5)
     assert all(not state["prediction"] for state in pair_states(study).values())
-    services.study_settings_update(study=study, changes={"combined_metrics": "j2"})
+    study_settings_update(study=study, changes={"combined_metrics": "j2"})
     before = {key: state["round"] for key, state in pair_states(study).items()}
     while one_judgement(study, workers):
         after = pair_states(study)
