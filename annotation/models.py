@@ -122,6 +122,7 @@ class Study(models.Model):
     # A new study controls its false ± decisions (issue 19): the adaptive policy with the
     # e-process rule. Studies made before keep the paper's policy and rule (migration 0012).
     allocation_policy = models.CharField(max_length=10, **declared("allocation_policy"))
+    futility = models.FloatField(**declared("futility"))
     protocol_rule = models.CharField(max_length=10, **declared("protocol_rule"))
     family_control = models.CharField(max_length=10, **declared("family_control"))
     # Which pairs the protocol spends on (docs/ranking.md): all of them, or those a merge sort

@@ -28,6 +28,7 @@ from pathlib import Path
 from .allocation import MIN_TEMPERATURE, TEMPERATURE_REASON
 from .designs.registry import design_choices
 from .similarity import similarity_names
+from .state import ProtocolSettings
 
 # Where a setting may be set.
 BUNDLE = "bundle"          # the study line of a bundle; the export writes it back
@@ -236,6 +237,16 @@ _TABLE = (
     Setting("allocation_policy", CHOICE, "adaptive", "adaptive: a pair stops when a decision has become "
             "unlikely (futile); paper: the paper's Algorithm 2", group="protocol", surfaces=PROTOCOL_SURFACES,
             fixed=True, choices=(("adaptive", "Adaptive"), ("paper", "Paper (Algorithm 2)"))),
+    Setting("futility", FLOAT, ProtocolSettings.futility, "adaptive policy: a pair still undecided after "
+            f"{ProtocolSettings.futility_min_judgements} judgements is given up "
+            "(futile, no decision) once even an optimistic reading of its labels so far, the end of their (1 - this) "
+            "credible interval, could not decide it on its remaining items. Higher: fewer labels spent on hard "
+            "pairs (near-ties), fewer pairs decided; lower: more labels, more pairs decided; 0: no pair is given "
+            "up. A futility stop never decides ±, so the error control holds at every level (docs/judges.md, "
+            "\"Labels or correctness\")", label="futility level", group="protocol", surfaces=PROTOCOL_SURFACES,
+            fixed=True, minimum=0, maximum=0.5, optional=True,
+            reason="above 0.5 the optimistic reading passes the middle of the credible interval, so pairs more "
+                   "likely than not to be decided would be given up"),
     Setting("family_control", CHOICE, "ebh", "error control across the study's pairs (decision rule eprocess)",
             label="family control across pairs", group="protocol", surfaces=PROTOCOL_SURFACES, fixed=True,
             choices=(("ebh", "e-BH (false discovery rate over the study's pairs)"),
