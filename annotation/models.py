@@ -286,7 +286,8 @@ class Study(models.Model):
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
                                 "choose one of this study's metrics")
-        unknown = [name for name in metric_names(self.combined_metrics)
+        criteria = tuple(c.name for c in parse_criteria(self.criteria)[0]) if self.criteria else ()
+        unknown = [name for name in metric_names(self.combined_metrics, criteria)
                    if self.pk is not None and not Metric.objects.filter(study_id=self.pk, name=name).exists()]
         if unknown:
             errors["combined_metrics"] = (f"study {self.slug!r} has no metric or judge named {unknown[0]!r}; "

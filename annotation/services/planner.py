@@ -24,12 +24,13 @@ from protocol import adaptive
 from protocol.active_ranking import ActiveSettings
 from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
-from protocol.study_settings import SETTINGS, metric_names
+from protocol.study_settings import SETTINGS
 
 from .. import jobs
 from ..models import Metric, PlanJob, Study
 from ..selectors.exports import study_bundle
 from ..serving import protocol_state
+from ..serving.metric_labels import combined_names
 
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
@@ -101,7 +102,7 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")},
         # the study's futility levels and combined metrics (the all-pairs protocol's)
         **({"futilities": [float(level) for level in futilities],
-            "combined": [name for name in metric_names(study.combined_metrics) if name != study.metric.name]}
+            "combined": [name for name in combined_names(study)[0] if name != study.metric.name]}
            if replays_settings else {})})
     try:
         job.full_clean()
