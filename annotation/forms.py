@@ -26,8 +26,8 @@ from django.utils.text import capfirst
 
 from protocol.designs import PairDesign
 from protocol.designs.all_pairs import ALL_PAIRS
-from protocol.study_settings import (BOOL, CHOICE, DRAFT, INT, METRIC, RUNNING, TEXT, Setting, cross_problems,
-                                     settings_for)
+from protocol.study_settings import (BOOL, CHOICE, DRAFT, INT, METRIC, RUNNING, SETTINGS, TEXT, Setting,
+                                     cross_problems, settings_for)
 
 from .guarantees import PAPER_POLICY_WARNING
 from .models import SettingBounds, Study
@@ -300,6 +300,10 @@ class PlanForm(forms.Form):
     budgets = forms.CharField(initial="all", help_text="comma-separated numbers of judgements; all = every comparison")
     batches = forms.CharField(label="Batch sizes", initial="10", help_text="judgements per pair and round, comma-separated")
     gammas = forms.CharField(label="γ", initial="0.05", help_text="decision levels, comma-separated")
+    futilities = forms.CharField(label="Futility levels", required=False, help_text=(
+        "comma-separated, 0 to 0.5 (empty: the study's): higher gives hard pairs up sooner, fewer judgements and "
+        "fewer pairs decided; lower spends more on them. Side by side they show what the study's metric buys: "
+        "labels or correctness"))
     throughput = forms.FloatField(min_value=0.001, initial=200, label="Throughput (judgements per hour)")
     policy = forms.ChoiceField(choices=[("paper", "Paper (Algorithm 2)"), ("adaptive", "Adaptive")])
     reps = forms.IntegerField(min_value=1, max_value=5, initial=2, label="Repetitions",
@@ -318,7 +322,7 @@ class PlanForm(forms.Form):
     spread_high = forms.FloatField(min_value=0, max_value=5, label="high")
 
     ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
-    GRID_FIELDS = ("budgets", "batches", "gammas", "throughput", "policy", "reps")
+    GRID_FIELDS = ("budgets", "batches", "gammas", "futilities", "throughput", "policy", "reps")
 
     def __init__(self, *args, design: PairDesign = ALL_PAIRS, **kwargs):
         """``design``: the study's pair design (protocol.designs). One that caps the labels per
@@ -329,6 +333,8 @@ class PlanForm(forms.Form):
             self.fields["budgets"].label = "Labels per comparison"
             self.fields["budgets"].help_text = ("comma-separated: the most judgements each comparison of the sort "
                                                 "may take (the study's resolution); all = every item of the pair")
+        if design.plan_replay != "all_pairs":  # its replay runs its own futility level
+            del self.fields["futilities"]
         if design.plan_policy:
             policy = self.fields["policy"]
             policy.choices = [(value, f"{label} (the {design.title} design's)") for value, label in policy.choices
@@ -344,6 +350,16 @@ class PlanForm(forms.Form):
         values = _numbers(self.cleaned_data["batches"], int, "batch size")
         if any(v < 1 for v in values):
             raise forms.ValidationError("batch sizes must be positive")
+        return values
+
+    def clean_futilities(self):
+        """None when left empty (the study's level); else the levels, each within the setting's bounds."""
+        if not self.cleaned_data["futilities"].strip():
+            return None
+        values = _numbers(self.cleaned_data["futilities"], float, "futility level")
+        problem = next(filter(None, (SETTINGS["futility"].problem(v, "a futility level") for v in values)), None)
+        if problem:
+            raise forms.ValidationError(problem)
         return values
 
     def clean_gammas(self):

@@ -122,6 +122,7 @@ class Study(models.Model):
     # A new study controls its false ± decisions (issue 19): the adaptive policy with the
     # e-process rule. Studies made before keep the paper's policy and rule (migration 0012).
     allocation_policy = models.CharField(max_length=10, **declared("allocation_policy"))
+    futility = models.FloatField(**declared("futility"))
     protocol_rule = models.CharField(max_length=10, **declared("protocol_rule"))
     family_control = models.CharField(max_length=10, **declared("family_control"))
     # Which pairs the protocol spends on (docs/ranking.md): all of them, or those a merge sort
@@ -285,7 +286,8 @@ class Study(models.Model):
         if self.metric_id is not None and self.metric.study_id != self.pk:
             errors["metric"] = (f"metric {self.metric.name!r} belongs to another study; "
                                 "choose one of this study's metrics")
-        unknown = [name for name in metric_names(self.combined_metrics)
+        criteria = tuple(c.name for c in parse_criteria(self.criteria)[0]) if self.criteria else ()
+        unknown = [name for name in metric_names(self.combined_metrics, criteria)
                    if self.pk is not None and not Metric.objects.filter(study_id=self.pk, name=name).exists()]
         if unknown:
             errors["combined_metrics"] = (f"study {self.slug!r} has no metric or judge named {unknown[0]!r}; "

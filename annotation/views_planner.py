@@ -27,7 +27,7 @@ def _initial(study: Study) -> dict:
     else:
         budgets = str(study.budget) if study.budget else "all"
     initial = {"batches": str(study.batch_size), "gammas": f"{study.gamma:g}", "policy": study.allocation_policy,
-               "budgets": budgets}
+               "budgets": budgets, "futilities": f"{study.futility:g}"}
     for name in PlanForm.ASSUMPTION_ROWS:
         low, high = getattr(defaults, f"{name}_range")
         initial.update({name: getattr(defaults, name), f"{name}_low": low, f"{name}_high": high})
@@ -48,7 +48,7 @@ def planner(request: HttpRequest, slug: str) -> HttpResponse:
                 job = services.planner.plan_job_create(
                     study=study, user=request.user, use_human=data["use_human"], assumptions=form.assumptions(),
                     budgets=data["budgets"], batches=data["batches"], gammas=data["gammas"], reps=data["reps"],
-                    policy=data["policy"], throughput=data["throughput"])
+                    policy=data["policy"], throughput=data["throughput"], futilities=data.get("futilities"))
             except ValueError as error:
                 form.add_error(None, str(error))
             else:

@@ -57,15 +57,16 @@ fit reverses by more than the resolution, Kendall tau; docs/planner.md, "Active 
 
 Command line::
 
-    python -m protocol.plan BUNDLE --metric M [--budget B ...] [--batch K ...] [--gamma G ...]
-        [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S]
+    python -m protocol.plan BUNDLE --metric M[,M2...] [--budget B ...] [--batch K ...] [--gamma G ...]
+        [--futility F ...] [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S]
         [--design all_pairs|ranking|active] [--json [--details]]
 
 prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
 ...]}`` with ``--json`` (fraction = expected annotations / comparisons).
 ``--details`` adds per plan ``expected_omission``, ``expected_inversion``,
-``expected_insertion``, ``comparisons`` and ``scenarios`` (each scenario's mean fraction)
+``expected_insertion``, ``comparisons``, ``scenarios`` (each scenario's mean fraction) and
+``futility`` (the level replayed)
 (and ``order`` under the active design),
 and at the top ``pairs``, ``pairs_with_human_labels`` and ``metric_spread``.
 ``--no-human`` ignores the bundle's human labels (plans as before a launch).
@@ -542,6 +543,8 @@ class GridPoint:
     budget: int | None
     batch: int
     gamma: float
+    # the futility level of the replay (ProtocolSettings.futility); None: the plan's
+    futility: float | None = None
 
 
 @dataclass(frozen=True)
@@ -564,6 +567,8 @@ class Plan:
     expected_insertion: float
     interval: tuple[float, float]
     scenarios: Mapping[str, float] = field(default_factory=dict)
+    # the futility level replayed (the all-pairs protocol's; None: the design's own)
+    futility: float | None = None
     # The budgets asked for that this plan stands for when they were above what the study can
     # spend and were capped to ``budget`` (one plan per budget actually replayed).
     asked: tuple[int, ...] = ()
@@ -584,7 +589,7 @@ class Plan:
         if details:
             out.update(expected_omission=self.expected_omission, expected_inversion=self.expected_inversion,
                        expected_insertion=self.expected_insertion, comparisons=self.comparisons,
-                       scenarios=dict(self.scenarios), asked=list(self.asked))
+                       scenarios=dict(self.scenarios), asked=list(self.asked), futility=self.futility)
             if self.order:
                 out.update(order=dict(self.order))
         return out
@@ -653,6 +658,8 @@ def plan(
     design: str = "all_pairs",
     start: Sequence[str] | None = None,
     active: ActiveSettings | None = None,
+    futility: float | None = None,
+    extra_metrics: Sequence = (),
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -677,12 +684,23 @@ def plan(
     active  the active design's confidence, resolution and labels per pair (``max_labels``;
             default ``ActiveSettings()``, a study's defaults); its batch, gamma and budget are
             the grid point's
+    futility  the all-pairs protocol's futility level (ProtocolSettings.futility) for grid
+            points that name none (None: the settings' default); a grid point's own
+            ``futility`` puts several levels side by side: labels against correctness
+    extra_metrics  further metric tables (same shape as ``metric``) the all-pairs protocol
+            combines with ``metric`` through the cross-fitted calibration, as a study's
+            ``combined_metrics`` (``simulate.replay(extra_metrics=...)``); simulated humans
+            follow ``metric`` alone, so the combination shows its worth on real human labels
     """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
     if design in ("ranking", "active") and (policy not in (None, "adaptive") or rule not in (None, "eprocess")):
         raise ValueError(f"the {design} design runs the adaptive policy with the e-process rule; "
                          f"got policy {policy!r}, rule {rule!r}")
+    if design != "all_pairs" and (extra_metrics or futility is not None
+                                  or any(p.futility is not None for p in grid)):
+        raise ValueError(f"the {design} design's replay runs its own futility level and one metric; plan "
+                         "futility levels and combined metrics with the all-pairs design")
     metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
     if not metric:
@@ -710,9 +728,13 @@ def plan(
     start = tuple(metric_order(metric) if start is None else start)
     ceiling = items if design == "ranking" else comparisons
     replayed: dict[tuple, int] = {}
+    extra_metrics = [labels_by_pair(table, "metric") for table in extra_metrics]
     for point in grid:
         budget = ceiling if point.budget is None else min(point.budget, ceiling)
-        key = (budget, point.batch, point.gamma)
+        level = point.futility if point.futility is not None else futility
+        if design == "all_pairs" and level is None:
+            level = adaptive.ProtocolSettings.futility
+        key = (budget, point.batch, point.gamma, level)
         asked = (point.budget,) if point.budget is not None and point.budget > ceiling else ()
         if key in replayed:
             # A budget above the ceiling replays as the ceiling: one plan, saying what was asked.
@@ -735,13 +757,13 @@ def plan(
                         active or ActiveSettings(), gamma=point.gamma, batch=point.batch, budget=budget))
                 else:
                     result = replay(table, metric, batch=point.batch, gamma=point.gamma, seed=rep_seed,
-                                    budget=budget, **rule_options)
+                                    budget=budget, futility=level, extra_metrics=extra_metrics, **rule_options)
                 runs.setdefault(name, []).append(result)
                 done += 1
                 if progress is not None:
                     progress(done, total)
         replayed[key] = len(plans)
-        plans.append(dataclasses.replace(_summarise(point, budget, comparisons, runs), asked=asked))
+        plans.append(dataclasses.replace(_summarise(point, budget, comparisons, runs), asked=asked, futility=level))
     return PlanResult(assumptions, tuple(plans), len(metric), len(real), metric_spread(metric))
 
 
@@ -800,28 +822,37 @@ def hours_to_finish(annotations: float, per_hour: float) -> float:
     return annotations / per_hour
 
 
-def grid_of(budgets: Iterable[int | None], batches: Iterable[int], gammas: Iterable[float]) -> list[GridPoint]:
-    """Every combination, budgets outermost."""
-    return [GridPoint(b, k, g) for b, k, g in itertools.product(budgets, batches, gammas)]
+def grid_of(budgets: Iterable[int | None], batches: Iterable[int], gammas: Iterable[float],
+            futilities: Iterable[float | None] = (None,)) -> list[GridPoint]:
+    """Every combination, budgets outermost, futility levels innermost."""
+    return [GridPoint(b, k, g, f) for b, k, g, f in itertools.product(budgets, batches, gammas, futilities)]
 
 
 def plan_bundle(bundle_path: str, metric: str, *, use_human: bool = True, **options) -> PlanResult:
-    """Read a bundle and plan (options as for ``plan``)."""
+    """Read a bundle and plan (options as for ``plan``); ``metric`` one name, or several joined
+    by commas: the first the study's metric, the others combined with it (``extra_metrics``)."""
     bundle = read_bundle(bundle_path)
-    if metric not in bundle.metrics:
-        raise ValueError(f"{bundle_path} has no metric {metric!r}; it has {', '.join(bundle.metrics) or 'none'}")
+    names = [name.strip() for name in metric.split(",") if name.strip()]
+    for name in names or [metric]:
+        if name not in bundle.metrics:
+            raise ValueError(f"{bundle_path} has no metric {name!r}; it has {', '.join(bundle.metrics) or 'none'}")
     human = human_labels(bundle) if use_human else {}
-    return plan(metric_labels(bundle, metric), human, **options)
+    extra = [metric_labels(bundle, name) for name in names[1:]]
+    return plan(metric_labels(bundle, names[0]), human, extra_metrics=extra, **options)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m protocol.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("bundle")
-    parser.add_argument("--metric", required=True)
+    parser.add_argument("--metric", required=True,
+                        help="the study's metric; A,B: B combined with A (a study's combined_metrics)")
     parser.add_argument("--budget", type=int, nargs="+", default=[None],
                         help="annotations the study may spend (default: every comparison)")
     parser.add_argument("--batch", type=int, nargs="+", default=[10])
     parser.add_argument("--gamma", type=float, nargs="+", default=[0.05])
+    parser.add_argument("--futility", type=float, nargs="+", default=[None],
+                        help="futility levels (a study's futility; default 0.05): higher gives hard pairs up "
+                             "sooner, fewer labels and fewer pairs decided")
     defaults = adaptive.ProtocolSettings(budget=0)
     parser.add_argument("--policy", choices=adaptive.POLICIES, default=defaults.policy)
     parser.add_argument("--rule", choices=adaptive.RULES, default=defaults.rule,
@@ -845,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human,
-                             grid=grid_of(args.budget, args.batch, args.gamma), reps=args.reps,
+                             grid=grid_of(args.budget, args.batch, args.gamma, args.futility), reps=args.reps,
                              policy=args.policy, rule=args.rule, seed=args.seed, design=args.design,
                              progress=None if args.quiet else progress)
     except (ValueError, OSError) as error:
@@ -859,7 +890,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"assumptions ({a.source}): metric error {a.metric_error:.3f}, tie rate {a.tie_rate:.3f}, "
               f"spread {a.spread:.3f}; {result.pairs_with_human_labels}/{result.pairs} pairs with human labels")
         for p in result.plans:
-            print(f"budget {p.budget} batch {p.batch} gamma {p.gamma}: {p.expected_annotations:.0f} annotations "
+            level = "" if p.futility is None else f" futility {p.futility:g}"
+            print(f"budget {p.budget} batch {p.batch} gamma {p.gamma}{level}: {p.expected_annotations:.0f} annotations "
                   f"({p.expected_fraction:.3f} [{p.interval[0]:.3f}, {p.interval[1]:.3f}]), correct "
                   f"{p.expected_correct:.3f}, omitted {p.expected_omission:.3f}, inverted {p.expected_inversion:.3f}")
             if p.order:

@@ -21,13 +21,14 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .allocation import MIN_TEMPERATURE, TEMPERATURE_REASON
 from .designs.registry import design_choices
 from .similarity import similarity_names
+from .state import ProtocolSettings
 
 # Where a setting may be set.
 BUNDLE = "bundle"          # the study line of a bundle; the export writes it back
@@ -219,8 +220,9 @@ _TABLE = (
             surfaces=PROTOCOL_SURFACES, fixed=True),
     Setting("combined_metrics", TEXT, "", "further metrics or judges of the study, names separated by commas, "
             "combined with the metric for the protocol into one prediction by a calibration cross-fitted on the other "
-            "pairs' human labels (docs/formulas.md §8); empty: the metric alone. May change while the study runs: a "
-            "judge named here enters the protocol at the next close", label="metrics combined with it",
+            "pairs' human labels (docs/formulas.md §8); empty: the metric alone. A rubric names a criterion's: "
+            "'correctness: j2, j3; style: j4' (names without a criterion: the first criterion's). May change while "
+            "the study runs: a judge named here enters the protocol at the next close", label="metrics combined with it",
             group="run", surfaces=ANYWHERE | {API_IMPORT}, max_length=1000, blank=True),
     Setting("gamma", FLOAT, 0.05, "e.g. 0.05; smaller = more judgements per decision",
             label="γ (error level per decision)", group="protocol", surfaces={BUNDLE, DRAFT, ADMIN}, fixed=True,
@@ -236,6 +238,16 @@ _TABLE = (
     Setting("allocation_policy", CHOICE, "adaptive", "adaptive: a pair stops when a decision has become "
             "unlikely (futile); paper: the paper's Algorithm 2", group="protocol", surfaces=PROTOCOL_SURFACES,
             fixed=True, choices=(("adaptive", "Adaptive"), ("paper", "Paper (Algorithm 2)"))),
+    Setting("futility", FLOAT, ProtocolSettings.futility, "adaptive policy: a pair still undecided after "
+            f"{ProtocolSettings.futility_min_judgements} judgements is given up "
+            "(futile, no decision) once even an optimistic reading of its labels so far, the end of their (1 - this) "
+            "credible interval, could not decide it on its remaining items. Higher: fewer labels spent on hard "
+            "pairs (near-ties), fewer pairs decided; lower: more labels, more pairs decided; 0: no pair is given "
+            "up. A futility stop never decides ±, so the error control holds at every level (docs/judges.md, "
+            "\"Labels or correctness\")", label="futility level", group="protocol", surfaces=PROTOCOL_SURFACES,
+            fixed=True, minimum=0, maximum=0.5, optional=True,
+            reason="above 0.5 the optimistic reading passes the middle of the credible interval, so pairs more "
+                   "likely than not to be decided would be given up"),
     Setting("family_control", CHOICE, "ebh", "error control across the study's pairs (decision rule eprocess)",
             label="family control across pairs", group="protocol", surfaces=PROTOCOL_SURFACES, fixed=True,
             choices=(("ebh", "e-BH (false discovery rate over the study's pairs)"),
@@ -343,10 +355,33 @@ def defaults() -> dict[str, object]:
     return {name: setting.default for name, setting in SETTINGS.items()}
 
 
-def metric_names(value: str) -> tuple[str, ...]:
-    """The metric names of a ``combined_metrics`` value, in order, without blanks or repeats."""
-    names = [name.strip() for name in str(value or "").split(",")]
-    return tuple(dict.fromkeys(name for name in names if name))
+def combined_by_criterion(value: str, criteria: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
+    """The metrics a ``combined_metrics`` value combines, per criterion of a rubric, in the
+    order of ``criteria`` (a study's criterion names, the first the study's own): parts
+    separated by ";", each "criterion: a, b" (a name of ``criteria`` before the first colon)
+    or "a, b" (the first criterion's); names in order, without blanks or repeats; a criterion
+    that combines none is left out. Without ``criteria`` every part is the first criterion's
+    (key "").
+
+    >>> combined_by_criterion("j2; correctness: c1, c2", ("helpfulness", "correctness"))
+    {'helpfulness': ('j2',), 'correctness': ('c1', 'c2')}
+    >>> combined_by_criterion("j2, j3")
+    {'': ('j2', 'j3')}
+    """
+    first = criteria[0] if criteria else ""
+    found: dict[str, list[str]] = {}
+    for part in str(value or "").split(";"):
+        head, colon, tail = part.partition(":")
+        criterion, names = (head.strip(), tail) if colon and head.strip() in criteria else (first, part)
+        found.setdefault(criterion, []).extend(name.strip() for name in names.split(","))
+    out = {c: tuple(dict.fromkeys(n for n in found.get(c, ()) if n)) for c in (criteria or ("",))}
+    return {c: names for c, names in out.items() if names}
+
+
+def metric_names(value: str, criteria: Sequence[str] = ()) -> tuple[str, ...]:
+    """Every metric name of a ``combined_metrics`` value (``combined_by_criterion``), in order,
+    without blanks or repeats."""
+    return tuple(dict.fromkeys(n for names in combined_by_criterion(value, criteria).values() for n in names))
 
 
 def cross_problems(values: Mapping[str, object]) -> dict[str, str]:

@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='study',
             name='combined_metrics',
-            field=models.CharField(blank=True, help_text="further metrics or judges of the study, names separated by commas, combined with the metric for the protocol into one prediction by a calibration cross-fitted on the other pairs' human labels (docs/formulas.md §8); empty: the metric alone. May change while the study runs: a judge named here enters the protocol at the next close; a text of at most 1000 characters", max_length=1000, validators=[annotation.models.SettingBounds('combined_metrics')], verbose_name='metrics combined with it'),
+            field=models.CharField(blank=True, help_text="further metrics or judges of the study, names separated by commas, combined with the metric for the protocol into one prediction by a calibration cross-fitted on the other pairs' human labels (docs/formulas.md §8); empty: the metric alone. A rubric names a criterion's: 'correctness: j2, j3; style: j4' (names without a criterion: the first criterion's). May change while the study runs: a judge named here enters the protocol at the next close; a text of at most 1000 characters", max_length=1000, validators=[annotation.models.SettingBounds('combined_metrics')], verbose_name='metrics combined with it'),
         ),
     ]

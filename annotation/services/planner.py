@@ -24,11 +24,13 @@ from protocol import adaptive
 from protocol.active_ranking import ActiveSettings
 from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
+from protocol.study_settings import SETTINGS
 
 from .. import jobs
-from ..models import PlanJob, Study
+from ..models import Metric, PlanJob, Study
 from ..selectors.exports import study_bundle
 from ..serving import protocol_state
+from ..serving.metric_labels import combined_names
 
 log = logging.getLogger(__name__)
 MAX_GRID_POINTS = 12
@@ -40,7 +42,7 @@ PLAN_MAX_ATTEMPTS = 3
 
 def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, budgets: Sequence[int | None],
                     batches: Sequence[int], gammas: Sequence[float], reps: int, policy: str,
-                    throughput: float) -> PlanJob:
+                    throughput: float, futilities: Sequence[float] | None = None) -> PlanJob:
     """Store a plan request (ValueError naming the problem) and schedule it after commit.
 
     use_human: use the study's human labels (imported ratings, judgements): the assumptions
@@ -51,6 +53,10 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     replayed from the study's initial order (its metric's order before the protocol starts); in
     a study of the active design its budget (None = none: the design runs to its stop), replayed
     from that order at the study's confidence, resolution and labels per comparison.
+    futilities: futility levels side by side (None: the study's ``futility``), each within the
+    setting's bounds; the all-pairs protocol replays them with the study's combined metrics
+    (``combined_metrics``), so a plan shows labels and correctness for the study's settings.
+    The ranking and active designs' replays run the default level and the metric alone.
     """
     design = study.design
     if design.plan_replay is None:
@@ -61,7 +67,17 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     budgets, batches, gammas = list(budgets), list(batches), list(gammas)
     if not (budgets and batches and gammas):
         raise ValueError("give at least one budget (or none for every comparison), batch size and γ")
-    points = len(budgets) * len(batches) * len(gammas)
+    replays_settings = design.plan_replay == "all_pairs"
+    futilities = list(futilities) if futilities is not None else [study.futility]
+    if not futilities:
+        raise ValueError("give at least one futility level")
+    if not replays_settings and futilities != [study.futility]:
+        raise ValueError(f"the {design.title} design's plan replays the default futility level: plan futility "
+                         "levels for a study of all pairs")
+    problems = [SETTINGS["futility"].problem(level, "a futility level") for level in futilities]
+    if any(problems):
+        raise ValueError(next(p for p in problems if p))
+    points = len(budgets) * len(batches) * len(gammas) * len(futilities)
     if points > MAX_GRID_POINTS:
         raise ValueError(f"{points} grid points; at most {MAX_GRID_POINTS} per plan")
     if any(b is not None and b < 1 for b in budgets) or any(k < 1 for k in batches):
@@ -83,7 +99,11 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "rule": protocol_state.decision_options(study)["rule"],
         "design": design.plan_replay, "start": list(study.ranking_order) or None,
         # what the active design's replay takes from the study (the grid gives batch, γ, budget)
-        "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")}})
+        "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")},
+        # the study's futility levels and combined metrics (the all-pairs protocol's)
+        **({"futilities": [float(level) for level in futilities],
+            "combined": [name for name in combined_names(study)[0] if name != study.metric.name]}
+           if replays_settings else {})})
     try:
         job.full_clean()
     except ValidationError as error:
@@ -107,13 +127,20 @@ def plan_job_run(*, job_id: int) -> PlanJob:
             raise ValueError("the study has no metric")
         bundle = study_bundle(study=study)
         metric = metric_labels(bundle, study.metric.name, eps=study.metric.tie_margin)
+        margins = dict(Metric.objects.filter(study=study).values_list("name", "tie_margin"))
+        # a job stored before futility levels and combined metrics planned neither
+        missing = [name for name in params.get("combined", []) if name not in margins]
+        if missing:
+            raise ValueError(f"the study combines metric {missing[0]!r}, which it no longer has")
+        extra = [metric_labels(bundle, name, eps=margins[name]) for name in params.get("combined", [])]
         human = human_labels(bundle) if params["use_human"] else {}
         assumptions = Assumptions.from_dict(params["assumptions"])
 
         def progress(done: int, total: int) -> None:
             PlanJob.objects.filter(pk=job_id).update(done=done, total=total, heartbeat_at=timezone.now())
 
-        result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"]),
+        result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"],
+                                                  params.get("futilities", [None])), extra_metrics=extra,
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
                       # a job stored before the study had a rule planned the paper's

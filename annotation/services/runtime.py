@@ -89,16 +89,21 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
 
 
 def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    """The state with the first lane's waiting pairs predicted from every metric the study
-    combines (Study.combined_metrics): the calibration cross-fitted on the other pairs' human
-    labels so far (protocol.adaptive.calibrated), as ``python -m protocol.simulate --metric
-    A,B`` does before every opening; the state itself when the study combines none. Call
-    before opening rounds: a round's steps and centre use the prediction it opened with."""
-    sources = combined_label_sources(study)
-    if not sources:
+    """The state with each lane's waiting pairs predicted from every metric the study combines
+    for its criterion (Study.combined_metrics; a rubric names each criterion's): the
+    calibration cross-fitted on the other pairs' human labels of that criterion so far
+    (protocol.adaptive.calibrated), as ``python -m protocol.simulate --metric A,B`` does before
+    every opening; the state itself when the study combines none. Call before opening rounds:
+    a round's steps and centre use the prediction it opened with."""
+    if not study.combined_metrics.strip():
         return state
-    features = features_of([{key: source.pair(*key) for key in state.keys} for source in sources])
-    return replace(state, lanes=(adaptive.calibrated(state.primary, features), *state.lanes[1:]))
+    lanes, combined = list(state.lanes), False
+    for index, lane in enumerate(state.lanes):
+        sources = combined_label_sources(study, index)
+        if sources:
+            features = features_of([{key: source.pair(*key) for key in state.keys} for source in sources])
+            lanes[index], combined = adaptive.calibrated(lane, features), True
+    return replace(state, lanes=tuple(lanes)) if combined else state
 
 
 def rounds_opened(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:

@@ -139,7 +139,9 @@ def study_import(
     if chosen_metric is not None and chosen_metric not in bundle.metrics:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"unknown metric {chosen_metric!r}; the bundle has: {known}")])
-    unknown = [name for name in metric_names(chosen.get("combined_metrics", "")) if name not in bundle.metrics]
+    criteria = tuple(c["name"] for c in bundle.study.get("criteria", ()))
+    unknown = [name for name in metric_names(chosen.get("combined_metrics", ""), criteria)
+               if name not in bundle.metrics]
     if unknown:
         known = ", ".join(bundle.metrics) or "none"
         raise BundleError([BundleProblem(0, f"study setting 'combined_metrics': unknown metric {unknown[0]!r}; "

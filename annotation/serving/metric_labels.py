@@ -18,7 +18,7 @@ import numpy as np
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
 from protocol.ranking import label_counts
-from protocol.study_settings import metric_names
+from protocol.study_settings import combined_by_criterion
 
 from ..models import Item, Metric, MetricPreference, MetricScore, Study, System
 from ..rubrics import criterion_metrics
@@ -177,18 +177,26 @@ def lane_label_sources(study: Study) -> tuple[MetricLabelSource | None, ...]:
     return tuple(None if metric is None else metric_label_source(study, metric) for metric in lane_metrics(study))
 
 
-def combined_label_sources(study: Study) -> tuple[MetricLabelSource, ...]:
-    """The label sources the protocol's first lane combines (Study.combined_metrics): that
-    lane's metric first (the calibration is shrunk towards it), then every metric named, in
-    order; () when the study names none (its lane's metric alone, or human only).
-    ValueError naming a metric the study does not have."""
-    names = metric_names(study.combined_metrics)
+def combined_names(study: Study) -> tuple[tuple[str, ...], ...]:
+    """The metric names each lane of the study's rubric combines with its own metric
+    (Study.combined_metrics, ``combined_by_criterion``; () for a lane that combines none)."""
+    criteria = tuple(criterion_metrics(study)) if study.criteria else ()
+    by_criterion = combined_by_criterion(study.combined_metrics, criteria)
+    return tuple(by_criterion.get(name, ()) for name in (criteria or ("",)))
+
+
+def combined_label_sources(study: Study, lane: int = 0) -> tuple[MetricLabelSource, ...]:
+    """The label sources lane ``lane`` of the study's rubric combines (Study.combined_metrics):
+    that lane's metric first (the calibration is shrunk towards it), then every metric named
+    for its criterion, in order; () when the study names none for it (its lane's metric alone,
+    or human only). ValueError naming a metric the study does not have."""
+    names = combined_names(study)[lane]
     if not names:
         return ()
     by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk, name__in=names)}
     missing = [name for name in names if name not in by_name]
     if missing:
         raise ValueError(f"study {study.slug!r} combines metric {missing[0]!r}, which it does not have")
-    first = lane_metrics(study)[0]
+    first = lane_metrics(study)[lane]
     chosen = ([first] if first is not None else []) + [by_name[n] for n in names if first is None or n != first.name]
     return tuple(metric_label_source(study, metric) for metric in chosen)

@@ -37,7 +37,7 @@ def decision_options(study: Study) -> dict:
     family control across pairs): the protocol run by the app and the planner's replays both
     take them from here, so a plan simulates the rule the study decides with."""
     return {"policy": study.allocation_policy, "rule": study.protocol_rule, "strict": study.protocol_strict,
-            "family": study.family_control}
+            "family": study.family_control, "futility": study.futility}
 
 
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:

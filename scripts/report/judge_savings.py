@@ -192,7 +192,8 @@ FRONTIER_READING = (
     "the control variate, which shortens the pairs it decides, also keeps alive pairs that the human-only rule "
     "gives up, so its power goes to correctness. Spent as labels instead (a higher futility level with the "
     "metric), it reaches the human-only default's correctness for far fewer labels; which to spend it on is "
-    "the researcher's choice (the study setting `futility` is not one today), not the rule's."
+    "the researcher's choice, the study setting `futility` (docs/judges.md, \"Labels or correctness\"), not the "
+    "rule's."
 )
 
 

@@ -54,8 +54,9 @@ def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, 
     (row,) = job.result["plans"]
     cells = page.locator("#plan-results tbody tr").first.locator("td").all_inner_texts()
     assert cells[0] == "3000" and cells[1] == "10" and cells[2] == "0.05"
-    assert cells[3] == f"{row['expected_annotations']:.0f} of 12000"
-    assert cells[9] == f"{row['expected_annotations'] / 250:.1f} h"
+    assert cells[3] == "0.05"  # the study's futility level (the form's default)
+    assert cells[4] == f"{row['expected_annotations']:.0f} of 12000"
+    assert cells[10] == f"{row['expected_annotations'] / 250:.1f} h"
     assert fits_the_viewport(page, 1366)
     page.screenshot(path=str(SCREENSHOTS / "planner.png"), full_page=True)
     url = page.url

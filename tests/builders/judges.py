@@ -4,6 +4,8 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
+
 
 JUDGE_SYSTEMS = ("A", "B", "C")
 
@@ -37,3 +39,25 @@ def judge_rows(items: int = 20, *, humans: int = 0, token: str = "", criteria=No
             else:
                 rows.append({**row, "preference": value})
     return rows
+
+
+def ridge_reference(votes_by_pair: dict, key: tuple[str, str], judges: list[dict], ridge: float = 5.0) -> dict:
+    """The combined prediction of pair ``key`` written out in numpy (docs/formulas.md §8), not
+    the protocol's function: the ridge fit (penalty ``ridge``, no intercept, shrunk towards the
+    first judge) of the human item labels (the sign of each item's vote total) on the judges'
+    verdicts over every pair but ``key``, clipped to [-1, 1]. votes_by_pair: pair -> item ->
+    vote total; judges: one table each, pair -> item -> verdict."""
+    q = len(judges)
+    gram, moment = np.zeros((q, q)), np.zeros(q)
+    for other, votes in votes_by_pair.items():
+        if other == key:
+            continue
+        for item, total in votes.items():
+            x = np.array([judge[other][item] for judge in judges], dtype=float)
+            gram += np.outer(x, x)
+            moment += x * np.sign(total)
+    prior = np.zeros(q)
+    prior[0] = 1.0
+    beta = np.linalg.solve(gram + ridge * np.eye(q), moment + ridge * prior)
+    return {item: float(np.clip(sum(judge[key][item] * b for judge, b in zip(judges, beta)), -1, 1))
+            for item in judges[0][key]}

@@ -13,7 +13,7 @@ from annotation.services.members import study_membership_set
 from annotation.services.studies import study_import
 from annotation.services.planner import plan_job_create
 from protocol.bundle import read_bundle
-from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, hours_to_finish, plan
+from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, grid_of, hours_to_finish, plan
 from protocol.preferences import human_labels, metric_labels
 from tests.builders.bundles import QUALITY, bundle_bytes, crowd_rows
 from tests.builders.clients import planner_form_data
@@ -173,3 +173,42 @@ def test_the_sweep_resumes_a_plan_whose_process_ended_and_gives_up_after_three_r
     assert lost.status == PlanJob.Status.DONE and lost.result == finished.result and lost.attempts == 2
     assert recent.status == PlanJob.Status.RUNNING  # still alive: left alone
     assert dying.status == PlanJob.Status.FAILED and "stopped 3 times" in dying.error
+
+
+def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics(client):
+    """Issue 38: the study's futility level and combined metrics are protocol settings, so its
+    plan replays them: by default at the study's level, or at several levels side by side (labels
+    against correctness), with the further metric combined with the study's through the
+    cross-fitted calibration; each row is the protocol.plan replay with those settings, and the
+    page shows the level of each row and what was combined."""
+    rows = crowd_rows(items=20)
+    rng = random.Random(5)
+    rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "m2",
+              "score": QUALITY[s] + rng.gauss(0, 0.3)} for n in range(20) for s in QUALITY]
+    rows[0].update(futility=0.15, combined_metrics="m2")
+    study = study_import(source=bundle_bytes(rows), slug="plan-futility")
+    user = User.objects.create_user("planner-futility", password="pw-planner-1234")
+    study_membership_set(study=study, user=user, role="researcher")
+    client.force_login(user)
+    assert 'name="futilities" value="0.15"' in client.get(f"/s/{study.slug}/plan/").content.decode()
+    assert client.post(f"/s/{study.slug}/plan/", planner_form_data(futilities="0.05, 0.7")).status_code == 400
+    client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="adaptive", futilities="0.05, 0.15"))
+    job = PlanJob.objects.get()
+    assert job.status == PlanJob.Status.DONE, job.error
+    assert (job.params["futilities"], job.params["combined"]) == ([0.05, 0.15], ["m2"])
+    bundle = read_bundle(bundle_bytes(rows))
+    stated = Assumptions.from_dict({"metric_error": 0.3, "tie_rate": 0.2, "spread": 0.8,
+                                    "metric_error_range": [0.2, 0.4], "tie_rate_range": [0.1, 0.3],
+                                    "spread_range": [0.5, 1.2]})
+    direct = plan(metric_labels(bundle, "m"), {}, grid=grid_of([None], [5], [0.05], [0.05, 0.15]), reps=1,
+                  assumptions=stated, seed=study.protocol_seed, policy="adaptive", rule=study.protocol_rule,
+                  extra_metrics=[metric_labels(bundle, "m2")])
+    assert [(r["futility"], r["expected_annotations"], r["expected_correct"]) for r in job.result["plans"]] == [
+        (p.futility, p.expected_annotations, p.expected_correct) for p in direct.plans]
+    html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
+    assert "<th>futility</th>" in html and "combined with m2" in html
+    # without levels asked for: the study's own
+    job = plan_job_create(study=study, user=None, use_human=False, assumptions=stated.to_dict(), budgets=[None],
+                          batches=[5], gammas=[0.05], reps=1, policy="adaptive", throughput=60)
+    job.refresh_from_db()
+    assert job.params["futilities"] == [0.15] and job.result["plans"][0]["futility"] == 0.15

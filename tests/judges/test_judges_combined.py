@@ -7,7 +7,6 @@ fit written out in numpy (penalty 5, no intercept, shrunk towards the first judg
 (no prediction stored: the first assertion fails on that code)."""
 import random
 
-import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -15,9 +14,9 @@ from annotation.models import PairState, Study
 from annotation.services import hits
 from annotation.services.studies import study_import, study_settings_update
 from protocol.bundle import BundleError
-from tests.builders.annotating import answer_hits, workers_of
+from tests.builders.annotating import answer_hits, answer_rubric_hits, workers_of
 from tests.builders.bundles import bundle_bytes
-from tests.builders.judges import JUDGE_SYSTEMS, judge_quality, judge_rows
+from tests.builders.judges import JUDGE_SYSTEMS, judge_quality, judge_rows, ridge_reference
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,17 +51,8 @@ def judged_study(slug: str, combined: str) -> Study:
 
 def reference_prediction(states: dict, key: tuple[str, str]) -> dict[str, float]:
     """The ridge fit of the human item labels on (j1, j2) over every pair but ``key``."""
-    gram, moment = np.zeros((2, 2)), np.zeros(2)
-    for other, state in states.items():
-        if other == key:
-            continue
-        for item, total in state["votes"].items():
-            x = np.array([JUDGES["j1"][other][item], JUDGES["j2"][other][item]], dtype=float)
-            gram += np.outer(x, x)
-            moment += x * np.sign(total)
-    beta = np.linalg.solve(gram + RIDGE * np.eye(2), moment + RIDGE * np.array([1.0, 0.0]))
-    return {item: float(np.clip(JUDGES["j1"][key][item] * beta[0] + JUDGES["j2"][key][item] * beta[1], -1, 1))
-            for item in JUDGES["j1"][key]}
+    return ridge_reference({k: state["votes"] for k, state in states.items()}, key, [JUDGES["j1"], JUDGES["j2"]],
+                           RIDGE)
 
 
 def pair_states(study: Study) -> dict:
@@ -136,3 +126,50 @@ def test_an_unknown_combined_metric_is_refused_by_name():
     study.combined_metrics = "j2,ghost"
     with pytest.raises(ValidationError, match="ghost"):
         study.full_clean()
+
+
+CRITERIA = [{"name": "helpfulness", "label": "Which answer helps more?", "metric": "j1"},
+            {"name": "correctness", "label": "Which answer is more correct?", "metric": "c1"}]
+CORRECTNESS_JUDGES = {"c1": verdicts("c1", 0.6), "c2": verdicts("c2", 0.85)}
+
+
+def test_a_rubric_combines_judges_per_criterion():
+    """combined_metrics "correctness: c2" combines judge c2 with the correctness criterion's own
+    metric c1, in the correctness lane, on that criterion's human labels (the ridge reference
+    on c1 and c2); the helpfulness lane combines none. Before, only the first lane combined, and
+    a criterion's name before a colon was read as a metric name (refused at import)."""
+    rows = judge_rows(ITEMS, token="rubric-combined", criteria=CRITERIA, combined_metrics="correctness: c2",
+                      budget=3 * ITEMS)
+    rows += [{"kind": "metric_preference", "item": item, "first": a, "second": b, "metric": name, "preference": value}
+             for name, table in {"j1": JUDGES["j1"], **CORRECTNESS_JUDGES}.items()
+             for (a, b), labels in table.items() for item, value in labels.items()]
+    study = study_import(source=bundle_bytes(rows), slug="rubric-combined")
+    workers = workers_of(["r1", "r2"])
+
+    def lanes() -> dict:
+        return {(r.state["first"], r.state["second"]): r.criteria_state["lanes"]["correctness"]
+                for r in PairState.objects.filter(study=study)}
+
+    def truthful(assignment) -> dict:
+        c = assignment.comparison
+        value = truth(c.item.position, c.first.name, c.second.name)
+        shown = -value if assignment.shown_swapped else value
+        return {name: {"value": shown} for name in ("helpfulness", "correctness")}
+
+    rounds = {key: lane["round"] for key, lane in lanes().items()}
+    checked = 0
+    for n in range(3 * ITEMS):
+        if not answer_rubric_hits(study, list(workers.values()), 1, truthful, key=f"rc{n}-"):
+            break
+        states = lanes()
+        for key, lane in states.items():
+            if lane["round"] != rounds[key] and lane["status"] == "open":
+                assert lane["prediction"], f"pair {key}'s correctness lane opened a round with no prediction"
+                reference = ridge_reference({k: s["votes"] for k, s in states.items()}, key,
+                                            [CORRECTNESS_JUDGES["c1"], CORRECTNESS_JUDGES["c2"]], RIDGE)
+                assert lane["prediction"] == pytest.approx(reference, abs=1e-9)
+                checked += 1
+            rounds[key] = lane["round"]
+    assert checked >= 3, f"only {checked} correctness rounds opened after the first close"
+    assert all(not r.state["prediction"] for r in PairState.objects.filter(study=study)), \
+        "the helpfulness lane combines no judge"

@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit
 
-from protocol.bundle import write_bundle_rows
+from protocol.bundle import read_bundle, write_bundle_rows
 from protocol.plan import (
     DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, fit_assumptions, grid_of, hours_to_finish, human_table, main,
     metric_order, metric_spread, pair_margins, plan, simulated_human_labels, solve_offsets, spread_from_margins,
     strength_gaps,
 )
+from protocol.preferences import human_labels, metric_labels
 from protocol.simulate import replay
 from tests.builders.bundles import BUNDLES
 
@@ -363,3 +364,28 @@ def test_an_active_plan_draws_the_budget_curve_and_states_the_order():
     assert "order" not in whole.summary()  # the command line's contract keeps its keys
     again = plan(metric, {}, grid=grid, reps=2, design="active", seed=3)
     assert [p.summary(details=True) for p in again.plans] == [p.summary(details=True) for p in result.plans]
+
+
+def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics():
+    """Issue 38: a study's futility level and combined metrics are part of its protocol, so the
+    plan replays them (each grid point at its futility level, the further metrics combined with
+    the metric through the cross-fitted calibration): on PandaLM, whose pairs all have complete
+    human labels, each plan is the replay with those settings, and the higher level spends fewer
+    labels."""
+    bundle = read_bundle(BUNDLES / "pandalm.jsonl.gz")
+    human, gpt35, pandalm7b = (human_labels(bundle), metric_labels(bundle, "gpt35"),
+                               metric_labels(bundle, "pandalm7b"))
+    result = plan(gpt35, human, grid=grid_of([None], [10], [0.05], [0.05, 0.15]), reps=1,
+                  extra_metrics=[pandalm7b])
+    for row in result.plans:
+        reference = replay(human, gpt35, batch=10, gamma=0.05, seed=0, futility=row.futility,
+                           extra_metrics=[pandalm7b])
+        assert (row.expected_annotations, row.expected_correct) == (reference.annotations_used, reference.correct)
+        assert row.summary(details=True)["futility"] == row.futility
+    default, eager = result.plans
+    assert (default.futility, eager.futility) == (0.05, 0.15)
+    assert eager.expected_annotations < default.expected_annotations
+    alone = replay(human, gpt35, batch=10, gamma=0.05, seed=0)
+    assert default.expected_annotations != alone.annotations_used  # the combination was replayed
+    with pytest.raises(ValueError, match="all-pairs design"):
+        plan(gpt35, human, grid=grid_of([None], [10], [0.05], [0.15]), design="ranking")

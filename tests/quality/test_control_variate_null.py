@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from annotation.models import Comparison, PairState, Study
 from annotation.services import hits, quality
 from annotation.services.studies import study_import
+from protocol.study_settings import SETTINGS
 from tests.builders.annotating import worker
 from tests.builders.bundles import bundle_bytes, one_pair_rows
 from tests.builders.studies import comparisons_stored
@@ -31,8 +32,9 @@ GAMMA = 0.05
 AGREE = 0.85
 
 
-def judged_null_study(run: int, kind: str, weighted: bool) -> tuple[Study, dict[int, int]]:
-    """The study and its humans' label per item position (A vs B, +1 = A better)."""
+def judged_null_study(run: int, kind: str, weighted: bool, futility: float | None = None) -> tuple[Study, dict[int, int]]:
+    """The study and its humans' label per item position (A vs B, +1 = A better); ``futility``:
+    the study's futility level (None: the default)."""
     rng = random.Random(f"{kind}-{weighted}-{run}")
     truth, judge = {}, {}
     for position in range(ITEMS):
@@ -43,9 +45,12 @@ def judged_null_study(run: int, kind: str, weighted: bool) -> tuple[Study, dict[
             judge[position] = truth[position] if rng.random() < AGREE else -truth[position]
     rows = one_pair_rows(items=ITEMS, batch=5, budget=ITEMS)
     rows[0].update(name=f"Null {run}", gamma=GAMMA, metric="judge")  # defaults: adaptive, e-process, e-BH
+    if futility is not None:
+        rows[0]["futility"] = futility
     rows += [{"kind": "metric_preference", "item": f"i{n:02d}", "first": "A", "second": "B", "metric": "judge",
               "preference": judge[n]} for n in range(ITEMS)]
-    study = study_import(source=bundle_bytes(rows), slug=f"cv-{kind}-{int(weighted)}-{run}")
+    level = "" if futility is None else f"-f{int(futility * 100)}"
+    study = study_import(source=bundle_bytes(rows), slug=f"cv-{kind}-{int(weighted)}{level}-{run}")
     Study.objects.filter(pk=study.pk).update(protocol_seed=run)
     if weighted:
         Study.objects.filter(pk=study.pk).update(item_choice=Study.ItemChoice.WEIGHTED, item_choice_temperature=0.1)
@@ -57,10 +62,11 @@ def judged_null_study(run: int, kind: str, weighted: bool) -> tuple[Study, dict[
     return study, truth
 
 
-def run_once(run: int, kind: str, weighted: bool, researcher) -> tuple[int, bool]:
+def run_once(run: int, kind: str, weighted: bool, researcher, futility: float | None = None) -> tuple[int, bool]:
     """(the pair's final decision, whether a step relied on the metric)."""
-    study, truth = judged_null_study(run, kind, weighted)
-    workers = [worker(f"cv{kind[0]}{int(weighted)}{run}-{n}") for n in range(3)]
+    study, truth = judged_null_study(run, kind, weighted, futility)
+    level = "" if futility is None else f"f{int(futility * 100)}"
+    workers = [worker(f"cv{kind[0]}{int(weighted)}{level}{run}-{n}") for n in range(3)]
     served = idle = 0
     for step in range(4 * ITEMS):
         who = workers[step % 3]
@@ -97,6 +103,21 @@ def test_the_metric_as_control_variate_keeps_false_decisions_at_gamma_on_every_a
     false = sum(d != 0 for d in decisions)
     # P(Binomial(12, 0.05) >= 3) = 0.02: more than 2 false decisions in 12 runs is not γ = 0.05.
     assert false <= 2, f"{false} of {RUNS} null runs decided (decisions {decisions}); γ = {GAMMA}"
+
+
+def test_at_the_lowest_futility_level_no_null_pair_is_given_up_and_false_decisions_stay_at_gamma():
+    """The study setting ``futility`` at the least it allows (0: no pair is given up, so every
+    null pair takes all its items: the most looks an e-process gets), through the same app path
+    as above (uniform choice, an exclusion and a re-inclusion). The level only decides when a
+    pair stops without a decision; the error control must not depend on it."""
+    lowest = SETTINGS["futility"].minimum
+    researcher = User.objects.create_user("cv-futility", password="pw-null-12345")
+    outcomes = [run_once(run, "flip", False, researcher, futility=lowest) for run in range(RUNS)]
+    statuses = set(PairState.objects.filter(study__slug__startswith="cv-flip-0-f").values_list("status", flat=True))
+    assert "futile" not in statuses, statuses
+    false = sum(d != 0 for d, _ in outcomes)
+    # P(Binomial(12, 0.05) >= 3) = 0.02
+    assert false <= 2, f"{false} of {RUNS} null runs decided at futility {lowest}; γ = {GAMMA}"
 
 
 SYSTEMS = ("A", "B", "C")
