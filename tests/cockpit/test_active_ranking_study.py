@@ -6,14 +6,17 @@ Driven through the app's own paths: import, serving (hit_next_for_annotator), su
 round closes, an exclusion's re-decision, the dashboard and the pair matrix."""
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from annotation.management.commands.demo_setup import RANKING_DEMOS
-from annotation.models import Assignment, PairState, PlanJob, Study
+from annotation.models import Assignment, Comparison, Item, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
 from annotation.selectors import study_ranking
+from annotation.selectors.exports import study_export_rows
 from annotation.selectors.serving import protocol_pair_of
 from annotation.serving import protocol_state
 from annotation.services import study_import
@@ -64,12 +67,53 @@ def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true
     assert ranking["ordered"] == K - 1 and ranking["expected_misordered"] < 0.1 * (K - 1)
     assert served_pairs(study) == judged_pairs(study), "a pair the design did not fund was served"
     assert made == ranking["labels"] < PAIRS * 30
+    assert ranking["kinds"] == 0  # no kinds of prompt: the fit of every label, as before
     # what each final claim rests on (issue 39): judgements whose removal undoes it
     claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
     assert claims and all(1 <= n["removals"] <= ranking["labels"] for n in claims)
     assert ranking["fragile_claims"] == sum(n["removals"] <= 0.005 * ranking["labels"] for n in claims)
     for first, second, decision in ranking["decisions"]:
         assert decision == ranking_truth(first, second)
+
+
+KINDS = ("chat", "code", "maths")
+
+
+def judged_by_kind(study: Study) -> dict[tuple[str, str], Counter]:
+    """(first, second) -> kind of prompt -> the pair's items judged."""
+    out: dict[tuple[str, str], Counter] = {}
+    for first, second, kind in Comparison.objects.filter(study=study, judgement_count__gt=0).values_list(
+            "first__name", "second__name", "item__prompt_kind"):
+        out.setdefault((first, second), Counter())[kind] += 1
+    return out
+
+
+def test_an_active_study_whose_items_have_kinds_takes_each_pairs_items_in_turns_and_fits_by_kind():
+    """Items of three kinds of prompt (the bundle's prompt_kind, docs/ranking.md): served through
+    the app, every pair's judged items hold the kinds equally often (to one), and the design's
+    fit is by kind (active_ranking.fit_by_kind)."""
+    rows = ranking_rows(**ACTIVE)
+    for row in rows:
+        if row["kind"] == "item":
+            row["prompt_kind"] = KINDS[int(row["id"][1:]) % len(KINDS)]
+    study = study_import(source=bundle_bytes(rows), slug="active-kinds")
+    assert sorted(set(Item.objects.filter(study=study).values_list("prompt_kind", flat=True))) == list(KINDS)
+    exported = [row for row in study_export_rows(study=study) if row["kind"] == "item"]
+    assert [row["prompt_kind"] for row in exported] == [r["prompt_kind"] for r in rows if r["kind"] == "item"]
+    made = answer_hits(study, workers_of(["w1", "w2"]), lambda a, b, _: ranking_truth(a, b))
+    ranking = study_ranking(study=study)
+    assert ranking["complete"] and ranking["order"] == RANKING_SYSTEMS[::-1] and made == ranking["labels"]
+    assert ranking["kinds"] == len(KINDS) and ranking["kind_sd"] == 0.0  # the judges agree on every kind
+    judged = judged_by_kind(study)
+    assert judged and sum(sum(c.values()) for c in judged.values()) == made
+    for pair, counts in judged.items():
+        spread = [counts.get(kind, 0) for kind in KINDS]
+        assert max(spread) - min(spread) <= 1, f"{pair}: judged items by kind {dict(counts)}"
+    study_dashboard_refresh(study_id=study.pk)
+    owner = User.objects.create_superuser("kinds-owner", password="pw-kinds-1")
+    client = Client()
+    client.force_login(owner)
+    assert "Fitted by kind of prompt: 3 kinds" in client.get(f"/s/{study.slug}/dashboard/").content.decode()
 
 
 def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():
