@@ -254,6 +254,21 @@ class DecisionSerializer(PairSerializer):
     agreement = serializers.FloatField(allow_null=True, help_text="metric-human sample agreement")
 
 
+class OrderClaimSerializer(serializers.Serializer):
+    """A neighbour of the active design's fitted order (docs/leaderboard.md, the fragility of the
+    order's claims)."""
+
+    upper = serializers.CharField(help_text="the system placed above")
+    lower = serializers.CharField(help_text="the system placed just below it")
+    status = serializers.CharField(help_text="ordered, close, open or spent (docs/ranking.md)")
+    misorder = serializers.FloatField(help_text="posterior probability that the two are the other way round")
+    misorder_beyond = serializers.FloatField(help_text="... the other way round by more than the resolution")
+    removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "
+                                        "undo the claim (an upper bound; null: not a claim, or the ranking is not "
+                                        "complete yet)")
+    fragile = serializers.BooleanField(help_text="removing at most 0.5 % of the judgements undoes the claim")
+
+
 class DecisionListSerializer(serializers.Serializer):
     rule = serializers.CharField(help_text="the decision rule the decisions were made with")
     guarantee = serializers.CharField(help_text="what a ± decision guarantees under that rule")
@@ -265,6 +280,8 @@ class DecisionListSerializer(serializers.Serializer):
     budget = BudgetSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField())
     pairs = DecisionSerializer(many=True)
+    order_claims = OrderClaimSerializer(many=True, help_text="the active design's fitted order: each neighbour "
+                                        "claim and what it rests on ([] for the other designs)")
 
 
 class JudgementSerializer(serializers.Serializer):

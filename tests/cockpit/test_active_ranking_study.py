@@ -6,11 +6,14 @@ Driven through the app's own paths: import, serving (hit_next_for_annotator), su
 round closes, an exclusion's re-decision, the dashboard and the pair matrix."""
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from rest_framework.test import APIClient
 
 from annotation.management.commands.demo_setup import RANKING_DEMOS
 from annotation.models import Assignment, Comparison, Item, PairState, PlanJob, Study
@@ -148,6 +151,27 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
     assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page
     assert "… by &gt; 0.05" in page and "close" in page
+    # the neighbour claims and what each rests on, in the decisions API and the decisions CSV
+    ranking = study_ranking(study=study)
+    claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
+    assert claims and all(n["removals"] for n in claims)
+    api = APIClient()
+    api.force_authenticate(owner)
+    body = api.get(f"/api/studies/{study.slug}/decisions/").json()
+    assert [(c["upper"], c["lower"]) for c in body["order_claims"]] == list(zip(ranking["order"], ranking["order"][1:]))
+    assert [(c["status"], c["removals"], c["fragile"]) for c in body["order_claims"]] == [
+        (n["status"], n["removals"], n["fragile"]) for n in ranking["neighbours"]]
+    rows = {(r["first"], r["second"]): r for r in csv.DictReader(io.StringIO(
+        client.get(f"/s/{study.slug}/export/decisions.csv").content.decode()))}
+    for n in ranking["neighbours"]:
+        row = rows[tuple(sorted((n["upper"], n["lower"])))]
+        assert row["order_claim"] == f"{n['upper']} above {n['lower']} ({n['status']})"
+        assert (row["claim_removals"], row["claim_fragile"]) == (str(n["removals"] or ""), str(n["fragile"]))
+    assert sum(bool(r["order_claim"]) for r in rows.values()) == K - 1
+    # a design without an order states no claims
+    plain = study_import(source=bundle_bytes(ranking_rows(pair_design="all_pairs", family_control="ebh")),
+                         slug="plain-claims", created_by=owner)
+    assert api.get(f"/api/studies/{plain.slug}/decisions/").json()["order_claims"] == []
 
 
 def test_the_active_design_refuses_what_it_cannot_keep_its_statement_with():
