@@ -269,6 +269,22 @@ class OrderClaimSerializer(serializers.Serializer):
     fragile = serializers.BooleanField(help_text="removing at most 0.5 % of the judgements undoes the claim")
 
 
+class TopClaimSerializer(serializers.Serializer):
+    """"The first k of the active design's fitted order are above the rest", at a tier's end."""
+
+    k = serializers.IntegerField()
+    top = serializers.ListField(child=serializers.CharField(), help_text="the first k systems, best first")
+    statistic = serializers.FloatField(help_text="the least (difference) / sd over a system of the first k and one "
+                                       "of the rest")
+    weakest = serializers.ListField(child=serializers.CharField(), help_text="that pair, [above, below]")
+    removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "
+                                        "take some pair of the claim below the bar (an upper bound; null: not every "
+                                        "pair is at the bar)")
+    undone_by = serializers.ListField(child=serializers.CharField(), allow_null=True,
+                                      help_text="the pair those removals undo")
+    fragile = serializers.BooleanField(help_text="removing at most 0.5 % of the judgements undoes the claim")
+
+
 class DecisionListSerializer(serializers.Serializer):
     rule = serializers.CharField(help_text="the decision rule the decisions were made with")
     guarantee = serializers.CharField(help_text="what a ± decision guarantees under that rule")
@@ -282,6 +298,8 @@ class DecisionListSerializer(serializers.Serializer):
     pairs = DecisionSerializer(many=True)
     order_claims = OrderClaimSerializer(many=True, help_text="the active design's fitted order: each neighbour "
                                         "claim and what it rests on ([] for the other designs)")
+    top_claims = TopClaimSerializer(many=True, help_text="the active design's top-k claims at its tiers' ends, "
+                                    "once the ranking is complete ([] otherwise)")
 
 
 class JudgementSerializer(serializers.Serializer):

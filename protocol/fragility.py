@@ -282,3 +282,87 @@ def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighb
     return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower, z_star=z_star,
                                                shift=0.0 if n.status == ORDERED else resolution)
             for n in neighbours if n.status in (ORDERED, CLOSE)}
+
+
+# Top-k claims --------------------------------------------------------------------------------
+# "The systems of ``top`` are above the rest": every a in top above every b outside at the bar,
+# (d_ab + shift) / sd_ab >= z* for each such pair. The claim falls as soon as one pair's
+# statistic does, so the least number of removals that undo it is the least, over the pairs, of
+# the least that undo that pair's claim: the count is ``order_removals``'s smallest over the
+# pairs, an upper bound on the least number within the same ORDER_REMOVALS_ERROR as each
+# pair's (the pair whose exact count is least has a greedy count at most that + the error).
+
+
+@dataclass(frozen=True)
+class TopFragility:
+    """top         the claim: these systems (indices) are above every other
+    statistic      the claim's statistic now: the least (d_ab + shift) / sd_ab over a in top, b not
+    weakest        (a, b) the pair of that least statistic
+    labels         counted labels of every pair
+    removals       labels removed that undo the claim (``order_removals``'s least over the pairs
+                   it tried, an upper bound on the least number); None when the claim does not
+                   hold or no removal undoes it
+    undone_by      (a, b) the pair whose removals those are (None with removals None)
+    share, fragile as ``OrderFragility``'s
+    """
+
+    top: tuple[int, ...]
+    statistic: float
+    weakest: tuple[int, int]
+    labels: int
+    removals: int | None
+    undone_by: tuple[int, int] | None
+    share: float | None
+    fragile: bool
+
+
+def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift: float = 0.0, fit_of=None,
+                 pairs: int | None = None) -> TopFragility:
+    """How many counted labels the claim "the systems of ``top`` are above the rest" rests on
+    (the comment above). ``counts``, ``z_star``, ``shift``, ``fit_of`` as ``order_removals``'s;
+    ``pairs``: try only this many of the claim's pairs, those of least statistic now (None:
+    all, |top| (S - |top|) refits of ``order_removals``; the count stays a removal that undoes
+    the claim, but may be further above the least)."""
+    fit_of = fit_of or fit
+    counts = np.array(counts, dtype=np.int64)
+    if counts.ndim != 3 or counts.shape[0] != 3 or counts.shape[1] != counts.shape[2]:
+        raise ValueError(f"counts must be (3, S, S), got shape {counts.shape}")
+    size = counts.shape[1]
+    top = tuple(sorted({int(a) for a in top}))
+    rest = [b for b in range(size) if b not in top]
+    if not top or not rest or top[0] < 0 or top[-1] >= size:
+        raise ValueError(f"top must name some but not all of the {size} systems (0 .. {size - 1}), got {top}")
+    wins = counts[0] + counts[1] / 2 + (counts[2] + counts[1] / 2).T
+    result = fit_of(wins)
+    statistic = {(a, b): (result.scores[a] - result.scores[b] + shift) / result.difference_sd(a, b)
+                 for a in top for b in rest}
+    ranked = sorted(statistic, key=statistic.get)
+    weakest, labels = ranked[0], int(counts.sum())
+    if statistic[weakest] < z_star:
+        return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
+    best: OrderFragility | None = None
+    for a, b in ranked[:pairs]:
+        found = order_removals(counts, a, b, z_star=z_star, shift=shift, fit_of=fit_of)
+        if found.removals is not None and (best is None or found.removals < best.removals):
+            best = found
+    if best is None:
+        return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
+    return TopFragility(top, float(statistic[weakest]), weakest, labels, best.removals, (best.upper, best.lower),
+                        best.share, best.fragile)
+
+
+# Pairs of a top-k claim the app tries (the weakest now): bounds the cost of a claim to that of
+# a few neighbour claims; the count stays a removal that undoes the claim.
+TOP_PAIRS_TRIED = 3
+
+
+def tier_top_fragility(pairs: Sequence[PairState], order: Sequence[str], fitted: Sequence[int], neighbours, *,
+                       confidence: float, tried: int | None = TOP_PAIRS_TRIED) -> dict[int, TopFragility]:
+    """k -> ``top_removals`` of "the first k of the fitted order are above the rest", for every
+    k at which the order's neighbours (``active_ranking.Neighbour``, in the order's order) are
+    ORDERED (a tier ends there), at bar z* = Phi^-1(confidence), trying the ``tried`` weakest
+    pairs; systems by position in ``order`` (the start order), ``fitted`` the fit's order."""
+    counts = label_counts_of(pairs, order)
+    z_star = float(ndtri(confidence))
+    return {k + 1: top_removals(counts, fitted[:k + 1], z_star=z_star, pairs=tried)
+            for k, n in enumerate(neighbours) if n.status == ORDERED}

@@ -11,7 +11,7 @@ from ..models import PairState, Study
 from ..serving.protocol_state import protocol_settings
 from .serving import protocol_pair_of
 
-__all__ = ["FRAGILE_SHARE", "NO_CLAIM", "NO_FRAGILITY", "decision_bar", "order_claims", "pair_order_claims",
+__all__ = ["FRAGILE_SHARE", "NO_CLAIM", "NO_FRAGILITY", "decision_bar", "order_claims", "pair_order_claims", "top_claims",
            "study_pair_fragility"]
 
 # What an undecided pair carries: no decision, nothing to undo.
@@ -84,3 +84,13 @@ def pair_order_claims(section: dict | None) -> dict[tuple[str, str], dict]:
     return {tuple(sorted((n["upper"], n["lower"]))): {
         "order_claim": f"{n['upper']} above {n['lower']} ({n['status']})", "claim_removals": n["removals"],
         "claim_fragile": bool(n["fragile"])} for n in order_claims(section)}
+
+
+TOP_FIELDS = ("k", "top", "statistic", "weakest", "removals", "undone_by", "fragile")
+
+
+def top_claims(section: dict | None) -> list[dict]:
+    """The top-k claims of a design's dashboard section at its tiers' ends (``TOP_FIELDS``
+    each, k ascending; protocol.fragility.tier_top_fragility); [] for a design without them or
+    before the ranking is complete."""
+    return [{name: t.get(name) for name in TOP_FIELDS} for t in (section or {}).get("top_claims", ())]

@@ -62,6 +62,9 @@ class Active(OrderingDesign):
         # are final then, and the count redoes the fit several times per claim
         claims = fragility.neighbour_fragility(pairs, names, step.neighbours, confidence=settings.confidence,
                                                resolution=settings.resolution) if progress.complete else {}
+        # and the top-k claims at the tiers' ends: "the first k are above the rest"
+        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours,
+                                            confidence=settings.confidence) if progress.complete else {}
 
         def rests_on(n) -> dict:
             claim = claims.get((n.upper, n.lower))
@@ -77,6 +80,10 @@ class Active(OrderingDesign):
             "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
                             "misorder_beyond": n.misorder_beyond_resolution, "status": n.status, **rests_on(n)}
                            for n in step.neighbours],
+            "top_claims": [{"k": k, "top": [names[s] for s in step.order[:k]], "statistic": t.statistic,
+                            "weakest": [names[s] for s in t.weakest], "removals": t.removals,
+                            "undone_by": [names[s] for s in t.undone_by] if t.undone_by else None,
+                            "fragile": t.fragile} for k, t in sorted(tops.items())],
             "fragile_claims": sum(1 for claim in claims.values() if claim.fragile),
             # the prompt-kind model (docs/ranking.md): kinds of prompt fitted, a system's effect
             # on a kind (its sd, log-strength)

@@ -168,6 +168,13 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
         assert row["order_claim"] == f"{n['upper']} above {n['lower']} ({n['status']})"
         assert (row["claim_removals"], row["claim_fragile"]) == (str(n["removals"] or ""), str(n["fragile"]))
     assert sum(bool(r["order_claim"]) for r in rows.values()) == K - 1
+    # the top-k claims at the tiers' ends: every neighbour is ordered here, so one per k < K
+    tops = body["top_claims"]
+    assert [t["k"] for t in tops] == list(range(1, K)) and tops == ranking["top_claims"]
+    for t in tops:
+        assert t["top"] == ranking["order"][:t["k"]] and t["weakest"][0] in t["top"] and t["weakest"][1] not in t["top"]
+        assert t["removals"] is None or (1 <= t["removals"] <= ranking["labels"] and t["undone_by"][0] in t["top"])
+    assert any(t["removals"] for t in tops) and "Top-k claims" in page
     # a design without an order states no claims
     plain = study_import(source=bundle_bytes(ranking_rows(pair_design="all_pairs", family_control="ebh")),
                          slug="plain-claims", created_by=owner)

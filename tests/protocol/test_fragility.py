@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from protocol.active_ranking import fit
-from protocol.fragility import FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility, sign_removals
+from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility, sign_removals,
+                                top_removals)
 
 
 def undone(kept: dict, decision: int, steps, bar) -> bool:
@@ -155,3 +156,62 @@ def test_order_removals_of_a_claim_that_does_not_hold_is_none_and_bad_counts_are
         order_removals(counts.transpose(0, 2, 1), 0, 1, z_star=1.0)
     with pytest.raises(ValueError, match=r"\(3, S, S\)"):
         order_removals(counts[:2], 0, 1, z_star=1.0)
+
+
+# Top-k claims ------------------------------------------------------------------------------------
+
+def _exact_claim_removals(counts, claim, z_star):
+    """Brute force: every count per pair and outcome removed, the fit redone for each; the least
+    total after which some (a, b) of ``claim`` has its statistic below z_star."""
+    cells = [tuple(int(x) for x in idx) for idx in zip(*np.nonzero(counts))]
+    best = None
+    for taken in itertools.product(*(range(counts[c] + 1) for c in cells)):
+        total = sum(taken)
+        if best is not None and total >= best:
+            continue
+        left = counts.copy()
+        for c, t in zip(cells, taken):
+            left[c] -= t
+        result = fit(left[0] + left[1] / 2 + (left[2] + left[1] / 2).T)
+        if min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim) < z_star:
+            best = total
+    return best
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("k", [1, 2])
+def test_top_removals_undoes_the_claim_and_is_near_the_least(seed, k):
+    """"The first k of the fit are above the rest" on three systems, with ties, small enough for
+    brute force over every removal: the count undoes the claim and is at most
+    ORDER_REMOVALS_ERROR above the least number (the stated error of the neighbour claims')."""
+    rng = np.random.default_rng(100 + seed)
+    counts = np.zeros((3, 3, 3), dtype=np.int64)
+    for i, j, n in ((0, 1, 8), (1, 2, 7), (0, 2, 5)):
+        counts[:, i, j] = rng.multinomial(n, [0.65, 0.1, 0.25])
+    result = fit(counts[0] + counts[1] / 2 + (counts[2] + counts[1] / 2).T)
+    order = np.argsort(-result.scores)
+    top, rest = order[:k], order[k:]
+    claim = [(int(a), int(b)) for a in top for b in rest]
+    statistic = min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim)
+    if statistic <= 0.2:
+        pytest.skip("the fit barely orders these systems: no claim to undo")
+    z_star = statistic * 0.6
+    found = top_removals(counts, top, z_star=z_star)
+    exact = _exact_claim_removals(counts, claim, z_star)
+    assert found.statistic == pytest.approx(statistic) and found.weakest in claim
+    assert found.removals is not None and exact is not None
+    assert exact <= found.removals <= exact + ORDER_REMOVALS_ERROR
+    assert found.undone_by in claim and found.share == found.removals / found.labels
+    # one pair tried (the weakest now) is still a removal that undoes it, never fewer than all pairs'
+    assert top_removals(counts, top, z_star=z_star, pairs=1).removals >= found.removals
+
+
+def test_top_removals_refuses_a_claim_of_every_system_or_none_and_reports_one_that_does_not_hold():
+    counts = np.zeros((3, 3, 3), dtype=np.int64)
+    counts[0, 0, 1], counts[2, 0, 1], counts[0, 1, 2], counts[0, 0, 2] = 6, 4, 9, 9
+    with pytest.raises(ValueError, match="some but not all"):
+        top_removals(counts, [0, 1, 2], z_star=1.0)
+    with pytest.raises(ValueError, match="some but not all"):
+        top_removals(counts, [], z_star=1.0)
+    weak = top_removals(counts, [0], z_star=1.645)   # 0 over 1 on 6 of 10: not at the bar
+    assert weak.removals is None and weak.weakest == (0, 1) and not weak.fragile
