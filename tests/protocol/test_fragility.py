@@ -105,10 +105,10 @@ def test_a_decision_resting_on_few_of_many_judgements_is_fragile():
 
 # The fitted order's neighbour claims ------------------------------------------------------------
 
-def _exact_order_removals(counts, upper, lower, z_star):
+def _exact_claim_removals(counts, claim, z_star):
     """Brute force: every way of removing labels (labels of one pair and outcome are
     exchangeable, so a way is a count per pair and outcome), the fit redone for each; the least
-    total whose statistic falls below z_star."""
+    total after which some (a, b) of ``claim`` has its statistic below z_star."""
     cells = [tuple(int(x) for x in idx) for idx in zip(*np.nonzero(counts))]
     best = None
     for taken in itertools.product(*(range(counts[c] + 1) for c in cells)):
@@ -118,11 +118,15 @@ def _exact_order_removals(counts, upper, lower, z_star):
         left = counts.copy()
         for c, t in zip(cells, taken):
             left[c] -= t
-        wins = left[0] + left[1] / 2 + (left[2] + left[1] / 2).T
-        result = fit(wins)
-        if (result.scores[upper] - result.scores[lower]) / result.difference_sd(upper, lower) < z_star:
+        result = fit(left[0] + left[1] / 2 + (left[2] + left[1] / 2).T)
+        if min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim) < z_star:
             best = total
     return best
+
+
+def _exact_order_removals(counts, upper, lower, z_star):
+    """Brute force (``_exact_claim_removals``) of the claim "upper above lower"."""
+    return _exact_claim_removals(counts, [(upper, lower)], z_star)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -159,24 +163,6 @@ def test_order_removals_of_a_claim_that_does_not_hold_is_none_and_bad_counts_are
 
 
 # Top-k claims ------------------------------------------------------------------------------------
-
-def _exact_claim_removals(counts, claim, z_star):
-    """Brute force: every count per pair and outcome removed, the fit redone for each; the least
-    total after which some (a, b) of ``claim`` has its statistic below z_star."""
-    cells = [tuple(int(x) for x in idx) for idx in zip(*np.nonzero(counts))]
-    best = None
-    for taken in itertools.product(*(range(counts[c] + 1) for c in cells)):
-        total = sum(taken)
-        if best is not None and total >= best:
-            continue
-        left = counts.copy()
-        for c, t in zip(cells, taken):
-            left[c] -= t
-        result = fit(left[0] + left[1] / 2 + (left[2] + left[1] / 2).T)
-        if min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim) < z_star:
-            best = total
-    return best
-
 
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("k", [1, 2])
