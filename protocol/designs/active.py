@@ -61,10 +61,10 @@ class Active(OrderingDesign):
         # how many labels each final claim rests on (issue 39): only once complete, the claims
         # are final then, and the count redoes the fit several times per claim
         claims = fragility.neighbour_fragility(pairs, names, step.neighbours, confidence=settings.confidence,
-                                               resolution=settings.resolution) if progress.complete else {}
+                                               resolution=settings.resolution, kinds=kinds) if progress.complete else {}
         # and the top-k claims at the tiers' ends: "the first k are above the rest"
-        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours,
-                                            confidence=settings.confidence) if progress.complete else {}
+        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours, confidence=settings.confidence,
+                                            kinds=kinds) if progress.complete else {}
 
         def rests_on(n) -> dict:
             claim = claims.get((n.upper, n.lower))

@@ -107,6 +107,8 @@ def test_an_active_study_whose_items_have_kinds_takes_each_pairs_items_in_turns_
     ranking = study_ranking(study=study)
     assert ranking["complete"] and ranking["order"] == RANKING_SYSTEMS[::-1] and made == ranking["labels"]
     assert ranking["kinds"] == len(KINDS) and ranking["kind_sd"] == 0.0  # the judges agree on every kind
+    claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
+    assert claims and all(1 <= n["removals"] <= made for n in claims)  # what each rests on, by kind
     judged = judged_by_kind(study)
     assert judged and sum(sum(c.values()) for c in judged.values()) == made
     for pair, counts in judged.items():

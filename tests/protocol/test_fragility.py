@@ -5,10 +5,13 @@ import random
 
 import numpy as np
 import pytest
+from scipy.special import ndtri
 
-from protocol.active_ranking import fit
-from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility, sign_removals,
-                                top_removals)
+from protocol.active_ranking import fit, fit_by_kind
+from protocol.adaptive import ProtocolSettings
+from protocol.machine import open_rounds, record_judgements, start
+from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, label_counts_of, order_removals, pair_fragility,
+                                sign_removals, top_removals)
 
 
 def undone(kept: dict, decision: int, steps, bar) -> bool:
@@ -201,3 +204,33 @@ def test_top_removals_refuses_a_claim_of_every_system_or_none_and_reports_one_th
         top_removals(counts, [], z_star=1.0)
     weak = top_removals(counts, [0], z_star=1.645)   # 0 over 1 on 6 of 10: not at the bar
     assert weak.removals is None and weak.weakest == (0, 1) and not weak.fragile
+
+
+# Claims of the fit by kind of prompt --------------------------------------------------------------
+
+def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit_by_kinds():
+    """label_counts_of with the items' kinds: each kind's wins, ties and losses (of the smaller
+    position), summing to the pooled counts. order_removals on them states the claim of
+    fit_by_kind (its sd adds the kinds' part), and the removal count undoes it."""
+    names = ["c", "a", "b"]   # the start order: positions differ from the names' order
+    protocol = ProtocolSettings(budget=200, batch=12, first_round=12, gamma=0.05, policy="adaptive", rule="eprocess",
+                                family="none")
+    state = open_rounds(start(protocol, {("a", "b"): 12, ("a", "c"): 12, ("b", "c"): 12}))
+    kinds = {str(t): ("x", "y", "z")[t % 3] for t in range(12)}
+    rng = np.random.default_rng(5)
+    for a, b, p in (("a", "b", 0.2), ("a", "c", 0.15), ("b", "c", 0.3)):   # c above a above b
+        labels = rng.choice([1, 0, -1], size=12, p=[p, 0.1, 0.9 - p]).tolist()
+        state = record_judgements(state, a, b, [str(t) for t in range(12)], labels)
+    pooled = label_counts_of(state.pairs, names)
+    by_kind = label_counts_of(state.pairs, names, kinds)
+    assert by_kind.shape == (3, 3, 3, 3) and np.array_equal(by_kind.sum(axis=0), pooled)
+    assert pooled[:, 0, 1].tolist() == [int(x) for x in state.pair("a", "c").human_counts[::-1]]  # c is position 0
+    confidence = 0.8
+    z_star = float(ndtri(confidence))
+    wins = by_kind[:, 0] + by_kind[:, 1] / 2 + np.swapaxes(by_kind[:, 2] + by_kind[:, 1] / 2, -1, -2)
+    model = fit_by_kind(wins, confidence=confidence)
+    found = order_removals(by_kind, 0, 1, z_star=z_star, confidence=confidence)
+    assert found.statistic == pytest.approx((model.scores[0] - model.scores[1]) / model.difference_sd(0, 1))
+    assert found.removals is not None and 1 <= found.removals <= found.labels
+    with pytest.raises(ValueError, match="confidence of the fit by kind"):
+        order_removals(by_kind, 0, 1, z_star=z_star)
