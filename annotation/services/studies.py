@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -23,7 +23,7 @@ from protocol.separability import compute_alignments
 from protocol.bundle import (STUDY_SETTINGS, Bundle, BundleError, BundleLimits, BundleProblem, messages_rows,
                              read_bundle)
 from protocol.designs import DESIGNS
-from protocol.preferences import canonical_pair
+from protocol.preferences import canonical_pair, shared_items
 from protocol.study_settings import API, DRAFT, METRIC, RUNNING, SETTINGS, lease_timeout_for
 
 from ..models import (
@@ -345,10 +345,9 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         "human scores",
     )
 
-    systems_of_item: dict[str, set[str]] = defaultdict(set)
-    for r in bundle.outputs:
-        systems_of_item[r.item].add(r.system)
-    pair_keys = sorted({(a, b) for names in systems_of_item.values() for a, b in itertools.combinations(sorted(names), 2)})
+    # (first, second) -> the items both have: from one presence matrix, never item by pair
+    shared = shared_items((r.item for r in bundle.outputs), (r.system for r in bundle.outputs))
+    pair_keys = sorted(shared)
     pairs = {
         (p.first.name, p.second.name): p
         for p in _bulk(PairState, [PairState(study=study, first=systems[a], second=systems[b]) for a, b in pair_keys],
@@ -368,8 +367,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
                                                         texts_html.checks or itertools.repeat(("",) * 4)))],
           progress, "checks")
     if not study.budget:  # every item of every pair, rated ratings_per_item times
-        study.budget = sum(len(names) * (len(names) - 1) // 2 for names in systems_of_item.values()) \
-            * study.ratings_per_item
+        study.budget = sum(shared.values()) * study.ratings_per_item
         study.save(update_fields=["budget"])
     return study
 

@@ -16,6 +16,7 @@ excluded workers (``Study.protocol_lost_judgements``).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 
@@ -68,6 +69,25 @@ def _source_labels(source: MetricLabelSource | None) -> Callable[[str, str], dic
 
 
 EMPTY_LABELS = MappingProxyType({})
+
+
+def start_labels(study: Study, keys: list[tuple[str, str]]) -> tuple[dict, dict]:
+    """What a start needs of each lane's metric for ``keys`` (pairs, canonical order): criterion ->
+    (first, second) -> the pair's labels as a ``LazyLabels`` (computed from the scores by the
+    formula the codec reads them with, when the pair first needs an item's label), and
+    criterion -> (first, second) -> (n+, n=, n-), counted from the scores in one vectorised
+    pass (``MetricLabelSource.counts``); None for a human-only lane. Nothing per (pair, item)
+    is built: 40 M labels at 200 systems x 2,000 items (rubric.start's ``metrics`` and ``counts``)."""
+    metrics: dict = {}
+    counts: dict = {}
+    for name, source in zip(_criteria_names(study), lane_label_sources(study)):
+        if source is None:
+            metrics[name] = counts[name] = None
+            continue
+        metrics[name] = {(first, second): adaptive.LazyLabels(functools.partial(source.pair, first, second))
+                         for first, second in keys}
+        counts[name] = dict(zip(keys, source.counts(keys).tolist()))
+    return metrics, counts
 
 
 def _require_state(row: PairState) -> None:
