@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -61,12 +61,20 @@ def _no_progress(stage: str, done: int, total: int) -> None:
 
 
 def _bulk(model, objects: list, progress: Progress, stage: str) -> list:
-    created = []
-    total = len(objects)
-    for start in range(0, total, BATCH):
-        created.extend(model.objects.bulk_create(objects[start:start + BATCH]))
-        progress(stage, min(start + BATCH, total), total)
-    return created
+    return [obj for batch in _bulk_batches(model, objects, len(objects), progress, stage) for obj in batch]
+
+
+def _bulk_batches(model, objects: Iterable, total: int, progress: Progress, stage: str) -> Iterator[list]:
+    """bulk_create ``objects`` (``total`` of them) BATCH at a time, yielding each batch created:
+    a caller keeps what it needs of a batch (its ids), not every instance (400,000 outputs and
+    as many scores at 200 systems x 2,000 items were most of an import's memory)."""
+    done = 0
+    objects = iter(objects)
+    while batch := list(itertools.islice(objects, BATCH)):
+        created = model.objects.bulk_create(batch)
+        done += len(created)
+        progress(stage, done, total)
+        yield created
 
 
 def study_slug_for(*, name: str, slug: str | None) -> str:
@@ -303,31 +311,36 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
             "items",
         )
     }
-    outputs = _bulk(
+    # Ratings without a sample index belong to the output shown to annotators: the lowest sample.
+    # (item, system) -> (its lowest sample, that output's id); the instances are not kept.
+    rated: dict[tuple[str, str], tuple[int, int]] = {}
+    for batch in _bulk_batches(
         Output,
-        [Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text,
+        (Output(item=items[r.item], system=systems[r.system], sample=r.sample, text=r.text,
                 messages=_message_rows(r.messages), html=html)
-         for r, html in zip(bundle.outputs, texts_html.outputs or itertools.repeat(""))],
+         for r, html in zip(bundle.outputs, texts_html.outputs or itertools.repeat(""))),
+        len(bundle.outputs),
         progress,
         "outputs",
-    )
-    # Ratings without a sample index belong to the output shown to annotators: the lowest sample.
-    rated_output: dict[tuple[str, str], Output] = {}
-    for out, row in zip(outputs, bundle.outputs):
-        key = (row.item, row.system)
-        if key not in rated_output or row.sample < rated_output[key].sample:
-            rated_output[key] = out
-
+    ):
+        for out in batch:
+            key = (out.item.external_id, out.system.name)
+            if key not in rated or out.sample < rated[key][0]:
+                rated[key] = (out.sample, out.pk)
+    rated_output = {key: pk for key, (_, pk) in rated.items()}
+    del rated
     metrics: dict[str, Metric] = {}
     for name in bundle.metrics:
         metrics[name] = Metric.objects.create(study=study, name=name, kind=bundle.metric_kind(name))
-    _bulk(
+    for _ in _bulk_batches(
         MetricScore,
-        [MetricScore(metric=metrics[r.metric], output=rated_output[(r.item, r.system)], value=r.score)
-         for r in bundle.metric_scores],
+        (MetricScore(metric=metrics[r.metric], output_id=rated_output[(r.item, r.system)], value=r.score)
+         for r in bundle.metric_scores),
+        len(bundle.metric_scores),
         progress,
         "metric scores",
-    )
+    ):
+        pass
     preferences = []
     for r in bundle.metric_preferences:
         first, second, sign = canonical_pair(r.first, r.second)
@@ -339,7 +352,7 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
     _bulk(MetricPreference, preferences, progress, "metric preferences")
     _bulk(
         HumanScore,
-        [HumanScore(output=rated_output[(r.item, r.system)], annotator_label=r.annotator, value=r.score)
+        [HumanScore(output_id=rated_output[(r.item, r.system)], annotator_label=r.annotator, value=r.score)
          for r in bundle.human_scores],
         progress,
         "human scores",
