@@ -58,7 +58,7 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     criterion, each with its criterion's metric (the first criterion: the study's metric
     unless it names its own).
     """
-    rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    rows = list(PairState.objects.filter(study=study))
     capacities = study_pair_capacities(study=study)
     criteria = study_rubric(study)
     # Each lane's labels counted from the scores, and computed per pair only when it needs them

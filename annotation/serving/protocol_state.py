@@ -26,7 +26,7 @@ from protocol import adaptive, rubric
 
 from . import store
 from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
-from ..models import PairState, PairStateHistory, Study
+from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
 MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
@@ -305,8 +305,10 @@ def _history_row(row: PairState, pair: adaptive.PairState) -> PairStateHistory:
 
 def study_state_first_save(study: Study, rows: Iterable[PairState], state: rubric.RubricState, *,
                            closed: rubric.RubricState | None = None) -> None:
-    """Write a freshly started protocol into rows that hold no state yet (and its history)."""
-    by_key = {(row.first.name, row.second.name): row for row in rows}
+    """Write a freshly started protocol into rows that hold no state yet (and its history);
+    ``rows`` need not have their systems loaded (their names are read once here)."""
+    names = dict(System.objects.filter(study=study).values_list("pk", "name"))
+    by_key = {(names[row.first_id], names[row.second_id]): row for row in rows}
     history = []
     for index, key in enumerate(state.keys):
         row = by_key[key]
