@@ -61,15 +61,23 @@ def start(
     settings: ProtocolSettings,
     capacities: Mapping[tuple[str, str], int],
     metric: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+    *,
+    metric_counts: Mapping[tuple[str, str], Sequence[int]] | None = None,
 ) -> ProtocolState:
     """A fresh protocol: every pair waiting, no judgement.
 
-    capacities  (first, second) -> human judgements the pair can receive; first < second
-    metric      (first, second) -> {item: metric label in -1/0/1}; None or a missing pair
-                means no metric (the human-only protocol)
+    capacities     (first, second) -> human judgements the pair can receive; first < second
+    metric         (first, second) -> {item: metric label in -1/0/1}; None or a missing pair
+                   means no metric (the human-only protocol)
+    metric_counts  (first, second) -> (n+, n=, n-) of the pair's metric labels, when the caller
+                   counted them without building the labels (from the scores, vectorised): a
+                   pair with counts keeps its ``metric`` mapping unread (a ``LazyLabels``
+                   computes its labels when the pair first needs an item's label), so a start
+                   holds no label per (pair, item): 40 M at 200 systems x 2,000 items
     """
     metric = metric or {}
-    extra = set(metric) - set(capacities)
+    metric_counts = metric_counts or {}
+    extra = (set(metric) | set(metric_counts)) - set(capacities)
     if extra:
         raise ValueError(f"metric labels for pairs without a capacity: {sorted(extra)[:3]}")
     pairs = []
@@ -78,24 +86,43 @@ def start(
             raise ValueError(f"pair ({first!r}, {second!r}) is not in canonical order first < second")
         if not isinstance(capacity, (int, np.integer)) or capacity < 0:
             raise ValueError(f"capacity of ({first}, {second}) must be a non-negative integer, got {capacity!r}")
-        labels = {str(item): int(value) for item, value in metric.get((first, second), {}).items()}
-        bad = [item for item, value in labels.items() if value not in LABEL_INDEX]
-        if bad:
-            raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
-        metric_only = [0, 0, 0]
-        for value in labels.values():
-            metric_only[LABEL_INDEX[value]] += 1
+        counted = metric_counts.get((first, second))
+        if counted is not None:
+            metric_only = tuple(int(x) for x in counted)
+            if len(metric_only) != 3 or min(metric_only) < 0:
+                raise ValueError(f"metric counts of ({first}, {second}) must be 3 counts >= 0, got {counted!r}")
+            labels = metric.get((first, second), MappingProxyType({}))
+        else:
+            labels = MappingProxyType(_checked_labels(first, second, metric.get((first, second), {})))
+            metric_only = _label_counts(labels.values())
         pairs.append(
             PairState(
                 first=first,
                 second=second,
                 capacity=int(capacity),
-                metric=MappingProxyType(labels),
-                metric_only=tuple(metric_only),
+                metric=labels,
+                metric_only=metric_only,
                 status=WAITING if capacity > 0 else EXHAUSTED,
             )
         )
     return ProtocolState(settings, tuple(pairs))
+
+
+def _checked_labels(first: str, second: str, labels: Mapping[str, int]) -> dict[str, int]:
+    """{item: label} as str -> int; ValueError naming the first label outside -1/0/1."""
+    checked = {str(item): int(value) for item, value in labels.items()}
+    bad = [item for item, value in checked.items() if value not in LABEL_INDEX]
+    if bad:
+        raise ValueError(f"metric labels of ({first}, {second}) must be -1, 0 or 1; item {bad[0]!r} is not")
+    return checked
+
+
+def _label_counts(values: Iterable[int]) -> tuple[int, int, int]:
+    """(n+, n=, n-) of metric labels (LABEL_INDEX order)."""
+    counts = [0, 0, 0]
+    for value in values:
+        counts[LABEL_INDEX[value]] += 1
+    return tuple(counts)
 
 
 def needed(state: ProtocolState) -> dict[tuple[str, str], int]:
@@ -424,9 +451,7 @@ def rebuild_pairs(
         old = state.pairs[index[key]]
         if len(items) != len(values):
             raise ValueError(f"pair {key}: {len(items)} items but {len(values)} values")
-        metric_only = [0, 0, 0]
-        for value in old.metric.values():
-            metric_only[LABEL_INDEX[value]] += 1
+        metric_only = _label_counts(old.metric.values())
         capacity = max(old.capacity, len(items))
         fresh = PairState(first=old.first, second=old.second, capacity=capacity, metric=old.metric,
                           prediction=old.prediction,

@@ -33,6 +33,30 @@ def canonical_pair(a: str, b: str) -> tuple[str, str, int]:
     return (a, b, 1) if a < b else (b, a, -1)
 
 
+def shared_items(items: Iterable, systems: Iterable[str]) -> dict[tuple[str, str], int]:
+    """(first, second) -> items on which both systems have an output, for every pair with one.
+
+    items, systems: (n,) parallel, one entry per output (repeats, e.g. samples, count once).
+    One (items x systems) presence matrix and one product: never a loop over items x pairs
+    (40 M pairs of outputs at 200 systems x 2,000 items).
+
+    >>> shared_items(["q1", "q1", "q1", "q2", "q2"], ["B", "A", "C", "A", "B"])
+    {('A', 'B'): 2, ('A', 'C'): 1, ('B', 'C'): 1}
+    """
+    items, systems = list(items), list(systems)
+    if len(items) != len(systems):
+        raise ValueError(f"{len(items)} items but {len(systems)} systems")
+    if not items:
+        return {}
+    _, item_index = np.unique(np.asarray(items, dtype=object).astype(str), return_inverse=True)
+    names, system_index = np.unique(np.asarray(systems, dtype=str), return_inverse=True)
+    present = np.zeros((int(item_index.max()) + 1, len(names)), dtype=np.float64)
+    present[item_index, system_index] = 1.0
+    shared = np.rint(present.T @ present).astype(np.int64)
+    first, second = np.nonzero(np.triu(shared, k=1))  # names are sorted: first < second
+    return {(str(names[a]), str(names[b])): int(shared[a, b]) for a, b in zip(first.tolist(), second.tolist())}
+
+
 def preferences_from_scores(first_scores, second_scores, eps: float = 0.0) -> np.ndarray:
     """Preference of first over second per element: sign(s1 - s2), ties within ``eps``.
 

@@ -135,13 +135,17 @@ def start(
     criteria: Sequence[str],
     capacities: Mapping[tuple[str, str], int],
     metrics: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]] | None],
+    counts: Mapping[str, Mapping[tuple[str, str], Sequence[int]] | None] | None = None,
 ) -> RubricState:
     """A fresh rubric: every lane waiting (``machine.start`` per criterion).
 
     metrics  criterion -> the metric labels of its lane (as machine.start); a criterion without
              a metric (None or missing) runs human-only
+    counts   criterion -> its lane's ``metric_counts`` (as machine.start), when counted apart
     """
-    lanes = tuple(machine.start(settings, capacities, metrics.get(name)) for name in criteria)
+    counts = counts or {}
+    lanes = tuple(machine.start(settings, capacities, metrics.get(name), metric_counts=counts.get(name))
+                  for name in criteria)
     return RubricState(tuple(criteria), lanes, (0,) * len(lanes[0].pairs))
 
 

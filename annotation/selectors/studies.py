@@ -3,7 +3,6 @@ judgements, members, its bundle and planner jobs."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -12,7 +11,7 @@ from django.db.models.functions import Coalesce
 
 from protocol.judges import JudgeVerdict, judge_stats
 from protocol.plan import hours_to_finish
-from protocol.preferences import canonical_pair, preferences_from_scores
+from protocol.preferences import canonical_pair, preferences_from_scores, shared_items
 
 from ..access import studies_visible_to, study_roles_for_user
 from ..rubrics import criterion_metrics, lane_values, study_rubric
@@ -95,20 +94,7 @@ def study_pair_item_counts(*, study: Study) -> dict[tuple[str, str], int]:
     """
     rows = list(Output.objects.filter(item__study=study).values_list("item_id", "system_id").distinct())
     names = dict(System.objects.filter(study=study).values_list("pk", "name"))
-    if not rows:
-        return {}
-    item_ids, system_ids = (np.array(column) for column in zip(*rows))
-    _, item_index = np.unique(item_ids, return_inverse=True)
-    systems, system_index = np.unique(system_ids, return_inverse=True)
-    present = np.zeros((item_index.max() + 1, len(systems)), dtype=np.int64)
-    present[item_index, system_index] = 1
-    shared = present.T @ present
-    counts = {}
-    for a, b in itertools.combinations(range(len(systems)), 2):
-        first, second = sorted((names[int(systems[a])], names[int(systems[b])]))
-        if shared[a, b]:
-            counts[(first, second)] = int(shared[a, b])
-    return counts
+    return shared_items([item for item, _ in rows], [names[system] for _, system in rows])
 
 
 def pair_item_names(*, study: Study, first_id: int, second_id: int) -> list[str]:

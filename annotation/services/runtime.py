@@ -60,12 +60,12 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
     criterion, each with its criterion's metric (the first criterion: the study's metric
     unless it names its own).
     """
-    rows = list(PairState.objects.filter(study=study).select_related("first", "second"))
+    rows = list(PairState.objects.filter(study=study))
     capacities = study_pair_capacities(study=study)
     criteria = study_rubric(study)
-    # Each lane's labels from the source the codec reads them from later (metric_labels).
-    metrics = {c.name: None if source is None else {key: source.pair(*key) for key in capacities}
-               for c, source in zip(criteria, lane_label_sources(study))}
+    # Each lane's labels counted from the scores, and computed per pair only when it needs them
+    # (the codec's formula: metric_labels), not built per (pair, item) here.
+    metrics, counts = protocol_state.start_labels(study, sorted(capacities))
     existing = study_judgement_answers(study=study, criteria=criteria)
     for key, labels in existing.items():
         # Imported labels beyond ratings_per_item still count: the pair has them all.
@@ -80,7 +80,8 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
                                            scores=None if source is None else source.system_scores(names))
         study.ranking_order = [names[i] for i in start]
         study.save(update_fields=["ranking_order"])
-    state = rubric.start(protocol_state.protocol_settings(study), [c.name for c in criteria], capacities, metrics)
+    state = rubric.start(protocol_state.protocol_settings(study), [c.name for c in criteria], capacities, metrics,
+                         counts)
     closed = rubric.seed_judgements(state, existing) if existing else None
     started = closed or state
     started = design.start(started, study.ranking_order, study.active_settings)

@@ -454,3 +454,52 @@ def test_the_futility_checks_optimistic_share_is_the_far_end_of_the_credible_int
     # swapping the systems mirrors the interval: the same distance from 1/2
     assert optimistic_win_share(losses, wins, futility) == pytest.approx(optimistic_win_share(wins, losses, futility),
                                                                          abs=1e-12)
+
+
+@pytest.mark.parametrize("options", [
+    {"rule": "eprocess"},
+    {"rule": "eprocess", "control_variate": True},
+    {"rule": "eprocess", "confusion": "pooled"},
+    {"rule": "bayes"},
+    {"rule": "boundary"},
+], ids=lambda options: "-".join(str(v) for v in options.values()))
+def test_a_start_from_label_counts_and_lazy_labels_decides_as_one_from_the_labels(options):
+    """Issue 41: a start given each pair's (n+, n=, n-) and labels it does not read (computed
+    when the pair first needs an item's label) is the start from the labels themselves, and
+    every round after it decides the same: same pairs, counts, steps and decisions."""
+    rng = np.random.default_rng(7)
+    systems = ["A", "B", "C", "D"]
+    items = [f"i{n:02d}" for n in range(30)]
+    strength = {"A": 0.8, "B": 0.3, "C": 0.0, "D": -0.6}
+    keys = [(a, b) for n, a in enumerate(systems) for b in systems[n + 1:]]
+    labels = {key: {item: int(v) for item, v in zip(items, rng.choice([-1, 0, 1], size=len(items)))}
+              for key in keys}
+    labels[("C", "D")] = {}  # a pair the metric never labels
+    capacities = dict.fromkeys(keys, len(items))
+    settings = ProtocolSettings(budget=300, batch=6, **options)
+    computed = []
+
+    def lazy(key):
+        return adaptive.LazyLabels(lambda: computed.append(key) or labels[key])
+
+    counts = {key: tuple(sum(v == label for v in labels[key].values()) for label in (1, 0, -1)) for key in keys}
+    eager = start(settings, capacities, labels)
+    started = start(settings, capacities, {key: lazy(key) for key in keys}, metric_counts=counts)
+    assert not computed  # a start reads no pair's labels
+    assert [p.metric_only for p in started.pairs] == [p.metric_only for p in eager.pairs]
+
+    def collect(state, want):
+        for (first, second), quota in sorted(want.items()):
+            done = state.pair(first, second).judgements
+            chosen = [items[(done + n) % len(items)] for n in range(quota)]
+            edge = strength[first] - strength[second]
+            yield first, second, chosen, [1 if rng_h.random() < 0.5 + edge / 2 else -1 for _ in chosen]
+
+    ends = []
+    for state in (eager, started):
+        rng_h = np.random.default_rng(11)
+        ends.append(adaptive.run_rounds(state, collect))
+    old, new = ends
+    assert new == old  # every field of every pair, the labels compared as mappings
+    assert [(p.status, p.decision, p.judgements) for p in new.pairs] == \
+           [(p.status, p.decision, p.judgements) for p in old.pairs]

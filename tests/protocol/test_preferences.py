@@ -1,5 +1,7 @@
 """protocol.preferences: docs/formulas.md §1 and the per-pair label tables."""
+import itertools
 import json
+import random
 
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ from hypothesis import strategies as st
 
 from protocol.bundle import read_bundle
 from protocol.preferences import (canonical_pair, human_labels, metric_labels, preferences_from_scores,
-                                  sign_of_mean_per_item,
+                                  shared_items, sign_of_mean_per_item,
                                   score_matrix)
 
 
@@ -117,3 +119,22 @@ def test_sign_of_mean_matches_summing_each_items_labels(pairs):
     assert items.tolist() == sorted(sums)
     assert labels.tolist() == [(s > 0) - (s < 0) for _, s in sorted(sums.items())]
     assert items.dtype == object and labels.dtype == np.int8
+
+
+def test_shared_items_counts_each_pairs_items_as_the_loop_over_items_and_pairs_did():
+    """The import's pairs and default budget (issue 41): one presence matrix gives what the loop
+    over every item's pairs of systems gave, samples of one output counted once."""
+    rng = random.Random(3)
+    outputs = [(f"q{i}", f"s{s}") for i in range(40) for s in range(12) if rng.random() < 0.6]
+    outputs += outputs[:25]  # second samples
+    systems_of_item = {}
+    for item, system in outputs:
+        systems_of_item.setdefault(item, set()).add(system)
+    expected = {}
+    for names in systems_of_item.values():
+        for pair in itertools.combinations(sorted(names), 2):
+            expected[pair] = expected.get(pair, 0) + 1
+    assert shared_items(*zip(*outputs)) == expected
+    assert shared_items([], []) == {}
+    with pytest.raises(ValueError, match="2 items but 1 systems"):
+        shared_items(["a", "b"], ["s"])

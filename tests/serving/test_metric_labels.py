@@ -3,13 +3,18 @@ protocol state (issue 22: 2,000 labels per pair made each state 30 KB of JSON, d
 1,225 pairs by every process's first round close)."""
 import numpy as np
 import pytest
+from django.db import transaction
 
-from annotation.models import PairState
+from protocol import rubric
+
+from annotation.models import Judgement, PairState, Study
+from annotation.rubrics import study_rubric
+from annotation.selectors.studies import study_pair_capacities
 from annotation.serving import metric_labels, protocol_state
-from annotation.services import hits
+from annotation.services import hits, runtime
 from annotation.services.studies import study_import
 from tests.builders.annotating import worker
-from tests.builders.bundles import bundle_bytes, crowd_rows
+from tests.builders.bundles import bundle_bytes, crowd_rows, ranking_rows, rubric_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,3 +71,51 @@ def test_a_submit_loads_the_label_sources_before_it_takes_the_pairs_lock(monkeyp
     monkeypatch.setattr(metric_labels, "_load", load_and_note)
     hits.judgement_submit(assignment=lease, annotator=who, shown_value=1, idempotency_key="k")
     assert loads == [False]  # loaded once, outside any transaction
+
+
+def _restarted(study):
+    """The study's protocol started again from pair rows that hold none (as the import does)."""
+    PairState.objects.filter(study=study).update(state={}, criteria_state={})
+    with transaction.atomic():
+        return runtime.protocol_start(study=Study.objects.get(pk=study.pk))
+
+
+@pytest.mark.parametrize("rows", [crowd_rows(items=40, batch=5, budget=90), rubric_rows(items=12, imported=2),
+                                  ranking_rows(items=12, metric=True)], ids=["scores", "rubric-verdicts", "ranking"])
+def test_a_start_builds_no_metric_label_per_pair_and_item(rows):
+    """Issue 41: a start held every pair's label of every item (40 M at 200 systems x 2,000
+    items, 2.3 of the import's 2.7 GB); it counts them from the scores instead, and a pair
+    computes its labels when it first needs one (a judged item: the imported ones here)."""
+    study = study_import(source=bundle_bytes(rows), metric=None)
+    state = _restarted(study)
+    imported = set(protocol_state_keys_judged(study))
+    for lane in state.lanes:
+        for pair in lane.pairs:
+            if pair.key not in imported:
+                assert repr(pair.metric) in ("LazyLabels(not computed)", "mappingproxy({})"), pair.key
+
+
+def protocol_state_keys_judged(study):
+    return {(j.comparison.first.name, j.comparison.second.name)
+            for j in Judgement.objects.filter(comparison__study=study).select_related(
+                "comparison__first", "comparison__second")}
+
+
+@pytest.mark.parametrize("rows", [crowd_rows(items=40, batch=5, budget=90), rubric_rows(items=12, imported=2)],
+                         ids=["scores", "rubric-verdicts"])
+def test_a_start_from_the_counts_is_the_start_from_every_label(rows):
+    """The start from the counts and lazy labels (protocol_state.start_labels) equals the start
+    from every pair's labels built in memory (the path it replaced): same pairs, capacities,
+    counts and labels. That every round after it decides the same: tests/protocol/test_adaptive.py."""
+    study = study_import(source=bundle_bytes(rows), metric=None)
+    capacities = study_pair_capacities(study=study)
+    names = [c.name for c in study_rubric(study)]
+    settings = protocol_state.protocol_settings(study)
+    every_label = {name: None if source is None else {key: source.pair(*key) for key in capacities}
+                   for name, source in zip(names, metric_labels.lane_label_sources(study))}
+    assert any(every_label.values())
+    eager = rubric.start(settings, names, capacities, every_label)
+    lazy = rubric.start(settings, names, capacities, *protocol_state.start_labels(study, sorted(capacities)))
+    assert [[p.metric_only for p in lane.pairs] for lane in lazy.lanes] == \
+           [[p.metric_only for p in lane.pairs] for lane in eager.lanes]
+    assert lazy == eager

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState
+from annotation.models import Annotator, Assignment, Comparison, Judgement, MetricScore, Output, PairState
 from annotation import selectors
 from annotation.serving import protocol_state
 from annotation.services import hits
@@ -26,6 +26,22 @@ KEY = re.compile(r'name="key" value="([^"]+)"')
 
 def _study():
     return study_import(source=bundle_bytes(crowd_rows(items=20, batch=4, budget=60)))
+
+
+def test_an_imports_outputs_and_metric_scores_read_back_through_the_orm_as_the_bundle_has_them():
+    rows = crowd_rows(items=6)
+    rows[7]["sample"] = 3  # a sample index, stored as given
+    study = study_import(source=bundle_bytes(rows))
+    outputs = {(o.item.external_id, o.system.name): o for o in Output.objects.filter(item__study=study)
+               .select_related("item", "system")}
+    assert {key: (o.text, o.sample, o.messages, o.html) for key, o in outputs.items()} == {
+        (r["item"], r["system"]): (r["text"], r.get("sample", 0), None, "") for r in rows if r["kind"] == "output"}
+    # a text's messages are SQL NULL, not JSON null
+    assert Output.objects.filter(item__study=study, messages__isnull=True).count() == len(outputs)
+    scores = {(s.output.item.external_id, s.output.system.name, s.metric.name): s.value
+              for s in MetricScore.objects.filter(metric__study=study).select_related("output__item", "output__system",
+                                                                                       "metric")}
+    assert scores == {(r["item"], r["system"], r["metric"]): r["score"] for r in rows if r["kind"] == "metric_score"}
 
 
 def test_a_lease_reads_back_through_the_orm_as_it_was_made():
