@@ -32,9 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 
-from .active_ranking import CLOSE, ORDERED, fit
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, fit
 from .control_variate import step_factor
 from .ranking_design import start_positions
 from .state import PairState, full_step
@@ -272,13 +271,13 @@ def label_counts_of(pairs: Sequence[PairState], order: Sequence[str]) -> np.ndar
     return counts
 
 
-def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *, confidence: float,
-                        resolution: float) -> dict[tuple[int, int], OrderFragility]:
+def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *,
+                        settings: ActiveSettings) -> dict[tuple[int, int], OrderFragility]:
     """(upper, lower) -> ``order_removals`` of every neighbour claim among ``neighbours``
-    (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar z*)
-    or CLOSE (bar z*, shift the resolution)."""
+    (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar
+    ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution)."""
     counts = label_counts_of(pairs, order)
-    z_star = float(ndtri(confidence))
-    return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower, z_star=z_star,
-                                               shift=0.0 if n.status == ORDERED else resolution)
+    return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
+                                               z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
+                                               shift=0.0 if n.status == ORDERED else settings.resolution)
             for n in neighbours if n.status in (ORDERED, CLOSE)}

@@ -54,8 +54,8 @@ class Active(OrderingDesign):
         names = progress.systems
         # how many labels each final claim rests on (issue 39): only once complete, the claims
         # are final then, and the count redoes the fit several times per claim
-        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, confidence=settings.confidence,
-                                               resolution=settings.resolution) if progress.complete else {}
+        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, settings=settings) \
+            if progress.complete else {}
 
         def rests_on(n) -> dict:
             claim = claims.get((n.upper, n.lower))
