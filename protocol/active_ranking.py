@@ -23,7 +23,7 @@ A neighbour (a, b) of the fitted order (a above b): d = s_a - s_b >= 0, sd = sqr
 s_b)), z = d / sd, and P(a and b are in the wrong order) ~= Phi(-z). With z* = Phi^-1(confidence)
 and r the study's resolution:
 
-    ordered   z >= z_o = Phi^-1(1 - (1 - confidence) / ORDER_BAR_FACTOR) (0.99 at 0.95): the
+    ordered   z >= z_o = Phi^-1(1 - (1 - confidence) / ORDER_BAR_FACTOR) (0.995 at 0.95): the
               order of the two is resolved at the confidence. The bar is stricter than z*
               because the claim is read off the fit at the design's stop, after many looks, for
               every neighbour: on tiers of exactly equal systems (the arena's ``tier_size``) a
@@ -95,7 +95,7 @@ OPEN, ORDERED, CLOSE, SPENT = "open", "ordered", "close", "spent"
 # How much stricter than the confidence the bar of an "ordered" claim is: the claim is made at
 # posterior P(misordered) <= (1 - confidence) / ORDER_BAR_FACTOR and stated at the confidence
 # (the module doc: at 1, tiers of equal systems had a quarter of their ordered claims wrong).
-ORDER_BAR_FACTOR = 5
+ORDER_BAR_FACTOR = 10
 
 # The replays' prior (protocol.arena_replay.FIT_PRIOR_TIES): tied pseudo-comparisons between
 # every two systems keep the fit finite when a system wins all its labels, weak enough that

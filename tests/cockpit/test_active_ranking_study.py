@@ -60,10 +60,11 @@ def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true
     ranking = study_ranking(study=study)
     assert ranking["design"] == "active" and ranking["complete"]
     assert ranking["order"] == RANKING_SYSTEMS[::-1]
-    # every neighbour resolved; ordered (at the stricter bar of an ordered claim, issue 39) or
-    # close: 25 unanimous labels of a pair resolve it, not always at that bar
+    # every neighbour resolved: ordered (at the stricter bar of an ordered claim, issue 39) or
+    # close; 25 unanimous labels of a pair resolve it, but with the other pairs' labels pooled
+    # into the fit not always at that bar
     assert [s for tier in ranking["tiers"] for s in tier] == ranking["order"]
-    assert ranking["ordered"] >= 1 and ranking["ordered"] + ranking["close"] == K - 1
+    assert ranking["ordered"] + ranking["close"] == K - 1
     assert ranking["expected_misordered"] < 0.1 * (K - 1)
     assert served_pairs(study) == judged_pairs(study), "a pair the design did not fund was served"
     assert made == ranking["labels"] < PAIRS * 30
