@@ -184,7 +184,9 @@ class StudyDecisionsApi(APIView):
         # The decisions carry the rule they were made with and what it guarantees (guarantees.py).
         return Response(serializers.DecisionListSerializer({
             **data, "rule": study.protocol_rule, "guarantee": study.guarantee,
-            "family_guarantee": study.family_guarantee, "policy_warning": study.policy_warning}).data)
+            "family_guarantee": study.family_guarantee, "policy_warning": study.policy_warning,
+            "order_claims": selectors.fragility.order_claims(data["ranking"]),
+            "top_claims": selectors.fragility.top_claims(data["ranking"])}).data)
 
 
 class StudyLeaderboardApi(APIView):

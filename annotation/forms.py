@@ -67,6 +67,7 @@ class StudyColumnsForm(forms.Form):
 
     ROLES = (("prompt", "Prompt (the input)"), ("model", "Model (the system)"), ("response", "Response"),
              ("id", "Item id (optional)"), ("reference", "Reference (optional)"), ("sample", "Sample (optional)"),
+             ("prompt_kind", "Kind of prompt (optional: the active design fits by kind)"),
              ("messages", "Whole chats (optional: instead of prompt and response)"))
 
     staged_files = forms.CharField(widget=forms.HiddenInput)

@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.deconstruct import deconstructible
 
-from protocol.bundle import CHECK_EXPECTED, parse_criteria
+from protocol.bundle import CHECK_EXPECTED, MAX_PROMPT_KIND, parse_criteria
 from protocol.active_ranking import ActiveSettings
 from protocol.designs import DESIGNS, PairDesign, design_of
 from protocol.study_settings import CHOICE, FIXED, METRIC, SETTINGS, TEXT, cross_problems, metric_names
@@ -362,6 +362,9 @@ class Item(models.Model):
     reference_html = models.TextField(blank=True, editable=False)
     position = models.PositiveIntegerField(default=0, help_text="order in the imported bundle")
     withdrawn = models.BooleanField(default=False, help_text="never served again (e.g. flagged as broken)")
+    # The bundle's prompt_kind (protocol/bundle.py): every item of a study has one or none has.
+    prompt_kind = models.CharField(max_length=MAX_PROMPT_KIND, blank=True, default="",
+                                   help_text="the kind of prompt (the active design's prompt-kind model)")
 
     class Meta:
         ordering = ["position"]

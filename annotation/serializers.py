@@ -254,6 +254,37 @@ class DecisionSerializer(PairSerializer):
     agreement = serializers.FloatField(allow_null=True, help_text="metric-human sample agreement")
 
 
+class OrderClaimSerializer(serializers.Serializer):
+    """A neighbour of the active design's fitted order (docs/leaderboard.md, the fragility of the
+    order's claims)."""
+
+    upper = serializers.CharField(help_text="the system placed above")
+    lower = serializers.CharField(help_text="the system placed just below it")
+    status = serializers.CharField(help_text="ordered, close, open or spent (docs/ranking.md)")
+    misorder = serializers.FloatField(help_text="posterior probability that the two are the other way round")
+    misorder_beyond = serializers.FloatField(help_text="... the other way round by more than the resolution")
+    removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "
+                                        "undo the claim (an upper bound; null: not a claim, or the ranking is not "
+                                        "complete yet)")
+    fragile = serializers.BooleanField(help_text="removing at most 0.5 % of the judgements undoes the claim")
+
+
+class TopClaimSerializer(serializers.Serializer):
+    """"The first k of the active design's fitted order are above the rest", at a tier's end."""
+
+    k = serializers.IntegerField()
+    top = serializers.ListField(child=serializers.CharField(), help_text="the first k systems, best first")
+    statistic = serializers.FloatField(help_text="the least (difference) / sd over a system of the first k and one "
+                                       "of the rest")
+    weakest = serializers.ListField(child=serializers.CharField(), help_text="that pair, [above, below]")
+    removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "
+                                        "take some pair of the claim below the bar (an upper bound; null: not every "
+                                        "pair is at the bar)")
+    undone_by = serializers.ListField(child=serializers.CharField(), allow_null=True,
+                                      help_text="the pair those removals undo")
+    fragile = serializers.BooleanField(help_text="removing at most 0.5 % of the judgements undoes the claim")
+
+
 class DecisionListSerializer(serializers.Serializer):
     rule = serializers.CharField(help_text="the decision rule the decisions were made with")
     guarantee = serializers.CharField(help_text="what a ± decision guarantees under that rule")
@@ -265,6 +296,10 @@ class DecisionListSerializer(serializers.Serializer):
     budget = BudgetSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField())
     pairs = DecisionSerializer(many=True)
+    order_claims = OrderClaimSerializer(many=True, help_text="the active design's fitted order: each neighbour "
+                                        "claim and what it rests on ([] for the other designs)")
+    top_claims = TopClaimSerializer(many=True, help_text="the active design's top-k claims at its tiers' ends, "
+                                    "once the ranking is complete ([] otherwise)")
 
 
 class JudgementSerializer(serializers.Serializer):

@@ -307,13 +307,16 @@ def decisions_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-decisions.csv"'
     writer = csv.writer(response)
     fields = ["first", "second", "status", "decision", "theta", "round", "judgements", "capacity", "favi", "agreement",
-              "fragility", "fragility_share", "fragile"]
+              "fragility", "fragility_share", "fragile", *selectors.fragility.NO_CLAIM]
+    # the active design's neighbour claims on the rows of their pairs (selectors/fragility.py)
+    claims = selectors.fragility.pair_order_claims(data["ranking"])
     # Every row names the rule its decision was made with and what that guarantees (and the
     # paper policy's measured false-decision rate when it is in use), so a decision read on
     # its own in a spreadsheet still carries its meaning.
     terms = [study.protocol_rule, study.guarantee, study.policy_warning]
     writer.writerow(fields + ["rule", "guarantee", "warning"])
     for p in data["pairs"]:
+        p = {**p, **claims.get((p["first"], p["second"]), selectors.fragility.NO_CLAIM)}
         writer.writerow([spreadsheet_safe("" if p[f] is None else p[f]) for f in fields] + terms)
     return response
 

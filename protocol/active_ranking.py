@@ -324,12 +324,16 @@ class ActiveStep:
     pending     pair (i, j), i < j -> labels to fund now (rounds to open besides those in flight)
     complete    nothing to fund and no round in flight: no neighbour is open, or the budget is
                 spent
+    kinds       kinds of prompt the fit was given (one win matrix each; 0: labels without kinds)
+    kind_variance  the fit's estimate of sigma^2 (``fit_by_kind``; 0 without kinds)
     """
 
     order: tuple[int, ...]
     neighbours: tuple[Neighbour, ...]
     pending: Mapping[Pair, int]
     complete: bool
+    kinds: int = 0
+    kind_variance: float = 0.0
 
     @property
     def expected_misordered(self) -> float:
@@ -434,7 +438,8 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
             if take > 0:
                 pending[key] = take
     return ActiveStep(order=tuple(int(s) for s in order), neighbours=tuple(neighbours),
-                      pending=MappingProxyType(pending), complete=not pending and not in_flight)
+                      pending=MappingProxyType(pending), complete=not pending and not in_flight,
+                      kinds=len(wins) if wins.ndim == 3 else 0, kind_variance=current.kind_variance)
 
 
 # The design replayed ---------------------------------------------------------------------------
@@ -537,23 +542,34 @@ def active_decided(spent: Mapping[Pair, int], labels_of: Callable[[int, int], np
 # ``width``. Rounds closed in the order they were opened give exactly the replay's run
 # (``arena_replay.replay_active``); a crowd closes them in its own order.
 
-def active_inputs(pairs: Sequence[PairState], order: Sequence[str]
+def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None
                   ) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
     """(wins, spent, capacity, in_flight) of ``active_step`` from the protocol's pairs, systems
     indexed by their position in ``order`` (the start order). An item counts once, with the sign
     of its judgements' mean (a tie half a win each); a decided or exhausted pair can take no
-    more; a pair with an open or filled round is in flight with its round's missing judgements."""
+    more; a pair with an open or filled round is in flight with its round's missing judgements.
+
+    kinds  None, or item id -> its kind of prompt (every item of the study): wins is then
+           (K, S, S), one win matrix per kind (kinds in sorted order), and ``active_step`` fits
+           by kind (``fit_by_kind``)"""
     position = start_positions(pairs, order)
     size = len(order)
-    wins = np.zeros((size, size))
+    kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
+    wins = np.zeros((size, size) if kind_index is None else (len(kind_index), size, size))
     spent: dict[Pair, int] = {}
     capacity: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}
     for p in pairs:
         i, j = position[p.first], position[p.second]
-        plus, tie, minus = (float(x) for x in p.human_counts)
-        wins[i, j] += plus + tie / 2
-        wins[j, i] += minus + tie / 2
+        if kind_index is None:
+            plus, tie, minus = (float(x) for x in p.human_counts)
+            wins[i, j] += plus + tie / 2
+            wins[j, i] += minus + tie / 2
+        else:
+            for item in p.judged_items:
+                sign, g = np.sign(p.votes.get(item, 0)), kind_index[kinds[item]]
+                wins[g, i, j] += 1.0 if sign > 0 else 0.5 if sign == 0 else 0.0
+                wins[g, j, i] += 1.0 if sign < 0 else 0.5 if sign == 0 else 0.0
         key = _key(i, j)
         spent[key] = int(p.judgements)
         capacity[key] = int(p.judgements) if p.status in (DECIDED, EXHAUSTED) else int(p.capacity)
@@ -562,10 +578,12 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str]
     return wins, spent, capacity, in_flight
 
 
-def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings) -> ProtocolState:
+def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings,
+                   kinds: Mapping[str, str] | None = None) -> ProtocolState:
     """Park the pairs whose round has closed and top the rounds in flight up to ``width``.
 
     order  system names, the start order (fixed for the study)
+    kinds  None, or item id -> its kind of prompt (``active_inputs``): the fit is by kind
     A pair whose round closed (waiting) is parked (``open_rounds`` would fund it again
     otherwise). Then ``active_step`` on every pair's counts and the rounds in flight: each pair
     it funds (a parked or futile one: futility only means its e-process cannot decide, its
@@ -574,7 +592,7 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
     complete).
     """
     pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
-    wins, spent, capacity, in_flight = active_inputs(pairs, order)
+    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds)
     if len(in_flight) >= settings.width:
         # no free slot (the first round's rounds still closing): the step would fund nothing,
         # so the fit is skipped
@@ -657,10 +675,11 @@ class ActiveProgress:
 
 
 def active_progress(pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
-                    level: float) -> ActiveProgress:
-    """The active study's progress: the step its counts give now and its decisions."""
+                    level: float, kinds: Mapping[str, str] | None = None) -> ActiveProgress:
+    """The active study's progress: the step its counts give now and its decisions (``kinds``
+    as ``active_inputs``'s)."""
     order = tuple(order)
-    wins, spent, capacity, in_flight = active_inputs(pairs, order)
+    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds)
     step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings, in_flight=in_flight)
     position = start_positions(pairs, order)
     decided = [(position[p.first], position[p.second]) if p.decision > 0 else (position[p.second], position[p.first])

@@ -284,3 +284,32 @@ def _stratified(positions: np.ndarray, strata: np.ndarray, count: int, rng: np.r
             if queue and len(chosen) < count:
                 chosen.append(queue.pop())
     return np.asarray(chosen, dtype=int)
+
+
+def kind_turn(kinds: Sequence[str], taken: Sequence[bool], open_: Sequence[bool],
+              rng: np.random.Generator | int | None = None) -> int:
+    """The candidate to serve next so that a pair's items take turns over the kinds of prompt,
+    one draw at a time (the active design's prompt-kind model: protocol.active_ranking.stratified
+    is the same turns over a whole order): among the kinds with an open candidate, those with the
+    fewest candidates ``taken`` (judged or leased in the pair), one of them at random, then one of
+    its open candidates at random. Independent of the labels, so the e-process's steps stay fair
+    under the item-flip null (protocol.adaptive); the app records no draw chance for it.
+
+    kinds  (n,) each candidate's kind; taken, open_  (n,) bool
+    Returns the index of the candidate; ValueError when none is open.
+
+    >>> kind_turn(["a", "a", "b", "b"], [True, False, False, False], [False, True, True, True], 0) in (2, 3)
+    True
+    """
+    kinds = np.asarray(kinds, dtype=object)
+    taken, open_ = np.asarray(taken, dtype=bool), np.asarray(open_, dtype=bool)
+    if not (kinds.shape == taken.shape == open_.shape and kinds.ndim == 1):
+        raise ValueError(f"kinds, taken and open must be (n,) alike, got {kinds.shape}, {taken.shape}, {open_.shape}")
+    if not open_.any():
+        raise ValueError("no open candidate to draw")
+    rng = _generator(rng)
+    names = sorted(set(kinds[open_].tolist()))
+    count = np.array([np.count_nonzero(taken & (kinds == name)) for name in names])
+    fewest = [name for name, n in zip(names, count) if n == count.min()]
+    kind = fewest[int(rng.integers(len(fewest)))]
+    return int(rng.choice(np.flatnonzero(open_ & (kinds == kind))))

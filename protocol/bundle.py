@@ -50,6 +50,9 @@ JUDGE_ORDERS = ("AB", "BA")
 # better; optional with "about the same": annotation/rubrics.answers_from_screen).
 REASON_MODES = ("off", "optional", "required")
 MAX_CRITERIA = 8
+# An item's kind of prompt (``prompt_kind``): the active design's prompt-kind model uses it
+# (protocol.active_ranking.fit_by_kind); every item names one or none does.
+MAX_PROMPT_KIND = 100
 MAX_REASON_CHARS = 1000
 _CRITERION_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # A check's expected answer -> the answers it accepts, in its own order (+1 = first better).
@@ -59,7 +62,7 @@ CHECK_EXPECTED = {"first": (1,), "second": (-1,), "tie": (0,), "either": (1, -1)
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "study": (frozenset({"name"}),
               frozenset({"criterion", "criteria", *STUDY_SETTINGS})),
-    "item": (frozenset({"id", "input"}), frozenset({"reference"})),
+    "item": (frozenset({"id", "input"}), frozenset({"reference", "prompt_kind"})),
     "output": (frozenset({"item", "system", "text"}), frozenset({"sample"})),
     "metric_score": (frozenset({"item", "system", "metric", "score"}), frozenset()),
     "metric_preference": (
@@ -179,6 +182,7 @@ class Item:
     reference: str = ""
     line: int = 0
     messages: tuple[Message, ...] | None = None  # the input as a conversation, when it is one
+    prompt_kind: str = ""  # the kind of prompt it is (docs/ranking.md, "Kinds of prompt"); "" none
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +463,18 @@ def _text(obj: dict, key: str, line: int, check: _Checker, *, allow_empty: bool 
     return value
 
 
+def _prompt_kind(obj: dict, line: int, check: _Checker) -> str:
+    """An item's optional ``prompt_kind``: a non-blank string of at most MAX_PROMPT_KIND
+    characters ("" when the line has none)."""
+    if "prompt_kind" not in obj:
+        return ""
+    value = _text(obj, "prompt_kind", line, check)
+    if value is not None and len(value) > MAX_PROMPT_KIND:
+        check.add(line, f"field 'prompt_kind' is {len(value)} characters long, at most {MAX_PROMPT_KIND}")
+        return ""
+    return value or ""
+
+
 def _number(obj: dict, key: str, line: int, check: _Checker) -> float | None:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -603,7 +619,7 @@ def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
         else:
             text = _text(obj, "input", line, check)
         reference = _text(obj, "reference", line, check, allow_empty=True)
-        return Item(item, text, reference or "", line, messages)
+        return Item(item, text, reference or "", line, messages, _prompt_kind(obj, line, check))
     if kind == "output":
         system = _text(obj, "system", line, check)
         messages = None
@@ -705,6 +721,12 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
     for row in bundle.items:
         if row.id is not None:
             unique(row, row.id, items, f"item id {row.id!r}")
+    kinded = next((row for row in bundle.items if row.prompt_kind), None)
+    if kinded is not None:
+        for row in bundle.items:
+            if not row.prompt_kind:
+                check.add(row.line, f"item {row.id!r} has no 'prompt_kind' while item {kinded.id!r} (line "
+                                    f"{kinded.line}) has one: every item names its kind of prompt or none does")
     checks: dict[str, int] = {}
     for row in bundle.checks:
         if row.id is not None:
@@ -918,6 +940,8 @@ def bundle_rows(bundle: Bundle) -> Iterator[dict]:
         row = {"kind": "item", "id": r.id, "input": r.input if r.messages is None else messages_rows(r.messages)}
         if r.reference:
             row["reference"] = r.reference
+        if r.prompt_kind:
+            row["prompt_kind"] = r.prompt_kind
         yield row
     for r in bundle.outputs:
         yield {"kind": "output", "item": r.item, "system": r.system,

@@ -30,10 +30,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from .active_ranking import CLOSE, ORDERED, ActiveSettings, fit
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, fit, fit_by_kind
 from .control_variate import step_factor
 from .ranking_design import start_positions
 from .state import PairState, full_step
@@ -202,28 +203,50 @@ class OrderFragility:
     fragile: bool
 
 
+def _wins(counts: np.ndarray) -> np.ndarray:
+    """The win matrix of counts (3, S, S), or one per kind of counts (K, 3, S, S): a tie half a
+    win each."""
+    return counts[..., 0, :, :] + counts[..., 1, :, :] / 2 + np.swapaxes(counts[..., 2, :, :] + counts[..., 1, :, :] / 2,
+                                                                         -1, -2)
+
+
+def _checked_counts(counts, fit_of, confidence: float | None):
+    """``counts`` as int64 (3, S, S) or (K, 3, S, S), checked, and the fit to use: ``fit_of``,
+    else ``fit`` of the pooled labels, or ``fit_by_kind`` at ``confidence`` by kind."""
+    counts = np.array(counts, dtype=np.int64)
+    if counts.ndim not in (3, 4) or counts.shape[-3] != 3 or counts.shape[-2] != counts.shape[-1]:
+        raise ValueError(f"counts must be (3, S, S) or (kinds, 3, S, S), got shape {counts.shape}")
+    pooled = counts.sum(axis=0) if counts.ndim == 4 else counts
+    if np.any(counts < 0) or np.any(np.tril(pooled.sum(axis=0)) != 0):
+        raise ValueError("counts must be >= 0 and only above the diagonal (pairs i < j)")
+    if fit_of is None and counts.ndim == 4:
+        if confidence is None:
+            raise ValueError("counts by kind need the confidence of the fit by kind")
+        fit_of = partial(fit_by_kind, confidence=confidence)
+    return counts, fit_of or fit
+
+
 def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, fit_of) -> tuple[float, object]:
-    wins = counts[0] + counts[1] / 2 + (counts[2] + counts[1] / 2).T
-    result = fit_of(wins)
+    result = fit_of(_wins(counts))
     return (result.scores[upper] - result.scores[lower] + shift) / result.difference_sd(upper, lower), result
 
 
 def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float, shift: float = 0.0,
-                   fit_of=None, max_steps: int = 10_000) -> OrderFragility:
+                   fit_of=None, confidence: float | None = None, max_steps: int = 10_000) -> OrderFragility:
     """How many counted labels the claim "upper above lower" rests on (the comment above).
 
     counts   (3, S, S): counts[0][i, j] labels of pair i < j that i won, counts[1][i, j] ties,
-             counts[2][i, j] that j won (upper triangle; the rest 0)
+             counts[2][i, j] that j won (upper triangle; the rest 0); or (K, 3, S, S), those
+             counts for each of K kinds of prompt: the claim is then the fit by kind's
+             (``active_ranking.fit_by_kind`` at ``confidence``), the Newton step that chooses
+             the (pair, outcome) is the pooled labels', and its labels are taken from the kinds
+             that hold most of them first
     z_star   the claim's bar, Phi^-1(confidence); shift 0 for "ordered", the resolution for
              "close"
-    fit_of   the fit of a win matrix (default ``active_ranking.fit``)
+    fit_of   the fit of a win matrix, or of one per kind (default ``active_ranking.fit``, by
+             kind ``fit_by_kind``)
     """
-    fit_of = fit_of or fit
-    counts = np.array(counts, dtype=np.int64)
-    if counts.ndim != 3 or counts.shape[0] != 3 or counts.shape[1] != counts.shape[2]:
-        raise ValueError(f"counts must be (3, S, S), got shape {counts.shape}")
-    if np.any(counts < 0) or np.any(np.tril(counts.sum(axis=0)) != 0):
-        raise ValueError("counts must be >= 0 and only above the diagonal (pairs i < j)")
+    counts, fit_of = _checked_counts(counts, fit_of, confidence)
     labels = int(counts.sum())
     statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
     first = float(statistic)
@@ -234,19 +257,27 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
     for _ in range(max_steps):
         c = current.covariance
         s = current.scores
-        i, j = np.nonzero(np.triu(counts.sum(axis=0) > 0, k=1))
+        pooled = counts.sum(axis=0) if counts.ndim == 4 else counts
+        i, j = np.nonzero(np.triu(pooled.sum(axis=0) > 0, k=1))
         p = 1.0 / (1.0 + np.exp(s[j] - s[i]))
         reach = c[upper, i] - c[upper, j] - c[lower, i] + c[lower, j]
         # (outcomes, pairs): the change of d by removing one label
         change = -(outcome_value[:, None] - p[None, :]) * reach[None, :]
-        change[counts[:, i, j] == 0] = np.inf
+        change[pooled[:, i, j] == 0] = np.inf
         k, n = np.unravel_index(int(np.argmin(change)), change.shape)
         if not np.isfinite(change[k, n]) or change[k, n] >= 0:
             return OrderFragility(upper, lower, first, labels, None, None, False)
         sd = current.difference_sd(upper, lower)
         need = (statistic - z_star) * sd
-        take = int(min(counts[k, i[n], j[n]], max(1, math.ceil(need / -change[k, n] / 2))))
-        counts[k, i[n], j[n]] -= take
+        take = int(min(pooled[k, i[n], j[n]], max(1, math.ceil(need / -change[k, n] / 2))))
+        if counts.ndim == 4:
+            left = take
+            for g in np.argsort(-counts[:, k, i[n], j[n]], kind="stable"):
+                part = min(left, int(counts[g, k, i[n], j[n]]))
+                counts[g, k, i[n], j[n]] -= part
+                left -= part
+        else:
+            counts[k, i[n], j[n]] -= take
         removed += take
         statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
         if statistic < z_star:
@@ -255,29 +286,121 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
     return OrderFragility(upper, lower, first, labels, None, None, False)
 
 
-def label_counts_of(pairs: Sequence[PairState], order: Sequence[str]) -> np.ndarray:
+def label_counts_of(pairs: Sequence[PairState], order: Sequence[str],
+                    kinds: Mapping[str, str] | None = None) -> np.ndarray:
     """(3, S, S) counts of ``order_removals`` from the protocol's pairs, systems indexed by their
     position in ``order`` (the active design's start order, as ``active_ranking.active_inputs``
     indexes them): wins, ties and losses of the smaller position, an item counted once with the
-    sign of its judgements' mean."""
+    sign of its judgements' mean. ``kinds`` (item id -> kind of prompt): (K, 3, S, S), the
+    counts of each kind (kinds in sorted order, as ``active_inputs``)."""
     position = start_positions(pairs, order)
-    counts = np.zeros((3, len(order), len(order)), dtype=np.int64)
+    kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
+    counts = np.zeros((1 if kind_index is None else len(kind_index), 3, len(order), len(order)), dtype=np.int64)
     for p in pairs:
         i, j = position[p.first], position[p.second]
-        plus, tie, minus = (int(x) for x in p.human_counts)
-        if i > j:
-            i, j, plus, minus = j, i, minus, plus
-        counts[:, i, j] += (plus, tie, minus)
-    return counts
+        if kind_index is None:
+            plus, tie, minus = (int(x) for x in p.human_counts)
+            counts[0, :, min(i, j), max(i, j)] += (plus, tie, minus) if i < j else (minus, tie, plus)
+        else:
+            for item in p.judged_items:
+                sign = int(np.sign(p.votes.get(item, 0))) * (1 if i < j else -1)
+                counts[kind_index[kinds[item]], 1 - sign, min(i, j), max(i, j)] += 1
+    return counts[0] if kind_index is None else counts
 
 
 def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *,
-                        settings: ActiveSettings) -> dict[tuple[int, int], OrderFragility]:
+                        settings: ActiveSettings, kinds: Mapping[str, str] | None = None
+                        ) -> dict[tuple[int, int], OrderFragility]:
     """(upper, lower) -> ``order_removals`` of every neighbour claim among ``neighbours``
     (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar
-    ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution)."""
-    counts = label_counts_of(pairs, order)
+    ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution); with
+    ``kinds`` (item id -> kind of prompt) the claims of the fit by kind."""
+    counts = label_counts_of(pairs, order, kinds)
     return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
                                                z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
+                                               confidence=settings.confidence,
                                                shift=0.0 if n.status == ORDERED else settings.resolution)
             for n in neighbours if n.status in (ORDERED, CLOSE)}
+
+
+# Top-k claims --------------------------------------------------------------------------------
+# "The systems of ``top`` are above the rest": every a in top above every b outside at the bar,
+# (d_ab + shift) / sd_ab >= z* for each such pair. The claim falls as soon as one pair's
+# statistic does, so the least number of removals that undo it is the least, over the pairs, of
+# the least that undo that pair's claim: the count is ``order_removals``'s smallest over the
+# pairs, an upper bound on the least number within the same ORDER_REMOVALS_ERROR as each
+# pair's (the pair whose exact count is least has a greedy count at most that + the error).
+
+
+@dataclass(frozen=True)
+class TopFragility:
+    """top         the claim: these systems (indices) are above every other
+    statistic      the claim's statistic now: the least (d_ab + shift) / sd_ab over a in top, b not
+    weakest        (a, b) the pair of that least statistic
+    labels         counted labels of every pair
+    removals       labels removed that undo the claim (``order_removals``'s least over the pairs
+                   it tried, an upper bound on the least number); None when the claim does not
+                   hold or no removal undoes it
+    undone_by      (a, b) the pair whose removals those are (None with removals None)
+    share, fragile as ``OrderFragility``'s
+    """
+
+    top: tuple[int, ...]
+    statistic: float
+    weakest: tuple[int, int]
+    labels: int
+    removals: int | None
+    undone_by: tuple[int, int] | None
+    share: float | None
+    fragile: bool
+
+
+def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift: float = 0.0, fit_of=None,
+                 confidence: float | None = None, pairs: int | None = None) -> TopFragility:
+    """How many counted labels the claim "the systems of ``top`` are above the rest" rests on
+    (the comment above). ``counts``, ``z_star``, ``shift``, ``fit_of``, ``confidence`` as
+    ``order_removals``'s;
+    ``pairs``: try only this many of the claim's pairs, those of least statistic now (None:
+    all, |top| (S - |top|) refits of ``order_removals``; the count stays a removal that undoes
+    the claim, but may be further above the least)."""
+    counts, fit_of = _checked_counts(counts, fit_of, confidence)
+    size = counts.shape[-1]
+    top = tuple(sorted({int(a) for a in top}))
+    rest = [b for b in range(size) if b not in top]
+    if not top or not rest or top[0] < 0 or top[-1] >= size:
+        raise ValueError(f"top must name some but not all of the {size} systems (0 .. {size - 1}), got {top}")
+    result = fit_of(_wins(counts))
+    statistic = {(a, b): (result.scores[a] - result.scores[b] + shift) / result.difference_sd(a, b)
+                 for a in top for b in rest}
+    ranked = sorted(statistic, key=statistic.get)
+    weakest, labels = ranked[0], int(counts.sum())
+    if statistic[weakest] < z_star:
+        return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
+    best: OrderFragility | None = None
+    for a, b in ranked[:pairs]:
+        found = order_removals(counts, a, b, z_star=z_star, shift=shift, fit_of=fit_of)
+        if found.removals is not None and (best is None or found.removals < best.removals):
+            best = found
+    if best is None:
+        return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
+    return TopFragility(top, float(statistic[weakest]), weakest, labels, best.removals, (best.upper, best.lower),
+                        best.share, best.fragile)
+
+
+# Pairs of a top-k claim the app tries (the weakest now): bounds the cost of a claim to that of
+# a few neighbour claims; the count stays a removal that undoes the claim.
+TOP_PAIRS_TRIED = 3
+
+
+def tier_top_fragility(pairs: Sequence[PairState], order: Sequence[str], fitted: Sequence[int], neighbours, *,
+                       settings: ActiveSettings, tried: int | None = TOP_PAIRS_TRIED,
+                       kinds: Mapping[str, str] | None = None) -> dict[int, TopFragility]:
+    """k -> ``top_removals`` of "the first k of the fitted order are above the rest", for every
+    k at which the order's neighbours (``active_ranking.Neighbour``, in the order's order) are
+    ORDERED (a tier ends there), at the bar of an ordered claim (``settings.order_bar``),
+    trying the ``tried`` weakest pairs; systems by position in ``order`` (the start order),
+    ``fitted`` the fit's order; ``kinds`` as ``neighbour_fragility``'s."""
+    counts = label_counts_of(pairs, order, kinds)
+    return {k + 1: top_removals(counts, fitted[:k + 1], z_star=settings.order_bar, confidence=settings.confidence,
+                                pairs=tried)
+            for k, n in enumerate(neighbours) if n.status == ORDERED}

@@ -36,7 +36,7 @@ from typing import Any
 from .bundle import GZIP_MAGIC, MESSAGE_ROLES, BundleError, BundleProblem, bundle_rows, read_bundle
 from .computed_metrics import with_computed_metrics
 
-ROLES = ("prompt", "model", "response", "id", "reference", "sample", "messages")
+ROLES = ("prompt", "model", "response", "id", "reference", "sample", "prompt_kind", "messages")
 # A column's role from its name (lower case, spaces and dashes as _), first match wins.
 ALIASES: dict[str, tuple[str, ...]] = {
     "prompt": ("prompt", "input", "question", "instruction", "query", "source", "src"),
@@ -46,6 +46,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "item", "item_id", "prompt_id", "question_id", "example_id", "uid", "doc_id", "segment_id"),
     "reference": ("reference", "references", "target", "gold", "ref", "label_text"),
     "sample": ("sample", "sample_id", "sample_index", "seed"),
+    # the bundle's item field of that name (docs/ranking.md); a column of another name is mapped
+    # (--columns prompt_kind=category): a category column is not always the prompt's kind
+    "prompt_kind": ("prompt_kind",),
     "messages": ("messages", "conversation", "conversations", "chat"),
 }
 REQUIRED = ("prompt", "model", "response")
@@ -82,6 +85,7 @@ class ColumnMap:
     id: str | None = None
     reference: str | None = None
     sample: str | None = None
+    prompt_kind: str | None = None
     messages: str | None = None
     metrics: tuple[str, ...] = ()
     ignored: tuple[str, ...] = ()
@@ -486,12 +490,18 @@ def table_rows(records: list[Records], columns: ColumnMap, *, name: str, text_fo
             reference = _cell_text(row.get(columns.reference)) if columns.reference else ""
             if isinstance(reference, list):
                 reference = "\n\n".join(m["content"] for m in reference)
+            kind = _prompt_kind_cell(row, columns, where, problems)
             item = items.get(item_id)
             if item is None:
                 items[item_id] = {"kind": "item", "id": item_id, "input": prompt, "_where": where, "_key": key_text}
                 if reference:
                     items[item_id]["reference"] = reference
+                if kind:
+                    items[item_id]["prompt_kind"] = kind
             else:
+                if kind and item.get("prompt_kind", kind) != kind:
+                    problems.add(f"{where}, column {columns.prompt_kind!r}: item {item_id!r} is of kind {kind!r} here "
+                                 f"and {item.get('prompt_kind')!r} in {item['_where']}")
                 if item["_key"] != key_text:
                     problems.add(f"{where}, column {columns.id!r}: item {item_id!r} has another prompt here than "
                                  f"in {item['_where']}")
@@ -542,6 +552,19 @@ def table_rows(records: list[Records], columns: ColumnMap, *, name: str, text_fo
     return [study, *item_rows, *outputs, *scores]
 
 
+def _prompt_kind_cell(row: dict, columns: ColumnMap, where: str, problems: _Problems) -> str:
+    """The row's kind of prompt ("" without a prompt_kind column); an empty cell is a problem
+    (every item names its kind or none does: protocol.bundle)."""
+    if not columns.prompt_kind:
+        return ""
+    value = row.get(columns.prompt_kind)
+    if _empty(value):
+        problems.add(f"{where}, column {columns.prompt_kind!r}: no kind of prompt (every row needs one when the "
+                     f"column is mapped)")
+        return ""
+    return str(value).strip()
+
+
 def _prompt_and_response(row: dict, columns: ColumnMap, where: str, problems: _Problems):
     if columns.messages:
         chat = _conversation(row.get(columns.messages))
@@ -583,7 +606,9 @@ def fastchat_rows(questions: Records, answers: list[Records], *, name: str) -> l
     """MT-Bench / Arena-Hard (FastChat) files as bundle rows: each question an item whose input
     is its first user turn; each answer an output holding every assistant turn, with the later
     user turns between them (a multi-turn continuation). The question's ``reference`` answers,
-    when present, become the item's reference."""
+    when present, become the item's reference, its ``category`` (MT-Bench's writing, coding,
+    math, ...) the item's kind of prompt (``prompt_kind``; the bundle reader asks every
+    question for one when any has one)."""
     problems = _Problems()
     items: dict[str, dict] = {}
     turns_of: dict[str, list[str]] = {}
@@ -600,6 +625,9 @@ def fastchat_rows(questions: Records, answers: list[Records], *, name: str) -> l
         reference = row.get("reference")
         if isinstance(reference, list) and reference:
             item["reference"] = "\n\n".join(str(r) for r in reference)
+        category = row.get("category")
+        if isinstance(category, str) and category.strip():
+            item["prompt_kind"] = category.strip()  # MT-Bench's writing, coding, math, ...
         items[qid] = item
         turns_of[qid] = turns
     outputs, seen = [], {}

@@ -24,6 +24,7 @@ from .fragility import NO_FRAGILITY, study_pair_fragility
 from .exports import study_bundle
 from .studies import (
     pair_item_names,
+    study_design_kinds,
     study_judgement_labels,
     study_judges,
     study_metric_counts,
@@ -248,7 +249,8 @@ def study_dashboard_heavy(*, study: Study) -> dict:
 
 def _design_section(study: Study, protocol_pairs: list[adaptive.PairState]) -> dict | None:
     """The study's pair design's dashboard section (protocol.designs; None: the design has none)."""
-    return study.design.section(protocol_pairs, study.ranking_order, study.active_settings, study.decision_level)
+    return study.design.section(protocol_pairs, study.ranking_order, study.active_settings, study.decision_level,
+                                kinds=study_design_kinds(study=study))
 
 
 def study_ranking(*, study: Study) -> dict | None:

@@ -35,6 +35,8 @@ def study_export_rows(*, study: Study) -> Iterator[dict]:
                "input": item.input if item.input_messages is None else item.input_messages}
         if item.reference:
             row["reference"] = item.reference
+        if item.prompt_kind:
+            row["prompt_kind"] = item.prompt_kind
         yield row
     outputs = Output.objects.filter(item__study=study).select_related("item", "system").order_by(
         "item__position", "system__name", "sample")

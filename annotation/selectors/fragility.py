@@ -11,7 +11,8 @@ from ..models import PairState, Study
 from ..serving.protocol_state import protocol_settings
 from .serving import protocol_pair_of
 
-__all__ = ["FRAGILE_SHARE", "NO_FRAGILITY", "decision_bar", "study_pair_fragility"]
+__all__ = ["FRAGILE_SHARE", "NO_CLAIM", "NO_FRAGILITY", "decision_bar", "order_claims", "pair_order_claims", "top_claims",
+           "study_pair_fragility"]
 
 # What an undecided pair carries: no decision, nothing to undo.
 NO_FRAGILITY = {"fragility": None, "fragility_share": None, "fragile": False, "fragility_exact": None,
@@ -60,3 +61,36 @@ def study_pair_fragility(*, study: Study, states: list[PairState] | None = None,
                       "fragility_exact": f.exact, "fragility_sign": f.sign_removals,
                       "fragility_evidence": f.evidence_removals}
     return found
+
+
+# The fitted order's neighbour claims (the active design's section, protocol/designs/active.py):
+# each neighbour of the order with its state and how many counted judgements, removed, would
+# undo it (protocol.fragility.neighbour_fragility: an upper bound; only once the ranking is
+# complete, None before and for a neighbour that claims nothing).
+CLAIM_FIELDS = ("upper", "lower", "status", "misorder", "misorder_beyond", "removals", "fragile")
+# What a pair that is no neighbour claim of the order carries in the decisions export.
+NO_CLAIM = {"order_claim": "", "claim_removals": None, "claim_fragile": False}
+
+
+def order_claims(section: dict | None) -> list[dict]:
+    """The neighbour claims of a design's dashboard section (``CLAIM_FIELDS`` each, in the
+    order's order); [] for a design whose section states no neighbours."""
+    return [{name: n.get(name) for name in CLAIM_FIELDS} for n in (section or {}).get("neighbours", ())]
+
+
+def pair_order_claims(section: dict | None) -> dict[tuple[str, str], dict]:
+    """(first, second), the pair in canonical order -> its neighbour claim as ``NO_CLAIM``'s
+    keys: ``order_claim`` "UPPER above LOWER (status)", ``claim_removals``, ``claim_fragile``."""
+    return {tuple(sorted((n["upper"], n["lower"]))): {
+        "order_claim": f"{n['upper']} above {n['lower']} ({n['status']})", "claim_removals": n["removals"],
+        "claim_fragile": bool(n["fragile"])} for n in order_claims(section)}
+
+
+TOP_FIELDS = ("k", "top", "statistic", "weakest", "removals", "undone_by", "fragile")
+
+
+def top_claims(section: dict | None) -> list[dict]:
+    """The top-k claims of a design's dashboard section at its tiers' ends (``TOP_FIELDS``
+    each, k ascending; protocol.fragility.tier_top_fragility); [] for a design without them or
+    before the ranking is complete."""
+    return [{name: t.get(name) for name in TOP_FIELDS} for t in (section or {}).get("top_claims", ())]

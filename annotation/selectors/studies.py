@@ -76,6 +76,16 @@ def study_progress(*, study: Study) -> dict:
     }
 
 
+def study_design_kinds(*, study: Study) -> dict[str, str] | None:
+    """Item id (external) -> its kind of prompt, when the study's design uses kinds
+    (``PairDesign.uses_prompt_kinds``) and its items have them (a bundle's ``prompt_kind``);
+    else None: the design runs without kinds."""
+    if not study.design.uses_prompt_kinds:
+        return None
+    kinds = dict(Item.objects.filter(study=study).exclude(prompt_kind="").values_list("external_id", "prompt_kind"))
+    return kinds or None
+
+
 def study_pair_item_counts(*, study: Study) -> dict[tuple[str, str], int]:
     """(first, second) -> the pair's items: items on which both systems have an output.
 

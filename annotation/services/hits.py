@@ -34,7 +34,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from protocol import adaptive, rubric
-from protocol.allocation import choose_one
+from protocol.allocation import choose_one, kind_turn
 
 from .. import jobs
 from ..errors import HitError
@@ -182,6 +182,15 @@ def _study_item_ids(study: Study) -> list[int]:
     return _item_ids.get((study.pk, study.created_at), lambda: store.study_item_ids(study.pk))
 
 
+# (study id, created_at) -> item id -> its kind of prompt ({} when the items have none), read
+# once per process (items are stored by the import alone).
+_item_kinds: ProcessCache[dict[int, str]] = ProcessCache()
+
+
+def _study_item_kinds(study: Study) -> dict[int, str]:
+    return _item_kinds.get((study.pk, study.created_at), lambda: store.study_item_kinds(study.pk))
+
+
 def _later_pairs(study: Study, tried: set[int]):
     """The open pairs beyond the first ones tried (read only when none of those served)."""
     yield from (pair for pair in store.open_pairs(study.pk, adaptive.OPEN) if pair.id not in tried)
@@ -194,6 +203,10 @@ def _lease_in_pair(study: Study, pair: store.OpenPair, annotator: Annotator, rng
     Precondition: the caller holds the pair's row lock (or SQLite's write lock).
     """
     now = timezone.now()
+    kinds = _study_item_kinds(study) if study.design.uses_prompt_kinds else {}
+    if kinds:
+        return _lease_row(study, pair, annotator, rng, now, _kind_turn_row(study, pair, annotator, rng, now, kinds),
+                          None)
     uniform = study.item_choice == Study.ItemChoice.UNIFORM
     if study.item_choice == Study.ItemChoice.STRATIFIED:
         # The strata's bins come from all the pair's items (they do not move as items are
@@ -228,6 +241,31 @@ def _lease_in_pair(study: Study, pair: store.OpenPair, annotator: Annotator, rng
         chosen = next(r for r in rows if str(r.item_id) == drawn)
         if policy == Study.ItemChoice.UNIFORM:
             chance = None
+    return _lease_row(study, pair, annotator, rng, now, chosen, chance)
+
+
+def _kind_turn_row(study: Study, pair: store.OpenPair, annotator: Annotator, rng: random.Random, now,
+                   kinds: dict[int, str]) -> store.PairItem | None:
+    """The pair's item to lease when its items take turns over the kinds of prompt (a design
+    that uses them, protocol.allocation.kind_turn; the study's item choice is not used), or
+    None when none is available. Reads all the pair's items: a kind's turn counts the items
+    judged or leased in the pair."""
+    rows = store.pair_items(study.pk, pair, annotator.pk)
+    live = [r.lease_expires_at is not None and r.lease_expires_at > now for r in rows]
+    available = [not (r.judgement_count >= study.ratings_per_item or busy or r.mine or r.withdrawn)
+                 for r, busy in zip(rows, live)]
+    if not any(available):
+        return None
+    taken = [r.judgement_count > 0 or busy for r, busy in zip(rows, live)]
+    return rows[kind_turn([kinds[r.item_id] for r in rows], taken, available, rng.randrange(2**31))]
+
+
+def _lease_row(study: Study, pair: store.OpenPair, annotator: Annotator, rng: random.Random, now,
+               chosen: store.PairItem | None, chance: float | None) -> Assignment | None:
+    """Lease the pair's item ``chosen`` (None: nothing to lease) to the annotator, its draw's
+    ``chance`` recorded (None: a draw the decision treats as uniform)."""
+    if chosen is None:
+        return None
     if chosen.lease_expires_at is not None:
         # Taking over an expired lease: the pair's live-lease count stays the same.
         store.leases_of_comparison_expire(chosen.comparison_id)

@@ -35,7 +35,8 @@ from protocol.control_variate import features_of
 from ..models import Comparison, Judgement, JudgementKind, PairState, Study
 from ..rubrics import study_rubric
 from ..selectors.quality import counted_judgements, excluded_annotators
-from ..selectors.studies import study_draw_chances, study_judgement_answers, study_pair_capacities
+from ..selectors.studies import (study_design_kinds, study_draw_chances, study_judgement_answers,
+                                 study_pair_capacities)
 from ..serving import protocol_state
 from ..serving.metric_labels import combined_label_sources, lane_label_sources
 from .hits import leases_reclaim
@@ -116,7 +117,8 @@ def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricS
     """The state with the pairs the study's design asks for now (protocol.designs: waiting for a
     round under the sort, with their rounds open under the active design, the state itself
     under the all-pairs design). Call before opening rounds, after every close or re-decision."""
-    return study.design.advance(state, study.ranking_order, study.active_settings)
+    return study.design.advance(state, study.ranking_order, study.active_settings,
+                                kinds=study_design_kinds(study=study))
 
 
 def protocol_ensure_started(*, study: Study) -> bool:

@@ -304,7 +304,8 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
         for i in _bulk(
             Item,
             [Item(study=study, external_id=r.id, input=r.input, input_messages=_message_rows(r.messages),
-                  reference=r.reference, position=n, input_html=html[0], reference_html=html[1])
+                  reference=r.reference, position=n, input_html=html[0], reference_html=html[1],
+                  prompt_kind=r.prompt_kind)
              for n, (r, html) in enumerate(zip(bundle.items, texts_html.items or itertools.repeat(("", ""))))],
             progress,
             "items",

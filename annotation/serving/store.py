@@ -482,6 +482,13 @@ def study_item_ids(study_id: int) -> list[int]:
     return [pk for (pk,) in _rows(f'SELECT "id" FROM {ITEM} WHERE "study_id" = %s ORDER BY "id"', [study_id])]
 
 
+def study_item_kinds(study_id: int) -> dict[int, str]:
+    """Item id -> its kind of prompt (``Item.prompt_kind``) of every item of the study that has
+    one ({} when none has)."""
+    return dict(_rows(f'SELECT "id", "prompt_kind" FROM {ITEM} WHERE "study_id" = %s AND "prompt_kind" <> %s',
+                      [study_id, ""]))
+
+
 def comparison_leased_new(study_id: int, pair: OpenPair, item_id: int, expires: datetime) -> int:
     """Store the pair's comparison of the item, leased until ``expires`` (its first lease);
     returns its id. Call holding the pair's lock. (The separability job may have stored it

@@ -2,7 +2,9 @@
 sure of the order, until its neighbours are resolved (protocol.active_ranking, docs/ranking.md)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from .. import active_ranking, fragility, rubric
 from ..active_ranking import ActiveSettings
@@ -25,6 +27,9 @@ class Active(OrderingDesign):
     plan_replay = "active"
     plan_policy = "adaptive"
     plan_states_order = True
+    # with kinds of prompt, a pair's items take turns over them and the fit states the kinds'
+    # uncertainty (active_ranking.fit_by_kind, docs/ranking.md)
+    uses_prompt_kinds = True
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         return settings.pair_limit(len(order)) if order else 0
@@ -33,8 +38,9 @@ class Active(OrderingDesign):
         # raises on imported judgements too: the design funds every label it uses
         return rubric.single(active_ranking.active_start(state.primary, order, settings), state.criteria[0])
 
-    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
-        return rubric.single(active_ranking.active_advance(state.primary, order, settings), state.criteria[0])
+    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
+                kinds: Mapping[str, str] | None = None) -> RubricState:
+        return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds), state.criteria[0])
 
     def guarantee(self, planned: int) -> str:
         return GUARANTEE.format(planned=planned)
@@ -46,16 +52,19 @@ class Active(OrderingDesign):
                 f"log-strength at confidence {settings.confidence:g}{cap}")
 
     def section(self, pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
-                level: float) -> dict:
+                level: float, *, kinds: Mapping[str, str] | None = None) -> dict:
         """The fitted order with each neighbour's posterior probability of being misordered (at
         all, and by more than the resolution), its tiers and its decisions (docs/ranking.md)."""
-        progress = active_ranking.active_progress(pairs, order, settings, level)
+        progress = active_ranking.active_progress(pairs, order, settings, level, kinds)
         step = progress.step
         names = progress.systems
         # how many labels each final claim rests on (issue 39): only once complete, the claims
         # are final then, and the count redoes the fit several times per claim
-        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, settings=settings) \
-            if progress.complete else {}
+        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, settings=settings,
+                                               kinds=kinds) if progress.complete else {}
+        # and the top-k claims at the tiers' ends: "the first k are above the rest"
+        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours, settings=settings,
+                                            kinds=kinds) if progress.complete else {}
 
         def rests_on(n) -> dict:
             claim = claims.get((n.upper, n.lower))
@@ -71,7 +80,15 @@ class Active(OrderingDesign):
             "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
                             "misorder_beyond": n.misorder_beyond_resolution, "status": n.status, **rests_on(n)}
                            for n in step.neighbours],
+            "top_claims": [{"k": k, "top": [names[s] for s in step.order[:k]], "statistic": t.statistic,
+                            "weakest": [names[s] for s in t.weakest], "removals": t.removals,
+                            "undone_by": [names[s] for s in t.undone_by] if t.undone_by else None,
+                            "fragile": t.fragile} for k, t in sorted(tops.items())],
             "fragile_claims": sum(1 for claim in claims.values() if claim.fragile),
+            # the prompt-kind model (docs/ranking.md): kinds of prompt fitted, a system's effect
+            # on a kind (its sd, log-strength)
+            "kinds": step.kinds,
+            "kind_sd": float(np.sqrt(step.kind_variance)),
             "expected_misordered": step.expected_misordered,
             "ordered": sum(1 for n in step.neighbours if n.status == active_ranking.ORDERED),
             "close": sum(1 for n in step.neighbours if n.status == active_ranking.CLOSE),

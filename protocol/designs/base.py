@@ -1,7 +1,7 @@
 """The pair design interface (protocol.designs); the registry is protocol.designs.registry."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
@@ -26,6 +26,10 @@ class PairDesign:
                     (the study's ranking_max_labels), not a study's budget?
     plan_states_order  does its replay report what the design states about the order
                     (protocol.plan's ``Plan.order``), shown beside the decisions?
+    uses_prompt_kinds  does it use the items' kinds of prompt (the bundle's ``prompt_kind``):
+                    the app then serves a pair's items in turns over the kinds
+                    (protocol.allocation.kind_turn) and passes ``kinds`` (item id -> kind) to
+                    ``advance`` and ``section``?
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -43,6 +47,7 @@ class PairDesign:
     plan_policy: str | None = None
     plan_per_comparison: bool = False
     plan_states_order: bool = False
+    uses_prompt_kinds: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""
@@ -52,9 +57,11 @@ class PairDesign:
         """The state the study starts from, before its first rounds open."""
         return state
 
-    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
+    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
+                kinds: Mapping[str, str] | None = None) -> RubricState:
         """The state with the pairs the design asks for now; called after every close or
-        re-decision, before rounds open."""
+        re-decision, before rounds open. ``kinds``: item id -> kind of prompt, or None (the
+        study's items have none, or the design does not use them)."""
         return state
 
     def problems(self, *, rule: str, policy: str, family: str, criteria: int, max_labels: int) -> dict[str, str]:
@@ -73,7 +80,7 @@ class PairDesign:
         return ""
 
     def section(self, pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
-                level: float) -> dict | None:
+                level: float, *, kinds: Mapping[str, str] | None = None) -> dict | None:
         """Its dashboard section's data (templates/annotation/designs/<name>.html shows it; None:
         no section). ``pairs`` are every pair's protocol state, ``level`` each pair's level."""
         return None

@@ -2,7 +2,7 @@
 γ / C(k) (protocol.ranking_design, docs/ranking.md)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .. import ranking_design, rubric
 from ..active_ranking import ActiveSettings
@@ -32,7 +32,8 @@ class Ranking(OrderingDesign):
         return rubric.single(ranking_design.sort_start(state.primary, order, max_labels=settings.max_labels),
                              state.criteria[0])
 
-    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
+    def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
+                kinds: Mapping[str, str] | None = None) -> RubricState:
         return rubric.single(ranking_design.sort_advance(state.primary, order), state.criteria[0])
 
     def guarantee(self, planned: int) -> str:
@@ -45,7 +46,7 @@ class Ranking(OrderingDesign):
                 f"each pair at γ / {self.planned(order, settings)}; {cap}")
 
     def section(self, pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
-                level: float) -> dict:
+                level: float, *, kinds: Mapping[str, str] | None = None) -> dict:
         """The sort's progress and, once it is complete, the ranking (docs/ranking.md)."""
         progress = ranking_design.sort_progress(pairs, order, level)
         result = progress.result

@@ -81,3 +81,22 @@ def test_two_alpacaeval_files_together():
                                             "start": "now"}).status_code == 302
     study = Study.objects.get(slug="alpaca")
     assert study.pair_states.count() == 1 and study.items.count() == 4
+
+
+def test_the_column_step_maps_a_column_to_the_items_kind_of_prompt():
+    """A 'category' column mapped to the kind of prompt on the column step: each item keeps its
+    kind (Item.prompt_kind, what the active design fits by)."""
+    _, client = group_researcher_client()
+    rows = [{"question": f"Q{p}?", "model": m, "response": f"- {m} on {p}", "category": ("code", "maths")[p % 2]}
+            for p in range(4) for m in ("m1", "m2")]
+    html = client.post("/studies/upload/", {"bundle": csv_upload(rows=rows)}).content.decode()
+    assert 'name="prompt_kind"' in html
+    token = html.split('name="staged_files" value="')[1].split('"')[0]
+    form = {"staged_files": token, "name": "Kinds", "prompt": "question", "model": "model", "response": "response",
+            "prompt_kind": "category", "text_format": ""}
+    html = client.post("/studies/upload/", form).content.decode()
+    staged = html.split('name="staged" value="')[1].split('"')[0]
+    done = client.post("/studies/upload/", {"staged": staged, "metric": "none", "slug": "kinds", "start": "now"})
+    assert done.status_code == 302
+    study = Study.objects.get(slug="kinds")
+    assert list(study.items.values_list("prompt_kind", flat=True)) == ["code", "maths", "code", "maths"]

@@ -17,6 +17,7 @@ from protocol.active_ranking import (
     SPENT,
     ActiveSettings,
     active_advance,
+    active_inputs,
     active_progress,
     active_start,
     active_step,
@@ -505,3 +506,26 @@ def test_the_ordered_bar_is_stricter_than_the_stop_and_follows_the_confidence():
     (n,) = step.neighbours
     assert ndtri(0.8) < n.z < ActiveSettings(confidence=0.8).order_bar
     assert n.status == CLOSE and step.tiers() == ((0, 1),)
+
+
+def test_the_app_state_gives_the_design_one_win_matrix_per_kind_of_prompt():
+    """active_inputs with the items' kinds (the app's path, docs/ranking.md): each kind's win
+    matrix counts the pair's items of that kind once, by the sign of their judgements' mean (a
+    tie half a win each); the kinds' matrices add up to the pooled one, and the step fits by kind."""
+    names = ["a", "b", "c"]
+    protocol = ProtocolSettings(budget=100, batch=6, first_round=6, gamma=0.05, policy="adaptive", rule="eprocess",
+                                family="none")
+    state = open_rounds(start(protocol, {("a", "b"): 6, ("a", "c"): 6, ("b", "c"): 6}))
+    kinds = {str(t): ("x", "y")[t % 2] for t in range(6)}
+    values = {("a", "b"): [1, 1, -1, 0, 1, -1], ("a", "c"): [1, 1, 1, 1, 1, 0], ("b", "c"): [-1, 1, -1, 1, 0, 0]}
+    for (a, b), labels in values.items():
+        state = record_judgements(state, a, b, [str(t) for t in range(6)], labels)
+    pooled, spent, capacity, in_flight = active_inputs(state.pairs, names)
+    by_kind, spent_k, capacity_k, in_flight_k = active_inputs(state.pairs, names, kinds)
+    assert by_kind.shape == (2, 3, 3) and np.allclose(by_kind.sum(axis=0), pooled)
+    assert (spent_k, capacity_k, in_flight_k) == (spent, capacity, in_flight)
+    # kind "y" (items 1, 3, 5) of pair (a, b): +1, 0, -1 -> a 1.5 wins, b 1.5
+    assert by_kind[1, 0, 1] == by_kind[1, 1, 0] == 1.5 and by_kind[0, 0, 1] == 2 and by_kind[0, 1, 0] == 1
+    settings_ = ActiveSettings()
+    assert active_progress(state.pairs, names, settings_, 0.05, kinds).step.kinds == 2
+    assert active_progress(state.pairs, names, settings_, 0.05).step.kinds == 0

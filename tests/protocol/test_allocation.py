@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.allocation import choose_items, draw_chances, selection_weights
+from protocol.allocation import choose_items, draw_chances, kind_turn, selection_weights
 
 IDS = [f"doc-{i}" for i in range(10)]
 DELTA = np.linspace(-1, 1, 10)
@@ -138,3 +138,25 @@ def test_draw_chances_are_a_distribution_over_the_open_items_matching_the_draws(
     draws = [choose_items(IDS, DELTA, judged, 1, policy=policy, temperature=0.5, seed=rng)[0] for _ in range(4000)]
     frequency = np.array([draws.count(i) for i in IDS]) / len(draws)
     np.testing.assert_allclose(frequency, chance, atol=0.03)  # 4,000 draws: sd <= 0.008
+
+
+def test_kind_turn_serves_the_kind_with_fewest_items_taken_and_every_kind_in_turn():
+    """kind_turn (the active design's turns over kinds of prompt, one draw at a time): always a
+    kind with the fewest items taken among those with an open item; drawn to the end it takes
+    the kinds in turns, so every prefix holds them equally often to one (as stratified does)."""
+    kinds = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 8)
+    taken = np.zeros(len(kinds), dtype=bool)
+    for draw in range(len(kinds)):
+        chosen = kind_turn(kinds, taken, ~taken, draw)
+        assert not taken[chosen]
+        counts = {k: int(np.count_nonzero(taken & (kinds == k))) for k in "abc"}
+        left = {k for k in "abc" if np.any(~taken & (kinds == k))}
+        assert counts[kinds[chosen]] == min(counts[k] for k in left)
+        taken[chosen] = True
+    assert taken.all()
+    # an item taken but still open (another rating of it) counts for its kind; a closed kind is passed over
+    assert kinds[kind_turn(kinds, kinds == "a", kinds != "b", 1)] == "c"
+    with pytest.raises(ValueError, match="no open candidate"):
+        kind_turn(kinds, taken, np.zeros(len(kinds), dtype=bool))
+    with pytest.raises(ValueError, match=r"must be \(n,\) alike"):
+        kind_turn(kinds, taken[:3], taken)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from protocol.bundle import BundleError, read_bundle, write_bundle
+from protocol.bundle import MAX_PROMPT_KIND, BundleError, read_bundle, write_bundle
 
 
 def lines(*rows) -> bytes:
@@ -150,3 +150,25 @@ def test_an_empty_output_is_data_that_can_be_judged_and_round_trips(tmp_path, te
     assert bundle.human_preferences[0].second == "B"
     write_bundle(bundle, tmp_path / "b.jsonl")
     assert read_bundle(tmp_path / "b.jsonl") == bundle
+
+
+def test_an_items_kind_of_prompt_reads_writes_back_and_is_checked(tmp_path):
+    """``prompt_kind`` (docs/bundle-format.md): optional, every item or none, non-blank, at most
+    MAX_PROMPT_KIND characters; kept through a write and a read."""
+    second = {"kind": "item", "id": "d2", "input": "Another text.", "prompt_kind": "news"}
+    bundle = read_bundle(lines(STUDY, {**ITEM, "prompt_kind": "code"}, second, OUT_A, OUT_B))
+    assert [item.prompt_kind for item in bundle.items] == ["code", "news"]
+    write_bundle(bundle, tmp_path / "kinds.jsonl")
+    assert read_bundle(tmp_path / "kinds.jsonl") == bundle
+    assert read_bundle(lines(STUDY, ITEM, OUT_A, OUT_B)).items[0].prompt_kind == ""
+    for kind, expected in [("", "line 2: field 'prompt_kind' is empty"),
+                           ("  ", "line 2: field 'prompt_kind' is empty"),
+                           (None, "line 2: field 'prompt_kind' must be a string, got NoneType"),
+                           (3, "line 2: field 'prompt_kind' must be a string, got int"),
+                           ("x" * (MAX_PROMPT_KIND + 1), f"line 2: field 'prompt_kind' is {MAX_PROMPT_KIND + 1} "
+                                                         f"characters long, at most {MAX_PROMPT_KIND}")]:
+        found = problems_of(lines(STUDY, {**ITEM, "prompt_kind": kind}, second, OUT_A, OUT_B))
+        assert any(p.startswith(expected) for p in found), found
+    found = problems_of(lines(STUDY, ITEM, second, OUT_A, OUT_B))
+    assert found == ["line 2: item 'd1' has no 'prompt_kind' while item 'd2' (line 3) has one: every item names "
+                     "its kind of prompt or none does"]

@@ -5,9 +5,13 @@ import random
 
 import numpy as np
 import pytest
+from scipy.special import ndtri
 
-from protocol.active_ranking import fit
-from protocol.fragility import FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility, sign_removals
+from protocol.active_ranking import fit, fit_by_kind
+from protocol.adaptive import ProtocolSettings
+from protocol.machine import open_rounds, record_judgements, start
+from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, label_counts_of, order_removals, pair_fragility,
+                                sign_removals, top_removals)
 
 
 def undone(kept: dict, decision: int, steps, bar) -> bool:
@@ -104,10 +108,10 @@ def test_a_decision_resting_on_few_of_many_judgements_is_fragile():
 
 # The fitted order's neighbour claims ------------------------------------------------------------
 
-def _exact_order_removals(counts, upper, lower, z_star):
+def _exact_claim_removals(counts, claim, z_star):
     """Brute force: every way of removing labels (labels of one pair and outcome are
     exchangeable, so a way is a count per pair and outcome), the fit redone for each; the least
-    total whose statistic falls below z_star."""
+    total after which some (a, b) of ``claim`` has its statistic below z_star."""
     cells = [tuple(int(x) for x in idx) for idx in zip(*np.nonzero(counts))]
     best = None
     for taken in itertools.product(*(range(counts[c] + 1) for c in cells)):
@@ -117,11 +121,15 @@ def _exact_order_removals(counts, upper, lower, z_star):
         left = counts.copy()
         for c, t in zip(cells, taken):
             left[c] -= t
-        wins = left[0] + left[1] / 2 + (left[2] + left[1] / 2).T
-        result = fit(wins)
-        if (result.scores[upper] - result.scores[lower]) / result.difference_sd(upper, lower) < z_star:
+        result = fit(left[0] + left[1] / 2 + (left[2] + left[1] / 2).T)
+        if min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim) < z_star:
             best = total
     return best
+
+
+def _exact_order_removals(counts, upper, lower, z_star):
+    """Brute force (``_exact_claim_removals``) of the claim "upper above lower"."""
+    return _exact_claim_removals(counts, [(upper, lower)], z_star)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -155,3 +163,74 @@ def test_order_removals_of_a_claim_that_does_not_hold_is_none_and_bad_counts_are
         order_removals(counts.transpose(0, 2, 1), 0, 1, z_star=1.0)
     with pytest.raises(ValueError, match=r"\(3, S, S\)"):
         order_removals(counts[:2], 0, 1, z_star=1.0)
+
+
+# Top-k claims ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("k", [1, 2])
+def test_top_removals_undoes_the_claim_and_is_near_the_least(seed, k):
+    """"The first k of the fit are above the rest" on three systems, with ties, small enough for
+    brute force over every removal: the count undoes the claim and is at most
+    ORDER_REMOVALS_ERROR above the least number (the stated error of the neighbour claims')."""
+    rng = np.random.default_rng(100 + seed)
+    counts = np.zeros((3, 3, 3), dtype=np.int64)
+    for i, j, n in ((0, 1, 8), (1, 2, 7), (0, 2, 5)):
+        counts[:, i, j] = rng.multinomial(n, [0.65, 0.1, 0.25])
+    result = fit(counts[0] + counts[1] / 2 + (counts[2] + counts[1] / 2).T)
+    order = np.argsort(-result.scores)
+    top, rest = order[:k], order[k:]
+    claim = [(int(a), int(b)) for a in top for b in rest]
+    statistic = min((result.scores[a] - result.scores[b]) / result.difference_sd(a, b) for a, b in claim)
+    if statistic <= 0.2:
+        pytest.skip("the fit barely orders these systems: no claim to undo")
+    z_star = statistic * 0.6
+    found = top_removals(counts, top, z_star=z_star)
+    exact = _exact_claim_removals(counts, claim, z_star)
+    assert found.statistic == pytest.approx(statistic) and found.weakest in claim
+    assert found.removals is not None and exact is not None
+    assert exact <= found.removals <= exact + ORDER_REMOVALS_ERROR
+    assert found.undone_by in claim and found.share == found.removals / found.labels
+    # one pair tried (the weakest now) is still a removal that undoes it, never fewer than all pairs'
+    assert top_removals(counts, top, z_star=z_star, pairs=1).removals >= found.removals
+
+
+def test_top_removals_refuses_a_claim_of_every_system_or_none_and_reports_one_that_does_not_hold():
+    counts = np.zeros((3, 3, 3), dtype=np.int64)
+    counts[0, 0, 1], counts[2, 0, 1], counts[0, 1, 2], counts[0, 0, 2] = 6, 4, 9, 9
+    with pytest.raises(ValueError, match="some but not all"):
+        top_removals(counts, [0, 1, 2], z_star=1.0)
+    with pytest.raises(ValueError, match="some but not all"):
+        top_removals(counts, [], z_star=1.0)
+    weak = top_removals(counts, [0], z_star=1.645)   # 0 over 1 on 6 of 10: not at the bar
+    assert weak.removals is None and weak.weakest == (0, 1) and not weak.fragile
+
+
+# Claims of the fit by kind of prompt --------------------------------------------------------------
+
+def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit_by_kinds():
+    """label_counts_of with the items' kinds: each kind's wins, ties and losses (of the smaller
+    position), summing to the pooled counts. order_removals on them states the claim of
+    fit_by_kind (its sd adds the kinds' part), and the removal count undoes it."""
+    names = ["c", "a", "b"]   # the start order: positions differ from the names' order
+    protocol = ProtocolSettings(budget=200, batch=12, first_round=12, gamma=0.05, policy="adaptive", rule="eprocess",
+                                family="none")
+    state = open_rounds(start(protocol, {("a", "b"): 12, ("a", "c"): 12, ("b", "c"): 12}))
+    kinds = {str(t): ("x", "y", "z")[t % 3] for t in range(12)}
+    rng = np.random.default_rng(5)
+    for a, b, p in (("a", "b", 0.2), ("a", "c", 0.15), ("b", "c", 0.3)):   # c above a above b
+        labels = rng.choice([1, 0, -1], size=12, p=[p, 0.1, 0.9 - p]).tolist()
+        state = record_judgements(state, a, b, [str(t) for t in range(12)], labels)
+    pooled = label_counts_of(state.pairs, names)
+    by_kind = label_counts_of(state.pairs, names, kinds)
+    assert by_kind.shape == (3, 3, 3, 3) and np.array_equal(by_kind.sum(axis=0), pooled)
+    assert pooled[:, 0, 1].tolist() == [int(x) for x in state.pair("a", "c").human_counts[::-1]]  # c is position 0
+    confidence = 0.8
+    z_star = float(ndtri(confidence))
+    wins = by_kind[:, 0] + by_kind[:, 1] / 2 + np.swapaxes(by_kind[:, 2] + by_kind[:, 1] / 2, -1, -2)
+    model = fit_by_kind(wins, confidence=confidence)
+    found = order_removals(by_kind, 0, 1, z_star=z_star, confidence=confidence)
+    assert found.statistic == pytest.approx((model.scores[0] - model.scores[1]) / model.difference_sd(0, 1))
+    assert found.removals is not None and 1 <= found.removals <= found.labels
+    with pytest.raises(ValueError, match="confidence of the fit by kind"):
+        order_removals(by_kind, 0, 1, z_star=z_star)

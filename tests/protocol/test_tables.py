@@ -63,6 +63,23 @@ def test_a_reference_column_is_the_items_reference_and_plain_text_stays_plain():
     assert "text_format" not in bundle.study
 
 
+def test_a_kind_of_prompt_column_is_found_by_its_name_or_mapped_and_checked():
+    """The items' kind of prompt (the bundle's prompt_kind, docs/ranking.md) from a column: one
+    named prompt_kind, or another mapped to it; an empty cell, or an item of two kinds, is named."""
+    kinds = ("maths", "code")
+    rows = [{**r, "prompt_kind": kinds[n // 3 % 2]} for n, r in enumerate(answer_rows())]
+    assert [i.prompt_kind for i in bundle_of([("k.csv", _csv(rows))]).items] == ["maths", "code", "maths", "code"]
+    renamed = [{**r, "category": kinds[n // 3 % 2]} for n, r in enumerate(answer_rows())]
+    assert [i.prompt_kind for i in bundle_of([("k.csv", _csv(renamed))]).items] == [""] * 4  # not taken unasked
+    mapped = bundle_of([("k.csv", _csv(renamed))], columns=tables.parse_columns("prompt_kind=category"))
+    assert [i.prompt_kind for i in mapped.items] == ["maths", "code", "maths", "code"]
+    renamed[1]["category"], renamed[3]["category"] = "", "chat"  # rows 3 and 5 (the header is row 1)
+    assert _problems([("k.csv", _csv(renamed))], columns=tables.parse_columns("prompt_kind=category")) == [
+        "k.csv row 3, column 'category': no kind of prompt (every row needs one when the column is mapped)",
+        *(f"k.csv row {row}, column 'category': item 'p00002' is of kind 'code' here and 'chat' in k.csv row 5"
+          for row in (6, 7))]
+
+
 def test_an_alpacaeval_pair_of_output_files_is_one_study():
     def outputs(model):
         return json.dumps([{"instruction": f"Write a haiku about {t}", "output": f"{t} haiku by {model}",
@@ -100,6 +117,7 @@ def test_mt_bench_answer_files_with_their_questions_are_a_multi_turn_study():
     bundle = bundle_of([("question.jsonl", questions), ("gpt-4.jsonl", answers("gpt-4")),
                         ("vicuna.jsonl", answers("vicuna"))], name="MT-Bench")
     assert [i.id for i in bundle.items] == ["81", "82"] and bundle.items[0].messages == (("user", "Q81 turn 1"),)
+    assert [i.prompt_kind for i in bundle.items] == ["writing", "writing"]  # the question's category
     output = next(o for o in bundle.outputs if o.item == "82" and o.system == "vicuna")
     assert output.messages == (("assistant", "vicuna answers 82.1"), ("user", "Q82 turn 2"),
                                ("assistant", "vicuna answers 82.2"))
