@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-from scipy.special import ndtri
 
-from .active_ranking import CLOSE, ORDERED, fit, fit_by_kind
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, fit, fit_by_kind
 from .control_variate import step_factor
 from .ranking_design import start_positions
 from .state import PairState, full_step
@@ -309,17 +308,18 @@ def label_counts_of(pairs: Sequence[PairState], order: Sequence[str],
     return counts[0] if kind_index is None else counts
 
 
-def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *, confidence: float,
-                        resolution: float, kinds: Mapping[str, str] | None = None
+def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *,
+                        settings: ActiveSettings, kinds: Mapping[str, str] | None = None
                         ) -> dict[tuple[int, int], OrderFragility]:
     """(upper, lower) -> ``order_removals`` of every neighbour claim among ``neighbours``
-    (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar z*)
-    or CLOSE (bar z*, shift the resolution); with ``kinds`` (item id -> kind of prompt) the
-    claims of the fit by kind."""
+    (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar
+    ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution); with
+    ``kinds`` (item id -> kind of prompt) the claims of the fit by kind."""
     counts = label_counts_of(pairs, order, kinds)
-    z_star = float(ndtri(confidence))
-    return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower, z_star=z_star, confidence=confidence,
-                                               shift=0.0 if n.status == ORDERED else resolution)
+    return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
+                                               z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
+                                               confidence=settings.confidence,
+                                               shift=0.0 if n.status == ORDERED else settings.resolution)
             for n in neighbours if n.status in (ORDERED, CLOSE)}
 
 
@@ -393,14 +393,14 @@ TOP_PAIRS_TRIED = 3
 
 
 def tier_top_fragility(pairs: Sequence[PairState], order: Sequence[str], fitted: Sequence[int], neighbours, *,
-                       confidence: float, tried: int | None = TOP_PAIRS_TRIED,
+                       settings: ActiveSettings, tried: int | None = TOP_PAIRS_TRIED,
                        kinds: Mapping[str, str] | None = None) -> dict[int, TopFragility]:
     """k -> ``top_removals`` of "the first k of the fitted order are above the rest", for every
     k at which the order's neighbours (``active_ranking.Neighbour``, in the order's order) are
-    ORDERED (a tier ends there), at bar z* = Phi^-1(confidence), trying the ``tried`` weakest
-    pairs; systems by position in ``order`` (the start order), ``fitted`` the fit's order;
-    ``kinds`` as ``neighbour_fragility``'s."""
+    ORDERED (a tier ends there), at the bar of an ordered claim (``settings.order_bar``),
+    trying the ``tried`` weakest pairs; systems by position in ``order`` (the start order),
+    ``fitted`` the fit's order; ``kinds`` as ``neighbour_fragility``'s."""
     counts = label_counts_of(pairs, order, kinds)
-    z_star = float(ndtri(confidence))
-    return {k + 1: top_removals(counts, fitted[:k + 1], z_star=z_star, confidence=confidence, pairs=tried)
+    return {k + 1: top_removals(counts, fitted[:k + 1], z_star=settings.order_bar, confidence=settings.confidence,
+                                pairs=tried)
             for k, n in enumerate(neighbours) if n.status == ORDERED}

@@ -60,10 +60,10 @@ class Active(OrderingDesign):
         names = progress.systems
         # how many labels each final claim rests on (issue 39): only once complete, the claims
         # are final then, and the count redoes the fit several times per claim
-        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, confidence=settings.confidence,
-                                               resolution=settings.resolution, kinds=kinds) if progress.complete else {}
+        claims = fragility.neighbour_fragility(pairs, names, step.neighbours, settings=settings,
+                                               kinds=kinds) if progress.complete else {}
         # and the top-k claims at the tiers' ends: "the first k are above the rest"
-        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours, confidence=settings.confidence,
+        tops = fragility.tier_top_fragility(pairs, names, step.order, step.neighbours, settings=settings,
                                             kinds=kinds) if progress.complete else {}
 
         def rests_on(n) -> dict:

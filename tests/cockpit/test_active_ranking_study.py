@@ -66,8 +66,12 @@ def test_an_active_study_funds_neighbours_of_its_fitted_order_and_finds_the_true
     ranking = study_ranking(study=study)
     assert ranking["design"] == "active" and ranking["complete"]
     assert ranking["order"] == RANKING_SYSTEMS[::-1]
-    assert ranking["tiers"] == [[s] for s in RANKING_SYSTEMS[::-1]]
-    assert ranking["ordered"] == K - 1 and ranking["expected_misordered"] < 0.1 * (K - 1)
+    # every neighbour resolved: ordered (at the stricter bar of an ordered claim, issue 39) or
+    # close: a round of 10 unanimous labels (the builder's rounds) resolves a pair, z ~ 2.1, below
+    # that bar
+    assert [s for tier in ranking["tiers"] for s in tier] == ranking["order"]
+    assert ranking["ordered"] + ranking["close"] == K - 1
+    assert ranking["expected_misordered"] < 0.1 * (K - 1)
     assert served_pairs(study) == judged_pairs(study), "a pair the design did not fund was served"
     assert made == ranking["labels"] < PAIRS * 30
     assert ranking["kinds"] == 0  # no kinds of prompt: the fit of every label, as before
@@ -138,7 +142,9 @@ def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():
 
 def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     owner = User.objects.create_user("active-owner", password="pw-active-123")
-    study = study_import(source=bundle_bytes(ranking_rows(metric=True, **ACTIVE)), slug="active-shown",
+    # rounds of 25: a pair's 25 unanimous labels order it at the bar of an ordered claim (posterior
+    # 0.995, issue 39); 10 (the builder's rounds) leave it close (z ~ 2.1)
+    study = study_import(source=bundle_bytes(ranking_rows(metric=True, **ACTIVE, batch_size=25)), slug="active-shown",
                          created_by=owner)
     client = Client()
     client.force_login(owner)
