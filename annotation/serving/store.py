@@ -251,16 +251,19 @@ def _insert_many(model: type[Model], columns: tuple[str, ...], rows: Iterable[Se
     if any(preparers):
         rows = ([value if prepare is None else prepare(value, connection) for prepare, value in zip(preparers, row)]
                 for row in rows)
-    sql = (f"INSERT INTO {_table(model)} (" + ", ".join(f'"{c}"' for c in columns) + ") VALUES ("
-           + ", ".join(["%s"] * len(columns)) + ")")
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        cursor.executemany(_insert_values_sql(model, columns), rows)
+
+
+@lru_cache(maxsize=None)
+def _insert_values_sql(model: type[Model], columns: tuple[str, ...]) -> str:
+    return (f"INSERT INTO {_table(model)} (" + ", ".join(f'"{c}"' for c in columns) + ") VALUES ("
+            + ", ".join(["%s"] * len(columns)) + ")")
 
 
 @lru_cache(maxsize=None)
 def _insert_sql(model: type[Model], columns: tuple[str, ...]) -> str:
-    return (f"INSERT INTO {_table(model)} (" + ", ".join(f'"{c}"' for c in columns) + ") VALUES ("
-            + ", ".join(["%s"] * len(columns)) + f') RETURNING "{model._meta.pk.attname}"')
+    return _insert_values_sql(model, columns) + f' RETURNING "{model._meta.pk.attname}"'
 
 
 def _for_update(*, skip_locked: bool = False) -> str:
