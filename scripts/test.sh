@@ -23,8 +23,19 @@ s.settimeout(1)
 sys.exit(s.connect_ex(("127.0.0.1", 5432)))
 PY
 then
+  # Again on PostgreSQL, the tests of what writes SQL of its own or leans on the database's
+  # locks and constraints: the serving loop and its store, crowd entry, exclusions and
+  # re-decisions, judge runs that resume, imports (executemany), the API's writes, NUL
+  # characters (which PostgreSQL refuses), and the crowd's core flow in a real browser. The
+  # rest (pages, statistics, the other browser flows) reads through the same services; on
+  # PostgreSQL it repeated 20 minutes of the suite for no line of SQL of its own.
   echo "== database-backed tests on PostgreSQL (127.0.0.1:5432)"
-  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q -n "$WORKERS" tests/serving tests/crowd tests/quality tests/cockpit tests/api tests/security tests/browser tests/judges
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m pytest -q -n "$WORKERS" \
+    tests/serving tests/crowd tests/quality tests/judges \
+    tests/cockpit/test_import_export.py tests/cockpit/test_import_statistics.py tests/cockpit/test_import_tables.py \
+    tests/cockpit/test_conversations_import_export.py tests/cockpit/test_study_management.py \
+    tests/api/test_api.py tests/api/test_api_end_to_end.py tests/security/test_nul_characters.py \
+    tests/test_settings_modules.py tests/browser/test_annotate.py
 elif [ -n "${DATABASE_URL:-}" ]; then
   echo "== (DATABASE_URL was set: the suite above ran on it)"
 fi

@@ -1,5 +1,16 @@
 """Fixtures every test folder shares; the builders they use live in tests/builders/ (one module per capability)."""
+import os
+from pathlib import Path
+
 import pytest
+
+# numpyro's MCMC.run compiles its sampling loop anew at every run (fori_collect jits a fresh
+# closure), 5-10 s each: the NUTS reference tests paid it once per pair. JAX's persistent
+# compilation cache finds the same program on disk instead (1 s a run after the first); it is
+# keyed by the program and the jax version, so a stale entry is never used. Read by jax when
+# it is first imported.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(
+    Path(os.environ.get("EVALAPP_VAR_DIR") or Path(__file__).resolve().parents[1] / "var" / "test") / "jax-cache"))
 
 from tests.builders.throttling import clear_throttle_counts
 

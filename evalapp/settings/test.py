@@ -34,6 +34,11 @@ if DATABASES["default"]["ENGINE"] == "evalapp.sqlite_backend":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_evalapp_{os.getpid()}"}  # noqa: F405
+    # A test's commits need not reach the disk (the database is dropped at the end): PostgreSQL
+    # otherwise waits for an fsync at every commit of the tests that commit (live server,
+    # TransactionTestCase flushes).
+    _options = DATABASES["default"].setdefault("OPTIONS", {})  # noqa: F405
+    _options["options"] = " ".join(filter(None, [_options.get("options"), "-c synchronous_commit=off"]))
 # The same for the Celery queue that tests with a real worker send to.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("EVALAPP_CELERY_QUEUE") or f"evalapp-test-{os.getpid()}"
 # The cache (throttle counts) gets a prefix of its own per run, so runs sharing a Redis never mix.

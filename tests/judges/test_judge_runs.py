@@ -2,7 +2,6 @@
 (tests/fake_openai.py), called by the real ``openai`` client: verdicts in both orders, failures
 and retries, unparsed answers, the cache, concurrency, the API key's secrecy, refusals."""
 import logging
-import time
 import uuid
 
 import pytest
@@ -131,19 +130,15 @@ def test_a_rerun_pays_nothing_and_the_cache_serves_another_metric(key_env):
 
 def test_calls_in_flight_are_bounded_and_overlap(key_env):
     """Eight threads keep eight calls at the server at once, never more; one thread one. The
-    server takes 0.4 s an answer, long beside the client's own time even on a loaded machine
-    (the suite shares two cores): 24 calls take 9.6 s one at a time, about 1.2 s eight at a time."""
+    server holds each answer long enough (0.4 s with eight threads) that eight calls meet there
+    even on a loaded machine; one thread is checked on quicker answers (it can never overlap)."""
     study, _ = _study(items=4)  # 24 calls
-    timings = {}
-    for concurrency in (1, 8):
-        with FakeJudgeServer(delay=0.4) as server:
-            began = time.perf_counter()
+    for concurrency, delay in ((1, 0.05), (8, 0.4)):
+        with FakeJudgeServer(delay=delay) as server:
             run = _run(study, server, key_env[0], concurrency=concurrency, metric_name=f"judge:c{concurrency}",
                        model=f"fake-{concurrency}")
-            timings[concurrency] = time.perf_counter() - began
             assert run.status == "done" and server.requests == 24
             assert server.most_in_flight == concurrency, (concurrency, server.most_in_flight)
-    assert timings[1] > 24 * 0.4 and timings[8] < timings[1] / 2, timings
 
 
 def test_a_rubric_has_one_metric_and_prompt_per_criterion(key_env):
