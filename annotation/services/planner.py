@@ -21,7 +21,6 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
-from protocol.active_ranking import ActiveSettings
 from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
 from protocol.study_settings import SETTINGS
@@ -148,7 +147,7 @@ def plan_job_run(*, job_id: int) -> PlanJob:
                       # a job stored before ranking plans planned all pairs
                       design=params.get("design", "all_pairs"), start=params.get("start"),
                       # a job stored before active plans had none
-                      active=ActiveSettings(**params["active"]) if "active" in params else None)
+                      active=job.active_settings)
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

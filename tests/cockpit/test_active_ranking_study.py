@@ -159,6 +159,15 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
     assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page
     assert "… by &gt; 0.05" in page and "close" in page
+    # every text that explains an ordered claim states its bar, (1 - confidence) / 10, from the
+    # design's settings (issue 39), not the confidence's 0.05
+    bars = study.active_settings
+    assert (bars.order_misorder, 1 - bars.order_misorder) == pytest.approx((0.005, 0.995))
+    assert "or that they are the other way round at all is ≤ 0.005 (<em>ordered</em>: a posterior of 0.995" in page
+    assert "ordered at 0.95 (posterior 0.995)" in page and "next (P(reversed) ≤ 0.005)" in page
+    assert "(a neighbour ordered at a posterior of 0.995)" in settings_page
+    assert "at most (1 − <em>confidence</em>) / 10 (0.005 at the default confidence 0.95" in (
+        client.get("/help/").content.decode())
     # the neighbour claims and what each rests on, in the decisions API and the decisions CSV
     ranking = study_ranking(study=study)
     claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
@@ -169,12 +178,16 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     assert [(c["upper"], c["lower"]) for c in body["order_claims"]] == list(zip(ranking["order"], ranking["order"][1:]))
     assert [(c["status"], c["removals"], c["fragile"]) for c in body["order_claims"]] == [
         (n["status"], n["removals"], n["fragile"]) for n in ranking["neighbours"]]
+    assert [c["bar"] for c in body["order_claims"]] == [
+        {"ordered": 0.005, "close": 0.05}.get(c["status"]) for c in body["order_claims"]]
+    assert all(c["misorder"] <= c["bar"] for c in body["order_claims"] if c["status"] == "ordered")
     rows = {(r["first"], r["second"]): r for r in csv.DictReader(io.StringIO(
         client.get(f"/s/{study.slug}/export/decisions.csv").content.decode()))}
     for n in ranking["neighbours"]:
         row = rows[tuple(sorted((n["upper"], n["lower"])))]
         assert row["order_claim"] == f"{n['upper']} above {n['lower']} ({n['status']})"
         assert (row["claim_removals"], row["claim_fragile"]) == (str(n["removals"] or ""), str(n["fragile"]))
+        assert row["claim_bar"] == str(n["bar"] if n["bar"] is not None else "")
     assert sum(bool(r["order_claim"]) for r in rows.values()) == K - 1
     # the top-k claims at the tiers' ends: every neighbour is ordered here, so one per k < K
     tops = body["top_claims"]
@@ -247,3 +260,5 @@ def test_the_planner_plans_the_demos_active_study_by_replaying_the_design(tmp_pa
     html = client.get(f"/s/{slug}/plan/{job.pk}/").content.decode()
     assert "Active ranking design · budgets 500, all" in html
     assert 'id="plan-order"' in html and "The order it states" in html and "reached its stop" in html
+    # an ordered neighbour is explained at its own bar, not at the confidence's (issue 39)
+    assert f"probability ≤ {study.active_settings.order_misorder:g}" in html
