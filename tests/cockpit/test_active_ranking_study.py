@@ -262,3 +262,34 @@ def test_the_planner_plans_the_demos_active_study_by_replaying_the_design(tmp_pa
     assert 'id="plan-order"' in html and "The order it states" in html and "reached its stop" in html
     # an ordered neighbour is explained at its own bar, not at the confidence's (issue 39)
     assert f"probability ≤ {study.active_settings.order_misorder:g}" in html
+
+
+def test_the_planner_plans_an_active_study_whose_prompts_differ_by_kind():
+    """The planner's kinds of prompt (protocol.plan, docs/planner.md): the form offers the
+    study's own number of kinds (its items' prompt_kind) beside the effect of a kind; the job
+    stores them with the assumptions, replays the design told the study's kinds, and its page
+    says what it assumed."""
+    rows = ranking_rows(metric=True, **ACTIVE, batch_size=25)
+    for row in rows:
+        if row["kind"] == "item":
+            row["prompt_kind"] = KINDS[int(row["id"][1:]) % len(KINDS)]
+    study = study_import(source=bundle_bytes(rows), slug="active-plan-kinds")
+    owner = User.objects.create_superuser("kinds-planner", password="pw-kinds-plan-1")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/s/{study.slug}/plan/").content.decode()
+    assert 'name="kinds" value="3"' in page and 'name="kind_sd"' in page and "Kinds of prompt" in page
+    form = planner_form_data(policy="adaptive", budgets="all", batches="25", kinds="3", kind_sd="0.5",
+                             kind_sd_low="0.25", kind_sd_high="1")
+    response = client.post(f"/s/{study.slug}/plan/", form)
+    job = PlanJob.objects.get(study=study)
+    assert response.status_code == 302 and job.status == PlanJob.Status.DONE, job.error
+    assert (job.params["assumptions"]["kinds"], job.params["assumptions"]["kind_sd_range"]) == (3, [0.25, 1.0])
+    stated = job.result["assumptions"]
+    assert (stated["kinds"], stated["kind_sd"]) == (3, 0.5)
+    assert {"kind_sd low", "kind_sd high"} <= set(job.result["plans"][0]["scenarios"])
+    html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
+    assert "3 kinds of prompt, a system's effect on a kind 0.500 (0.250–1.000) in log-strength" in html
+    # a plan request without the kinds' fields (as before them) plans no kinds
+    client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="adaptive", budgets="all", batches="25"))
+    assert PlanJob.objects.filter(study=study).latest("pk").params["assumptions"]["kinds"] == 0
