@@ -494,7 +494,8 @@ class ActiveReplay:
     runs                 pairs it sampled
     complete             it reached its stop (no neighbour open) within the budget
     neighbours           k - 1
-    ordered, resolved    neighbours it reports ordered at the confidence; ordered or close
+    ordered, resolved    neighbours it reports ordered (P(reversed) <= ``settings.order_misorder``,
+                         stated at the confidence); ordered or close
     expected_misordered  its own statement: the expected number of misordered neighbours
     ordered_wrong        ordered neighbours the full fit orders the other way
     resolved_wrong       resolved neighbours the full fit reverses by more than the resolution
