@@ -26,6 +26,7 @@ from django.utils.text import capfirst
 
 from protocol.designs import PairDesign
 from protocol.designs.all_pairs import ALL_PAIRS
+from protocol.plan import MAX_KIND_SD, MAX_KINDS, RANGED_NAMES
 from protocol.study_settings import (BOOL, CHOICE, DRAFT, INT, METRIC, RUNNING, SETTINGS, TEXT, Setting,
                                      cross_problems, settings_for)
 
@@ -321,8 +322,18 @@ class PlanForm(forms.Form):
     spread = forms.FloatField(min_value=0, max_value=5, label="Spread of the systems")
     spread_low = forms.FloatField(min_value=0, max_value=5, label="low")
     spread_high = forms.FloatField(min_value=0, max_value=5, label="high")
+    # the kinds of prompt (protocol.plan's kinds and kind_sd, the arena's prompt_types and type_sd)
+    # optional (empty: none), so that a plan request of before them still means the same
+    kinds = forms.IntegerField(min_value=0, max_value=MAX_KINDS, initial=0, required=False, label="Kinds of prompt",
+                               help_text="how many kinds the prompts fall into, systems strong on some and weak on "
+                                         "others (0: the prompts do not differ so); a study whose items carry a "
+                                         "kind has its own number, and the active design is told them")
+    kind_sd = forms.FloatField(min_value=0, max_value=MAX_KIND_SD, initial=0, required=False, label="Effect of a kind")
+    kind_sd_low = forms.FloatField(min_value=0, max_value=MAX_KIND_SD, initial=0, required=False, label="low")
+    kind_sd_high = forms.FloatField(min_value=0, max_value=MAX_KIND_SD, initial=0, required=False, label="high")
 
-    ASSUMPTION_ROWS = ("metric_error", "tie_rate", "spread")
+    # protocol.plan's assumptions with a range (RANGED_NAMES), a row each
+    ASSUMPTION_ROWS = RANGED_NAMES
     GRID_FIELDS = ("budgets", "batches", "gammas", "futilities", "throughput", "policy", "reps")
 
     def __init__(self, *args, design: PairDesign = ALL_PAIRS, **kwargs):
@@ -371,6 +382,11 @@ class PlanForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        # empty: no kinds of prompt; an effect without its range: the effect alone
+        for name, empty in (("kinds", 0), ("kind_sd", 0.0), ("kind_sd_low", data.get("kind_sd")),
+                            ("kind_sd_high", data.get("kind_sd"))):
+            if name not in self.errors and data.get(name) is None:
+                data[name] = empty if empty is not None else 0.0
         for name in self.ASSUMPTION_ROWS:
             low, value, high = (data.get(f"{name}_low"), data.get(name), data.get(f"{name}_high"))
             if None not in (low, value, high) and not low <= value <= high:
@@ -379,7 +395,7 @@ class PlanForm(forms.Form):
 
     def assumptions(self) -> dict:
         data = self.cleaned_data
-        return {**{name: data[name] for name in self.ASSUMPTION_ROWS},
+        return {**{name: data[name] for name in self.ASSUMPTION_ROWS}, "kinds": data["kinds"],
                 **{f"{name}_range": [data[f"{name}_low"], data[f"{name}_high"]] for name in self.ASSUMPTION_ROWS}}
 
     def assumption_rows(self):

@@ -852,6 +852,13 @@ class PlanJob(models.Model):
         return next((d for d in DESIGNS.values() if d.plan_replay == replay), None)
 
     @property
+    def active_settings(self) -> ActiveSettings | None:
+        """The active design's settings the plan replayed (its confidence, resolution and
+        max_labels; the grid gives the rest); None for a job of another design, or stored
+        before active plans."""
+        return ActiveSettings(**self.params["active"]) if "active" in self.params else None
+
+    @property
     def per_comparison(self) -> bool:
         """Are the plan's budgets the most labels per comparison (the replay of a design that
         plans so, protocol.designs), not a study's budget?"""

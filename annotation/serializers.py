@@ -4,8 +4,8 @@ from rest_framework import serializers
 
 from protocol.computed_metrics import COMPUTABLE
 from protocol.tables import ROLES as TABLE_ROLES
-from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, METRIC, SETTINGS, TEXT, Setting,
-                                     settings_for)
+from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, METRIC, ORDER_BAR_FACTOR, SETTINGS, TEXT,
+                                     Setting, settings_for)
 
 from .guarantees import PAPER_POLICY_WARNING
 from .models import SettingBounds, Study
@@ -260,7 +260,12 @@ class OrderClaimSerializer(serializers.Serializer):
 
     upper = serializers.CharField(help_text="the system placed above")
     lower = serializers.CharField(help_text="the system placed just below it")
-    status = serializers.CharField(help_text="ordered, close, open or spent (docs/ranking.md)")
+    status = serializers.CharField(help_text="ordered (misorder <= bar), close (misorder_beyond <= bar), open or "
+                                   "spent (docs/ranking.md)")
+    bar = serializers.FloatField(allow_null=True, help_text="the posterior bound the claim is made at, from the "
+                                 f"study's confidence: (1 - confidence) / {ORDER_BAR_FACTOR} for an ordered claim "
+                                 "(stricter than the confidence it is stated at), 1 - confidence for a close one; "
+                                 "null: no claim")
     misorder = serializers.FloatField(help_text="posterior probability that the two are the other way round")
     misorder_beyond = serializers.FloatField(help_text="... the other way round by more than the resolution")
     removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "

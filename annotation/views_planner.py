@@ -27,7 +27,9 @@ def _initial(study: Study) -> dict:
     else:
         budgets = str(study.budget) if study.budget else "all"
     initial = {"batches": str(study.batch_size), "gammas": f"{study.gamma:g}", "policy": study.allocation_policy,
-               "budgets": budgets, "futilities": f"{study.futility:g}"}
+               "budgets": budgets, "futilities": f"{study.futility:g}",
+               # the study's own kinds of prompt, when its items carry them
+               "kinds": selectors.studies.study_prompt_kind_count(study=study)}
     for name in PlanForm.ASSUMPTION_ROWS:
         low, high = getattr(defaults, f"{name}_range")
         initial.update({name: getattr(defaults, name), f"{name}_low": low, f"{name}_high": high})

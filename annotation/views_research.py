@@ -15,6 +15,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from protocol.active_ranking import ActiveSettings
+from protocol.study_settings import ORDER_BAR_FACTOR
+
 from . import figures, guarantees, reports, selectors, services
 from .errors import QualityError
 from .access import access_study_as_researcher
@@ -211,7 +214,9 @@ def help_page(request: HttpRequest) -> HttpResponse:
     """What every measure, status and chart on the researcher screens means."""
     return render(request, "annotation/help.html", {
         "anytime": guarantees.ANYTIME, "per_look": guarantees.PER_LOOK, "planned": guarantees.PLANNED_LOOKS,
-        "paper_warning": guarantees.PAPER_POLICY_WARNING})
+        "paper_warning": guarantees.PAPER_POLICY_WARNING,
+        # the active design's bar of an ordered claim, as its settings declare it (at a study's defaults)
+        "order_bar_factor": ORDER_BAR_FACTOR, "active_defaults": ActiveSettings()})
 
 
 # Every CSV export is UTF-8 and says so (a spreadsheet otherwise guesses, often cp1252).

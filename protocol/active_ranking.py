@@ -86,16 +86,13 @@ from .machine import open_pairs
 from .ranking_design import closure, decide_pair, item_order, start_positions
 from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
 from .state import OPEN as ROUND_OPEN
+from .study_settings import ORDER_BAR_FACTOR
 from .study_settings import SETTINGS as STUDY_SETTINGS
 
 Pair = tuple[int, int]
 
 OPEN, ORDERED, CLOSE, SPENT = "open", "ordered", "close", "spent"
 
-# How much stricter than the confidence the bar of an "ordered" claim is: the claim is made at
-# posterior P(misordered) <= (1 - confidence) / ORDER_BAR_FACTOR and stated at the confidence
-# (the module doc: at 1, tiers of equal systems had a quarter of their ordered claims wrong).
-ORDER_BAR_FACTOR = 10
 
 # The replays' prior (protocol.arena_replay.FIT_PRIOR_TIES): tied pseudo-comparisons between
 # every two systems keep the fit finite when a system wins all its labels, weak enough that
@@ -152,10 +149,18 @@ class ActiveSettings:
         return float(ndtri(self.confidence))
 
     @property
+    def order_misorder(self) -> float:
+        """(1 - confidence) / ORDER_BAR_FACTOR (0.005 at 0.95): the most posterior probability of
+        being the other way round at which a neighbour is reported ordered; what every page that
+        explains an ordered claim states (rounded so that it reads as it is: 0.005, not
+        0.0050000000000000044)."""
+        return round((1 - self.confidence) / ORDER_BAR_FACTOR, 12)
+
+    @property
     def order_bar(self) -> float:
-        """Phi^-1(1 - (1 - confidence) / ORDER_BAR_FACTOR): a neighbour is reported ordered when
-        d / sd reaches it (stricter than ``stop_bar``; the module doc says why)."""
-        return float(ndtri(1 - (1 - self.confidence) / ORDER_BAR_FACTOR))
+        """Phi^-1(1 - order_misorder): a neighbour is reported ordered when d / sd reaches it
+        (stricter than ``stop_bar``; the module doc says why)."""
+        return float(ndtri(1 - self.order_misorder))
 
     def pair_limit(self, systems: int) -> int:
         """Most distinct pairs the design samples in a study of ``systems`` systems."""

@@ -30,10 +30,11 @@ Designs
                 (``replay_neighbours_oracle``)
 ``active``      the active Bradley–Terry design of protocol.active_ranking: labels where the fit
                 of all labels so far is least sure of two neighbours, until every neighbour
-                is ordered at the posterior confidence, or to the resolution; decisions by
+                is ordered (posterior P(reversed) <= ``ActiveSettings.order_misorder``), or
+                close to the resolution at the confidence; decisions by
                 each sampled pair's e-process at gamma / (k (k - 1) / 2); order: its fit
                 (``stated_misordered``: the fit's expected number of misordered neighbours;
-                ``confident_neighbours``: neighbours it reports ordered at the confidence,
+                ``confident_neighbours``: neighbours it reports ordered (stated at the confidence),
                 ``confident_wrong``: of those, the ones the truth orders otherwise or ties;
                 ``resolved_neighbours``: neighbours it reports ordered or close, ``resolved_wrong``:
                 of those, the ones that the Bradley–Terry fit of every label of every pair

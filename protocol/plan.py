@@ -30,7 +30,26 @@ Simulated humans (``simulated_human_labels``) come from three explicit assumptio
                     In a pair without a margin, P(human != metric | neither ties) =
                     metric_error.
 
-``fit_assumptions`` estimates the three from human labels where a study or bundle has them
+Two more describe how the prompts differ (the arena generator's ``prompt_types`` and
+``type_sd``, protocol/arena.py; the planner's axis "kinds of prompt"):
+
+* ``kinds``         kinds of prompt (0 or 1: none). The study's own when its items carry a
+                    ``prompt_kind`` (``plan(kinds=...)``); else the prompts are dealt to this
+                    many kinds at random (a seeded permutation, as the arena does);
+* ``kind_sd``       sd of a system's effect on a kind, in Bradley–Terry log-strength (the
+                    unit of ``spread``): each replay draws every system's effect on every
+                    kind, N(0, kind_sd^2), and a simulated label of pair (a, b) on a prompt of
+                    kind k has effect_a,k - effect_b,k added to its log-odds, so a pair's
+                    labels are over-dispersed as on the arena's prompt-type arenas (the
+                    arena's type_sd is in its quality units, where a difference's noise has
+                    sd sqrt(3): about the same number in log-odds).
+
+The active design's replay is told the kinds only when they are the study's own (what the
+app does with items that carry a kind: a pair's items take turns over them and the fit states
+their uncertainty, ``active_ranking.fit_by_kind``); stated kinds of a study without them are
+hidden from it, as they would be in the app.
+
+``fit_assumptions`` estimates the first three from human labels where a study or bundle has them
 (tie share; the spread matched to the median |human pair margin|; the profile maximum
 likelihood beta of the model above); ``DEFAULT_ASSUMPTIONS`` are the medians over the
 repository's six bundles of each bundle's median fit over its metrics, their ranges the lowest
@@ -59,7 +78,7 @@ Command line::
 
     python -m protocol.plan BUNDLE --metric M[,M2...] [--budget B ...] [--batch K ...] [--gamma G ...]
         [--futility F ...] [--no-human] [--reps R] [--policy paper|adaptive] [--rule eprocess|bayes] [--seed S]
-        [--design all_pairs|ranking|active] [--json [--details]]
+        [--design all_pairs|ranking|active] [--kinds K] [--kind-sd SD [LOW HIGH]] [--json [--details]]
 
 prints ``{"assumptions": {...}, "plans": [{"budget", "batch", "gamma",
 "expected_annotations", "expected_fraction", "expected_correct", "interval": [lo, hi]},
@@ -98,6 +117,13 @@ from .simulate import labels_by_pair, reference_decisions, replay, stable_hash
 Pair = tuple[str, str]
 Labels = tuple[np.ndarray, np.ndarray]
 ASSUMPTION_NAMES = ("metric_error", "tie_rate", "spread")
+#: every assumption with a range, each moved to its ends by the interval: the fitted three and
+#: the size of the kinds' effect (human labels say nothing of it: ``with_kinds``)
+RANGED_NAMES = ASSUMPTION_NAMES + ("kind_sd",)
+#: the most kinds of prompt a plan simulates, and the largest effect (as strong as the widest
+#: spread of the systems)
+MAX_KINDS = 200
+MAX_KIND_SD = 5.0
 #: largest |human non-tie margin| a simulated pair gets: a few labels of the other side stay
 #: possible, as with real annotators
 MAX_MARGIN = 0.98
@@ -113,6 +139,9 @@ class Assumptions:
     spread in [0, 5]: standard deviation of the systems' Bradley-Terry strengths
     *_range: (low, high) containing the value; the interval moves each assumption to its ends
     source: where the values come from ("defaults", "human labels", "edited")
+    kinds in [0, MAX_KINDS]: kinds of prompt (0 or 1: none; the module docstring)
+    kind_sd in [0, MAX_KIND_SD]: sd of a system's effect on a kind (log-strength); its range
+    is moved to its ends only when there are kinds
     """
 
     metric_error: float
@@ -122,9 +151,16 @@ class Assumptions:
     tie_rate_range: tuple[float, float]
     spread_range: tuple[float, float]
     source: str = "defaults"
+    kinds: int = 0
+    kind_sd: float = 0.0
+    kind_sd_range: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
-        bounds = {"metric_error": (0.0, 0.5), "tie_rate": (0.0, 0.99), "spread": (0.0, 5.0)}
+        if not isinstance(self.kinds, (int, np.integer)) or isinstance(self.kinds, bool) \
+                or not 0 <= self.kinds <= MAX_KINDS:
+            raise ValueError(f"kinds must be a whole number in [0, {MAX_KINDS}], got {self.kinds!r}")
+        bounds = {"metric_error": (0.0, 0.5), "tie_rate": (0.0, 0.99), "spread": (0.0, 5.0),
+                  "kind_sd": (0.0, MAX_KIND_SD)}
         for name, (lowest, highest) in bounds.items():
             value = getattr(self, name)
             low, high = getattr(self, f"{name}_range")
@@ -137,26 +173,35 @@ class Assumptions:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for name in ASSUMPTION_NAMES:
+        for name in RANGED_NAMES:
             out[f"{name}_range"] = list(out[f"{name}_range"])
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Assumptions:
+        """The inverse of ``to_dict``; without the kinds of prompt (a plan stored before them),
+        none."""
         try:
+            kinds = data.get("kinds", 0)
+            kind_sd = float(data.get("kind_sd", 0.0))
             return cls(**{name: float(data[name]) for name in ASSUMPTION_NAMES},
                        **{f"{name}_range": tuple(float(x) for x in data[f"{name}_range"])
                           for name in ASSUMPTION_NAMES},
-                       source=str(data.get("source", "edited")))
+                       source=str(data.get("source", "edited")),
+                       # a whole number read back from JSON as 4.0 is 4; anything else is refused
+                       kinds=int(kinds) if isinstance(kinds, float) and kinds.is_integer() else kinds,
+                       kind_sd=kind_sd,
+                       kind_sd_range=tuple(float(x) for x in data.get("kind_sd_range", (kind_sd, kind_sd))))
         except KeyError as missing:
             raise ValueError(f"assumptions lack {missing}") from None
         except (TypeError, ValueError) as error:
             raise ValueError(f"assumptions are malformed: {error}") from None
 
     def scenarios(self) -> list[tuple[str, Assumptions]]:
-        """The stated assumptions, then each one at the low and high end of its range."""
+        """The stated assumptions, then each one at the low and high end of its range (the
+        kinds' effect only when there are kinds)."""
         out = [("stated", self)]
-        for name in ASSUMPTION_NAMES:
+        for name in RANGED_NAMES if self.kinds > 1 else ASSUMPTION_NAMES:
             for end, value in zip(("low", "high"), getattr(self, f"{name}_range")):
                 if value != getattr(self, name):
                     out.append((f"{name} {end}", replace(self, **{name: value})))
@@ -174,6 +219,12 @@ DEFAULT_ASSUMPTIONS = Assumptions(
     tie_rate_range=(0.081, 0.673),
     spread_range=(0.236, 1.434),
 )
+
+
+def with_kinds(fitted: Assumptions, stated: Assumptions) -> Assumptions:
+    """``fitted`` (from human labels) with the kinds of prompt ``stated``: the labels do not
+    say how the prompts differ, so the researcher's statement stands."""
+    return replace(fitted, kinds=stated.kinds, kind_sd=stated.kind_sd, kind_sd_range=stated.kind_sd_range)
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,16 +313,18 @@ def metric_spread(metric) -> float:
 
 
 def simulated_human_labels(metric_values: np.ndarray, margin: float, assumptions: Assumptions,
-                           rng: np.random.Generator) -> np.ndarray:
+                           rng: np.random.Generator, shift: np.ndarray | None = None) -> np.ndarray:
     """One simulated human label per item of one pair with the given human non-tie margin.
 
-    metric_values (k,) the pair's metric labels; margin in [-1, 1]. Returns (k,) in {-1, 0, 1}.
+    metric_values (k,) the pair's metric labels; margin in [-1, 1]; shift None or (k,): added
+    to each item's log-odds (the systems' effects on the item's kind of prompt; the margin is
+    that of the items without it). Returns (k,) in {-1, 0, 1}.
     """
     f = np.asarray(metric_values, dtype=np.int64)
     beta = float(logit(1 - assumptions.metric_error)) if assumptions.metric_error > 0 else _BETAS[-1]
     counts = np.array([np.sum(f == 1), np.sum(f == 0), np.sum(f == -1)])
     alpha = float(solve_offsets(counts, np.array((1 + margin) / 2), beta))
-    plus = rng.random(len(f)) < expit(alpha + beta * f)
+    plus = rng.random(len(f)) < expit(alpha + beta * f + (0.0 if shift is None else shift))
     tie = rng.random(len(f)) < assumptions.tie_rate
     return np.where(tie, 0, np.where(plus, 1, -1)).astype(np.int64)
 
@@ -441,7 +494,8 @@ class ActiveReplay:
     runs                 pairs it sampled
     complete             it reached its stop (no neighbour open) within the budget
     neighbours           k - 1
-    ordered, resolved    neighbours it reports ordered at the confidence; ordered or close
+    ordered, resolved    neighbours it reports ordered (P(reversed) <= ``settings.order_misorder``,
+                         stated at the confidence); ordered or close
     expected_misordered  its own statement: the expected number of misordered neighbours
     ordered_wrong        ordered neighbours the full fit orders the other way
     resolved_wrong       resolved neighbours the full fit reverses by more than the resolution
@@ -480,7 +534,7 @@ def full_fit_scores(human: Mapping[Pair, Labels], start: Sequence[str]) -> np.nd
 
 
 def replay_active(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *, start: Sequence[str],
-                  settings: ActiveSettings, seed: int) -> ActiveReplay:
+                  settings: ActiveSettings, seed: int, kinds: Mapping[object, int] | None = None) -> ActiveReplay:
     """The active design of ``protocol.active_ranking`` from ``start`` (system names, the
     study's initial order), as the app runs it with rounds closing oldest first
     (``active_ranking.active_run``: a round's labels are the next items of its pair in the
@@ -489,6 +543,9 @@ def replay_active(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *
     in rounds of ``settings.batch`` (``active_decided``).
 
     human, metric  (first, second) -> (items, labels) over the same items (``human_table``)
+    kinds          item -> kind (``item_kinds``), the study's own: the design is told them (a
+                   pair's items take turns over the kinds, the fit is by kind) when every pair
+                   has the same items, as the app's active design uses its items' kinds
     Decisions are scored against the human-only decision on all of a pair's labels at
     ``settings.gamma`` (a pair the decisions' partial order orders counts with that sign); the
     order against ``full_fit_scores`` (``ActiveReplay``).
@@ -506,10 +563,16 @@ def replay_active(human: Mapping[Pair, Labels], metric: Mapping[Pair, Labels], *
     for first, second in metric:
         i, j = sorted((position[first], position[second]))
         items[i, j] = len(metric[first, second][0])
+    # the kinds as the design takes them: one (T,) array over the items every pair shares
+    shared = next(iter(metric.values()))[0]
+    by_kind = None
+    if kinds and all(np.array_equal(pair_items, shared) for pair_items, _ in metric.values()) \
+            and all(item in kinds for item in shared.tolist()):
+        by_kind = np.array([kinds[item] for item in shared.tolist()])
     step, spent = active_run(lambda i, j: labels(i, j)[0], items=items, start=range(systems), settings=settings,
-                             seed=seed)
+                             seed=seed, kinds=by_kind)
     above = active_decided(spent, lambda i, j: labels(i, j)[0], lambda i, j: labels(i, j)[1], items=items,
-                           systems=systems, settings=settings, seed=seed, batch=settings.batch)
+                           systems=systems, settings=settings, seed=seed, batch=settings.batch, kinds=by_kind)
     reference, _ = reference_decisions(human, settings.gamma)
     decisions = {}
     for first, second in reference:
@@ -629,10 +692,35 @@ def complete_human_pairs(metric, human) -> dict[Pair, Labels]:
             if key in human and set(metric[key][0].tolist()) <= set(human[key][0].tolist())}
 
 
+def item_kinds(metric: Mapping[Pair, Labels], assumptions: Assumptions,
+               kinds: Mapping[object, str] | None = None) -> dict[object, int]:
+    """Item -> its kind of prompt (0 .. K - 1): the study's own ``kinds`` (item -> name) when
+    given, else the items dealt to ``assumptions.kinds`` kinds by a seeded permutation (the
+    arena's way); {} without kinds."""
+    items = sorted({item for pair_items, _ in metric.values() for item in pair_items.tolist()}, key=str)
+    if kinds:
+        names = sorted({kinds[item] for item in items if item in kinds})
+        code = {name: k for k, name in enumerate(names)}
+        return {item: code[kinds[item]] for item in items if item in kinds}
+    if assumptions.kinds < 2:
+        return {}
+    dealt = np.random.default_rng([20261127, 17]).permutation(np.arange(len(items)) % assumptions.kinds)
+    return dict(zip(items, dealt.tolist()))
+
+
 def human_table(metric: Mapping[Pair, Labels], real: Mapping[Pair, Labels], assumptions: Assumptions,
-                *, seed: int) -> dict[Pair, Labels]:
-    """The annotators of one rep: real labels where complete, simulated humans elsewhere."""
-    margins = pair_margins(metric_order(metric), assumptions.spread)
+                *, seed: int, kinds: Mapping[object, int] | None = None) -> dict[Pair, Labels]:
+    """The annotators of one rep: real labels where complete, simulated humans elsewhere.
+
+    kinds  item -> kind (``item_kinds``): a simulated label moves by the two systems' effects
+           on its item's kind, drawn afresh each rep (sd ``assumptions.kind_sd``)"""
+    order = metric_order(metric)
+    margins = pair_margins(order, assumptions.spread)
+    effect = None
+    if kinds and assumptions.kind_sd > 0:
+        size = max(kinds.values()) + 1
+        drawn = assumptions.kind_sd * np.random.default_rng([seed, 13]).standard_normal((len(order), size))
+        effect = dict(zip(sorted(order), drawn))
     table = {}
     for key in sorted(metric):
         if key in real:
@@ -640,7 +728,11 @@ def human_table(metric: Mapping[Pair, Labels], real: Mapping[Pair, Labels], assu
             continue
         items, values = metric[key]
         rng = np.random.default_rng([seed, 11, stable_hash(*key)])
-        table[key] = (items, simulated_human_labels(values, margins[key], assumptions, rng))
+        shift = None
+        if effect is not None:
+            kind = np.array([kinds.get(item, -1) for item in items.tolist()])
+            shift = np.where(kind >= 0, effect[key[0]][kind] - effect[key[1]][kind], 0.0)
+        table[key] = (items, simulated_human_labels(values, margins[key], assumptions, rng, shift))
     return table
 
 
@@ -660,6 +752,8 @@ def plan(
     active: ActiveSettings | None = None,
     futility: float | None = None,
     extra_metrics: Sequence = (),
+    kinds: Mapping[object, str] | None = None,
+    kinds_axis: Assumptions | None = None,
 ) -> PlanResult:
     """Plan every grid point (module docstring).
 
@@ -691,6 +785,12 @@ def plan(
             combines with ``metric`` through the cross-fitted calibration, as a study's
             ``combined_metrics`` (``simulate.replay(extra_metrics=...)``); simulated humans
             follow ``metric`` alone, so the combination shows its worth on real human labels
+    kinds   item -> its kind of prompt, the study's own (items without one: none): the
+            simulated humans' kinds (``assumptions.kinds`` is then their number) and, under the
+            active design, the kinds its replay is told (``replay_active``); None: the
+            assumptions' kinds, dealt at random and hidden from the design
+    kinds_axis  the kinds of prompt stated (its ``kinds``, ``kind_sd`` and range), put on the
+            assumptions used, fitted ones too (``with_kinds``); None: the assumptions' own
     """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
@@ -712,6 +812,12 @@ def plan(
     human = labels_by_pair(human, "human") if human else {}
     if assumptions is None:
         assumptions = fit_assumptions(metric, human) if has_paired_labels(metric, human) else DEFAULT_ASSUMPTIONS
+    if kinds_axis is not None:
+        assumptions = with_kinds(assumptions, kinds_axis)
+    kinds = {item: kind for item, kind in (kinds or {}).items() if kind}
+    if kinds:
+        assumptions = replace(assumptions, kinds=len(set(kinds.values())))
+    kind_of = item_kinds(metric, assumptions, kinds)
     real = complete_human_pairs(metric, human)
     rule_options = {name: value for name, value in (("policy", policy), ("rule", rule)) if value is not None}
     comparisons = sum(len(real[k][1]) if k in real else len(metric[k][1]) for k in metric)
@@ -748,13 +854,14 @@ def plan(
         for name, scenario in scenarios:
             for rep in range(reps):
                 rep_seed = seed * 1000 + rep
-                table = human_table(metric, real, scenario, seed=rep_seed)
+                table = human_table(metric, real, scenario, seed=rep_seed, kinds=kind_of)
                 if design == "ranking":
                     result = replay_ranking(table, metric, start=start, settings=RankingSettings(
                         gamma=point.gamma, batch=point.batch, max_labels=budget, seed=rep_seed))
                 elif design == "active":
                     result = replay_active(table, metric, start=start, seed=rep_seed, settings=replace(
-                        active or ActiveSettings(), gamma=point.gamma, batch=point.batch, budget=budget))
+                        active or ActiveSettings(), gamma=point.gamma, batch=point.batch, budget=budget),
+                        kinds=kind_of if kinds else None)
                 else:
                     result = replay(table, metric, batch=point.batch, gamma=point.gamma, seed=rep_seed,
                                     budget=budget, futility=level, extra_metrics=extra_metrics, **rule_options)
@@ -828,6 +935,12 @@ def grid_of(budgets: Iterable[int | None], batches: Iterable[int], gammas: Itera
     return [GridPoint(b, k, g, f) for b, k, g, f in itertools.product(budgets, batches, gammas, futilities)]
 
 
+def bundle_kinds(bundle) -> dict[str, str] | None:
+    """Item id -> its kind of prompt, for a bundle whose items carry one (``plan``'s ``kinds``);
+    None for one without."""
+    return {item.id: item.prompt_kind for item in bundle.items if item.prompt_kind} or None
+
+
 def plan_bundle(bundle_path: str, metric: str, *, use_human: bool = True, **options) -> PlanResult:
     """Read a bundle and plan (options as for ``plan``); ``metric`` one name, or several joined
     by commas: the first the study's metric, the others combined with it (``extra_metrics``)."""
@@ -838,7 +951,7 @@ def plan_bundle(bundle_path: str, metric: str, *, use_human: bool = True, **opti
             raise ValueError(f"{bundle_path} has no metric {name!r}; it has {', '.join(bundle.metrics) or 'none'}")
     human = human_labels(bundle) if use_human else {}
     extra = [metric_labels(bundle, name) for name in names[1:]]
-    return plan(metric_labels(bundle, names[0]), human, extra_metrics=extra, **options)
+    return plan(metric_labels(bundle, names[0]), human, extra_metrics=extra, kinds=bundle_kinds(bundle), **options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -862,6 +975,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(--budget is then the most labels per comparison); active: the active design of "
                              "protocol.active_ranking from the metric's order, at a study's default confidence and "
                              "resolution (--budget the most labels in all)")
+    parser.add_argument("--kinds", type=int, default=0,
+                        help="kinds of prompt the simulated annotators' prompts fall into (0: none; a bundle whose "
+                             "items carry a prompt_kind has its own, and the active design is told them)")
+    parser.add_argument("--kind-sd", type=float, nargs="+", default=[0.0], metavar="SD",
+                        help="SD [LOW HIGH]: sd of a system's effect on a kind of prompt, in Bradley-Terry "
+                             "log-strength (as protocol.arena's type_sd), and its range (default: SD alone)")
     parser.add_argument("--reps", type=int, default=2, help="replays per scenario (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-human", action="store_true", help="ignore the bundle's human labels")
@@ -875,7 +994,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replay {done}/{total}", file=sys.stderr, flush=True)
 
     try:
-        result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human,
+        if len(args.kind_sd) not in (1, 3):
+            raise ValueError(f"--kind-sd takes SD or SD LOW HIGH, got {len(args.kind_sd)} numbers")
+        sd = args.kind_sd
+        kinds_axis = replace(DEFAULT_ASSUMPTIONS, kinds=args.kinds, kind_sd=sd[0],
+                             kind_sd_range=(sd[1], sd[2]) if len(sd) == 3 else (sd[0], sd[0]))
+        result = plan_bundle(args.bundle, args.metric, use_human=not args.no_human, kinds_axis=kinds_axis,
                              grid=grid_of(args.budget, args.batch, args.gamma, args.futility), reps=args.reps,
                              policy=args.policy, rule=args.rule, seed=args.seed, design=args.design,
                              progress=None if args.quiet else progress)
@@ -888,7 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         a = result.assumptions
         print(f"assumptions ({a.source}): metric error {a.metric_error:.3f}, tie rate {a.tie_rate:.3f}, "
-              f"spread {a.spread:.3f}; {result.pairs_with_human_labels}/{result.pairs} pairs with human labels")
+              f"spread {a.spread:.3f}; {result.pairs_with_human_labels}/{result.pairs} pairs with human labels"
+              + (f"; {a.kinds} kinds of prompt, effect sd {a.kind_sd:.3f}" if a.kinds > 1 else ""))
         for p in result.plans:
             level = "" if p.futility is None else f" futility {p.futility:g}"
             print(f"budget {p.budget} batch {p.batch} gamma {p.gamma}{level}: {p.expected_annotations:.0f} annotations "

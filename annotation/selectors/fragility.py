@@ -67,9 +67,11 @@ def study_pair_fragility(*, study: Study, states: list[PairState] | None = None,
 # each neighbour of the order with its state and how many counted judgements, removed, would
 # undo it (protocol.fragility.neighbour_fragility: an upper bound; only once the ranking is
 # complete, None before and for a neighbour that claims nothing).
-CLAIM_FIELDS = ("upper", "lower", "status", "misorder", "misorder_beyond", "removals", "fragile")
+# ``bar``: the posterior bound the claim is made at (an ordered claim's P(reversed), a close
+# one's P(reversed by more than the resolution), from the design's settings; None: no claim).
+CLAIM_FIELDS = ("upper", "lower", "status", "bar", "misorder", "misorder_beyond", "removals", "fragile")
 # What a pair that is no neighbour claim of the order carries in the decisions export.
-NO_CLAIM = {"order_claim": "", "claim_removals": None, "claim_fragile": False}
+NO_CLAIM = {"order_claim": "", "claim_bar": None, "claim_removals": None, "claim_fragile": False}
 
 
 def order_claims(section: dict | None) -> list[dict]:
@@ -80,10 +82,11 @@ def order_claims(section: dict | None) -> list[dict]:
 
 def pair_order_claims(section: dict | None) -> dict[tuple[str, str], dict]:
     """(first, second), the pair in canonical order -> its neighbour claim as ``NO_CLAIM``'s
-    keys: ``order_claim`` "UPPER above LOWER (status)", ``claim_removals``, ``claim_fragile``."""
+    keys: ``order_claim`` "UPPER above LOWER (status)", ``claim_bar``, ``claim_removals``,
+    ``claim_fragile``."""
     return {tuple(sorted((n["upper"], n["lower"]))): {
-        "order_claim": f"{n['upper']} above {n['lower']} ({n['status']})", "claim_removals": n["removals"],
-        "claim_fragile": bool(n["fragile"])} for n in order_claims(section)}
+        "order_claim": f"{n['upper']} above {n['lower']} ({n['status']})", "claim_bar": n["bar"],
+        "claim_removals": n["removals"], "claim_fragile": bool(n["fragile"])} for n in order_claims(section)}
 
 
 TOP_FIELDS = ("k", "top", "statistic", "weakest", "removals", "undone_by", "fragile")

@@ -85,6 +85,11 @@ def study_design_kinds(*, study: Study) -> dict[str, str] | None:
     return kinds or None
 
 
+def study_prompt_kind_count(*, study: Study) -> int:
+    """How many kinds of prompt the study's items carry (``Item.prompt_kind``; 0: none)."""
+    return Item.objects.filter(study=study).exclude(prompt_kind="").values("prompt_kind").distinct().count()
+
+
 def study_pair_item_counts(*, study: Study) -> dict[tuple[str, str], int]:
     """(first, second) -> the pair's items: items on which both systems have an output.
 

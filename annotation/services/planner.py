@@ -21,8 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
-from protocol.active_ranking import ActiveSettings
-from protocol.plan import Assumptions, grid_of, has_paired_labels, plan
+from protocol.plan import Assumptions, bundle_kinds, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
 from protocol.study_settings import SETTINGS
 
@@ -134,6 +133,7 @@ def plan_job_run(*, job_id: int) -> PlanJob:
             raise ValueError(f"the study combines metric {missing[0]!r}, which it no longer has")
         extra = [metric_labels(bundle, name, eps=margins[name]) for name in params.get("combined", [])]
         human = human_labels(bundle) if params["use_human"] else {}
+        # the stated kinds of prompt hold over assumptions fitted from human labels too
         assumptions = Assumptions.from_dict(params["assumptions"])
 
         def progress(done: int, total: int) -> None:
@@ -142,13 +142,14 @@ def plan_job_run(*, job_id: int) -> PlanJob:
         result = plan(metric, human, grid=grid_of(params["budgets"], params["batches"], params["gammas"],
                                                   params.get("futilities", [None])), extra_metrics=extra,
                       assumptions=None if has_paired_labels(metric, human) else assumptions,
+                      kinds_axis=assumptions, kinds=bundle_kinds(bundle),
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
                       # a job stored before the study had a rule planned the paper's
                       progress=progress, rule=params.get("rule", "bayes"),
                       # a job stored before ranking plans planned all pairs
                       design=params.get("design", "all_pairs"), start=params.get("start"),
                       # a job stored before active plans had none
-                      active=ActiveSettings(**params["active"]) if "active" in params else None)
+                      active=job.active_settings)
     except Exception as error:  # stored for the researcher; the page shows it
         log.exception("plan job %s failed", job_id)
         PlanJob.objects.filter(pk=job_id).update(status=PlanJob.Status.FAILED, error=str(error) or repr(error),

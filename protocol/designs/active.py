@@ -49,7 +49,8 @@ class Active(OrderingDesign):
         start = ", ".join(order) if order else "the metric's order (or a seeded shuffle)"
         cap = f", each pair at most {settings.max_labels} judgements" if settings.max_labels else ""
         return (f"from {start}; until every pair of neighbours is resolved to {settings.resolution:g} in "
-                f"log-strength at confidence {settings.confidence:g}{cap}")
+                f"log-strength at confidence {settings.confidence:g} (a neighbour ordered at a posterior of "
+                f"{1 - settings.order_misorder:g}){cap}")
 
     def section(self, pairs: Sequence[PairState], order: Sequence[str], settings: ActiveSettings,
                 level: float, *, kinds: Mapping[str, str] | None = None) -> dict:
@@ -70,6 +71,11 @@ class Active(OrderingDesign):
             claim = claims.get((n.upper, n.lower))
             return {"removals": claim.removals if claim else None, "fragile": bool(claim and claim.fragile)}
 
+        # the posterior bound each claim is made at: an ordered claim's P(reversed), a close
+        # one's P(reversed by more than the resolution); none for a neighbour that claims nothing
+        bars = {active_ranking.ORDERED: round(settings.order_misorder, 9),
+                active_ranking.CLOSE: round(1 - settings.confidence, 9)}
+
         decisions = sorted((a, b, d) for (a, b), d in progress.decisions().items())
         direct = sum(1 for p in pairs if p.decision)
         return {
@@ -78,7 +84,7 @@ class Active(OrderingDesign):
             "order": list(progress.order),
             "tiers": [list(tier) for tier in progress.tiers],
             "neighbours": [{"upper": names[n.upper], "lower": names[n.lower], "misorder": n.misorder,
-                            "misorder_beyond": n.misorder_beyond_resolution, "status": n.status, **rests_on(n)}
+                            "misorder_beyond": n.misorder_beyond_resolution, "status": n.status, "bar": bars.get(n.status), **rests_on(n)}
                            for n in step.neighbours],
             "top_claims": [{"k": k, "top": [names[s] for s in step.order[:k]], "statistic": t.statistic,
                             "weakest": [names[s] for s in t.weakest], "removals": t.removals,
@@ -95,6 +101,10 @@ class Active(OrderingDesign):
             "open": sum(1 for n in step.neighbours if n.status == active_ranking.OPEN),
             "confidence": settings.confidence,
             "one_minus_confidence": round(1 - settings.confidence, 9),
+            # the ordered claim's bar (ActiveSettings.order_misorder): every text that explains
+            # an ordered claim states this number, not the confidence's
+            "order_misorder": bars[active_ranking.ORDERED],
+            "order_posterior": round(1 - settings.order_misorder, 9),
             "width": settings.width,
             "resolution": settings.resolution,
             "decisions": decisions,

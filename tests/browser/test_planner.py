@@ -74,5 +74,9 @@ def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, 
     page.goto(f"{live_server.url}/s/{study.slug}/plan/")
     page.wait_for_selector("form.plan-form")
     assert fits_the_viewport(page, 390)
+    # the assumptions' table, kinds of prompt included, fits its fieldset: no number hidden sideways
+    table = page.locator("table.assumptions")
+    assert table.locator("input[name=kinds]").is_visible()
+    assert page.locator(".plan-form .scroll:has(table.assumptions)").evaluate("e => e.scrollWidth - e.clientWidth") == 0
     page.screenshot(path=str(SCREENSHOTS / "planner-form-390x844.png"), full_page=True)
     phone.close()

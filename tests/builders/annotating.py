@@ -87,10 +87,11 @@ def workers_of(names) -> dict[str, Annotator]:
     return {n: hits.annotator_for_worker(platform="prolific", worker_id=n) for n in names}
 
 
-def answer_hits(study: Study, workers: dict, answer, *, stop_after: int | None = None) -> int:
+def answer_hits(study: Study, workers: dict, answer, *, stop_after: int | None = None, by_item: bool = False) -> int:
     """Serve the workers in turn through the services until none gets a HIT (or ``stop_after``
-    judgements); ``answer(first, second, worker)`` is the canonical label. Returns the
-    judgements made."""
+    judgements); ``answer(first, second, worker)`` is the canonical label (``by_item``:
+    ``answer(item, first, second, worker)``, the item's external id first, e.g. a synthetic
+    arena's label of that prompt). Returns the judgements made."""
     made = 0
     while stop_after is None or made < stop_after:
         progressed = False
@@ -99,7 +100,8 @@ def answer_hits(study: Study, workers: dict, answer, *, stop_after: int | None =
             hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
             if hit is None:
                 continue
-            value = answer(hit.comparison.first.name, hit.comparison.second.name, name)
+            pair = (hit.comparison.first.name, hit.comparison.second.name, name)
+            value = answer(hit.comparison.item.external_id, *pair) if by_item else answer(*pair)
             hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
                                   shown_value=-value if hit.shown_swapped else value)
             made += 1

@@ -159,6 +159,15 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     settings_page = client.get(f"/s/{study.slug}/settings/").content.decode()
     assert "resolved to 0.05 in log-strength at confidence 0.95" in settings_page
     assert "… by &gt; 0.05" in page and "close" in page
+    # every text that explains an ordered claim states its bar, (1 - confidence) / 10, from the
+    # design's settings (issue 39), not the confidence's 0.05
+    bars = study.active_settings
+    assert (bars.order_misorder, 1 - bars.order_misorder) == pytest.approx((0.005, 0.995))
+    assert "or that they are the other way round at all is ≤ 0.005 (<em>ordered</em>: a posterior of 0.995" in page
+    assert "ordered at 0.95 (posterior 0.995)" in page and "next (P(reversed) ≤ 0.005)" in page
+    assert "(a neighbour ordered at a posterior of 0.995)" in settings_page
+    assert "at most (1 − <em>confidence</em>) / 10 (0.005 at the default confidence 0.95" in (
+        client.get("/help/").content.decode())
     # the neighbour claims and what each rests on, in the decisions API and the decisions CSV
     ranking = study_ranking(study=study)
     claims = [n for n in ranking["neighbours"] if n["status"] in ("ordered", "close")]
@@ -169,12 +178,16 @@ def test_the_dashboard_shows_the_fitted_order_and_what_it_states():
     assert [(c["upper"], c["lower"]) for c in body["order_claims"]] == list(zip(ranking["order"], ranking["order"][1:]))
     assert [(c["status"], c["removals"], c["fragile"]) for c in body["order_claims"]] == [
         (n["status"], n["removals"], n["fragile"]) for n in ranking["neighbours"]]
+    assert [c["bar"] for c in body["order_claims"]] == [
+        {"ordered": 0.005, "close": 0.05}.get(c["status"]) for c in body["order_claims"]]
+    assert all(c["misorder"] <= c["bar"] for c in body["order_claims"] if c["status"] == "ordered")
     rows = {(r["first"], r["second"]): r for r in csv.DictReader(io.StringIO(
         client.get(f"/s/{study.slug}/export/decisions.csv").content.decode()))}
     for n in ranking["neighbours"]:
         row = rows[tuple(sorted((n["upper"], n["lower"])))]
         assert row["order_claim"] == f"{n['upper']} above {n['lower']} ({n['status']})"
         assert (row["claim_removals"], row["claim_fragile"]) == (str(n["removals"] or ""), str(n["fragile"]))
+        assert row["claim_bar"] == str(n["bar"] if n["bar"] is not None else "")
     assert sum(bool(r["order_claim"]) for r in rows.values()) == K - 1
     # the top-k claims at the tiers' ends: every neighbour is ordered here, so one per k < K
     tops = body["top_claims"]
@@ -247,3 +260,36 @@ def test_the_planner_plans_the_demos_active_study_by_replaying_the_design(tmp_pa
     html = client.get(f"/s/{slug}/plan/{job.pk}/").content.decode()
     assert "Active ranking design · budgets 500, all" in html
     assert 'id="plan-order"' in html and "The order it states" in html and "reached its stop" in html
+    # an ordered neighbour is explained at its own bar, not at the confidence's (issue 39)
+    assert f"probability ≤ {study.active_settings.order_misorder:g}" in html
+
+
+def test_the_planner_plans_an_active_study_whose_prompts_differ_by_kind():
+    """The planner's kinds of prompt (protocol.plan, docs/planner.md): the form offers the
+    study's own number of kinds (its items' prompt_kind) beside the effect of a kind; the job
+    stores them with the assumptions, replays the design told the study's kinds, and its page
+    says what it assumed."""
+    rows = ranking_rows(metric=True, **ACTIVE, batch_size=25)
+    for row in rows:
+        if row["kind"] == "item":
+            row["prompt_kind"] = KINDS[int(row["id"][1:]) % len(KINDS)]
+    study = study_import(source=bundle_bytes(rows), slug="active-plan-kinds")
+    owner = User.objects.create_superuser("kinds-planner", password="pw-kinds-plan-1")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/s/{study.slug}/plan/").content.decode()
+    assert 'name="kinds" value="3"' in page and 'name="kind_sd"' in page and "Kinds of prompt" in page
+    form = planner_form_data(policy="adaptive", budgets="all", batches="25", kinds="3", kind_sd="0.5",
+                             kind_sd_low="0.25", kind_sd_high="1")
+    response = client.post(f"/s/{study.slug}/plan/", form)
+    job = PlanJob.objects.get(study=study)
+    assert response.status_code == 302 and job.status == PlanJob.Status.DONE, job.error
+    assert (job.params["assumptions"]["kinds"], job.params["assumptions"]["kind_sd_range"]) == (3, [0.25, 1.0])
+    stated = job.result["assumptions"]
+    assert (stated["kinds"], stated["kind_sd"]) == (3, 0.5)
+    assert {"kind_sd low", "kind_sd high"} <= set(job.result["plans"][0]["scenarios"])
+    html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()
+    assert "3 kinds of prompt, a system's effect on a kind 0.500 (0.250–1.000) in log-strength" in html
+    # a plan request without the kinds' fields (as before them) plans no kinds
+    client.post(f"/s/{study.slug}/plan/", planner_form_data(policy="adaptive", budgets="all", batches="25"))
+    assert PlanJob.objects.filter(study=study).latest("pk").params["assumptions"]["kinds"] == 0

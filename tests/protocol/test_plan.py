@@ -9,20 +9,21 @@ from scipy.special import expit
 
 from protocol.bundle import read_bundle, write_bundle_rows
 from protocol.plan import (
-    DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, fit_assumptions, grid_of, hours_to_finish, human_table, main,
-    metric_order, metric_spread, pair_margins, plan, simulated_human_labels, solve_offsets, spread_from_margins,
-    strength_gaps,
+    DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, fit_assumptions, grid_of, hours_to_finish, human_table, item_kinds,
+    main, metric_order, metric_spread, pair_margins, plan, simulated_human_labels, solve_offsets, spread_from_margins,
+    strength_gaps, with_kinds,
 )
 from protocol.preferences import human_labels, metric_labels
 from protocol.simulate import replay
 from tests.builders.bundles import BUNDLES
 
 
-def assumptions(metric_error=0.3, tie_rate=0.2, spread=0.9, **ranges):
+def assumptions(metric_error=0.3, tie_rate=0.2, spread=0.9, kinds=0, kind_sd=0.0, **ranges):
     return Assumptions(metric_error=metric_error, tie_rate=tie_rate, spread=spread,
                        metric_error_range=ranges.get("metric_error_range", (metric_error, metric_error)),
                        tie_rate_range=ranges.get("tie_rate_range", (tie_rate, tie_rate)),
-                       spread_range=ranges.get("spread_range", (spread, spread)))
+                       spread_range=ranges.get("spread_range", (spread, spread)),
+                       kinds=kinds, kind_sd=kind_sd, kind_sd_range=ranges.get("kind_sd_range", (kind_sd, kind_sd)))
 
 
 def labels(values, prefix="i"):
@@ -389,3 +390,100 @@ def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics():
     assert default.expected_annotations != alone.annotations_used  # the combination was replayed
     with pytest.raises(ValueError, match="all-pairs design"):
         plan(gpt35, human, grid=grid_of([None], [10], [0.05], [0.15]), design="ranking")
+
+
+def test_kinds_of_prompt_move_each_simulated_label_by_the_two_systems_effects_on_its_kind():
+    """The planner's kinds of prompt (protocol.plan's module doc): 8,000 items dealt to 4 kinds
+    of 2,000; with no metric signal (metric error 0.5), no ties and no spread, a pair's share
+    of '+' labels on kind k is sigmoid(effect_a,k - effect_b,k), each effect drawn N(0, 1) per
+    rep (tolerance 5 binomial standard errors on the logit); without kinds every share is 1/2."""
+    from scipy.special import logit
+
+    rng = np.random.default_rng(4)
+    items = np.array([f"p{n}" for n in range(8000)])
+    metric = {pair: (items, rng.choice([1, -1], size=len(items))) for pair in (("A", "B"), ("A", "C"), ("B", "C"))}
+    stated = assumptions(metric_error=0.5, tie_rate=0.0, spread=0.0, kinds=4, kind_sd=1.0)
+    kinds = item_kinds(metric, stated)
+    assert sorted(np.bincount(list(kinds.values())).tolist()) == [2000] * 4
+    table = human_table(metric, {}, stated, seed=7, kinds=kinds)
+    effect = dict(zip("ABC", 1.0 * np.random.default_rng([7, 13]).standard_normal((3, 4))))
+    kind = np.array([kinds[item] for item in items])
+    moved = []
+    for (a, b), (_, values) in table.items():
+        for k in range(4):
+            share = np.mean(values[kind == k] == 1)
+            se = 1 / math.sqrt(2000 * share * (1 - share))
+            assert logit(share) == pytest.approx(effect[a][k] - effect[b][k], abs=5 * se), (a, b, k)
+            moved.append(abs(effect[a][k] - effect[b][k]))
+    assert max(moved) > 1  # the effects are large here, so the check has teeth
+    # the same prompts without kinds: every share is a half
+    for _, values in human_table(metric, {}, with_kinds(stated, DEFAULT_ASSUMPTIONS), seed=7).values():
+        for k in range(4):
+            assert np.mean(values[kind == k] == 1) == pytest.approx(0.5, abs=5 * math.sqrt(0.25 / 2000))
+
+
+def test_the_kinds_of_prompt_are_an_assumption_with_a_range_kept_through_a_dict():
+    """kinds and kind_sd go through to_dict / from_dict (a plan stored before them has none);
+    the interval moves kind_sd to its ends only when there are kinds; fitted assumptions take
+    the stated kinds (``with_kinds``); bad values are named."""
+    stated = assumptions(kinds=10, kind_sd=0.5, kind_sd_range=(0.25, 1.0))
+    assert Assumptions.from_dict(stated.to_dict()) == stated
+    old = {k: v for k, v in stated.to_dict().items() if not k.startswith("kind")}
+    assert Assumptions.from_dict(old).kinds == 0 and Assumptions.from_dict(old).kind_sd == 0
+    assert [name for name, _ in stated.scenarios()][-2:] == ["kind_sd low", "kind_sd high"]
+    assert not any(name.startswith("kind") for name, _ in assumptions(kind_sd=0.5, kind_sd_range=(0, 1)).scenarios())
+    fitted = with_kinds(DEFAULT_ASSUMPTIONS, stated)
+    assert (fitted.kinds, fitted.kind_sd, fitted.kind_sd_range, fitted.spread) == (10, 0.5, (0.25, 1.0),
+                                                                                  DEFAULT_ASSUMPTIONS.spread)
+    with pytest.raises(ValueError, match="kinds must be a whole number"):
+        assumptions(kinds=-1)
+    with pytest.raises(ValueError, match="kind_sd must be a number in"):
+        assumptions(kinds=2, kind_sd=9.0)
+
+
+def test_an_active_plan_tells_the_design_the_studys_kinds_and_hides_stated_ones(monkeypatch):
+    """The active design's replay is told the study's own kinds (its items' prompt_kind: a
+    pair's items take turns over them, the fit by kind), as the app runs it; kinds stated for
+    a study without them change the simulated labels but stay hidden from the design."""
+    import protocol.plan as plan_module
+
+    told = []
+    real_run = plan_module.active_run
+
+    def spy(*args, **kwargs):
+        told.append(kwargs.get("kinds"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "active_run", spy)
+    _, _, metric = _arena_tables(systems=5, prompts=120, gap=0.6)
+    grid = [GridPoint(None, 20, 0.05)]
+    own = {f"t{n}": "abc"[n % 3] for n in range(120)}
+    result = plan(metric, {}, grid=grid, reps=1, design="active", seed=2, kinds=own,
+                  kinds_axis=assumptions(kinds=7, kind_sd=0.5))
+    assert result.assumptions.kinds == 3 and result.assumptions.kind_sd == 0.5  # the study's number of kinds
+    assert told and all(k is not None and k.tolist() == [n % 3 for n in range(120)] for k in told)
+    told.clear()
+    hidden = plan(metric, {}, grid=grid, reps=1, design="active", seed=2, kinds_axis=assumptions(kinds=4, kind_sd=0.5))
+    assert hidden.assumptions.kinds == 4 and told and all(k is None for k in told)
+    blind = plan(metric, {}, grid=grid, reps=1, design="active", seed=2)
+    assert hidden.plans[0].expected_annotations != blind.plans[0].expected_annotations  # the labels moved
+
+
+def test_the_command_line_plans_kinds_of_prompt(tmp_path, capsys):
+    """--kinds and --kind-sd SD [LOW HIGH]: the assumptions carry them, the interval's scenarios
+    move the effect to its ends; a malformed --kind-sd is named."""
+    rows = [{"kind": "study", "name": "kinds"}]
+    rows += [{"kind": "item", "id": f"i{n}", "input": f"x{n}"} for n in range(40)]
+    rows += [{"kind": "output", "item": f"i{n}", "system": s, "text": s} for n in range(40) for s in "ABCD"]
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": s, "metric": "m", "score": v + 0.1 * (n % 3)}
+             for n in range(40) for s, v in zip("ABCD", (0.9, 0.6, 0.3, 0.1))]
+    path = tmp_path / "kinds.jsonl"
+    write_bundle_rows(rows, path)
+    assert main([str(path), "--metric", "m", "--design", "active", "--batch", "10", "--reps", "1", "--kinds", "4",
+                 "--kind-sd", "0.5", "0.25", "1", "--json", "--details", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    a = out["assumptions"]
+    assert (a["kinds"], a["kind_sd"], a["kind_sd_range"]) == (4, 0.5, [0.25, 1.0])
+    assert {"kind_sd low", "kind_sd high"} <= set(out["plans"][0]["scenarios"])
+    assert main([str(path), "--metric", "m", "--kind-sd", "0.5", "1", "--quiet"]) == 2
+    assert "--kind-sd takes SD or SD LOW HIGH" in capsys.readouterr().err
