@@ -68,7 +68,10 @@ def test_an_active_studys_dashboard_shows_its_claims_bars_and_fragile_ones(page,
     ranking = reports.study_dashboard(study=study)["ranking"]
     claims = [n for n in ranking["neighbours"] if n["removals"] is not None]
     fragile = [n for n in claims if n["fragile"]]
-    assert ranking["complete"] and fragile and ranking["top_claims"]
+    # Which items are served is not seeded, so whether a tier ends early enough for a top-k
+    # claim varies between runs (tests/cockpit/test_active_ranking_study.py makes one for sure):
+    # the table below shows what the data has, rows or none.
+    assert ranking["complete"] and fragile
     bar = study.active_settings.order_misorder
     for width, height in ((1366, 768), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
