@@ -37,7 +37,7 @@ then
     tests/cockpit/test_import_export.py tests/cockpit/test_import_statistics.py tests/cockpit/test_import_tables.py \
     tests/cockpit/test_conversations_import_export.py tests/cockpit/test_study_management.py \
     tests/api/test_api.py tests/api/test_api_end_to_end.py tests/security/test_nul_characters.py \
-    tests/test_settings_modules.py tests/browser/test_annotate.py
+    tests/browser/test_annotate.py
 elif [ -n "${DATABASE_URL:-}" ]; then
   echo "== (DATABASE_URL was set: the suite above ran on it)"
 fi
