@@ -7,6 +7,7 @@ study-wide moments are used; e-BH across the pairs; an ample and a tight budget)
 both ways on the same rows: the partial state's pairs after the close and the openings equal
 the full state's, and every pair the full close changes is one the partial close holds.
 """
+import importlib
 import random
 
 import pytest
@@ -113,3 +114,25 @@ def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
     assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {len(rows)} pairs decoded"
     filled.refresh_from_db()
     assert filled.status != adaptive.FILLED
+
+
+def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
+    """Pair rows stored before the close's columns get them from their state (migration 0031)."""
+    from django.apps import apps
+
+    fill = importlib.import_module("annotation.migrations.0031_pair_state_close_columns").close_columns_fill
+    study = many_pairs_study("close-columns", 2000)
+    workers = workers_of([f"cm-{n}" for n in range(4)])
+    for _ in range(15):
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is not None:
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=1)
+    columns = ("pk", *protocol_state.CLOSE_COLUMNS)
+    written = list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns))
+    assert any(row[1] for row in written) and any(row[3] for row in written), "nothing judged with the metric"
+    PairState.objects.filter(study=study).update(hits=0, log_e_value=None, cv_n=0, cv_s=0, cv_m=0, cv_ss=0, cv_mm=0,
+                                                 cv_sm=0)
+    fill(apps, None)
+    assert list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns)) == written
