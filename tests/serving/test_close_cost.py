@@ -136,3 +136,32 @@ def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
                                                  cv_sm=0)
     fill(apps, None)
     assert list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns)) == written
+
+
+@pytest.mark.slow
+def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false(monkeypatch):
+    """Every pair a null (the humans answer at random whatever the systems): through the app's
+    lease, submit and partial close, e-BH across the 15 pairs keeps P(any ±) <= γ (FDR = FWER
+    under the global null). P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a
+    decision is not γ = 0.05."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"null {run}", batch_size=4, budget=2000, gamma=0.05)
+        study = study_import(source=bundle_bytes(rows), slug=f"close-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(run)
+        workers = workers_of([f"cn{run}-{n}" for n in range(4)])
+        for _ in range(200):
+            served = False
+            for annotator in workers.values():
+                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+                if hit is None:
+                    continue
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=rng.choice([-1, 1]))
+                served = True
+            if not served:
+                break
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
