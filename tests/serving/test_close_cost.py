@@ -33,6 +33,25 @@ def many_pairs_study(slug: str, budget: int) -> Study:
     return study_import(source=bundle_bytes(rows), slug=slug, metric="m")
 
 
+def serve_until_done(study: Study, workers: dict, value_of, after_submit=None) -> None:
+    """Serve the workers in turn until none gets a HIT; ``value_of(first, second)`` is the
+    canonical label; ``after_submit()`` runs after every submit."""
+    for _ in range(1000):
+        served = False
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            value = value_of(hit.comparison.first.name, hit.comparison.second.name)
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=-value if hit.shown_swapped else value)
+            served = True
+            if after_submit is not None:
+                after_submit()
+        if not served:
+            return
+
+
 def closed_and_opened(study: Study, state: rubric.RubricState) -> rubric.RubricState:
     return runtime.rounds_opened(study=study, state=rubric.close_rounds(state))
 
@@ -61,28 +80,20 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     workers = workers_of([f"cc{budget}-{n}" for n in range(6)])
     # the closes the submits ask for wait: each is computed both ways first
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
-    compared = 0
-    for _ in range(1000):
-        served = False
-        for annotator in workers.values():
-            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-            if hit is None:
-                continue
-            first, second = hit.comparison.first.name, hit.comparison.second.name
-            value = (1 if first < second else -1) if rng.random() < 0.85 else rng.choice([0, -1, 1])
-            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
-                                  shown_value=-value if hit.shown_swapped else value)
-            served = True
-            if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-                study.refresh_from_db()
-                decoded, _ = both_ways_equal(study)
-                assert decoded < PairState.objects.filter(study=study).count()
-                compared += 1
-                runtime.rounds_close(study_id=study.pk)
-        if not served:
-            break
+    compared = []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study)
+            assert decoded < PairState.objects.filter(study=study).count()
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
+                     else rng.choice([0, -1, 1]), close_both_ways)
     decided = PairState.objects.filter(study=study, status=adaptive.DECIDED).count()
-    assert compared >= 10
+    assert len(compared) >= 10
     # e-BH then read other pairs' e-values from the column (k* > 1 at some close)
     assert decided >= 2
 
@@ -139,7 +150,7 @@ def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
 
 
 @pytest.mark.slow
-def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false(monkeypatch):
+def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
     """Every pair a null (the humans answer at random whatever the systems): through the app's
     lease, submit and partial close, e-BH across the 15 pairs keeps P(any ±) <= γ (FDR = FWER
     under the global null). P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a
@@ -152,16 +163,6 @@ def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false(monkeyp
         assert protocol_state.close_reads_some(study)
         rng = random.Random(run)
         workers = workers_of([f"cn{run}-{n}" for n in range(4)])
-        for _ in range(200):
-            served = False
-            for annotator in workers.values():
-                hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-                if hit is None:
-                    continue
-                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
-                                      shown_value=rng.choice([-1, 1]))
-                served = True
-            if not served:
-                break
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
