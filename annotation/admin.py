@@ -207,7 +207,8 @@ class PairStateAdmin(admin.ModelAdmin):
     inlines = [PairStateHistoryInline]
     # Protocol state is written only by serving/protocol_state.py (one codec, validated).
     readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
-                       "leased", "version", "state", "criteria_state", "updated_at"]
+                       "leased", "version", "state", "criteria_state", "updated_at", "hits", "log_e_value", "cv_n",
+                       "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm"]
 
 
 @admin.register(models.CrowdSession)

@@ -648,6 +648,19 @@ class PairState(models.Model):
     # A rubric study's other lanes and the pair's HITs (protocol.rubric):
     # {"hits": n, "lanes": {criterion: PairState.to_dict(with_metric=False)}}; {} for one criterion.
     criteria_state = models.JSONField(default=dict, blank=True)
+    # What a round close reads of the pairs it does not close (issue 41: a close decodes only
+    # the pairs it closes or opens), summed or filtered in SQL; mirrors of ``state`` written by
+    # the codec with it: the pair's HITs, its first lane's log e-value as the family rule reads
+    # it (rules.pair_log_e_value; null: e = 0) and its control-variate moments
+    # (machine.pair_moments: n, s, m, ss, mm, sm).
+    hits = models.PositiveIntegerField(default=0)
+    log_e_value = models.FloatField(null=True, blank=True)
+    cv_n = models.FloatField(default=0.0)
+    cv_s = models.FloatField(default=0.0)
+    cv_m = models.FloatField(default=0.0)
+    cv_ss = models.FloatField(default=0.0)
+    cv_mm = models.FloatField(default=0.0)
+    cv_sm = models.FloatField(default=0.0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -659,7 +672,13 @@ class PairState(models.Model):
         # reads is in it): reading them from the rows walked each row's protocol state JSON
         # (tens of KB at 2,000 items, stored before ``leased``), 1,225 rows per lease at 50 systems.
         indexes = [models.Index(fields=["study", "status", "quota_left", "leased", "round", "first", "second"],
-                                name="pair_state_serving_idx")]
+                                name="pair_state_serving_idx"),
+                   # a close reads the e-values that may pass the family rule's bar, not every row
+                   models.Index(fields=["study", "log_e_value"], name="pair_state_family_idx"),
+                   # and sums the others' budget and moments from this index alone: the rows
+                   # hold each pair's state JSON (tens of KB), 23 of a close's 32 ms at 19,900 pairs
+                   models.Index(fields=["study", "hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm",
+                                        "cv_sm"], name="pair_state_totals_idx")]
 
 
 class PairStateHistory(models.Model):

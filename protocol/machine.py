@@ -50,6 +50,7 @@ from .state import (
     ProtocolSettings,
     ProtocolState,
     check_state,
+    require_whole,
     frozen_diagnostics,
     full_step,
     pair_index,
@@ -180,6 +181,7 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
     if state.settings.rule == EPROCESS and state.settings.confusion == POOLED:
         # the metric's confusion over every judged item of the study: far better estimated
         # than one pair's, and other pairs' labels are independent of this pair's under the null
+        require_whole(state, "the pooled confusion")
         pooled = tuple(int(x) for x in np.sum([p.paired for p in state.pairs], axis=0).ravel())
     control_variate = state.settings.rule == EPROCESS and state.settings.control_variate
     # the reliance on the metric, pooled over the study's judged items (any past label may enter
@@ -198,18 +200,26 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
 
 def study_moments(state: ProtocolState) -> Moments:
     """The control variate's moments (first judgement s, metric value m) over every kept
-    uniform-draw step of the study's pairs, with the metric value the step recorded (so no
-    pair's metric labels are computed for it). Steps without a metric term (made before the
-    control variate, or on a pair without a metric: lam = m = c = 0) are left out."""
-    total = Moments()
+    uniform-draw step of the study's pairs (``pair_moments``), those a partial state leaves out
+    included (``Outside.moments``)."""
+    total = Moments(*state.outside.moments) if state.outside else Moments()
     for pair in state.pairs:
-        kept = set(pair.votes) if pair.votes else set(pair.judged_items)
-        rows = [(value, m) for item, value, _, rho, lam, m, c in map(full_step, pair.steps)
-                if item in kept and rho == 1.0 and (lam, m, c) != (0.0, 0.0, 0.0)]
-        if rows:
-            values, metric = zip(*rows)
-            total = total + Moments.of(values, metric)
+        total = total + pair_moments(pair)
     return total
+
+
+def pair_moments(pair: PairState) -> Moments:
+    """The control variate's moments over the pair's kept uniform-draw steps, with the metric
+    value each step recorded (so no metric label is computed for it). Steps without a metric
+    term (made before the control variate, or on a pair without a metric: lam = m = c = 0) are
+    left out."""
+    kept = set(pair.votes) if pair.votes else set(pair.judged_items)
+    rows = [(value, m) for item, value, _, rho, lam, m, c in map(full_step, pair.steps)
+            if item in kept and rho == 1.0 and (lam, m, c) != (0.0, 0.0, 0.0)]
+    if not rows:
+        return Moments()
+    values, metric = zip(*rows)
+    return Moments.of(values, metric)
 
 
 def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]) -> ProtocolState:
@@ -220,6 +230,7 @@ def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[
 
     features  (first, second) -> {item: (q,) the metrics' values, + = first system better}
     """
+    require_whole(state, "the calibration across pairs")
     judged = {p.key: {item: sign_of(total) for item, total in p.votes.items()} for p in state.pairs}
     predictions = cross_fitted_predictions({p.key: features.get(p.key, {}) for p in state.pairs}, judged)
     pairs = [replace(p, prediction=MappingProxyType(predictions[p.key])) if p.status == WAITING and features.get(p.key)
@@ -553,11 +564,11 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
     levels = np.array([look_level(settings, state.pairs[i].capacity) for i in closing])
     if settings.rule == EPROCESS:
         # control across the study's pairs: every pair's e-value (stopped pairs keep theirs)
-        in_family, bar = family_thresholds([pair_log_e_value(p, settings) for p in state.pairs], settings.gamma,
-                                           settings.family)
+        in_family, bar = family_thresholds(family_log_e_values(state), settings.gamma, settings.family)
         decisions = [eprocess_decision(state.pairs[i], settings.gamma, threshold=-math.inf)
                      if in_family[i] else 0 for i in closing]
     elif settings.rule == BOUNDARY:
+        require_whole(state, "the boundary rule's family")
         level = boundary_level(settings, len(state.pairs))
         decisions = [boundary_decision(state.pairs[i], level) for i in closing]
         if settings.family == "ebh":
@@ -632,6 +643,23 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
         )
     return replace(state, pairs=tuple(pairs), closes=state.closes + 1)
 
+
+
+def family_log_e_values(state: ProtocolState) -> list[float]:
+    """(P + m,) the log e-values the family rule reads: the state's pairs' (P, in order), then
+    those a partial state leaves out (``Outside``: the ones that may pass, the others as
+    -inf), m of them."""
+    values = [pair_log_e_value(p, state.settings) for p in state.pairs]
+    if state.outside:
+        values += [*state.outside.log_e_values, *[-math.inf] * (state.outside.pairs - len(state.outside.log_e_values))]
+    return values
+
+
+def family_floor(settings: ProtocolSettings) -> float:
+    """The least log e-value with which a pair can be decided under any family rule: log 1 /
+    gamma (e-BH's bar m / (gamma k) and Bonferroni's m / gamma are never lower). A partial
+    state's ``Outside.log_e_values`` need only the left-out pairs at or above it."""
+    return math.log(1.0 / settings.gamma)
 
 
 def _batch_diagnostics(batch, j: int) -> MappingProxyType:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from . import machine
 from .rules import round_size
-from .state import FILLED, OPEN, WAITING, PairState, ProtocolSettings, ProtocolState
+from .state import FILLED, OPEN, WAITING, PairState, ProtocolSettings, ProtocolState, require_whole
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,15 @@ class RubricState:
 
     @property
     def budget_left(self) -> int:
-        return self.settings.budget - self.spent - self.reserved
+        """Budget neither spent nor reserved, over every pair of the study: a partial state's
+        left-out pairs take its first lane's ``outside.used`` (HITs and quotas)."""
+        outside = self.lanes[0].outside
+        return self.settings.budget - self.spent - self.reserved - (outside.used if outside else 0)
 
     @property
     def finished(self) -> bool:
         """No round open or filled in any lane, and no waiting lane can be funded any more."""
+        require_whole(self.lanes[0], "finished")
         statuses = {self.status(i) for i in range(len(self.hits))}
         if statuses & {OPEN, FILLED}:
             return False

@@ -407,31 +407,68 @@ def _check_pair_state(state: PairState) -> None:
 
 
 @dataclass(frozen=True)
+class Outside:
+    """What the study-wide rules need of the pairs a partial state leaves out (a round close
+    that reads only the pairs it closes or opens: issue 41), as totals over those pairs.
+
+    pairs         how many pairs of the study are left out
+    log_e_values  (k,) the log e-values (``rules.pair_log_e_value``) of those left-out pairs
+                  whose e-value is at least 1 / gamma; every other left-out pair counts as
+                  e = 0 in the family rule, which decides the same pairs (e-BH's bar m / (gamma
+                  k) is never below 1 / gamma, so such a pair can neither pass nor move k*)
+    used          their judgements recorded (HITs in a rubric study) plus their open rounds'
+                  quotas: what they take of the budget (one sum, as a submit moves a judgement
+                  from reserved to spent and leaves it unchanged)
+    moments       (6,) their control-variate moments (``machine.pair_moments``: n, s, m, ss,
+                  mm, sm), summed
+    """
+
+    pairs: int
+    log_e_values: tuple[float, ...] = ()
+    used: int = 0
+    moments: tuple[float, ...] = (0.0,) * 6
+
+    def __post_init__(self) -> None:
+        if self.pairs < len(self.log_e_values) or min(self.pairs, self.used) < 0:
+            raise ValueError(f"outside: {self.pairs} pairs with {len(self.log_e_values)} e-values, "
+                             f"{self.used} judgements used")
+        if len(self.moments) != 6:
+            raise ValueError(f"outside: moments must be 6 sums, got {len(self.moments)}")
+
+
+@dataclass(frozen=True)
 class ProtocolState:
-    """The whole protocol: settings, one PairState per pair (sorted), closes done so far."""
+    """The whole protocol: settings, one PairState per pair (sorted), closes done so far.
+
+    ``outside``: None for the whole study; for a partial state (some of the study's pairs),
+    the totals of the pairs left out, which every study-wide quantity adds (budget left,
+    family rule, the control variate's moments)."""
 
     settings: ProtocolSettings
     pairs: tuple[PairState, ...]
     closes: int = 0
+    outside: Outside | None = None
 
     @property
     def spent(self) -> int:
-        """Human judgements recorded over all pairs."""
+        """Human judgements recorded over the state's pairs."""
         return sum(p.judgements for p in self.pairs)
 
     @property
     def reserved(self) -> int:
-        """Judgements promised to open rounds but not yet recorded."""
+        """Judgements promised to the state's open rounds but not yet recorded."""
         return sum(p.quota for p in self.pairs)
 
     @property
     def budget_left(self) -> int:
-        """Budget neither spent nor reserved by an open round."""
-        return self.settings.budget - self.spent - self.reserved
+        """Budget neither spent nor reserved by an open round (of any pair of the study: those
+        a partial state leaves out take ``outside.used``)."""
+        return self.settings.budget - self.spent - self.reserved - (self.outside.used if self.outside else 0)
 
     @property
     def finished(self) -> bool:
         """No round open or filled, and no waiting pair can be funded any more."""
+        require_whole(self, "finished")
         if any(p.status in (OPEN, FILLED) for p in self.pairs):
             return False
         return self.budget_left == 0 or not any(p.status == WAITING for p in self.pairs)
@@ -449,10 +486,12 @@ class ProtocolState:
         return {"settings": asdict(self.settings), "closes": self.closes, "pairs": [p.to_dict() for p in self.pairs]}
 
     @classmethod
-    def from_pairs(cls, settings: ProtocolSettings, pairs: Sequence[PairState], closes: int = 0) -> ProtocolState:
+    def from_pairs(cls, settings: ProtocolSettings, pairs: Sequence[PairState], closes: int = 0,
+                   outside: Outside | None = None) -> ProtocolState:
         """The state of ``pairs`` (each valid, e.g. from PairState.from_dict; any order), validated
-        as a whole like ``from_dict`` (unique pairs, budget not overspent)."""
-        state = cls(settings, tuple(sorted(pairs, key=lambda p: p.key)), int(closes))
+        as a whole like ``from_dict`` (unique pairs, budget not overspent); ``outside``: the
+        totals of the study's other pairs when ``pairs`` are some of them (a partial state)."""
+        state = cls(settings, tuple(sorted(pairs, key=lambda p: p.key)), int(closes), outside)
         check_state(state)
         return state
 
@@ -482,6 +521,14 @@ def pair_position(state: ProtocolState, key: tuple[str, str]) -> int | None:
     pairs = state.pairs
     index = bisect.bisect_left(pairs, key, key=attrgetter("key"))
     return index if index < len(pairs) and pairs[index].key == key else None
+
+
+def require_whole(state: ProtocolState, what: str) -> None:
+    """ValueError when ``state`` is partial (``ProtocolState.outside``): ``what`` needs every
+    pair of the study, not totals of the pairs left out."""
+    if state.outside is not None:
+        raise ValueError(f"{what} needs every pair of the study; this state holds {len(state.pairs)} of "
+                         f"{len(state.pairs) + state.outside.pairs}")
 
 
 def check_state(state: ProtocolState) -> None:

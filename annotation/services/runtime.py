@@ -3,8 +3,10 @@
 A submit that fills a pair's round only schedules a close (``jobs.rounds_close``, after its
 commit); the close runs elsewhere — a Celery task with a broker, a background thread of the
 web process without one (``settings.EVALAPP_BACKGROUND_WORK``, annotation/jobs.py) — so no
-annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held, runs the
-batched decision, then takes the study lock for the few milliseconds it needs to apply the
+annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held (only they, the
+waiting pairs when the budget can open rounds, and totals of the others summed in SQL, for a
+study whose design asks for no pairs after a close: ``protocol_state.study_close_snapshot``),
+runs the batched decision, then takes the study lock for the few milliseconds it needs to apply the
 results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
 pass) and to open the next rounds within the budget. Many rounds filling at once coalesce
 into one close. ``protocol_sweep`` (periodic) closes any filled round a lost task left behind,
@@ -118,6 +120,8 @@ def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricS
     """The state with the pairs the study's design asks for now (protocol.designs: waiting for a
     round under the sort, with their rounds open under the active design, the state itself
     under the all-pairs design). Call before opening rounds, after every close or re-decision."""
+    if not study.design.advances:
+        return state  # (no read of the items' kinds either)
     return study.design.advance(state, study.ranking_order, study.active_settings,
                                 kinds=study_design_kinds(study=study))
 
@@ -230,7 +234,8 @@ def _rounds_close_passes(study_id: int) -> int:
             # An exclusion or re-inclusion asked for a re-decision (services/quality.py).
             protocol_redecide(study_id=study_id)
             study = Study.objects.get(pk=study_id)
-        snapshot = protocol_state.study_state_snapshot(study)
+        # the pairs it closes or opens and totals of the others (issue 41), or every pair
+        snapshot = protocol_state.study_close_snapshot(study)
         if snapshot is None:
             return 0
         read_at, before = snapshot

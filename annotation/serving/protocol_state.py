@@ -17,20 +17,25 @@ excluded workers (``Study.protocol_lost_judgements``).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 
+from django.db.models import Count, F, Sum
 from django.utils import timezone
 
-from protocol import adaptive, rubric
+from protocol import adaptive, machine, rubric
 
 from . import store
 from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
+# The close's columns (PairState.hits, log_e_value, cv_*): what a round close reads of the pairs
+# it does not decode, as SQL sums and a filter (study_close_snapshot).
+CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
 MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
-                    "updated_at")
+                    "updated_at", *CLOSE_COLUMNS)
 
 
 def decision_options(study: Study) -> dict:
@@ -165,12 +170,14 @@ def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
                                            for p in pairs), (hits,))
 
 
-def _rubric_from(study: Study, names: tuple[str, ...], lanes_by_pair: list[tuple[tuple, int]]) -> rubric.RubricState:
-    """A study's rubric state from each pair's lanes and HITs, pairs in canonical order."""
+def _rubric_from(study: Study, names: tuple[str, ...], lanes_by_pair: list[tuple[tuple, int]], *,
+                 outside: adaptive.Outside | None = None) -> rubric.RubricState:
+    """A study's rubric state from each pair's lanes and HITs, pairs in canonical order;
+    ``outside``: the totals of the pairs left out of a one-criterion partial state."""
     lanes_by_pair = sorted(lanes_by_pair, key=lambda entry: entry[0][0].key)
     settings = protocol_settings(study)
     lanes = tuple(adaptive.ProtocolState.from_pairs(settings, [pairs[c] for pairs, _ in lanes_by_pair],
-                                                    study.protocol_closes) for c in range(len(names)))
+                                                    study.protocol_closes, outside) for c in range(len(names)))
     return rubric.RubricState(names, lanes, tuple(hits for _, hits in lanes_by_pair))
 
 
@@ -241,6 +248,68 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
 
 
+def close_reads_some(study: Study) -> bool:
+    """Does a round close of the study read only the pairs it closes or opens, with totals of the
+    others (``study_close_snapshot``)? Yes for one criterion under a design that asks for no
+    pairs after a close, without combined metrics (their calibration is fitted across every
+    pair) and under a family rule that reads e-values (the boundary rule's reads each pair's
+    crossing); otherwise the close reads every pair (``study_state_snapshot``)."""
+    return (len(_criteria_names(study)) == 1 and not study.design.advances and not study.combined_metrics.strip()
+            and study.protocol_rule != adaptive.BOUNDARY)
+
+
+_TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
+           **{column: Sum(column) for column in ("cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")}}
+_ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
+
+
+def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState] | None:
+    """What a round close reads: ``study_state_snapshot``'s (row id, version) per pair read and
+    the state, or None when no pair's round is filled. For a study whose close reads only some
+    pairs (``close_reads_some``) the state is partial: the pairs whose rounds are filled, and
+    the waiting pairs when the budget has judgements left to open rounds with, with totals of
+    the others (``adaptive.Outside``: their count, judgements used and control-variate moments
+    summed in SQL, and the e-values of those that may pass the family rule's bar, read through
+    an index). No lock: for a caller that writes back compare-and-set on the versions.
+
+    The totals are one statement, and the rows decoded are subtracted from them, so the only
+    rows that move meanwhile, open pairs taking a submit, leave budget and moments as that
+    statement read them (a submit moves a judgement from quota to hits); a pair that fills
+    after the filled rows were read is closed by the next pass.
+    """
+    if not close_reads_some(study):
+        return study_state_snapshot(study)
+    if not PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+        return None
+    settings = protocol_settings(study)
+    pairs = PairState.objects.filter(study=study)
+    totals = pairs.aggregate(**_TOTALS)
+    read = list(pairs.filter(status=adaptive.FILLED).values_list("pk", "version", "state", "criteria_state",
+                                                                  *_ROW_TOTALS))
+    if settings.budget - (totals["used"] or 0) > 0:
+        # rounds may open: every waiting pair asks (closes never move a waiting pair's counters)
+        read += pairs.filter(status=adaptive.WAITING).values_list("pk", "version", "state", "criteria_state",
+                                                                  *_ROW_TOTALS)
+    family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
+    decoded = {pk for pk, *_ in read}
+    names = _criteria_names(study)
+    sources = lane_label_sources(study)
+    entries, read_at = [], {}
+    for pk, version, blob, lanes, *_ in read:
+        if not blob:
+            raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
+        entry = _lanes_of(blob, lanes, names, sources, f"pair {pk} of study {study.slug!r}")
+        entries.append(entry)
+        read_at[entry[0][0].key] = (pk, version)
+    sums = [sum(row[4 + j] for row in read) for j in range(len(_ROW_TOTALS))]
+    outside = adaptive.Outside(
+        pairs=totals["pairs"] - len(read),
+        log_e_values=tuple(sorted(value for pk, value in family if pk not in decoded)),
+        used=(totals["used"] or 0) - sums[0] - sums[1],
+        moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))
+    return read_at, _rubric_from(study, names, entries, outside=outside)
+
+
 def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> None:
     """Put pair ``index`` of ``state`` into ``row`` (JSON and mirror columns) and bump its
     version; no save."""
@@ -256,6 +325,12 @@ def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> Non
     row.theta = first.theta[-1] if first.theta else None
     row.round = max(pair.round for pair in pairs)
     row.quota_left = state.quota(index)
+    row.hits = state.hits[index]
+    log_e = adaptive.pair_log_e_value(first, state.settings)
+    row.log_e_value = None if log_e == -math.inf else log_e  # e = 0: null
+    moments = machine.pair_moments(first)
+    row.cv_n, row.cv_s, row.cv_m, row.cv_ss, row.cv_mm, row.cv_sm = (
+        moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)
     row.version += 1
 
 

@@ -38,6 +38,8 @@ class Active(OrderingDesign):
         # raises on imported judgements too: the design funds every label it uses
         return rubric.single(active_ranking.active_start(state.primary, order, settings), state.criteria[0])
 
+    advances = True
+
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
                 kinds: Mapping[str, str] | None = None) -> RubricState:
         return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds), state.criteria[0])

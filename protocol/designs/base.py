@@ -30,6 +30,9 @@ class PairDesign:
                     the app then serves a pair's items in turns over the kinds
                     (protocol.allocation.kind_turn) and passes ``kinds`` (item id -> kind) to
                     ``advance`` and ``section``?
+    advances        does ``advance`` ask for pairs after a close (it reads the whole state: a
+                    sort replayed, an order fitted)? A design that does not lets the app's
+                    round close read only the pairs it closes or opens (issue 41)
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -48,6 +51,7 @@ class PairDesign:
     plan_per_comparison: bool = False
     plan_states_order: bool = False
     uses_prompt_kinds: bool = False
+    advances: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""

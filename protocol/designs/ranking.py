@@ -32,6 +32,8 @@ class Ranking(OrderingDesign):
         return rubric.single(ranking_design.sort_start(state.primary, order, max_labels=settings.max_labels),
                              state.criteria[0])
 
+    advances = True
+
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
                 kinds: Mapping[str, str] | None = None) -> RubricState:
         return rubric.single(ranking_design.sort_advance(state.primary, order), state.criteria[0])

@@ -3,6 +3,7 @@
     python scripts/bench/hot_path.py                              # SQLite in a temporary directory
     python scripts/bench/hot_path.py --database-url postgres://postgres@127.0.0.1:5432/postgres
     python scripts/bench/hot_path.py --profile 25                 # and the 25 costliest functions
+    python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
 
 Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
 file; PostgreSQL: a database ``perf_bench_<pid>`` created on the given server and dropped at
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    parser.add_argument("--profile-close", type=int, default=0,
+                        help="print the N costliest functions of the round closes alone (cumulative)")
     parser.add_argument("--bundle", type=Path, default=BUNDLE,
                         help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
                              "from `python -m protocol.arena make`")
@@ -225,14 +228,19 @@ def _run(args) -> int:
     close_inline = runtime.rounds_close
 
     counting: list[cProfile.Profile] = []  # the call counter, paused during a close
+    close_profiler = cProfile.Profile() if args.profile_close else None
 
     def timed_close(*, study_id):
         for counter in counting:
             counter.disable()
         started, backend_started, wall = time.process_time(), backend_cpu_ms(), time.perf_counter()
+        if close_profiler:
+            close_profiler.enable()
         try:
             return close_inline(study_id=study_id)
         finally:
+            if close_profiler:
+                close_profiler.disable()
             close_cpu.append(time.process_time() - started)
             close_wall.append(time.perf_counter() - wall)
             close_backend_ms.append(backend_cpu_ms() - backend_started)
@@ -352,6 +360,10 @@ def _run(args) -> int:
     if backends:
         result["pg_backends"] = backends.connections
     print(json.dumps(result))
+    if close_profiler:
+        out = io.StringIO()
+        pstats.Stats(close_profiler, stream=out).sort_stats("cumulative").print_stats(args.profile_close)
+        print(out.getvalue())
     if profiler:
         if os.environ.get("BENCH_DUMP"):
             profiler.dump_stats(os.environ["BENCH_DUMP"])

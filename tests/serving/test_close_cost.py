@@ -1,0 +1,168 @@
+"""A round close costs what it changes (issue 41, part 2): it decodes the pairs whose rounds
+filled (and the waiting pairs when the budget can open rounds) and reads the others as totals
+summed in SQL, yet decides exactly what the close over every pair decides.
+
+Every close of a seeded crowd run over a study of 28 pairs (a metric, so the control variate's
+study-wide moments are used; e-BH across the pairs; an ample and a tight budget) is computed
+both ways on the same rows: the partial state's pairs after the close and the openings equal
+the full state's, and every pair the full close changes is one the partial close holds.
+"""
+import importlib
+import random
+
+import pytest
+
+from annotation import jobs
+from annotation.models import PairState, Study
+from annotation.services import hits, runtime
+from annotation.services.studies import study_import
+from annotation.serving import protocol_state
+from protocol import adaptive, rubric
+from tests.builders.annotating import workers_of
+from tests.builders.bundles import bundle_bytes, many_systems_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SYSTEMS = 8  # 28 pairs
+ITEMS = 16
+
+
+def many_pairs_study(slug: str, budget: int) -> Study:
+    rows = many_systems_rows(SYSTEMS, items=ITEMS)
+    rows[0].update(name=slug, batch_size=4, budget=budget, gamma=0.2)
+    return study_import(source=bundle_bytes(rows), slug=slug, metric="m")
+
+
+def serve_until_done(study: Study, workers: dict, value_of, after_submit=None) -> None:
+    """Serve the workers in turn until none gets a HIT; ``value_of(first, second)`` is the
+    canonical label; ``after_submit()`` runs after every submit."""
+    for _ in range(1000):
+        served = False
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            value = value_of(hit.comparison.first.name, hit.comparison.second.name)
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=-value if hit.shown_swapped else value)
+            served = True
+            if after_submit is not None:
+                after_submit()
+        if not served:
+            return
+
+
+def closed_and_opened(study: Study, state: rubric.RubricState) -> rubric.RubricState:
+    return runtime.rounds_opened(study=study, state=rubric.close_rounds(state))
+
+
+def both_ways_equal(study: Study) -> tuple[int, int]:
+    """Compare the partial close with the full one on the rows as they are; returns (pairs the
+    partial state decoded, pairs the full close changed)."""
+    _, full = protocol_state.study_state_snapshot(study)
+    _, partial = protocol_state.study_close_snapshot(study)
+    assert partial.lanes[0].outside is not None, "the close read every pair"
+    full_after, partial_after = closed_and_opened(study, full), closed_and_opened(study, partial)
+    position = {key: index for index, key in enumerate(full.keys)}
+    for index, key in enumerate(partial.keys):
+        assert partial_after.primary.pairs[index] == full_after.primary.pairs[position[key]], key
+    changed = {full.keys[index] for index in rubric.changed_pairs(full, full_after)}
+    assert changed <= set(partial.keys), changed - set(partial.keys)
+    assert partial_after.closes == full_after.closes
+    assert partial_after.budget_left == full_after.budget_left
+    return len(partial.keys), len(changed)
+
+
+@pytest.mark.parametrize("budget", [2000, 300])
+def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budget, monkeypatch):
+    study = many_pairs_study(f"close-cost-{budget}", budget)
+    rng = random.Random(budget)
+    workers = workers_of([f"cc{budget}-{n}" for n in range(6)])
+    # the closes the submits ask for wait: each is computed both ways first
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared = []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study)
+            assert decoded < PairState.objects.filter(study=study).count()
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
+                     else rng.choice([0, -1, 1]), close_both_ways)
+    decided = PairState.objects.filter(study=study, status=adaptive.DECIDED).count()
+    assert len(compared) >= 10
+    # e-BH then read other pairs' e-values from the column (k* > 1 at some close)
+    assert decided >= 2
+
+
+def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
+    """Fails on the close that decoded every pair's state (28 here, 19,900 at 200 systems)."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    study = many_pairs_study("close-decodes", 2000)
+    rows = {row.pk: row for row in PairState.objects.filter(study=study)}
+    workers = workers_of([f"cd-{n}" for n in range(6)])
+    filled = None
+    for _ in range(100):
+        if filled is not None:
+            break
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=1)
+            filled = PairState.objects.filter(study=study, status=adaptive.FILLED).first()
+            if filled is not None:
+                break
+    decoded = []
+    real = protocol_state._lanes_of
+    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
+    protocol_state._parsed.clear()  # no pair decoded by this process before
+    assert runtime.rounds_close(study_id=study.pk) == 1
+    assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {len(rows)} pairs decoded"
+    filled.refresh_from_db()
+    assert filled.status != adaptive.FILLED
+
+
+def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
+    """Pair rows stored before the close's columns get them from their state (migration 0031)."""
+    from django.apps import apps
+
+    fill = importlib.import_module("annotation.migrations.0031_pair_state_close_columns").close_columns_fill
+    study = many_pairs_study("close-columns", 2000)
+    workers = workers_of([f"cm-{n}" for n in range(4)])
+    for _ in range(15):
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is not None:
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=1)
+    columns = ("pk", *protocol_state.CLOSE_COLUMNS)
+    written = list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns))
+    assert any(row[1] for row in written) and any(row[3] for row in written), "nothing judged with the metric"
+    PairState.objects.filter(study=study).update(hits=0, log_e_value=None, cv_n=0, cv_s=0, cv_m=0, cv_ss=0, cv_mm=0,
+                                                 cv_sm=0)
+    fill(apps, None)
+    assert list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns)) == written
+
+
+@pytest.mark.slow
+def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
+    """Every pair a null (the humans answer at random whatever the systems): through the app's
+    lease, submit and partial close, e-BH across the 15 pairs keeps P(any ±) <= γ (FDR = FWER
+    under the global null). P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a
+    decision is not γ = 0.05."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"null {run}", batch_size=4, budget=2000, gamma=0.05)
+        study = study_import(source=bundle_bytes(rows), slug=f"close-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(run)
+        workers = workers_of([f"cn{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
