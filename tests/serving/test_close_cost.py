@@ -131,7 +131,7 @@ def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
     """Pair rows stored before the close's columns get them from their state (migration 0031)."""
     from django.apps import apps
 
-    fill = importlib.import_module("annotation.migrations.0031_pair_state_close_columns").close_columns_fill
+    fill = importlib.import_module("annotation.migrations.0032_pair_state_close_columns").close_columns_fill
     study = many_pairs_study("close-columns", 2000)
     workers = workers_of([f"cm-{n}" for n in range(4)])
     for _ in range(15):

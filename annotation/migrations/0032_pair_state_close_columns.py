@@ -36,7 +36,7 @@ COLUMNS = ["hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0030_item_prompt_kind'),
+        ('annotation', '0031_ranking_confidence_order_bar_help'),
     ]
 
     operations = [
