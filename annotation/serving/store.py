@@ -17,9 +17,11 @@ Nothing outside this module writes SQL for the serving tables, nor writes those 
 Invariants kept here (docs/architecture.md, "Serving invariants"):
 
 - ``PairState.leased`` changes only through ``_LEASED_PLUS`` (``pair_leases_add`` and
-  ``pair_save``): a pair is served while ``quota_left > leased``.
-- A pair row is locked only by ``_pair_lock_sql`` (``pair_lock_open`` for a lease,
-  ``pair_row_locked`` for everything else), inside the caller's transaction.
+  ``pair_save``, and on PostgreSQL inside ``lease_write`` and ``judgement_submit_write``): a
+  pair is served while ``quota_left > leased``.
+- A pair row is locked only by ``_pair_lock_sql`` (``pair_lock_open`` and, on PostgreSQL,
+  ``open_pairs_first_locked`` for a lease, ``pair_row_locked`` for everything else), inside the
+  caller's transaction.
 
 Values cross the boundary as the ORM's own: a read converts every column with Django's own
 converters for its field (the backend's ``get_db_converters`` and the field's
@@ -416,7 +418,7 @@ def _lease_write_sql(taking_over: bool, new: bool) -> str:
     comparison = (_COMPARISON_LEASED_NEW if new else
                   f'UPDATE {COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s RETURNING "id"')
     columns = ASSIGNMENT_COLUMNS[1:]
-    return (f'WITH first AS ({first}), leased AS ({comparison}) '
+    return (f'WITH moved AS ({first}), leased AS ({comparison}) '
             f'INSERT INTO {ASSIGNMENT} (' + ", ".join(f'"{c}"' for c in columns) + ') VALUES (%s, '
             '(SELECT "id" FROM leased), ' + ", ".join(["%s"] * (len(columns) - 2))
             + ') RETURNING "id", "comparison_id"')
