@@ -118,18 +118,22 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     with transaction.atomic():
         # The round closest to full first (a full round is decided sooner than many half-full
         # ones), ties at random; the first few, then, if none of them serves this annotator, all.
-        order = store.open_pairs(study.pk, adaptive.OPEN, first=OPEN_PAIRS_TRIED_FIRST)
+        # PostgreSQL tries the first one's lock in the same statement (SKIP LOCKED, as below).
+        order, first_locked = store.open_pairs_first_locked(study.pk, adaptive.OPEN, first=OPEN_PAIRS_TRIED_FIRST)
+        first_id = order[0].id if order else None
         if len(order) == OPEN_PAIRS_TRIED_FIRST:
             order = itertools.chain(order, _later_pairs(study, {pair.id for pair in order}))
         # SQLite: this transaction holds the database's write lock, so the rows just read are
         # current. PostgreSQL: lock the pair row, skipping rows that other leases hold. (One
         # query that picks and locks, ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED, saves a
         # statement but deadlocked under 20 concurrent leases and submits: its waits for a
-        # busy pair ran down the sorted rows while holding the pairs already tried.)
+        # busy pair ran down the sorted rows while holding the pairs already tried. The first
+        # pair's lock taken with the read locks that one row by its id, skipping it if busy.)
         row_locks = connection.features.has_select_for_update
         busy = []
         for pair in order:
-            if row_locks and not store.pair_lock_open(pair.id, adaptive.OPEN, skip_locked=True):
+            if row_locks and not (first_locked if pair.id == first_id else
+                                  store.pair_lock_open(pair.id, adaptive.OPEN, skip_locked=True)):
                 busy.append(pair)
                 continue
             lease = _lease_in_pair(study, pair, annotator, rng)
@@ -266,20 +270,13 @@ def _lease_row(study: Study, pair: store.OpenPair, annotator: Annotator, rng: ra
     ``chance`` recorded (None: a draw the decision treats as uniform)."""
     if chosen is None:
         return None
-    if chosen.lease_expires_at is not None:
-        # Taking over an expired lease: the pair's live-lease count stays the same.
-        store.leases_of_comparison_expire(chosen.comparison_id)
-    else:
-        store.pair_leases_add(pair.id, +1)
     expires = now + timedelta(seconds=study.lease_timeout_seconds)
-    if chosen.comparison_id is None:  # the item's first lease in this pair
-        comparison_id = store.comparison_leased_new(study.pk, pair, chosen.item_id, expires)
-    else:
-        comparison_id = chosen.comparison_id
-        store.comparison_lease_set(comparison_id, expires)
-    assignment = Assignment(annotator=annotator, comparison_id=comparison_id, shown_swapped=rng.random() < 0.5,
-                            round=pair.round, issued_at=now, expires_at=expires, draw_probability=chance)
-    store.assignment_insert(assignment)
+    assignment = Assignment(annotator=annotator, comparison_id=chosen.comparison_id,
+                            shown_swapped=rng.random() < 0.5, round=pair.round, issued_at=now, expires_at=expires,
+                            draw_probability=chance)
+    # Taking over an expired lease keeps the pair's live-lease count; a comparison_id of None is
+    # the item's first lease in this pair (its comparison is stored with the lease).
+    store.lease_write(study.pk, pair, chosen.item_id, assignment, taking_over=chosen.lease_expires_at is not None)
     return assignment
 
 
@@ -542,12 +539,12 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     comparison = assignment.comparison
     study = comparison.study
     row = store.pair_row_locked(comparison.pair_id)
-    # Whether the worker is excluded is read here, under the pair's lock, in a statement of its
-    # own (on PostgreSQL a statement's snapshot predates the lock wait of the statement that
-    # took it): a re-decision (services/quality.py) that locks the pair after this commits sees
-    # this judgement, and one that locked it before made this read see the exclusion.
-    is_excluded = store.annotator_excluded(study.pk, annotator_id)
-    done = store.judgements_of_comparison(comparison.pk)
+    # Whether the worker is excluded, and the comparison's judgements, are read here, under the
+    # pair's lock, in a statement of their own (on PostgreSQL a statement's snapshot predates the
+    # lock wait of the statement that took it): a re-decision (services/quality.py) that locks
+    # the pair after this commits sees this judgement, and one that locked it before made this
+    # read see the exclusion.
+    is_excluded, done = store.submit_reads(study.pk, annotator_id, comparison.pk)
     for earlier in done:
         if earlier.assignment_id == assignment.pk:
             if earlier.idempotency_key == key:  # the same submit again (a retry, or a double click)
@@ -579,25 +576,24 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     # is the database's (a query per constraint would double the submit's cost).
     judgement.full_clean(exclude=["comparison", "annotator", "assignment"], validate_unique=False,
                          validate_constraints=False)
-    store.judgement_insert(judgement)
-    # The lease is held when the assignment is still LEASED (under the pair's lock): one
-    # conditional write both checks and ends it.
-    holds_lease = store.assignment_submitted(assignment.pk, only_if_leased=True)
-    if not holds_lease:
-        # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison is
-        # free and the round still needs a judgement that no live lease will bring.
-        serving = store.comparison_serving(comparison.pk)
-        if serving.lease_expires_at is not None or serving.judgement_count >= study.ratings_per_item \
-                or row.quota_left <= row.leased:
-            raise _Refused("this HIT expired and its comparison is no longer needed")
-        store.assignment_submitted(assignment.pk, only_if_leased=False)
-    store.comparison_judged(comparison.pk, lease_ended=holds_lease)
+    # The codec runs before the writes, so that they go in one statement on PostgreSQL
+    # (store.judgement_submit_write): the pair row's new state is one of them.
+    needs_more = row.quota_left > row.leased  # as locked, before the codec moves the quota
     state = protocol_state.pair_rubric_of(study, row)
     recorded = rubric.record_judgements(
         state, *state.keys[0], [comparison.item.external_id], [lane_values(criteria=criteria, value=value, answers=answers)],
         probabilities=[assignment.draw_probability])
     protocol_state.pair_write(row, recorded)
-    protocol_state.pair_row_save(row, leases_change=-1 if holds_lease else 0)
+    row.updated_at = now  # as protocol_state.pair_row_save sets it
+    expired = store.judgement_submit_write(judgement, row, protocol_state.MIRRORED_COLUMNS)
+    if expired is not None:
+        # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison was
+        # free and the round still needs a judgement that no live lease will bring; else every
+        # write above is rolled back.
+        if expired.lease_expires_at is not None or expired.judgement_count >= study.ratings_per_item \
+                or not needs_more:
+            raise _Refused("this HIT expired and its comparison is no longer needed")
+        store.assignment_submitted(assignment.pk, only_if_leased=False)
     if recorded.status(0) == adaptive.FILLED:
         transaction.on_commit(lambda: jobs.rounds_close(study.pk))
     return judgement

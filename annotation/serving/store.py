@@ -4,7 +4,11 @@ reclaim), one named function each.
 The ORM builds and compiles a statement anew on every call; on the serving loop that was more
 than half of the web tier's CPU (docs/benchmarks.md, "The hot path").
 The loop's statements are therefore written once, here, as plain SQL that runs unchanged on
-SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions).
+SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions),
+with three exceptions on PostgreSQL, where every statement is a round trip to the server:
+a submit's four writes (``judgement_submit_write``), a lease's three (``lease_write``) and a
+lease's read of the open pairs with the first one's lock (``open_pairs_first_locked``) are one
+statement each there (data-modifying WITH clauses), and one statement per write on SQLite.
 So are an import's writes of its outputs and their metric scores (``outputs_insert``,
 ``metric_scores_insert``: 400,000 rows each at 200 systems x 2,000 items, where the ORM's
 ``bulk_create`` built and compiled a model instance per row). Everything else keeps the ORM.
@@ -13,9 +17,11 @@ Nothing outside this module writes SQL for the serving tables, nor writes those 
 Invariants kept here (docs/architecture.md, "Serving invariants"):
 
 - ``PairState.leased`` changes only through ``_LEASED_PLUS`` (``pair_leases_add`` and
-  ``pair_save``): a pair is served while ``quota_left > leased``.
-- A pair row is locked only by ``_pair_lock_sql`` (``pair_lock_open`` for a lease,
-  ``pair_row_locked`` for everything else), inside the caller's transaction.
+  ``pair_save``, and on PostgreSQL inside ``lease_write`` and ``judgement_submit_write``): a
+  pair is served while ``quota_left > leased``.
+- A pair row is locked only by ``_pair_lock_sql`` (``pair_lock_open`` and, on PostgreSQL,
+  ``open_pairs_first_locked`` for a lease, ``pair_row_locked`` for everything else), inside the
+  caller's transaction.
 
 Values cross the boundary as the ORM's own: a read converts every column with Django's own
 converters for its field (the backend's ``get_db_converters`` and the field's
@@ -74,8 +80,9 @@ JUDGEMENT_COLUMNS = ("comparison_id", "check_item_id", "annotator_id", "assignme
                      "seconds_on_task", "read_seconds", "server_seconds", "kind", "idempotency_key", "source", "created_at")
 _ASSIGNMENT_SELECT = _select(ASSIGNMENT_COLUMNS, "a.")
 _PAIR_SELECT = _select(PAIR_COLUMNS)
-# The one expression that moves the live-lease counter.
-_LEASED_PLUS = '"leased" = "leased" + %s'
+# The one expression that moves the live-lease counter (by a parameter, or by an expression of
+# the statement it is part of: ``judgement_submit_write`` on PostgreSQL).
+_LEASED_PLUS = '"leased" = "leased" + {}'
 
 
 # The columns an import writes of an Output and of a MetricScore (their primary keys are new).
@@ -369,6 +376,54 @@ def assignment_insert(assignment: Assignment) -> None:
     _insert(assignment, ASSIGNMENT_COLUMNS[1:])
 
 
+def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignment, *, taking_over: bool) -> None:
+    """A lease's writes: the pair's live-lease counter up by one (``taking_over``: instead, the
+    comparison's expired lease ended, the counter left as it is), the comparison's lease set to
+    the assignment's expiry (``assignment.comparison_id`` None: the item's first lease in the
+    pair, its comparison stored with ``comparison_leased_new``'s upsert, and the assignment's
+    ``comparison_id`` set), and the new ``assignment`` stored (its primary key set). Call holding
+    the pair's lock.
+
+    PostgreSQL: one statement (data-modifying WITH clauses: two round trips and statements fewer
+    per lease); SQLite, where a statement costs no round trip, one statement each.
+    """
+    expires = _datetime(Comparison, "lease_expires_at", assignment.expires_at)
+    if connection.vendor != "postgresql":
+        if taking_over:
+            leases_of_comparison_expire(assignment.comparison_id)
+        else:
+            pair_leases_add(pair.id, +1)
+        if assignment.comparison_id is None:
+            assignment.comparison_id = comparison_leased_new(study_id, pair, item_id, assignment.expires_at)
+        else:
+            comparison_lease_set(assignment.comparison_id, assignment.expires_at)
+        assignment_insert(assignment)
+        return
+    first = [Assignment.State.EXPIRED, assignment.comparison_id, Assignment.State.LEASED] if taking_over else [pair.id]
+    new = assignment.comparison_id is None
+    comparison = ([study_id, item_id, pair.first_id, pair.second_id, pair.id, expires] if new
+                  else [expires, assignment.comparison_id])
+    values = _prepared(assignment, ASSIGNMENT_COLUMNS[1:])
+    # The assignment's comparison comes from the comparison's clause (its second value).
+    found = _one(_lease_write_sql(taking_over, new), [*first, *comparison, values[0], *values[2:]])
+    assignment.pk, assignment.comparison_id = found
+    assignment._state.adding, assignment._state.db = False, connection.alias
+
+
+@lru_cache(maxsize=None)
+def _lease_write_sql(taking_over: bool, new: bool) -> str:
+    """``lease_write``'s one statement on PostgreSQL."""
+    first = (_LEASES_OF_COMPARISON_EXPIRE if taking_over
+             else f'UPDATE {PAIR} SET {_LEASED_PLUS.format("1")} WHERE "id" = %s')
+    comparison = (_COMPARISON_LEASED_NEW if new else
+                  f'UPDATE {COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s RETURNING "id"')
+    columns = ASSIGNMENT_COLUMNS[1:]
+    return (f'WITH moved AS ({first}), leased AS ({comparison}) '
+            f'INSERT INTO {ASSIGNMENT} (' + ", ".join(f'"{c}"' for c in columns) + ') VALUES (%s, '
+            '(SELECT "id" FROM leased), ' + ", ".join(["%s"] * (len(columns) - 2))
+            + ') RETURNING "id", "comparison_id"')
+
+
 def assignment_submitted(assignment_id: int, *, only_if_leased: bool) -> bool:
     """Mark the assignment SUBMITTED; ``only_if_leased``: only while it is LEASED (the one write
     that both checks and ends a live lease). True when a row changed."""
@@ -381,8 +436,10 @@ def assignment_submitted(assignment_id: int, *, only_if_leased: bool) -> bool:
 
 def leases_of_comparison_expire(comparison_id: int) -> None:
     """End the LEASED assignments of a comparison (an expired lease taken over)."""
-    _execute(f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "comparison_id" = %s AND "state" = %s',
-             [Assignment.State.EXPIRED, comparison_id, Assignment.State.LEASED])
+    _execute(_LEASES_OF_COMPARISON_EXPIRE, [Assignment.State.EXPIRED, comparison_id, Assignment.State.LEASED])
+
+
+_LEASES_OF_COMPARISON_EXPIRE = f'UPDATE {ASSIGNMENT} SET "state" = %s WHERE "comparison_id" = %s AND "state" = %s'
 
 
 def lease_live(assignment_id: int) -> LiveLease | None:
@@ -580,16 +637,65 @@ def hit_texts(comparison_id: int) -> HitTexts:
 
 # --- Judgements ----------------------------------------------------------------------------
 
-def judgements_of_comparison(comparison_id: int) -> list[EarlierJudgement]:
-    """The judgements stored for the comparison."""
-    return [EarlierJudgement(*row) for row in _rows(
-        f'SELECT "assignment_id", "idempotency_key", "annotator_id" FROM {JUDGEMENT} WHERE "comparison_id" = %s',
-        [comparison_id])]
+def submit_reads(study_id: int, annotator_id: int, comparison_id: int) -> tuple[bool, list[EarlierJudgement]]:
+    """Whether the worker is excluded from the study, and the judgements stored for the
+    comparison: a submit's two reads under the pair's lock, in one statement of their own (after
+    the statement that took the lock: on PostgreSQL a statement's snapshot predates the lock
+    wait of the statement that took it, docs/serving.md)."""
+    rows = _rows(_SUBMIT_READS, [study_id, annotator_id, comparison_id])
+    return bool(rows[0][0]), [EarlierJudgement(*row[1:]) for row in rows if row[1] is not None]
 
 
-def judgement_insert(judgement: Judgement) -> None:
-    """Store a new judgement (sets its primary key); uniqueness is the database's."""
-    _insert(judgement, JUDGEMENT_COLUMNS)
+_SUBMIT_READS = (
+    f'SELECT EXISTS (SELECT 1 FROM {EXCLUSION} WHERE "study_id" = %s AND "annotator_id" = %s AND "excluded"), '
+    f'j."assignment_id", j."idempotency_key", j."annotator_id" FROM (SELECT 1) AS one '
+    f'LEFT JOIN {JUDGEMENT} j ON j."comparison_id" = %s')
+
+
+def judgement_submit_write(judgement: Judgement, row: PairState, columns: tuple[str, ...]) -> ComparisonServing | None:
+    """A submit's writes: store ``judgement`` (sets its primary key; uniqueness is the database's),
+    mark its assignment SUBMITTED if it is still LEASED (the one write that both checks and ends
+    a live lease), count it on its comparison (and free the comparison of the lease it ended),
+    write ``columns`` of the pair row ``row`` and take the ended lease off the pair's counter.
+
+    Returns None when the assignment held its lease; else (an expired lease: nothing ended, the
+    assignment left as it was) the comparison's counters as they were before this write, for the
+    caller to accept the answer (then ``assignment_submitted(..., only_if_leased=False)``) or
+    refuse it by rolling the transaction back. Call holding the pair's lock.
+
+    PostgreSQL: one statement (the four writes as data-modifying WITH clauses: three round trips
+    and statements fewer per submit); SQLite, where a statement costs no round trip, the same
+    writes one statement each.
+    """
+    comparison_id, assignment_id = judgement.comparison_id, judgement.assignment_id
+    if connection.vendor != "postgresql":
+        _insert(judgement, JUDGEMENT_COLUMNS)
+        held = assignment_submitted(assignment_id, only_if_leased=True)
+        before = None if held else comparison_serving(comparison_id)
+        comparison_judged(comparison_id, lease_ended=held)
+        pair_save(row, columns, leases_change=-1 if held else 0)
+        return before
+    found = _one(_submit_write_sql(columns), [
+        *_prepared(judgement, JUDGEMENT_COLUMNS), Assignment.State.SUBMITTED, assignment_id, Assignment.State.LEASED,
+        comparison_id, comparison_id, *_prepared(row, columns), row.pk])
+    judgement.pk = found[0]
+    judgement._state.adding, judgement._state.db = False, connection.alias
+    return None if found[1] else ComparisonServing(*_read(Comparison, ("judgement_count", "lease_expires_at"), found[2:]))
+
+
+@lru_cache(maxsize=None)
+def _submit_write_sql(columns: tuple[str, ...]) -> str:
+    """``judgement_submit_write``'s one statement on PostgreSQL. Its clauses see the tables as the
+    statement found them (one snapshot): ``before`` reads the comparison's counters before the
+    write, and the comparison's and the pair's writes ask ``ended`` whether the lease ended."""
+    return (f'WITH inserted AS ({_insert_sql(Judgement, JUDGEMENT_COLUMNS)}), '
+            f'ended AS (UPDATE {ASSIGNMENT} SET "state" = %s WHERE "id" = %s AND "state" = %s RETURNING "id"), '
+            f'before AS (SELECT "judgement_count", "lease_expires_at" FROM {COMPARISON} WHERE "id" = %s), '
+            f'counted AS (UPDATE {COMPARISON} SET "judgement_count" = "judgement_count" + 1, "lease_expires_at" = '
+            'CASE WHEN EXISTS (SELECT 1 FROM ended) THEN NULL ELSE "lease_expires_at" END WHERE "id" = %s), '
+            f'saved AS ({_pair_save_sql(columns, "CASE WHEN EXISTS (SELECT 1 FROM ended) THEN -1 ELSE 0 END")}) '
+            'SELECT (SELECT "id" FROM inserted), EXISTS (SELECT 1 FROM ended), '
+            'before."judgement_count", before."lease_expires_at" FROM before')
 
 
 # --- Pair rows -----------------------------------------------------------------------------
@@ -600,18 +706,46 @@ def open_pairs(study_id: int, open_status: str, *, first: int | None = None) -> 
     lease tries a few: building and sorting all 1,225 of a 50-system study per lease was a
     tenth of the web processes' time)."""
     return [OpenPair(*row) for row in _rows(
-        f'SELECT "id", "round", "quota_left", "leased", "first_id", "second_id" FROM {PAIR} '
-        'WHERE "study_id" = %s AND "status" = %s AND "quota_left" > "leased" '
+        f'SELECT {_OPEN_PAIR_SELECT} FROM {PAIR} WHERE {_OPEN_PAIR_WHERE} '
         'ORDER BY "quota_left" - "leased", RANDOM()' + (" LIMIT %s" if first else ""),
         [study_id, open_status, *([first] if first else [])])]
 
 
-def _pair_lock_sql(select: str, *, open_status: str | None, skip_locked: bool) -> str:
+_OPEN_PAIR_SELECT = '"id", "round", "quota_left", "leased", "first_id", "second_id"'
+_OPEN_PAIR_WHERE = '"study_id" = %s AND "status" = %s AND "quota_left" > "leased"'
+
+
+def open_pairs_first_locked(study_id: int, open_status: str, *, first: int) -> tuple[list[OpenPair], bool]:
+    """``open_pairs(study_id, open_status, first=first)``, and whether the first of them is now
+    locked for the caller's transaction as ``pair_lock_open(..., skip_locked=True)`` locks it
+    (False: skipped, no longer open, or no pair). A lease's first two statements in one on
+    PostgreSQL; on SQLite, whose write transaction holds the database, the first alone (False).
+    Call inside ``transaction.atomic``."""
+    if not connection.features.has_select_for_update:
+        return open_pairs(study_id, open_status, first=first), False
+    rows = _rows(_open_pairs_first_locked_sql(), [study_id, open_status, first, open_status])
+    return [OpenPair(*row[:6]) for row in rows], bool(rows) and rows[0][6]
+
+
+def _pair_lock_sql(select: str, *, open_status: str | None, skip_locked: bool, pair: str = "%s") -> str:
     """The one statement that locks a pair row (FOR UPDATE on PostgreSQL; on SQLite the write
-    transaction holds the database)."""
-    return (f'SELECT {select} FROM {PAIR} WHERE "id" = %s'
+    transaction holds the database); ``pair``: the SQL of the pair's id (a parameter)."""
+    return (f'SELECT {select} FROM {PAIR} WHERE "id" = {pair}'
             + (' AND "status" = %s AND "quota_left" > "leased"' if open_status is not None else "")
             + _for_update(skip_locked=skip_locked))
+
+
+@lru_cache(maxsize=None)
+def _open_pairs_first_locked_sql() -> str:
+    """The open pairs (their random tie-break drawn once, so that the order is the same where it
+    is read twice) and the lock of the first, as ``pair_lock_open`` takes it."""
+    lock = _pair_lock_sql('"id"', open_status="", skip_locked=True,
+                          pair='(SELECT "id" FROM candidates ORDER BY "quota_left" - "leased", "tie" LIMIT 1)')
+    return (f'WITH candidates AS MATERIALIZED (SELECT {_OPEN_PAIR_SELECT}, RANDOM() AS "tie" FROM {PAIR} '
+            f'WHERE {_OPEN_PAIR_WHERE} ORDER BY "quota_left" - "leased", "tie" LIMIT %s), locked AS ({lock}) '
+            f'SELECT {_select(("id", "round", "quota_left", "leased", "first_id", "second_id"), "candidates.")}, '
+            'candidates."id" IN (SELECT "id" FROM locked) FROM candidates '
+            'ORDER BY candidates."quota_left" - candidates."leased", candidates."tie"')
 
 
 def pair_lock_open(pair_id: int, open_status: str, *, skip_locked: bool) -> bool:
@@ -629,7 +763,10 @@ def pair_row_locked(pair_id: int) -> PairState:
 
 def pair_leases_add(pair_id: int, change: int) -> None:
     """Move the pair's live-lease counter by ``change``. Call holding the pair's lock."""
-    _execute(f'UPDATE {PAIR} SET {_LEASED_PLUS} WHERE "id" = %s', [change, pair_id])
+    _execute(_PAIR_LEASES_ADD, [change, pair_id])
+
+
+_PAIR_LEASES_ADD = f'UPDATE {PAIR} SET {_LEASED_PLUS.format("%s")} WHERE "id" = %s'
 
 
 def pair_save(row: PairState, columns: tuple[str, ...], *, leases_change: int = 0) -> None:
@@ -650,8 +787,8 @@ def pairs_save(rows: Sequence[PairState], columns: tuple[str, ...]) -> None:
 
 
 @lru_cache(maxsize=None)
-def _pair_save_sql(columns: tuple[str, ...]) -> str:
-    return (f'UPDATE {PAIR} SET ' + ", ".join(f'"{c}" = %s' for c in columns) + f", {_LEASED_PLUS}"
+def _pair_save_sql(columns: tuple[str, ...], change: str = "%s") -> str:
+    return (f'UPDATE {PAIR} SET ' + ", ".join(f'"{c}" = %s' for c in columns) + f", {_LEASED_PLUS.format(change)}"
             + ' WHERE "id" = %s')
 
 

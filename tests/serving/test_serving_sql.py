@@ -118,3 +118,26 @@ def test_the_serving_loop_runs_prepared_statements_on_postgresql(client):
         prepared = [statement for (statement,) in cursor.fetchall()]
     for table in ("annotation_judgement", "annotation_pairstate", "annotation_assignment"):
         assert any(f'INSERT INTO "{table}"' in s or f'UPDATE "{table}"' in s for s in prepared), (table, prepared)
+
+
+def test_an_expired_leases_answer_taken_while_its_comparison_is_free_leaves_every_counter_right():
+    """The submit's writes are one statement on PostgreSQL (store.judgement_submit_write): a lease
+    that expired and was reclaimed ends nothing, so the answer moves neither the comparison's
+    lease nor the pair's live-lease count, and the assignment is marked submitted after all."""
+    study = _study()
+    annotator = hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id="w1")
+    lease = hits.hit_next_for_annotator(study=study, annotator=annotator)
+    pair_id = Comparison.objects.get(pk=lease.comparison_id).pair_id
+    Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timezone.timedelta(seconds=1))
+    Comparison.objects.filter(pk=lease.comparison_id).update(lease_expires_at=timezone.now() - timezone.timedelta(seconds=1))
+    assert hits.leases_reclaim(study=study) == 1
+    version = PairState.objects.get(pk=pair_id).version
+    judgement = hits.judgement_submit(assignment=selectors.serving.hit_of_study(study=study, assignment_id=lease.pk),
+                                      annotator=annotator, shown_value=1, idempotency_key="late")
+    assert Judgement.objects.get(pk=judgement.pk).assignment_id == lease.pk
+    assert Assignment.objects.get(pk=lease.pk).state == Assignment.State.SUBMITTED
+    comparison = Comparison.objects.get(pk=lease.comparison_id)
+    assert (comparison.judgement_count, comparison.lease_expires_at) == (1, None)
+    row = PairState.objects.get(pk=pair_id)
+    assert (row.leased, row.version) == (0, version + 1)
+    assert selectors.serving.study_serving_audit(study=study)["counters_consistent"]
