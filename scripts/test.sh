@@ -12,10 +12,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 export EVALAPP_VAR_DIR=${EVALAPP_VAR_DIR:-$PWD/var/test}
 # Test processes (pytest-xdist): each has its own test database, so they share nothing but
-# Redis, where every test names its own queues and keys. 2 halves the suite on two cores.
-# worksteal: a process that runs out of tests takes some of the other's; the default share-out
-# left one process idle for the last 7 of the suite's 20 minutes (the browser tests in one of them).
-WORKERS=${TEST_WORKERS:-2}
+# Redis, where every test names its own queues and keys. 3 on two cores: the browser tests
+# mostly wait (for Chromium's frames, the live server, htmx), so a third process fills the
+# cores they leave idle (browser + API tests on a quiet 2-core machine: 465 s with 2, 348 s with 3,
+# the same CPU). worksteal: a process that runs out of tests takes some of another's; the
+# default share-out left one process idle for the last 7 of the suite's 20 minutes.
+WORKERS=${TEST_WORKERS:-3}
 echo "== test suite on SQLite ($WORKERS processes)"
 .venv/bin/python -m pytest -q -n "$WORKERS" --dist worksteal "$@"
 if [ -z "${DATABASE_URL:-}" ] && .venv/bin/python - <<'PY'
