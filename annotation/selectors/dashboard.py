@@ -358,7 +358,8 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     its judgements, metric label and separability (judged items first), and how the metric's sign test compares
     with the humans'. None when the study has no such pair."""
 
-    row = PairState.objects.filter(study=study, first__name=first, second__name=second).first()
+    row = PairState.objects.filter(study=study, first__name=first, second__name=second).select_related(
+        "first", "second").first()
     if row is None:
         return None
     protocol_pair = protocol_pair_of(study, row)
@@ -401,8 +402,7 @@ def pair_detail_data(*, study: Study, first: str, second: str) -> dict | None:
     metric_on_judged = ranking.decisions_from_labels(judged_table).get((first, second)) if judged_table else None
     favi = favi_lib.favi_by_pair(human_table, metric_table).get((first, second)) if human_table and metric_table else None
     counts = {"wins": int((values > 0).sum()), "ties": int((values == 0).sum()), "losses": int((values < 0).sum())}
-    fragility = study_pair_fragility(study=study, states=list(PairState.objects.filter(study=study).select_related(
-        "first", "second")), labels={(first, second): [(i, v) for i, v, _, _ in judgements]})
+    fragility = study_pair_fragility(study=study, pair=row, labels={(first, second): [(i, v) for i, v, _, _ in judgements]})
     scored = [i["separability"] for i in items if i["separability"] is not None]
     return {
         "first": first, "second": second,

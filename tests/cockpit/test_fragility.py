@@ -5,6 +5,7 @@ import io
 import math
 
 import pytest
+from django.db.models.signals import post_init
 
 from annotation.models import PairState
 from annotation.selectors.dashboard import study_dashboard_data
@@ -83,3 +84,25 @@ def test_every_decided_pair_says_how_many_judgements_would_undo_it(client):
     exported = {(r["first"], r["second"]): r for r in csv.DictReader(io.StringIO(
         client.get(f"/s/{study.slug}/export/decisions.csv").content.decode()))}
     assert exported[(row.first.name, row.second.name)]["fragility"] == str(p["fragility"])
+
+
+def test_the_pair_page_reads_its_own_pair_row_only(client):
+    """A pair's fragility needs the other pairs only as counts (the family's bar): the pair page
+    of a study of 200 systems read all 19,900 pair rows for it (4.4 s, docs/benchmarks.md)."""
+    study = study_import(source=bundle_bytes(crowd_rows(batch=5, budget=90)))
+    answer_hits(study, workers_of(["w1", "w2"]), truth)
+    assert PairState.objects.filter(study=study).count() > 1
+    row = PairState.objects.filter(study=study).exclude(decision=0).select_related("first", "second").first()
+    researcher_client(client, study)
+    loaded = []
+
+    def count(sender, instance, **kwargs):
+        loaded.append(instance.pk)
+
+    post_init.connect(count, sender=PairState)
+    try:
+        page = client.get(f"/s/{study.slug}/pair/?first={row.first.name}&second={row.second.name}")
+    finally:
+        post_init.disconnect(count, sender=PairState)
+    assert page.status_code == 200 and "counted judgements" in page.content.decode()
+    assert loaded == [row.pk], f"the pair page loaded {len(loaded)} pair rows"
