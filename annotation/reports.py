@@ -68,19 +68,21 @@ DASHBOARD = CachedReport("evalapp:dashboard:8:{}")
 METRICS_TABLE = CachedReport("evalapp:metrics-table:2:{}")
 
 
-def study_dashboard(*, study: Study) -> dict:
+def study_dashboard(*, study: Study, current: bool = False) -> dict:
     """The dashboard's data: its heavy parts cached per round in the shared cache (one copy for
     every web process), the budget counted now (issue 22).
 
     While a round runs a request reads the cached parts. When a round has closed since, it
     shows the last round's and has a job (``jobs.study_dashboard``) compute the new ones off
-    the request; only a study never computed is computed in the request.
+    the request; only a study never computed is computed in the request. ``current``: never
+    the last round's (the API, whose clients read the decisions right after a close): this
+    round's parts are computed in the request when the cache holds an older round's.
     """
     version = dashboard.dashboard_version(study=study)
     cached = DASHBOARD.read(study.pk)
     if cached is not None and cached[0] == version:
         data = cached[1]
-    elif cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
+    elif not current and cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
         data = cached[1]
         if DASHBOARD.claim(study.pk):
             jobs.study_dashboard(study.pk)
