@@ -392,8 +392,9 @@ def _store_bundle(bundle: Bundle, slug: str, progress: Progress, *, settings_cho
                       for n, (r, html) in enumerate(zip(bundle.checks,
                                                         texts_html.checks or itertools.repeat(("",) * 4)))],
           progress, "checks")
-    if not study.budget:  # every item of every pair, rated ratings_per_item times
-        study.budget = sum(shared.values()) * study.ratings_per_item
+    if not study.budget:  # what the design can spend: every item of every pair it runs, ratings_per_item times
+        study.budget = study.design.most_judgements({key: n * study.ratings_per_item for key, n in shared.items()},
+                                                    study.active_settings)
         study.save(update_fields=["budget"])
     return study
 
