@@ -184,7 +184,6 @@ def _rubric_from(study: Study, names: tuple[str, ...], lanes_by_pair: list[tuple
 def pair_row_save(row: PairState, *, leases_change: int = 0) -> None:
     """Write back a row (locked by ``store.pair_row_locked``) that ``pair_write`` filled: its
     JSON, mirror columns and version, and its live-lease counter moved by ``leases_change``."""
-    row.updated_at = timezone.now()
     store.pair_save(row, MIRRORED_COLUMNS, leases_change=leases_change)
 
 
@@ -332,6 +331,9 @@ def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> Non
     row.cv_n, row.cv_s, row.cv_m, row.cv_ss, row.cv_mm, row.cv_sm = (
         moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)
     row.version += 1
+    # every write of a pair's state goes through here (a submit, a close, a re-decision), and
+    # the stores write the mirrored columns as set (no auto_now): a close left it as it was
+    row.updated_at = timezone.now()
 
 
 def study_state_save(

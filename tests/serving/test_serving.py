@@ -1,5 +1,7 @@
 """Serving HITs and the protocol inside the app, through the HTTP interface."""
 
+import datetime
+
 import pytest
 from django.contrib.auth.models import User
 
@@ -7,6 +9,7 @@ from annotation.services import hits
 from annotation.serving import protocol_state
 from annotation.models import Annotator, Assignment, Comparison, Judgement, PairState, PairStateHistory, Study
 from annotation.services.members import study_membership_set
+from annotation.services.quality import annotator_exclude
 from annotation.services.studies import study_import
 from tests.builders.bundles import BUNDLES, bundle_bytes, crowd_rows
 from tests.builders.crowd import current_hit, expire, start_worker, truthful_answer
@@ -56,6 +59,18 @@ def test_crowd_worker_flow_respects_budget_and_decisions(client):
     _, context = current_hit(workers[0], study.slug)
     page = workers[0].get(f"/s/{study.slug}/annotate/").content.decode()
     assert "C0DE42" in page and "prolific.com/submissions/complete?cc=C0DE42" in page
+    # A pair row says when its state was last written, by a re-decision too (the stores write
+    # the mirrored columns as set, and only a submit set it: one place does now, pair_write)
+    long_ago = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+    PairState.objects.filter(study=study).update(updated_at=long_ago)
+    annotator = Judgement.objects.filter(comparison__study=study).first().annotator
+    annotator_exclude(study=study, annotator=annotator, reason="a test of the rows' time")
+    before = {p.pk: p.version for p in states.values()}
+    after = {pk: (version, at) for pk, version, at in PairState.objects.filter(study=study).values_list(
+        "pk", "version", "updated_at")}
+    rewritten = [pk for pk, (version, _) in after.items() if version != before[pk]]
+    assert rewritten, "the exclusion re-decided no pair"
+    assert all(after[pk][1] > long_ago for pk in rewritten)
 
 
 def test_submit_is_idempotent_and_screen_order_is_undone(client):
