@@ -269,3 +269,19 @@ def test_a_pair_page_reads_its_two_systems_scores_not_the_studys(client):
     for pair, labels in _reference(rows).items():
         assert study_metric_labels(study=study, pair=pair) == {pair: labels}  # each pair read alone
     assert not any(key[0] == study.pk for key in metric_labels._sources.keys())
+
+
+def test_a_leaderboard_without_judgements_names_a_few_of_many_systems(client):
+    """Before the first judgement the leaderboard's card listed every system: at 200 systems a
+    wall of 200 names above the budget (seen in the browser at 1366 x 768)."""
+    import re
+
+    from tests.builders.clients import researcher_client
+
+    for k, named in ((12, 12), (30, 6)):
+        study = study_import(source=bundle_bytes(many_systems_rows(k)))
+        researcher_client(client, study)
+        html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+        (empty,) = re.findall(r'<p class="empty">No judgements yet: the ranking.*?</p>', html, re.S)
+        assert len(re.findall(r"sys\d\d", empty)) == named, empty
+        assert f"sys{k - 1:02d}" in empty and (k <= 12 or f"{k} systems" in empty)
