@@ -176,7 +176,15 @@ def dashboard_charts(data: dict, *, gamma: float) -> list[dict]:
         ("human", "Humans only (sign test)", data["dags"].get("human")),
         ("metric", f"Metric only: {data['metric'] or 'none'} (sign test)", data["dags"].get("metric")),
     ):
-        if layout and (name != "metric" or data["metric"]):
+        if layout and (name != "metric" or data["metric"]) and len(layout["nodes"]) > DAG_MOST_SYSTEMS:
+            # 200 boxes in rows of 6 overlap into an unreadable block, and the table of its
+            # edges is thousands of rows of every page's HTML
+            charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": None,
+                           "note": f"{len(layout['nodes'])} systems are too many to draw as a graph: the "
+                                   f"leaderboard's tiers and the pair matrix show these decisions, and "
+                                   f"decisions.csv lists every pair.",
+                           "fallback": {"head": (), "rows": [], "empty": ""}})
+        elif layout and (name != "metric" or data["metric"]):
             edges = [(e["source"], e["target"]) for e in layout["edges"]]
             charts.append({"name": f"dag-{name}", "title": title, "help": "dag", "figure": dag_figure(layout),
                            "note": "" if edges else "No decisions yet: no system is significantly better than another.",
@@ -212,6 +220,8 @@ def dashboard_charts(data: dict, *, gamma: float) -> list[dict]:
 # Up to this many systems the pair matrix is a table of links (readable, and it works without
 # JavaScript); beyond, k² cells weigh hundreds of KB (2,500 at 50 systems), so it is a heatmap
 # whose no-JavaScript fallback is the pairs' CSV.
+# The significance DAGs are drawn for at most this many systems (a page of the matrix's ranks).
+DAG_MOST_SYSTEMS = 50
 MATRIX_TABLE_MAX = 20
 
 

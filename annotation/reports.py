@@ -62,8 +62,9 @@ class CachedReport:
 # 2: the figures are cached with the data; 3: the ranking design's sort and implied pairs;
 # 4: a design's section names its design, which names its template; 5: the style-controlled
 # leaderboard; 6: the pairs' fragility; 7: the matrix's heatmap in pages; 8: the active design's
-# claims carry the bar they are made at (order_misorder, each neighbour's bar).
-DASHBOARD = CachedReport("evalapp:dashboard:8:{}")
+# claims carry the bar they are made at (order_misorder, each neighbour's bar); 9: no DAG
+# figure beyond 50 systems.
+DASHBOARD = CachedReport("evalapp:dashboard:9:{}")
 # 2: one entry per study, its version in the entry (before: one key per version).
 METRICS_TABLE = CachedReport("evalapp:metrics-table:2:{}")
 

@@ -26,7 +26,7 @@ def test_only_the_cached_report_touches_the_cache():
                and isinstance(node.func, ast.Name) and node.func.id in ("_cache", "caches") and id(node) not in inside]
     assert outside == [], f"reports.py reaches the cache outside CachedReport at lines {outside}"
     assert [r.key for r in (reports.DASHBOARD, reports.METRICS_TABLE)] == [
-        "evalapp:dashboard:8:{}", "evalapp:metrics-table:2:{}"]
+        "evalapp:dashboard:9:{}", "evalapp:metrics-table:2:{}"]
 
 
 def test_both_reports_keep_one_entry_per_study_with_its_version():

@@ -285,3 +285,17 @@ def test_a_leaderboard_without_judgements_names_a_few_of_many_systems(client):
         (empty,) = re.findall(r'<p class="empty">No judgements yet: the ranking.*?</p>', html, re.S)
         assert len(re.findall(r"sys\d\d", empty)) == named, empty
         assert f"sys{k - 1:02d}" in empty and (k <= 12 or f"{k} systems" in empty)
+
+
+def test_beyond_fifty_systems_the_significance_graphs_are_said_not_drawn(client):
+    """At 200 systems the three DAGs drew 200 overlapping boxes each (seen at 1366 x 768), and
+    their tables of edges went into every dashboard's HTML."""
+    from tests.builders.clients import researcher_client
+
+    for k, drawn in ((50, True), (51, False)):
+        study = study_import(source=bundle_bytes(many_systems_rows(k)))
+        researcher_client(client, study)
+        html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+        for name in ("protocol", "human", "metric"):
+            assert (f'id="plot-dag-{name}"' in html) is drawn and (f'id="figure-dag-{name}"' in html) is drawn
+        assert (f"{k} systems are too many to draw as a graph" in html) is not drawn
