@@ -94,12 +94,12 @@ def test_projection_without_labels_left_is_zero():
     assert judgements_to_finish([[3, 1, 2]], [0], batch=10, gamma=0.05).total == 0
 
 
-def test_projection_matches_a_scalar_simulation():
-    """Independent reference: one pair, one draw at a time, the same predictive written as a loop."""
-    counts, remaining, batch, gamma = np.array([6, 2, 4]), 60, 5, 0.05
-    rng = np.random.default_rng(11)
+def scalar_projection(counts, remaining, batch, gamma, draws, seed):
+    """Independent reference: one pair, one draw at a time, the predictive written as a loop;
+    the judgements each draw takes."""
+    rng = np.random.default_rng(seed)
     totals = []
-    for _ in range(3000):
+    for _ in range(draws):
         p = rng.dirichlet(counts + 1)
         n, used = counts.copy(), 0
         while used < remaining:
@@ -110,6 +110,12 @@ def test_projection_matches_a_scalar_simulation():
             if theta > 1 - gamma / 2 or theta < gamma / 2:
                 break
         totals.append(used)
+    return totals
+
+
+def test_projection_matches_a_scalar_simulation():
+    counts, remaining, batch, gamma = np.array([6, 2, 4]), 60, 5, 0.05
+    totals = scalar_projection(counts, remaining, batch, gamma, 3000, 11)
     reference = np.mean(totals)
     standard_error = np.std(totals) / np.sqrt(len(totals))
     ours = judgements_to_finish([counts], [remaining], batch=batch, gamma=gamma, draws=3000).total
@@ -119,22 +125,11 @@ def test_projection_matches_a_scalar_simulation():
 def test_pairs_that_share_counts_and_labels_left_are_projected_once_and_summed_as_independent():
     """At 200 systems before any human label every pair has the same predictive, and simulating
     each of 19,900 took 28 s of every dashboard: a group is simulated once (its members share its
-    mean) and resampled into the total. Independent reference: the scalar loop of one pair above,
-    its mean and variance times the group's size (the total of n independent pairs)."""
+    mean) and resampled into the total. Independent reference: the scalar loop
+    (scalar_projection) of one pair, its mean and variance times the group's size (the total
+    of n independent pairs)."""
     counts, remaining, batch, gamma, n = np.array([2, 1, 1]), 40, 5, 0.05, 400
-    rng = np.random.default_rng(5)
-    one = []
-    for _ in range(4000):
-        p = rng.dirichlet(counts + 1)
-        c, used = counts.copy(), 0
-        while used < remaining:
-            step = min(batch, remaining - used)
-            c = c + rng.multinomial(step, p)
-            used += step
-            theta = 1 - betainc(c[0] + 1, c[2] + 1, 0.5)
-            if theta > 1 - gamma / 2 or theta < gamma / 2:
-                break
-        one.append(used)
+    one = scalar_projection(counts, remaining, batch, gamma, 4000, 5)
     mean, sd = np.mean(one), np.std(one)
     result = judgements_to_finish(np.tile(counts, (n, 1)), np.full(n, remaining), batch=batch, gamma=gamma,
                                   draws=400, level=0.8)
