@@ -29,6 +29,11 @@ converters for its field (the backend's ``get_db_converters`` and the field's
 ``get_db_prep_save``. Table names come from the models. Reads return small frozen dataclasses,
 or model instances where the caller needs one (an Assignment for the screens, a PairState for
 the protocol codec), built with ``Model.from_db`` (other fields deferred).
+
+On PostgreSQL a statement is prepared on the connection after a few runs and may then run on a
+generic plan (evalapp/settings/base.py); the few whose best plan depends on the data are sent
+unprepared, planned on every run (``planned_per_run``; docs/serving.md, "Query plans and
+statements").
 """
 from __future__ import annotations
 

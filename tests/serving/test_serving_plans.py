@@ -1,5 +1,6 @@
-"""Every query of the serving loop uses an index (SQLite's EXPLAIN QUERY PLAN), and the loop
-stays within its number of statements (SQLite and PostgreSQL).
+"""Every query of the serving loop uses an index (SQLite's EXPLAIN QUERY PLAN), the loop stays
+within its number of statements (SQLite and PostgreSQL), and on PostgreSQL its statements whose
+plan depends on the data are planned on every run, never on a generic plan.
 
 The loop (submit + next HIT, as htmx sends it) must not scan a table whose size grows with the
 study (judgements, comparisons, assignments, outputs): serving cost stays flat as a study fills.
