@@ -170,12 +170,6 @@ def study_import(
         chosen["lease_timeout_seconds"] = lease_timeout_for(_words_per_hit(bundle))
     texts_html = _texts_rendered(bundle, chosen.get("text_format", rendering.PLAIN), progress)
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # The import runs each of its statements many times on tables it fills itself: let
-            # PostgreSQL reuse their plans here (serving plans each run, evalapp/settings/base.py);
-            # planning every run made a large import a quarter slower (docs/benchmarks.md).
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL plan_cache_mode = auto")
         study = _store_bundle(bundle, study_slug_for(name=bundle.study["name"], slug=slug), progress,
                               settings_chosen=chosen, texts_html=texts_html)
         if chosen_metric is not None:

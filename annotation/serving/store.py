@@ -29,6 +29,11 @@ converters for its field (the backend's ``get_db_converters`` and the field's
 ``get_db_prep_save``. Table names come from the models. Reads return small frozen dataclasses,
 or model instances where the caller needs one (an Assignment for the screens, a PairState for
 the protocol codec), built with ``Model.from_db`` (other fields deferred).
+
+On PostgreSQL a statement is prepared on the connection after a few runs and may then run on a
+generic plan (evalapp/settings/base.py); the few whose best plan depends on the data are sent
+unprepared, planned on every run (``planned_per_run``; docs/serving.md, "Query plans and
+statements").
 """
 from __future__ import annotations
 
@@ -210,15 +215,38 @@ def _datetime(model: type[Model], attname: str, value: datetime | None):
     return _fields(model, (attname,))[0].get_db_prep_save(value, connection)
 
 
-def _rows(sql: str, params: tuple | list = ()) -> list[tuple]:
-    with connection.cursor() as cursor:
+def _unprepared(execute, sql, params, many, context):
+    """Django's execute wrapper (database instrumentation: the statement still logged, its
+    errors still Django's) that has psycopg send the statement unnamed, never prepared.
+    PostgreSQL plans an unnamed statement for its parameters and the tables as they are on every
+    run; a prepared one it may run on a generic plan, kept for the connection's life."""
+    cursor = context["cursor"]
+    cursor.db.validate_no_broken_transaction()
+    with cursor.db.wrap_database_errors:
+        return cursor.cursor.execute(sql, params, prepare=False)
+
+
+def _run(cursor, sql: str, params: tuple | list, planned_per_run: bool) -> None:
+    """Run one of the store's statements. ``planned_per_run``: a statement whose best plan
+    depends on its parameters and on tables that grow with use (the connection lets PostgreSQL
+    keep a generic plan of a prepared statement, evalapp/settings/base.py): sent unprepared on
+    PostgreSQL, so that it is planned on every run (SQLite plans every statement anyway)."""
+    if planned_per_run and connection.vendor == "postgresql":
+        with connection.execute_wrapper(_unprepared):
+            cursor.execute(sql, params)
+    else:
         cursor.execute(sql, params)
+
+
+def _rows(sql: str, params: tuple | list = (), *, planned_per_run: bool = False) -> list[tuple]:
+    with connection.cursor() as cursor:
+        _run(cursor, sql, params, planned_per_run)
         return cursor.fetchall()
 
 
-def _one(sql: str, params: tuple | list = ()) -> tuple | None:
+def _one(sql: str, params: tuple | list = (), *, planned_per_run: bool = False) -> tuple | None:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        _run(cursor, sql, params, planned_per_run)
         return cursor.fetchone()
 
 
@@ -326,7 +354,7 @@ def annotator_judgement_count(study_id: int, annotator_id: int) -> int:
     return _one(
         f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
         f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)',
-        [annotator_id, JudgementKind.REAL, study_id])[0]
+        [annotator_id, JudgementKind.REAL, study_id], planned_per_run=True)[0]
 
 
 # --- Assignments (HITs) --------------------------------------------------------------------
@@ -345,7 +373,7 @@ def lease_current(study_id: int, annotator_id: int, now: datetime, *, with_check
         + (' OR k."study_id" = %s)' if with_checks else ")")
         + ' ORDER BY a."issued_at" LIMIT 1',
         [annotator_id, Assignment.State.LEASED, _datetime(Assignment, "expires_at", now), study_id]
-        + ([study_id] if with_checks else []))
+        + ([study_id] if with_checks else []), planned_per_run=True)
     return _assignment(row) if row is not None else None
 
 
@@ -565,7 +593,8 @@ def pair_items(study_id: int, pair: OpenPair, annotator_id: int, *, ratings_per_
             params += [annotator_id, Assignment.State.SKIPPED]
     else:
         params = [annotator_id, annotator_id, Assignment.State.SKIPPED, *head]
-    rows = _rows(_pair_items_sql(available_only, one_at_random, skips_free, len(among)), [*params, *among])
+    rows = _rows(_pair_items_sql(available_only, one_at_random, skips_free, len(among)), [*params, *among],
+                 planned_per_run=True)
     return [PairItem(item_id, comparison_id, *_read(Comparison, _PAIR_ITEM_COLUMNS, rest[:3]), mine=bool(rest[3]),
                      withdrawn=_read(Item, ("withdrawn",), rest[4:5])[0])
             for item_id, comparison_id, *rest in rows]

@@ -102,17 +102,19 @@ else:
     # per submit + next HIT (docs/serving.md). A statement is prepared on a connection after
     # EVALAPP_PG_PREPARE_THRESHOLD runs; 0 turns preparing off (e.g. behind a pooler in
     # transaction mode, where a connection's prepared statements are not the session's).
-    # Each run of a prepared statement is planned for its parameters and the tables as they are
-    # (force_custom_plan): PostgreSQL otherwise settles on a generic plan after five runs and
-    # keeps it for the connection, and a study's serving tables start empty (comparisons,
-    # judgements and assignments grow with use), so the plan made for empty tables stayed: the
-    # annotator's judgement count scanned every comparison for each of their judgements, and the
-    # loop's database CPU per submit grew sevenfold within a minute of load at 50 x 2,000;
-    # planning each run costs far less (docs/benchmarks.md, "The hot path").
+    # PostgreSQL's default plan cache (plan_cache_mode=auto): a prepared statement runs on a
+    # generic plan, made once for any parameters, after five runs whose custom plans cost no less.
+    # Planning every run (force_custom_plan, until issue 41) was 37-42 % of the backend's CPU per
+    # submit + next HIT; the lookups by key plan the same for any data. The few statements whose
+    # best plan depends on their parameters and on tables that grow with use (a study's serving
+    # tables start empty) are sent unprepared, planned on every run (annotation/serving/store.py,
+    # ``planned_per_run``): a generic plan made for the empty tables had the annotator's judgement
+    # count scan every comparison for each of their judgements, and the loop's database CPU per
+    # submit grow sevenfold within a minute of load at 50 x 2,000 (docs/serving.md, "Query plans
+    # and statements"; docs/benchmarks.md).
     _prepare_threshold = int(os.environ.get("EVALAPP_PG_PREPARE_THRESHOLD", "2"))
-    _options = DATABASES["default"].setdefault("OPTIONS", {})
-    _options.update(server_side_binding=True, prepare_threshold=_prepare_threshold or None,
-                    options=" ".join(filter(None, [_options.get("options"), "-c plan_cache_mode=force_custom_plan"])))
+    DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True,
+                                                          prepare_threshold=_prepare_threshold or None)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

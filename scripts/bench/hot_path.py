@@ -6,8 +6,8 @@
     python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
 
 Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
-file; PostgreSQL: a database ``perf_bench_<pid>`` created on the given server and dropped at
-the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
+file; PostgreSQL: a database ``perf_bench_<pid>``, or ``--database-name``, created on the given
+server and dropped at the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
 submits, round-robin over the workers, each the htmx POST that stores the answer and returns
 the next HIT — the request the load harness times as "submit + next HIT". Deployment settings:
 ``evalapp.settings.dev`` with DEBUG off, round closes inline but timed apart (a close runs in
@@ -95,7 +95,7 @@ class Browser:
         return status_headers["status"], text
 
 
-def _setup(database_url: str | None) -> tuple[str | None, str]:
+def _setup(database_url: str | None, database_name: str | None = None) -> tuple[str | None, str]:
     """Environment for a fresh database; returns (PostgreSQL database to drop, var dir)."""
     var_dir = tempfile.mkdtemp(prefix="evalapp-bench-")
     os.environ.update({
@@ -109,7 +109,7 @@ def _setup(database_url: str | None) -> tuple[str | None, str]:
     if database_url:
         import psycopg
 
-        name = f"perf_bench_{os.getpid()}"
+        name = database_name or f"perf_bench_{os.getpid()}"
         base = urlsplit(database_url)
         with psycopg.connect(database_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
@@ -173,6 +173,8 @@ class BackendCpu:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", help="a PostgreSQL server (postgres://...); default SQLite")
+    parser.add_argument("--database-name", help="PostgreSQL: the database to create (dropped first and at the end; "
+                        "default perf_bench_<pid>), e.g. one named for a session sharing the server")
     parser.add_argument("--workers", type=int, default=20)
     parser.add_argument("--cycles", type=int, default=300, help="timed submits per repeat")
     parser.add_argument("--warmup", type=int, default=40)
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="form: POST, then GET the annotate page (no JavaScript)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    dropped, _ = _setup(args.database_url)
+    dropped, _ = _setup(args.database_url, args.database_name)
     try:
         return _run(args)
     finally:
