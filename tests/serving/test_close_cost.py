@@ -220,3 +220,23 @@ def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
         serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+@pytest.mark.slow
+def test_on_a_null_the_active_design_through_its_partial_close_decides_nothing_false():
+    """Every system equal (the humans answer at random): the active design run through the app's
+    lease, submit and labelled close (every pair at γ / pairs, family none) keeps P(any ±) <= γ.
+    P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ = 0.05."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"active null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="active",
+                       family_control="none")
+        study = study_import(source=bundle_bytes(rows), slug=f"active-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(100 + run)
+        workers = workers_of([f"an{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        assert PairState.objects.filter(study=study, hits__gt=0).count() > 5  # beyond the start's neighbours
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
