@@ -28,6 +28,7 @@ from protocol import adaptive, machine, rubric
 
 from . import store
 from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
+from .process_cache import ProcessCache
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
@@ -348,6 +349,13 @@ def _labelled_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[
     return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
 
 
+# A study's pair rows' ids by their systems' names, read once per process (the rows of a study
+# never change pairs): the close names the neighbours it lacks by their names, and a filter
+# OR-ing up to k - 1 (first, second) conditions was 380 ms of ORM and SQLite per read at 200
+# systems, the largest part of such a close (--profile-close).
+_pair_ids: ProcessCache[dict[tuple[str, str], int]] = ProcessCache()
+
+
 class PairsMoved(Exception):
     """A pair a close asked for (``study_pairs_read``) is no longer parked with no HIT: the
     snapshot it would join is stale (a re-decision opened it meanwhile); read a new one."""
@@ -358,11 +366,10 @@ def study_pairs_read(study: Study, keys: list[tuple[str, str]]) -> tuple[dict[tu
     """The pairs ``keys`` (canonical (first, second) names) that a labelled close snapshot left
     out, decoded, with each one's (row id, version) for the close's compare-and-set; PairsMoved
     when one of them is no longer parked with no HIT."""
-    systems = dict(System.objects.filter(study=study).values_list("name", "pk"))
-    wanted = Q()
-    for first, second in keys:
-        wanted |= Q(first_id=systems[first], second_id=systems[second])
-    heads = list(PairState.objects.filter(wanted, study=study, status=adaptive.PARKED, hits=0)
+    ids = _pair_ids.get((study.pk, study.created_at), lambda: dict(
+        ((first, second), pk) for pk, first, second in PairState.objects.filter(study=study).values_list(
+            "pk", "first__name", "second__name")))
+    heads = list(PairState.objects.filter(pk__in=[ids[key] for key in keys], status=adaptive.PARKED, hits=0)
                  .values_list("pk", "version"))
     if len(heads) != len(keys):
         raise PairsMoved(f"study {study.slug!r}: {len(keys) - len(heads)} of the {len(keys)} pairs asked for moved")
