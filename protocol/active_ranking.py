@@ -400,7 +400,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
     if wins.ndim not in (2, 3) or wins.shape[-2:] != (size, size) or sorted(start.tolist()) != list(range(size)):
         raise ValueError(f"wins must be ({size}, {size}) or (kinds, {size}, {size}) and start a permutation of "
                          f"range({size}), got shape {wins.shape}")
-    current = fitted or step_fit(wins, settings)
+    current = fitted if fitted is not None else step_fit(wins, settings)
     order = fitted_order(current, start)
     z_star, order_bar = settings.stop_bar, settings.order_bar
     if isinstance(items, Mapping):
