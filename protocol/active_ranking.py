@@ -82,9 +82,9 @@ from scipy.stats import chi2
 
 from .adaptive import ProtocolSettings
 from .leaderboard import fit_scores
-from .machine import open_pairs
+from .machine import open_pairs, with_pairs
 from .ranking_design import closure, decide_pair, item_order, start_positions
-from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState
+from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState, require_whole
 from .state import OPEN as ROUND_OPEN
 from .study_settings import ORDER_BAR_FACTOR
 from .study_settings import SETTINGS as STUDY_SETTINGS
@@ -357,13 +357,29 @@ class ActiveStep:
         return tuple(tiers)
 
 
+def step_fit(wins: np.ndarray, settings: ActiveSettings) -> Fit:
+    """The fit ``active_step`` makes of ``wins``, (S, S) or (K, S, S) by kind of prompt."""
+    wins = np.asarray(wins, dtype=float)
+    return fit_by_kind(wins, confidence=settings.confidence) if wins.ndim == 3 else fit(wins)
+
+
+def fitted_order(current: Fit, start: Sequence[int]) -> np.ndarray:
+    """System indices, best first, by the fit's scores, ties by ``start`` (the start order)."""
+    start = np.asarray(start, dtype=np.int64)
+    rank = np.empty(len(start), dtype=np.int64)
+    rank[start] = np.arange(len(start))
+    # Scores equal in exact arithmetic (systems with the same record) differ by the solver's
+    # tolerance; rounded well above it, they tie and the start order decides.
+    return np.lexsort((rank, -np.round(current.scores, 6)))
+
+
 def _key(a: int, b: int) -> Pair:
     return (a, b) if a < b else (b, a)
 
 
 def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Mapping[Pair, int],
                 start: Sequence[int], settings: ActiveSettings,
-                in_flight: Mapping[Pair, int] = MappingProxyType({})) -> ActiveStep:
+                in_flight: Mapping[Pair, int] = MappingProxyType({}), fitted: Fit | None = None) -> ActiveStep:
     """The rounds to open now.
 
     wins       (S, S) win matrix of every label so far (``leaderboard.win_matrix``), or (K, S, S)
@@ -376,6 +392,7 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
                the first round, with no labels, funds its neighbours
     in_flight  pair (i, j), i < j -> labels of its open round still to come: such a pair is not
                funded again, and the design funds only up to ``width`` rounds in flight
+    fitted     the fit of ``wins`` (``step_fit``) when the caller made it already
     """
     wins = np.asarray(wins, dtype=float)
     size = wins.shape[-1] if wins.ndim else 0
@@ -383,12 +400,8 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
     if wins.ndim not in (2, 3) or wins.shape[-2:] != (size, size) or sorted(start.tolist()) != list(range(size)):
         raise ValueError(f"wins must be ({size}, {size}) or (kinds, {size}, {size}) and start a permutation of "
                          f"range({size}), got shape {wins.shape}")
-    current = fit_by_kind(wins, confidence=settings.confidence) if wins.ndim == 3 else fit(wins)
-    rank = np.empty(size, dtype=np.int64)
-    rank[start] = np.arange(size)
-    # Scores equal in exact arithmetic (systems with the same record) differ by the solver's
-    # tolerance; rounded well above it, they tie and the start order decides.
-    order = np.lexsort((rank, -np.round(current.scores, 6)))
+    current = fitted if fitted is not None else step_fit(wins, settings)
+    order = fitted_order(current, start)
     z_star, order_bar = settings.stop_bar, settings.order_bar
     if isinstance(items, Mapping):
         def capacity_of(key: Pair) -> int:
@@ -545,10 +558,11 @@ def active_decided(spent: Mapping[Pair, int], labels_of: Callable[[int, int], np
 # and all), which ``open_rounds`` never funds. ``active_advance`` runs after every close: the
 # pair whose round closed is parked again, and the design tops the rounds in flight up to
 # ``width``. Rounds closed in the order they were opened give exactly the replay's run
-# (``arena_replay.replay_active``); a crowd closes them in its own order.
+# (``arena_replay.replay_active``); a crowd closes them in its own order. The app's close passes
+# a partial state: the pairs with labels or a round, and ``more`` for the neighbours it lacks.
 
-def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None
-                  ) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
+def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None, *,
+                  some: bool = False) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
     """(wins, spent, capacity, in_flight) of ``active_step`` from the protocol's pairs, systems
     indexed by their position in ``order`` (the start order). An item counts once, with the sign
     of its judgements' mean (a tie half a win each); a decided or exhausted pair can take no
@@ -556,8 +570,9 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappi
 
     kinds  None, or item id -> its kind of prompt (every item of the study): wins is then
            (K, S, S), one win matrix per kind (kinds in sorted order), and ``active_step`` fits
-           by kind (``fit_by_kind``)"""
-    position = start_positions(pairs, order)
+           by kind (``fit_by_kind``)
+    some   ``pairs`` are some of the study's (a partial state's, ``active_advance``)"""
+    position = start_positions(pairs, order, some=some)
     size = len(order)
     kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
     wins = np.zeros((size, size) if kind_index is None else (len(kind_index), size, size))
@@ -577,18 +592,33 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappi
                 wins[g, j, i] += 1.0 if sign < 0 else 0.5 if sign == 0 else 0.0
         key = _key(i, j)
         spent[key] = int(p.judgements)
-        capacity[key] = int(p.judgements) if p.status in (DECIDED, EXHAUSTED) else int(p.capacity)
+        capacity[key] = _capacity(p)
         if p.status in (ROUND_OPEN, FILLED):
             in_flight[key] = int(p.quota)
     return wins, spent, capacity, in_flight
 
 
+def _capacity(pair: PairState) -> int:
+    """Labels the design may still give a pair in all: none beyond its own once it is decided
+    or exhausted."""
+    return int(pair.judgements) if pair.status in (DECIDED, EXHAUSTED) else int(pair.capacity)
+
+
 def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings,
-                   kinds: Mapping[str, str] | None = None) -> ProtocolState:
+                   kinds: Mapping[str, str] | None = None,
+                   more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> ProtocolState:
     """Park the pairs whose round has closed and top the rounds in flight up to ``width``.
 
     order  system names, the start order (fixed for the study)
     kinds  None, or item id -> its kind of prompt (``active_inputs``): the fit is by kind
+    more   for a partial state (``ProtocolState.outside``) that holds every pair with a
+           judgement or a round, the others being parked with none (the app's round close
+           reads no more: issue 41): ``more(keys)`` -> the pairs of ``keys`` (canonical
+           (first, second)) that it leaves out. The step reads only the fitted order's
+           neighbours beyond the pairs with labels; those the state lacks are read in
+           (``machine.with_pairs``) after the fit and before the step, so the result holds
+           them and is, pair for pair, the whole state's (a pair left out adds no win,
+           nothing spent and no round in flight to the fit and the step)
     A pair whose round closed (waiting) is parked (``open_rounds`` would fund it again
     otherwise). Then ``active_step`` on every pair's counts and the rounds in flight: each pair
     it funds (a parked or futile one: futility only means its e-process cannot decide, its
@@ -596,14 +626,33 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
     when nothing is to be funded (the rounds in flight are ``width``, or the design is
     complete).
     """
+    partial = state.outside is not None
+    if partial and more is None:
+        require_whole(state, "the active design's step (or ``more``: the pairs it leaves out)")
     pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
-    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds)
+    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds, some=partial)
     if len(in_flight) >= settings.width:
         # no free slot (the first round's rounds still closing): the step would fund nothing,
         # so the fit is skipped
         return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
+    fitted = None
+    if partial:
+        fitted = step_fit(wins, settings)
+        ranked = fitted_order(fitted, range(len(order)))
+        held = {p.key for p in pairs}
+        wanted = sorted({tuple(sorted((order[a], order[b]))) for a, b in zip(ranked[:-1], ranked[1:])} - held)
+        extra = list(more(wanted)) if wanted else []
+        if sorted(p.key for p in extra) != wanted:
+            raise ValueError(f"more gave other pairs than the {len(wanted)} asked for")
+        if extra:
+            state = with_pairs(replace(state, pairs=tuple(pairs)), extra)
+            pairs = list(state.pairs)
+            position = {name: n for n, name in enumerate(order)}
+            for p in extra:
+                key = _key(position[p.first], position[p.second])
+                spent[key], capacity[key] = int(p.judgements), _capacity(p)
     step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings,
-                       in_flight=in_flight)
+                       in_flight=in_flight, fitted=fitted)
     index = {p.key: n for n, p in enumerate(pairs)}
     budget = state.budget_left
     quotas = {}

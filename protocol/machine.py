@@ -655,6 +655,31 @@ def family_log_e_values(state: ProtocolState) -> list[float]:
     return values
 
 
+def with_pairs(state: ProtocolState, extra: Sequence[PairState]) -> ProtocolState:
+    """A partial state (``ProtocolState.outside``) with ``extra``, pairs it left out, read in:
+    a design that reads only the pairs with judgements or a round asks for a few others once it
+    knows which (``active_ranking.active_advance``'s ``more``: the neighbours of its fitted
+    order). Each must hold no judgement and no round, so it adds nothing to the totals the
+    state keeps of the pairs left out (no budget used, no control-variate moment, an e-value
+    below the family's floor): those totals stand, one pair fewer each. ValueError otherwise,
+    or for a whole state or a pair it already holds."""
+    if state.outside is None:
+        raise ValueError("with_pairs reads pairs into a partial state; this state holds every pair")
+    if not extra:
+        return state
+    held = {p.key for p in state.pairs}
+    floor = family_floor(state.settings)
+    for pair in extra:
+        if pair.key in held:
+            raise ValueError(f"pair {pair.key} is in the state already")
+        if pair.judgements or pair.quota or pair.status in (OPEN, FILLED) or \
+                pair_log_e_value(pair, state.settings) >= floor:
+            raise ValueError(f"pair {pair.key} holds judgements or a round: the totals of the pairs left out "
+                             "count it")
+    outside = replace(state.outside, pairs=state.outside.pairs - len(extra))
+    return ProtocolState.from_pairs(state.settings, [*state.pairs, *extra], state.closes, outside)
+
+
 def family_floor(settings: ProtocolSettings) -> float:
     """The least log e-value with which a pair can be decided under any family rule: log 1 /
     gamma (e-BH's bar m / (gamma k) and Bonferroni's m / gamma are never lower). A partial

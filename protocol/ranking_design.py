@@ -541,14 +541,15 @@ def start_order(systems: int, *, seed: int, scores=None) -> np.ndarray:
 # outcomes (``sort_advance``) and the pairs it asks for wait for their first round. One stage
 # only: every run goes to its end (sort_labels = 0).
 
-def start_positions(pairs: Sequence[PairState], order: Sequence[str]) -> dict[str, int]:
+def start_positions(pairs: Sequence[PairState], order: Sequence[str], *, some: bool = False) -> dict[str, int]:
     """Each system's position in ``order`` (a ranking design's initial order), which must name
-    every system of ``pairs`` once."""
+    every system of ``pairs`` once, and no other (``some``: ``pairs`` are some of the study's,
+    a partial state's, and may leave systems out)."""
     position = {name: n for n, name in enumerate(order)}
     if len(position) != len(order):
         raise ValueError("the ranking's initial order names a system twice")
     named = {name for p in pairs for name in p.key}
-    if named != set(position):
+    if (not named <= set(position)) if some else named != set(position):
         missing, extra = sorted(named - set(position)), sorted(set(position) - named)
         raise ValueError(f"the ranking's initial order does not match the study's systems "
                          f"(missing {missing}, unknown {extra})")

@@ -134,6 +134,14 @@ def single(state: ProtocolState, criterion: str = "") -> RubricState:
     return RubricState((criterion,), (state,), tuple(p.judgements for p in state.pairs))
 
 
+def with_pairs(state: RubricState, extra: Sequence[PairState]) -> RubricState:
+    """A one-criterion partial state with ``extra``, pairs it left out with no judgement and no
+    round, read in (``machine.with_pairs``)."""
+    if len(state.lanes) != 1:
+        raise ValueError("with_pairs reads pairs into a one-criterion state")
+    return single(machine.with_pairs(state.primary, extra), state.criteria[0])
+
+
 def start(
     settings: ProtocolSettings,
     criteria: Sequence[str],
@@ -301,4 +309,4 @@ def _differs(old: PairState, new: PairState) -> bool:
 
 
 __all__ = ["RubricState", "close_rounds", "open_rounds", "changed_pairs", "pair_changed", "rebuild_pairs", "record_judgements",
-           "seed_judgements", "single", "start", "with_settings"]
+           "seed_judgements", "single", "start", "with_pairs", "with_settings"]

@@ -70,3 +70,26 @@ def test_postgresql_connection_options_from_the_url_are_kept():
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["-c", "statement_timeout=60000"], \
         done.stderr[-2000:]
+
+
+THREADS = """
+import evalapp.wsgi
+import numpy
+numpy.linalg.solve(numpy.eye(300) + 1.0, numpy.ones(300))
+with open("/proc/self/status") as status:
+    print(next(line.split()[1] for line in status if line.startswith("Threads:")))
+"""
+
+
+def test_an_app_process_runs_numpy_on_one_thread(tmp_path):
+    """OpenBLAS's threads spun after every call: the active design's fit cost 100x its CPU on a
+    busy 2-core machine (evalapp/__init__.py). Fails on a process that loads numpy with a thread
+    per core (on a machine of one core it cannot fail)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalapp.settings.prod", "DJANGO_SECRET_KEY": "threads-check",
+           "DJANGO_ALLOWED_HOSTS": "localhost", "EVALAPP_VAR_DIR": str(tmp_path)}
+    for variable in ("DATABASE_URL", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        env.pop(variable, None)
+    done = subprocess.run([sys.executable, "-c", THREADS], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1", f"{done.stdout.strip()} threads"

@@ -5,7 +5,8 @@ commit); the close runs elsewhere — a Celery task with a broker, a background 
 web process without one (``settings.EVALAPP_BACKGROUND_WORK``, annotation/jobs.py) — so no
 annotator waits for a decision. ``rounds_close`` reads a snapshot of the filled pairs with no lock held (only they, the
 waiting pairs when the budget can open rounds, and totals of the others summed in SQL, for a
-study whose design asks for no pairs after a close: ``protocol_state.study_close_snapshot``),
+study whose design asks for no pairs after a close; the pairs with labels or a round, and the
+neighbours its fit asks for, under the active design: ``protocol_state.study_close_snapshot``),
 runs the batched decision, then takes the study lock for the few milliseconds it needs to apply the
 results compare-and-set (a pair whose row changed since the snapshot is recomputed in the next
 pass) and to open the next rounds within the budget. Many rounds filling at once coalesce
@@ -110,20 +111,23 @@ def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.Rubri
     return replace(state, lanes=tuple(lanes)) if combined else state
 
 
-def rounds_opened(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
+def rounds_opened(*, study: Study, state: rubric.RubricState, more=None) -> rubric.RubricState:
     """The state with rounds opened within the budget: the design's pairs (``design_advance``),
     predicted from the metrics the study combines (``metrics_combined``)."""
-    return rubric.open_rounds(metrics_combined(study=study, state=design_advance(study=study, state=state)))
+    return rubric.open_rounds(metrics_combined(study=study, state=design_advance(study=study, state=state,
+                                                                                  more=more)))
 
 
-def design_advance(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
+def design_advance(*, study: Study, state: rubric.RubricState, more=None) -> rubric.RubricState:
     """The state with the pairs the study's design asks for now (protocol.designs: waiting for a
     round under the sort, with their rounds open under the active design, the state itself
-    under the all-pairs design). Call before opening rounds, after every close or re-decision."""
+    under the all-pairs design). Call before opening rounds, after every close or re-decision.
+    ``more``: for a partial state, the pairs it left out that the design asks for
+    (``PairDesign.advances_from_labelled``; the result then holds them)."""
     if not study.design.advances:
         return state  # (no read of the items' kinds either)
     return study.design.advance(state, study.ranking_order, study.active_settings,
-                                kinds=study_design_kinds(study=study))
+                                kinds=study_design_kinds(study=study), more=more)
 
 
 def protocol_ensure_started(*, study: Study) -> bool:
@@ -240,7 +244,19 @@ def _rounds_close_passes(study_id: int) -> int:
             return 0
         read_at, before = snapshot
         after_close = rubric.close_rounds(before)  # the expensive part: no transaction, no lock
-        opened = rounds_opened(study=study, state=after_close)
+        read_in: list = []  # pairs the snapshot left out that the design asked for
+
+        def more(keys, study=study, read_at=read_at, read_in=read_in):
+            more_at, pairs = protocol_state.study_pairs_read(study, keys)
+            read_at.update(more_at)
+            read_in.extend(pairs)
+            return pairs
+        try:
+            opened = rounds_opened(study=study, state=after_close, more=more)
+        except protocol_state.PairsMoved:
+            continue  # a re-decision opened a pair the snapshot left out: a fresh snapshot
+        if read_in:  # parked with no HIT: the close left them as they are
+            before, after_close = rubric.with_pairs(before, read_in), rubric.with_pairs(after_close, read_in)
         if settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY:
             time.sleep(settings.EVALAPP_FAULT_PAUSE_BEFORE_APPLY)  # fault tests kill a worker here
         applied = _rounds_apply(study, read_at, before, after_close, opened)

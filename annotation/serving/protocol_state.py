@@ -28,6 +28,7 @@ from protocol import adaptive, machine, rubric
 
 from . import store
 from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
+from .process_cache import ProcessCache
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
@@ -227,8 +228,16 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     # or process): that one costs an index probe, not a read of every pair.
     if not PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
         return None
-    heads = list(PairState.objects.filter(study=study).values_list("pk", "version"))
     names = _criteria_names(study)
+    read = _pairs_decoded(study, list(PairState.objects.filter(study=study).values_list("pk", "version")), names)
+    state = _rubric_from(study, names, [entry for _, entry in read.values()])
+    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
+
+
+def _pairs_decoded(study: Study, heads: list[tuple[int, int]], names: tuple[str, ...]) -> dict[int, tuple]:
+    """Row id -> ((version, study created_at), (lanes, HITs)) of the rows ``heads`` names by
+    (row id, version): parsed by this process at that version already, or read and parsed now
+    (and kept, ``_parsed``); a row that moved since its head was read: its newer version."""
     sources = lane_label_sources(study)
     stale = [pk for pk, version in heads if _parsed.get(pk, (None,))[0] != (version, study.created_at)]
     if len(_parsed) + len(stale) > PARSED_MAX:
@@ -239,22 +248,24 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
         _parsed[pk] = ((version, study.created_at), _lanes_of(blob, lanes, names, sources,
                                                               f"pair {pk} of study {study.slug!r}"))
-    read = {pk: _parsed[pk] for pk, _ in heads}  # a row that moved meanwhile: its newer version
+    read = {pk: _parsed[pk] for pk, _ in heads}
     if any(len(lanes) != len(names) for _, (lanes, _) in read.values()):
         _parsed.clear()
         raise ValueError(f"study {study.slug!r}: a cached pair has other criteria than the study; read it again")
-    state = _rubric_from(study, names, [entry for _, entry in read.values()])
-    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
+    return read
 
 
 def close_reads_some(study: Study) -> bool:
     """Does a round close of the study read only the pairs it closes or opens, with totals of the
     others (``study_close_snapshot``)? Yes for one criterion under a design that asks for no
-    pairs after a close, without combined metrics (their calibration is fitted across every
-    pair) and under a family rule that reads e-values (the boundary rule's reads each pair's
-    crossing); otherwise the close reads every pair (``study_state_snapshot``)."""
-    return (len(_criteria_names(study)) == 1 and not study.design.advances and not study.combined_metrics.strip()
-            and study.protocol_rule != adaptive.BOUNDARY)
+    pairs after a close, or only for pairs with labels and a few it names
+    (``PairDesign.advances_from_labelled``: the active design), without combined metrics
+    (their calibration is fitted across every pair) and under a family rule that reads
+    e-values (the boundary rule's reads each pair's crossing); otherwise the close reads every
+    pair (``study_state_snapshot``)."""
+    design = study.design
+    return (len(_criteria_names(study)) == 1 and (not design.advances or design.advances_from_labelled)
+            and not study.combined_metrics.strip() and study.protocol_rule != adaptive.BOUNDARY)
 
 
 _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
@@ -280,6 +291,8 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         return study_state_snapshot(study)
     if not PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
         return None
+    if study.design.advances_from_labelled:
+        return _labelled_close_snapshot(study)
     settings = protocol_settings(study)
     pairs = PairState.objects.filter(study=study)
     totals = pairs.aggregate(**_TOTALS)
@@ -307,6 +320,73 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         used=(totals["used"] or 0) - sums[0] - sums[1],
         moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))
     return read_at, _rubric_from(study, names, entries, outside=outside)
+
+
+# The rows a design that advances from the labelled pairs leaves out of a close: parked, no HIT.
+# The codec writes a quota only with an open round and a control-variate moment only for a
+# judged item, so such a row takes nothing of the budget and adds no moment. The others are
+# read as two index searches (SQLite walked every row of the study for the two conditions
+# OR-ed in one filter: 5.1-5.7 ms of CPU at 19,900 rows against 0.5-0.6 ms,
+# scripts/bench/active_close_reads.py).
+_NOT_PARKED = tuple(status for status in adaptive.STATUSES if status != adaptive.PARKED)
+
+
+def _labelled_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState]:
+    """``study_close_snapshot`` under a design that advances from the labelled pairs
+    (``PairDesign.advances_from_labelled``): every pair with a HIT or not parked (on SQLite
+    from two indexes, ``pair_state_totals_idx`` and ``pair_state_serving_idx``), decoded as
+    ``study_state_snapshot`` decodes (parsed once per version); the others, parked with no HIT,
+    as ``adaptive.Outside`` (their count, and the e-values that may pass the family's bar: none
+    unless a rebuild left one). The design reads the few others it needs with
+    ``study_pairs_read``."""
+    settings = protocol_settings(study)
+    pairs = PairState.objects.filter(study=study)
+    names = _criteria_names(study)
+    heads = dict(pairs.filter(hits__gt=0).values_list("pk", "version"))
+    heads.update(pairs.filter(status__in=_NOT_PARKED).values_list("pk", "version"))
+    read = _pairs_decoded(study, list(heads.items()), names)
+    family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
+    outside = adaptive.Outside(pairs=len(_study_pair_ids(study)) - len(read),
+                               log_e_values=tuple(sorted(value for pk, value in family if pk not in read)))
+    state = _rubric_from(study, names, [entry for _, entry in read.values()], outside=outside)
+    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
+
+
+# A study's pair rows' ids by their systems' names, read once per process (a study's pair rows
+# are made by its import, never added or removed): the close names the neighbours it lacks by
+# their names, and a filter OR-ing up to k - 1 (first, second) conditions was 380 ms of ORM and
+# SQLite per read at 200 systems, the largest part of such a close (--profile-close); and its
+# size is the study's count of pairs.
+_pair_ids: ProcessCache[dict[tuple[str, str], int]] = ProcessCache()
+
+
+def _study_pair_ids(study: Study) -> dict[tuple[str, str], int]:
+    """(first, second) names -> the pair row's id, every pair of the study (``_pair_ids``)."""
+    return _pair_ids.get((study.pk, study.created_at), lambda: dict(
+        ((first, second), pk) for pk, first, second in PairState.objects.filter(study=study).values_list(
+            "pk", "first__name", "second__name")))
+
+
+class PairsMoved(Exception):
+    """A pair a close asked for (``study_pairs_read``) is no longer parked with no HIT: the
+    snapshot it would join is stale (a re-decision opened it meanwhile); read a new one."""
+
+
+def study_pairs_read(study: Study, keys: list[tuple[str, str]]) -> tuple[dict[tuple[str, str], tuple[int, int]],
+                                                                         list[adaptive.PairState]]:
+    """The pairs ``keys`` (canonical (first, second) names) that a labelled close snapshot left
+    out, decoded, with each one's (row id, version) for the close's compare-and-set; PairsMoved
+    when one of them is no longer parked with no HIT."""
+    ids = _study_pair_ids(study)
+    heads = list(PairState.objects.filter(pk__in=[ids[key] for key in keys], status=adaptive.PARKED, hits=0)
+                 .values_list("pk", "version"))
+    if len(heads) != len(keys):
+        raise PairsMoved(f"study {study.slug!r}: {len(keys) - len(heads)} of the {len(keys)} pairs asked for moved")
+    read = _pairs_decoded(study, heads, _criteria_names(study))
+    pairs = [entry[0][0] for _, entry in read.values()]
+    if any(pair.status != adaptive.PARKED or pair.judgements for pair in pairs):
+        raise PairsMoved(f"study {study.slug!r}: a pair asked for moved after its version was read")
+    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, pairs
 
 
 def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> None:

@@ -2,7 +2,7 @@
 sure of the order, until its neighbours are resolved (protocol.active_ranking, docs/ranking.md)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,10 +39,15 @@ class Active(OrderingDesign):
         return rubric.single(active_ranking.active_start(state.primary, order, settings), state.criteria[0])
 
     advances = True
+    # the fit reads the pairs with labels, the step the fitted order's neighbours besides
+    # (active_ranking.active_advance's ``more``)
+    advances_from_labelled = True
 
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
-                kinds: Mapping[str, str] | None = None) -> RubricState:
-        return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds), state.criteria[0])
+                kinds: Mapping[str, str] | None = None,
+                more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> RubricState:
+        return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds, more),
+                             state.criteria[0])
 
     def guarantee(self, planned: int) -> str:
         return GUARANTEE.format(planned=planned)

@@ -1,7 +1,7 @@
 """The pair design interface (protocol.designs); the registry is protocol.designs.registry."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
@@ -30,9 +30,14 @@ class PairDesign:
                     the app then serves a pair's items in turns over the kinds
                     (protocol.allocation.kind_turn) and passes ``kinds`` (item id -> kind) to
                     ``advance`` and ``section``?
-    advances        does ``advance`` ask for pairs after a close (it reads the whole state: a
-                    sort replayed, an order fitted)? A design that does not lets the app's
-                    round close read only the pairs it closes or opens (issue 41)
+    advances        does ``advance`` ask for pairs after a close (a sort replayed, an order
+                    fitted)? A design that does not lets the app's round close read only the
+                    pairs it closes or opens (issue 41)
+    advances_from_labelled  does ``advance`` need, of the study's pairs, only those with a
+                    judgement or a round (a partial state: the others parked with none, their
+                    totals ``outside``), asking ``more`` for the few others it reads? Then the
+                    app's round close reads no more (issue 41); otherwise an advancing design
+                    reads the whole state
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -52,6 +57,7 @@ class PairDesign:
     plan_states_order: bool = False
     uses_prompt_kinds: bool = False
     advances: bool = False
+    advances_from_labelled: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""
@@ -68,10 +74,12 @@ class PairDesign:
         return state
 
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
-                kinds: Mapping[str, str] | None = None) -> RubricState:
+                kinds: Mapping[str, str] | None = None,
+                more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> RubricState:
         """The state with the pairs the design asks for now; called after every close or
         re-decision, before rounds open. ``kinds``: item id -> kind of prompt, or None (the
-        study's items have none, or the design does not use them)."""
+        study's items have none, or the design does not use them). ``more``: for a partial
+        state (``advances_from_labelled``), the pairs it leaves out that ``advance`` names."""
         return state
 
     def problems(self, *, rule: str, policy: str, family: str, criteria: int, max_labels: int) -> dict[str, str]:

@@ -2,12 +2,12 @@
 γ / C(k) (protocol.ranking_design, docs/ranking.md)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .. import ranking_design, rubric
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
-from ..state import PARKED, PairState
+from ..state import PARKED, PairState, require_whole
 from .base import OrderingDesign
 from .registry import register
 
@@ -35,7 +35,10 @@ class Ranking(OrderingDesign):
     advances = True
 
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
-                kinds: Mapping[str, str] | None = None) -> RubricState:
+                kinds: Mapping[str, str] | None = None,
+                more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> RubricState:
+        # the sort is replayed from every stopped pair's outcome: the whole state
+        require_whole(state.primary, "the merge sort's replay")
         return rubric.single(ranking_design.sort_advance(state.primary, order), state.criteria[0])
 
     def guarantee(self, planned: int) -> str:

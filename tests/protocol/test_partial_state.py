@@ -81,3 +81,24 @@ def test_what_needs_every_pair_refuses_a_partial_state():
         adaptive.calibrated(some, {})
     # left-out pairs count as e = 0 unless given: the family's size is every pair's
     assert machine.family_log_e_values(some)[3:] == [-math.inf] * 18
+
+
+def test_pairs_read_into_a_partial_state_must_be_untouched():
+    """``machine.with_pairs`` joins pairs a partial state left out (the active design's neighbours
+    read after its fit): only pairs with no judgement and no round, whose totals are nothing."""
+    state, labels = study(2000, 4)
+    opened = adaptive.open_rounds(state)
+    pair = opened.pairs[0]
+    items = [i for i in labels[pair.key]][:2]
+    judged = adaptive.record_judgements(opened, *pair.key, items, [labels[pair.key][i] for i in items])
+    some = adaptive.ProtocolState.from_pairs(state.settings, state.pairs[1:], 0, adaptive.Outside(pairs=1))
+    joined = machine.with_pairs(some, [state.pairs[0]])
+    assert joined.pairs == state.pairs and joined.outside.pairs == 0 and joined.budget_left == state.budget_left
+    for touched in (opened.pairs[0], judged.pairs[0]):  # a round open; judgements
+        with pytest.raises(ValueError, match="holds judgements or a round"):
+            machine.with_pairs(some, [touched])
+    with pytest.raises(ValueError, match="in the state already"):
+        machine.with_pairs(adaptive.ProtocolState.from_pairs(state.settings, state.pairs, 0, adaptive.Outside(pairs=1)),
+                           [state.pairs[0]])
+    with pytest.raises(ValueError, match="holds every pair"):
+        machine.with_pairs(state, [state.pairs[0]])

@@ -52,22 +52,31 @@ def serve_until_done(study: Study, workers: dict, value_of, after_submit=None) -
             return
 
 
-def closed_and_opened(study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    return runtime.rounds_opened(study=study, state=rubric.close_rounds(state))
+def closed_and_opened(study: Study, state: rubric.RubricState, read_in: list | None = None) -> rubric.RubricState:
+    """The close and the openings as runtime's close pass makes them; the pairs a partial
+    state left out that the design asked for are read as the close reads them (``read_in``
+    collects them)."""
+    def more(keys):
+        _, pairs = protocol_state.study_pairs_read(study, keys)
+        if read_in is not None:
+            read_in.extend(pairs)
+        return pairs
+    return runtime.rounds_opened(study=study, state=rubric.close_rounds(state), more=more)
 
 
-def both_ways_equal(study: Study) -> tuple[int, int]:
+def both_ways_equal(study: Study, read_in: list | None = None) -> tuple[int, int]:
     """Compare the partial close with the full one on the rows as they are; returns (pairs the
-    partial state decoded, pairs the full close changed)."""
+    partial state decoded, pairs the full close changed). ``read_in`` collects the pairs the
+    design read in beyond the snapshot."""
     _, full = protocol_state.study_state_snapshot(study)
     _, partial = protocol_state.study_close_snapshot(study)
     assert partial.lanes[0].outside is not None, "the close read every pair"
-    full_after, partial_after = closed_and_opened(study, full), closed_and_opened(study, partial)
+    full_after, partial_after = closed_and_opened(study, full), closed_and_opened(study, partial, read_in)
     position = {key: index for index, key in enumerate(full.keys)}
-    for index, key in enumerate(partial.keys):
+    for index, key in enumerate(partial_after.keys):
         assert partial_after.primary.pairs[index] == full_after.primary.pairs[position[key]], key
     changed = {full.keys[index] for index in rubric.changed_pairs(full, full_after)}
-    assert changed <= set(partial.keys), changed - set(partial.keys)
+    assert changed <= set(partial_after.keys), changed - set(partial_after.keys)
     assert partial_after.closes == full_after.closes
     assert partial_after.budget_left == full_after.budget_left
     return len(partial.keys), len(changed)
@@ -96,6 +105,51 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     assert len(compared) >= 10
     # e-BH then read other pairs' e-values from the column (k* > 1 at some close)
     assert decided >= 2
+
+
+ACTIVE_SYSTEMS = 14  # 91 pairs, more neighbours than the design's width (10 rounds in flight)
+
+
+@pytest.mark.parametrize("metric", [True, False])
+def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_pairs(metric, monkeypatch):
+    """The active design's close reads the pairs with labels or a round, and the fitted order's
+    neighbours it lacks (``study_pairs_read``); its closes, fits and fundings equal the full
+    state's pair for pair. Fails on the close that read every pair of an advancing design.
+    The humans' order is not the metric's (or the seeded shuffle's), so the fit reorders and
+    funds pairs the start did not."""
+    rows = many_systems_rows(ACTIVE_SYSTEMS, items=ITEMS)
+    rows[0].update(name=f"active close {metric}", batch_size=4, budget=3000, gamma=0.2, pair_design="active",
+                   family_control="none")
+    if not metric:
+        del rows[0]["metric"]
+        rows = [row for row in rows if row["kind"] != "metric_score"]
+    study = study_import(source=bundle_bytes(rows), slug=f"active-close-{int(metric)}",
+                         metric="m" if metric else None)
+    assert protocol_state.close_reads_some(study)
+    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(7).sample(range(ACTIVE_SYSTEMS),
+                                                                                  ACTIVE_SYSTEMS))}
+    rng = random.Random(int(metric))
+    workers = workers_of([f"ac{int(metric)}-{n}" for n in range(6)])
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared, read_in = [], []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study, read_in)
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    def value_of(first, second):
+        better = 1 if truth[first] < truth[second] else -1
+        return better if rng.random() < 0.8 else -better
+
+    serve_until_done(study, workers, value_of, close_both_ways)
+    pairs = ACTIVE_SYSTEMS * (ACTIVE_SYSTEMS - 1) // 2
+    assert len(compared) >= 20 and max(compared) < pairs
+    assert read_in, "the fit never asked for a pair beyond those with labels"
+    judged = PairState.objects.filter(study=study, hits__gt=0).count()
+    assert ACTIVE_SYSTEMS - 1 < judged < pairs
 
 
 def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
@@ -164,5 +218,25 @@ def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
         rng = random.Random(run)
         workers = workers_of([f"cn{run}-{n}" for n in range(4)])
         serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+@pytest.mark.slow
+def test_on_a_null_the_active_design_through_its_partial_close_decides_nothing_false():
+    """Every system equal (the humans answer at random): the active design run through the app's
+    lease, submit and labelled close (every pair at γ / pairs, family none) keeps P(any ±) <= γ.
+    P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ = 0.05."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"active null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="active",
+                       family_control="none")
+        study = study_import(source=bundle_bytes(rows), slug=f"active-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(100 + run)
+        workers = workers_of([f"an{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        assert PairState.objects.filter(study=study, hits__gt=0).count() > 5  # beyond the start's neighbours
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
