@@ -232,3 +232,27 @@ def test_ratings_without_a_sample_rate_each_outputs_lowest_sample():
     assert scored == {(item, system): 0 if item == "d1" else 1 for item in ("d1", "d2") for system in "ABC"}
     human = models.HumanScore.objects.get(output__item__study=study)
     assert (human.output.item.external_id, human.output.system.name, human.output.sample) == ("d2", "B", 1)
+
+
+def test_the_parsed_bundle_is_let_go_before_the_protocol_starts(toy_rows):
+    """The protocol's start (its peak: 90-170 MB at 200 x 2,000 and 100 x 10,000) came on top
+    of the parsed bundle's rows, held until the import returned (docs/benchmarks.md, "Import").
+    Seen from the study's save inside ``runtime.protocol_start``: no Bundle is alive by then."""
+    import gc
+
+    from django.db.models.signals import post_save
+
+    from protocol.bundle import Bundle
+
+    alive = []
+
+    def during_start(sender, instance, update_fields=None, **kwargs):
+        if update_fields and "protocol_imported_judgements" in update_fields:
+            alive.append(sum(isinstance(o, Bundle) for o in gc.get_objects()))
+
+    post_save.connect(during_start, sender=models.Study)
+    try:
+        study_import(source=bundle_bytes(toy_rows))
+    finally:
+        post_save.disconnect(during_start, sender=models.Study)
+    assert alive == [0]
