@@ -781,7 +781,8 @@ class _Codes:
 
 
 def _pair_codes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """One integer per (first, second) of codes (each below 2**31: a bundle has far fewer rows)."""
+    """One integer per (first, second) of codes (each below 2**31: a bundle has far fewer rows);
+    ``is_shown`` in ``_check_references`` computes the same for one pair."""
     return first * (1 << 31) + second
 
 
@@ -851,10 +852,14 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
     shown = np.unique(_pair_codes(item_codes, system_codes))  # (item, system) of every output
     _add_in_line_order(check, found)
 
+    # The rows of the other kinds are checked one by one: a set of the outputs' codes (Python
+    # ints, no tuples) when there are any, as a search in ``shown`` per row costs microseconds.
+    others = len(bundle.metric_preferences) + len(bundle.human_scores) + len(bundle.human_preferences)
+    shown_codes = set(shown.tolist()) if others else set()
+
     def is_shown(item: str, system: str) -> bool:
-        code = _pair_codes(names.of((item,)), names.of((system,)))
-        position = np.searchsorted(shown, code)
-        return bool(position[0] < len(shown) and shown[position[0]] == code[0])
+        code = names.code
+        return item in code and system in code and code[item] * (1 << 31) + code[system] in shown_codes
 
     def refs(row, fields: tuple[str, ...]) -> bool:
         ok = True
