@@ -75,21 +75,46 @@ def study_dashboard(*, study: Study, current: bool = False) -> dict:
 
     While a round runs a request reads the cached parts. When a round has closed since, it
     shows the last round's and has a job (``jobs.study_dashboard``) compute the new ones off
-    the request; only a study never computed is computed in the request. ``current``: never
-    the last round's (the API, whose clients read the decisions right after a close): this
-    round's parts are computed in the request when the cache holds an older round's.
+    the request; only a study never computed is computed in the request (the CSV exports and
+    the API; the dashboard page asks with ``study_dashboard_ready`` and says it is computing).
+    ``current``: never the last round's (the API, whose clients read the decisions right after
+    a close): this round's parts are computed in the request when the cache holds an older
+    round's.
     """
     version = dashboard.dashboard_version(study=study)
-    cached = DASHBOARD.read(study.pk)
-    if cached is not None and cached[0] == version:
-        data = cached[1]
-    elif not current and cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
-        data = cached[1]
-        if DASHBOARD.claim(study.pk):
-            jobs.study_dashboard(study.pk)
-    else:
+    data = _dashboard_cached(study, version, last_round=not current)
+    if data is None:
         data = _dashboard_store(study, version)
     return {**data, **dashboard.dashboard_live(study=study, data=data)}
+
+
+def study_dashboard_ready(*, study: Study) -> dict | None:
+    """As ``study_dashboard``, but a study whose dashboard was never computed has the job compute
+    it and gets None while it runs (the page says so and reloads itself): ``import_study``
+    leaves the first one to the job (tens of seconds at 200 systems: docs/benchmarks.md,
+    "Import"), and a request must not spend them. Ready at once where jobs run inline."""
+    version = dashboard.dashboard_version(study=study)
+    data = _dashboard_cached(study, version)
+    if data is None:
+        if DASHBOARD.claim(study.pk):
+            jobs.study_dashboard(study.pk)
+        data = _dashboard_cached(study, version)
+        if data is None:
+            return None
+    return {**data, **dashboard.dashboard_live(study=study, data=data)}
+
+
+def _dashboard_cached(study: Study, version: tuple, *, last_round: bool = True) -> dict | None:
+    """The cached heavy parts for ``version``, else (``last_round``) the last round's of this
+    study with a job started for the current ones, else None (never computed)."""
+    cached = DASHBOARD.read(study.pk)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    if last_round and cached is not None and cached[0][:3] == version[:3]:  # this study's (pk, slug, created_at)
+        if DASHBOARD.claim(study.pk):
+            jobs.study_dashboard(study.pk)
+        return cached[1]
+    return None
 
 
 def study_dashboard_refresh(*, study_id: int) -> None:

@@ -27,10 +27,10 @@ from .models import Annotator, Study
 from .rubrics import is_rubric, study_rubric
 
 
-def _dashboard_context(study: Study, matrix_page: str | None) -> dict:
-    """The dashboard's context; ``matrix_page`` (the ``matrix`` parameter, 1-based) picks the
-    heatmap's page of ranks. ValueError naming the parameter for a page that does not exist."""
-    data = reports.study_dashboard(study=study)
+def _dashboard_context(study: Study, data: dict, matrix_page: str | None) -> dict:
+    """The dashboard's context from its ``data`` (reports.study_dashboard_ready); ``matrix_page``
+    (the ``matrix`` parameter, 1-based) picks the heatmap's page of ranks. ValueError naming the
+    parameter for a page that does not exist."""
     leaderboard = [dict(r) for r in data["leaderboard"]]
     if leaderboard:
         figures.leaderboard_bars(leaderboard)
@@ -52,8 +52,12 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     access_study_as_researcher(request.user, study)
     if study.status == Study.Status.DRAFT and not study.protocol_started:
         return redirect("study_settings", slug=slug)  # nothing to show before the launch
+    data = reports.study_dashboard_ready(study=study)
+    if data is None:  # never computed: a job computes it now (import_study leaves it to the job)
+        template = "_dashboard_computing.html" if request.headers.get("HX-Request") else "dashboard_computing.html"
+        return render(request, f"annotation/{template}", {"study": study})
     try:
-        context = _dashboard_context(study, request.GET.get("matrix"))
+        context = _dashboard_context(study, data, request.GET.get("matrix"))
     except ValueError as exc:
         return bad_request(request, str(exc))
     if request.headers.get("HX-Request"):

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from .scales import PLAIN, SCALES, STRENGTH, AnswerScale
 from .study_settings import BUNDLE, cross_problems, settings_for
 
@@ -566,6 +568,12 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
             else:
                 check.add(number, f"unknown kind {json.dumps(kind)} (expected one of: {known})")
             continue
+        fast = _FAST_ROWS.get(kind)
+        if fast is not None:
+            parsed = fast(obj, number)
+            if parsed is not None:
+                rows[kind].append(parsed)
+                continue
         required, optional = SCHEMA[kind]
         present = set(obj) - {"kind"}
         missing = sorted(required - present)
@@ -604,6 +612,34 @@ def parse_bundle_lines(lines: Iterable[tuple[int, str]]) -> Bundle:
         check.problems.sort(key=lambda p: p.line)
         raise BundleError(check.problems, check.total)
     return Bundle(**{**bundle.__dict__, "_systems": tuple(sorted({o.system for o in bundle.outputs}))})
+
+
+def _fast_output(obj: dict, line: int) -> Output | None:
+    """A valid plain output line's row, read without the per-field checks' calls (outputs and
+    metric scores are most of a large bundle's rows: 800,000 at 200 systems x 2,000 items);
+    None when the line needs them (anything else, or anything wrong: ``_parse_row`` reads it and
+    names its problems)."""
+    item, system, text = obj.get("item"), obj.get("system"), obj.get("text")
+    sample = obj.get("sample", 0)
+    if (type(item) is str and type(system) is str and type(text) is str and type(sample) is int and sample >= 0
+            and item.strip() and system.strip() and obj.keys() <= _OUTPUT_FIELDS):
+        return Output(sys.intern(item), sys.intern(system), text, sample, line)
+    return None
+
+
+def _fast_metric_score(obj: dict, line: int) -> MetricScore | None:
+    """A valid metric_score line's row, as ``_fast_output`` (a float score; an integer one, which
+    may be too large for a float, takes ``_parse_row``)."""
+    item, system, metric, score = obj.get("item"), obj.get("system"), obj.get("metric"), obj.get("score")
+    if (type(item) is str and type(system) is str and type(metric) is str and type(score) is float
+            and math.isfinite(score) and item.strip() and system.strip() and metric.strip()
+            and len(obj) == 5):  # kind, item, system, metric, score: nothing else
+        return MetricScore(sys.intern(item), sys.intern(system), sys.intern(metric), score, line)
+    return None
+
+
+_OUTPUT_FIELDS = frozenset({"kind", *SCHEMA["output"][0], *SCHEMA["output"][1]})
+_FAST_ROWS = {"output": _fast_output, "metric_score": _fast_metric_score}
 
 
 def _parse_row(kind: str, obj: dict, line: int, check: _Checker):
@@ -719,6 +755,60 @@ def _annotator(obj: dict, line: int, check: _Checker) -> str:
     return ""
 
 
+class _Codes:
+    """Names (item ids, systems, samples, metrics: anything hashable, None for a field that was
+    bad) -> dense integer codes, in the order first seen."""
+
+    def __init__(self) -> None:
+        self.code: dict = {}
+
+    def of(self, values: Iterable) -> np.ndarray:
+        code = self.code
+        return np.fromiter((code.setdefault(value, len(code)) for value in values), np.int64)
+
+    def codes(self, values: Iterable) -> Iterator[int]:
+        return (self.code[value] for value in values)
+
+    def names(self, codes: np.ndarray) -> list:
+        by_code = list(self.code)
+        return [by_code[c] for c in codes.tolist()]
+
+    def known(self, codes: np.ndarray, names) -> np.ndarray:
+        """Whether each code's name is in ``names``."""
+        mask = np.zeros(len(self.code), bool)
+        mask[[c for name, c in self.code.items() if name in names]] = True
+        return mask[codes]
+
+
+def _pair_codes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """One integer per (first, second) of codes (each below 2**31: a bundle has far fewer rows);
+    ``is_shown`` in ``_check_references`` computes the same for one pair."""
+    return first * (1 << 31) + second
+
+
+def _repeats(lines: np.ndarray, *columns: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(index, line of its key's first row) of every row whose key (its values in ``columns``)
+    an earlier row has; sorted once, no set of keys."""
+    if not len(lines):
+        return iter(())
+    order = np.lexsort((lines, *reversed(columns)))
+    same = np.ones(len(order), bool)
+    same[0] = False
+    for column in columns:
+        ordered = column[order]
+        same[1:] &= ordered[1:] == ordered[:-1]
+    group = np.cumsum(~same) - 1
+    first_lines = lines[order][~same][group]
+    return zip(order[same].tolist(), first_lines[same].tolist())
+
+
+def _add_in_line_order(check: _Checker, found: list[tuple[int, str]]) -> None:
+    """Record ``found`` (line, message) as a row-by-row walk would have: in line order, a line's
+    problems in the order found (what the problems' cap keeps depends on it)."""
+    for line, message in sorted(found, key=lambda problem: problem[0]):
+        check.add(line, message)
+
+
 def _check_references(bundle: Bundle, check: _Checker) -> None:
     def unique(row, key: tuple | str, seen: dict, what: str) -> None:
         if key in seen:
@@ -740,42 +830,86 @@ def _check_references(bundle: Bundle, check: _Checker) -> None:
     for row in bundle.checks:
         if row.id is not None:
             unique(row, row.id, checks, f"check id {row.id!r}")
-    systems: set[str] = set()
-    outputs: dict[tuple, int] = {}
-    for row in bundle.outputs:
-        systems.add(row.system)
-        if isinstance(row.item, str) and row.item not in items:
-            check.add(row.line, f"output refers to unknown item {row.item!r}")
-        unique(row, (row.item, row.system, row.sample), outputs,
-               f"output for item {row.item!r}, system {row.system!r}, sample {row.sample}")
+    # The outputs' and metric scores' keys as integer codes in numpy arrays (the rows of a large
+    # bundle are mostly these: 400,000 of each at 200 systems x 2,000 items, whose sets of
+    # tuples added about 115 MB to the parse's peak: docs/benchmarks.md, "Import").
+    names = _Codes()
+    outputs = bundle.outputs
+    output_lines = np.fromiter((row.line for row in outputs), np.int64, len(outputs))
+    item_codes = names.of(row.item for row in outputs)
+    system_codes = names.of(row.system for row in outputs)
+    samples = _Codes().of(row.sample for row in outputs)
+    systems = set(names.names(np.unique(system_codes)))
+    found: list[tuple[int, str]] = []
+    for index in np.flatnonzero(~names.known(item_codes, items)).tolist():
+        row = outputs[index]
+        if isinstance(row.item, str):
+            found.append((row.line, f"output refers to unknown item {row.item!r}"))
+    for index, first in _repeats(output_lines, item_codes, system_codes, samples):
+        row = outputs[index]
+        found.append((row.line, f"duplicate output for item {row.item!r}, system {row.system!r}, sample "
+                                f"{row.sample} (first on line {first})"))
+    shown = np.unique(_pair_codes(item_codes, system_codes))  # (item, system) of every output
+    _add_in_line_order(check, found)
 
-    shown = {(item, system) for item, system, _ in outputs}
+    # The rows of the other kinds are checked one by one: a set of the outputs' codes (Python
+    # ints, no tuples) when there are any, as a search in ``shown`` per row costs microseconds.
+    others = len(bundle.metric_preferences) + len(bundle.human_scores) + len(bundle.human_preferences)
+    shown_codes = set(shown.tolist()) if others else set()
 
-    def refs(row, names: tuple[str, ...]) -> bool:
+    def is_shown(item: str, system: str) -> bool:
+        code = names.code
+        return item in code and system in code and code[item] * (1 << 31) + code[system] in shown_codes
+
+    def refs(row, fields: tuple[str, ...]) -> bool:
         ok = True
         if isinstance(row.item, str) and row.item not in items:
             check.add(row.line, f"refers to unknown item {row.item!r}")
             ok = False
-        for name in names:
+        for name in fields:
             system = getattr(row, name)
             if not isinstance(system, str):
                 continue
             if system not in systems:
                 check.add(row.line, f"system {system!r} has no outputs (field {name!r})")
                 ok = False
-            elif ok and (row.item, system) not in shown:
+            elif ok and not is_shown(row.item, system):
                 # A rating of an output that does not exist cannot be shown or checked.
                 check.add(row.line, f"system {system!r} has no output for item {row.item!r} (field {name!r})")
                 ok = False
         return ok
 
+    # Metric scores: the same checks as ``refs`` and their duplicates, over the arrays.
+    scores = bundle.metric_scores
+    score_lines = np.fromiter((row.line for row in scores), np.int64, len(scores))
+    score_items = names.of(row.item for row in scores)
+    score_systems = names.of(row.system for row in scores)
+    metric_codes = _Codes().of(row.metric for row in scores)
+    known_item = names.known(score_items, items)
+    has_outputs = np.isin(score_systems, np.fromiter(names.codes(systems), np.int64, len(systems)))
+    codes = _pair_codes(score_items, score_systems)
+    position = np.minimum(np.searchsorted(shown, codes), max(len(shown) - 1, 0))
+    has_output = (shown[position] == codes) if len(shown) else np.zeros(len(scores), bool)
+    found = []
+    for index in np.flatnonzero(~(known_item & has_outputs & has_output)).tolist():
+        row = scores[index]
+        if isinstance(row.item, str) and not known_item[index]:
+            found.append((row.line, f"refers to unknown item {row.item!r}"))
+        if not isinstance(row.system, str):
+            continue
+        if not has_outputs[index]:
+            found.append((row.line, f"system {row.system!r} has no outputs (field 'system')"))
+        elif (known_item[index] or not isinstance(row.item, str)) and not has_output[index]:
+            found.append((row.line, f"system {row.system!r} has no output for item {row.item!r} (field 'system')"))
+    for index, first in _repeats(score_lines, score_items, score_systems, metric_codes):
+        row = scores[index]
+        found.append((row.line, f"duplicate metric_score for item {row.item!r}, system {row.system!r}, metric "
+                                f"{row.metric!r} (first on line {first})"))
+    _add_in_line_order(check, found)
     seen: dict = {}
     score_metrics: dict[str, int] = {}
-    for row in bundle.metric_scores:
-        refs(row, ("system",))
+    for row in scores:
         score_metrics.setdefault(row.metric, row.line)
-        unique(row, ("ms", row.item, row.system, row.metric), seen,
-               f"metric_score for item {row.item!r}, system {row.system!r}, metric {row.metric!r}")
     for row in bundle.metric_preferences:
         refs(row, ("first", "second"))
         if row.metric in score_metrics:

@@ -5,7 +5,8 @@
 # database, timing it and its peak RSS, starts the embedded server (gunicorn --preload 3 x 4
 # gthread, round closes in a background thread), times the first and the cached dashboard,
 # a pair page, the metrics page, the decisions CSV and a crowd worker's first HIT
-# (scripts/bench/scale_probe.py), then runs scripts/bench/load_annotators.py with 20 workers
+# (scripts/bench/scale_probe.py; it waits for the dashboard's first computation, which import_study
+# leaves to the report job), then runs scripts/bench/load_annotators.py with 20 workers
 # (scenario embedded, loopback only). Stops what it started, removes or drops the database, and
 # prints one JSON object (last line).
 #

@@ -3,7 +3,8 @@
     python scripts/bench/scale_probe.py BASE_URL SLUG USERNAME PASSWORD
 
 Logs in as USERNAME (a staff user), then times, each on its own keep-alive connection: the
-dashboard twice (the first render, then the cached one) and its HTML size, the decisions CSV,
+dashboard's first view (which starts its first computation: import_study leaves it to the report
+job), the seconds until it is computed, then the cached one and its HTML size, the decisions CSV,
 the page of its first pair, the metrics page, and a new crowd
 worker's first HIT through the start link (then four more new workers', one after another). Loopback targets only. Prints one JSON object.
 """
@@ -24,6 +25,9 @@ from scripts.bench.load_annotators import CSRF, check_loopback, Client  # noqa: 
 
 # new workers timed after the first one's first HIT
 MORE_WORKERS = 4
+# what the dashboard shows while its first computation runs (templates/annotation/dashboard_computing.html)
+COMPUTING = 'id="dashboard-computing"'
+DASHBOARD_WAIT_SECONDS = 600
 
 
 def _timed(client: Client, path: str, data: bytes | None = None, headers: dict | None = None) -> tuple[float, int, str]:
@@ -50,9 +54,20 @@ def probe(base: str, slug: str, username: str, password: str) -> dict:
     result: dict = {}
     first_ms, status, page = _timed(researcher, f"/s/{slug}/dashboard/")
     _ok(status, "dashboard")
-    cached_ms, status, _ = _timed(researcher, f"/s/{slug}/dashboard/")
+    # import_study leaves the first dashboard to the report job this view started: wait for it
+    # (the page reloads itself every 3 s; polled faster here), so the cached figure is a computed
+    # report's and the load below does not run beside the job.
+    waited = time.perf_counter()
+    while COMPUTING in page:
+        if time.perf_counter() - waited > DASHBOARD_WAIT_SECONDS:
+            raise SystemExit(f"dashboard still computing after {DASHBOARD_WAIT_SECONDS} s")
+        time.sleep(0.5)
+        _, status, page = _timed(researcher, f"/s/{slug}/dashboard/")
+        _ok(status, "dashboard (computing)")
+    computed_s = round(time.perf_counter() - waited, 1)
+    cached_ms, status, page = _timed(researcher, f"/s/{slug}/dashboard/")
     _ok(status, "dashboard (again)")
-    result.update(dashboard_first_ms=first_ms, dashboard_cached_ms=cached_ms,
+    result.update(dashboard_first_ms=first_ms, dashboard_computed_after_s=computed_s, dashboard_cached_ms=cached_ms,
                   dashboard_html_kb=round(len(page.encode()) / 1024, 1))
     decisions_ms, status, table = _timed(researcher, f"/s/{slug}/export/decisions.csv")
     result["decisions_csv_ms"] = decisions_ms if status == 200 else f"HTTP {status}"

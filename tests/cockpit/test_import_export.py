@@ -210,3 +210,49 @@ def test_import_command_asks_for_a_metric_or_an_explicit_human_only_study(toy_ro
     assert models.Study.objects.get(slug="humans").metric is None
     call_command("import_study", str(path), "--slug", "judged", "--metric", "judge")
     assert models.Study.objects.get(slug="judged").metric.name == "judge"
+
+
+def test_ratings_without_a_sample_rate_each_outputs_lowest_sample():
+    """A metric or human score names no sample: it rates the output annotators are shown, the
+    lowest sample, whatever the order of the output lines (services.studies, over sorted arrays)."""
+    rows = [{"kind": "study", "name": "Samples", "metric": "m"}]
+    rows += [{"kind": "item", "id": f"d{n}", "input": f"text {n}"} for n in (1, 2)]
+    for item in ("d1", "d2"):
+        for system in ("A", "B", "C"):
+            for sample in ((2, 0, 1) if item == "d1" else (1, 2)):
+                rows.append({"kind": "output", "item": item, "system": system, "text": f"{system}{sample}",
+                             "sample": sample})
+    rows += [{"kind": "metric_score", "item": item, "system": system, "metric": "m", "score": 0.1}
+             for item in ("d1", "d2") for system in ("A", "B", "C")]
+    rows += [{"kind": "human_score", "item": "d2", "system": "B", "score": 3.0}]
+    study = study_import(source=bundle_bytes(rows), separability="skip")
+    scored = {(s.output.item.external_id, s.output.system.name): s.output.sample
+              for s in models.MetricScore.objects.filter(metric__study=study).select_related("output__item",
+                                                                                           "output__system")}
+    assert scored == {(item, system): 0 if item == "d1" else 1 for item in ("d1", "d2") for system in "ABC"}
+    human = models.HumanScore.objects.get(output__item__study=study)
+    assert (human.output.item.external_id, human.output.system.name, human.output.sample) == ("d2", "B", 1)
+
+
+def test_the_parsed_bundle_is_let_go_before_the_protocol_starts(toy_rows):
+    """The protocol's start (its peak: 90-170 MB at 200 x 2,000 and 100 x 10,000) came on top
+    of the parsed bundle's rows, held until the import returned (docs/benchmarks.md, "Import").
+    Seen from the study's save inside ``runtime.protocol_start``: no Bundle is alive by then."""
+    import gc
+
+    from django.db.models.signals import post_save
+
+    from protocol.bundle import Bundle
+
+    alive = []
+
+    def during_start(sender, instance, update_fields=None, **kwargs):
+        if update_fields and "protocol_imported_judgements" in update_fields:
+            alive.append(sum(type(o) is Bundle for o in gc.get_objects()))  # type(): no lazy object evaluated
+
+    post_save.connect(during_start, sender=models.Study)
+    try:
+        study_import(source=bundle_bytes(toy_rows))
+    finally:
+        post_save.disconnect(during_start, sender=models.Study)
+    assert alive == [0]
