@@ -59,18 +59,22 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     )
 
 
-def _parsed_pair(data: dict, labels_of: Callable[[str, str], dict[str, int]] | None) -> adaptive.PairState:
+def _parsed_pair(data: dict, labels_of: Callable[[str, str], dict[str, int]] | None,
+                 label_of: Callable[[str, str, str], int | None] | None = None) -> adaptive.PairState:
     """One lane's pair from its stored JSON, with the metric's labels of the pair computed by
-    ``labels_of(first, second)`` on first use (None: a human-only lane). JSON stored before the
+    ``labels_of(first, second)`` on first use (None: a human-only lane), and one item's by
+    ``label_of(first, second, item)`` while they are not (a submit's). JSON stored before the
     labels were left out still holds them: the source's are the same, computed by the same formula."""
     if labels_of is None:
         return adaptive.PairState.from_dict(data, metric=EMPTY_LABELS)
     first, second = str(data.get("first")), str(data.get("second"))
-    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: labels_of(first, second)))
+    one = None if label_of is None else (lambda item: label_of(first, second, item))
+    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: labels_of(first, second), one))
 
 
-def _source_labels(source: MetricLabelSource | None) -> Callable[[str, str], dict[str, int]] | None:
-    return None if source is None else source.pair
+def _source_labels(source: MetricLabelSource | None) -> tuple[Callable | None, Callable | None]:
+    """``_parsed_pair``'s label functions of a lane's metric source (None, None: human-only)."""
+    return (None, None) if source is None else (source.pair, source.label)
 
 
 EMPTY_LABELS = MappingProxyType({})
@@ -131,14 +135,14 @@ def _lane_pairs(study: Study, row: PairState, names: tuple[str, ...]) -> tuple[t
 def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...], sources: tuple[MetricLabelSource | None, ...],
               where: str) -> tuple[tuple[adaptive.PairState, ...], int]:
     """_lane_pairs from the row's two JSON columns (``where`` names the row in errors)."""
-    first = _parsed_pair(state, _source_labels(sources[0]))
+    first = _parsed_pair(state, *_source_labels(sources[0]))
     if len(names) == 1:
         return (first,), first.judgements
     lanes = (criteria_state or {}).get("lanes", {})
     missing = [name for name in names[1:] if name not in lanes]
     if missing:
         raise ValueError(f"{where} has no protocol state for criterion {missing[0]!r}")
-    return (first, *(_parsed_pair(lanes[name], _source_labels(source)) for name, source in zip(names[1:], sources[1:]))), \
+    return (first, *(_parsed_pair(lanes[name], *_source_labels(source)) for name, source in zip(names[1:], sources[1:]))), \
         int(criteria_state["hits"])
 
 
