@@ -28,6 +28,7 @@ from protocol import adaptive, machine, rubric
 
 from . import store
 from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
+from .process_cache import ProcessCache
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
@@ -266,6 +267,33 @@ _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
            **{column: Sum(column) for column in ("cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")}}
 _ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
 
+# The close's totals by group of pairs (the pairs of one first system), as this process last
+# summed them: (study id, created_at) -> first system id -> (the group's sum of row versions,
+# its _TOTALS). Every write of a pair's close columns bumps its version and no version goes
+# down, so a group whose version sum is unchanged holds the totals summed then; a close sums
+# the version of every pair (one column of the totals index) and the totals of the groups that
+# moved only. Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
+_group_totals: ProcessCache[dict[int, tuple[int, dict]]] = ProcessCache()
+
+
+def _study_totals(study: Study) -> dict:
+    """``_TOTALS`` over every pair of the study, each group's read again only when its version
+    sum moved since this process last read it. One statement reads every group's version sum,
+    one more the totals of the groups that moved (each with its version sum, from the same
+    snapshot, so what is kept is consistent)."""
+    groups = _group_totals.get((study.pk, study.created_at), dict)
+    pairs = PairState.objects.filter(study=study)
+    versions = dict(pairs.values("first_id").annotate(versions=Sum("version")).values_list("first_id", "versions"))
+    moved = [first for first, total in versions.items() if groups.get(first, (None,))[0] != total]
+    if moved:
+        for row in pairs.filter(first_id__in=moved).values("first_id").annotate(versions=Sum("version"), **_TOTALS):
+            groups[row.pop("first_id")] = (row.pop("versions"), row)
+    totals = dict.fromkeys(_TOTALS, 0)
+    for first in versions:
+        for name, value in groups[first][1].items():
+            totals[name] += value or 0
+    return totals
+
 
 def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState] | None:
     """What a round close reads: ``study_state_snapshot``'s (row id, version) per pair read and
@@ -287,7 +315,7 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         return None
     settings = protocol_settings(study)
     pairs = PairState.objects.filter(study=study)
-    totals = pairs.aggregate(**_TOTALS)
+    totals = _study_totals(study)
     read = list(pairs.filter(status=adaptive.FILLED).values_list("pk", "version", "state", "criteria_state",
                                                                   *_ROW_TOTALS))
     if settings.budget - (totals["used"] or 0) > 0:

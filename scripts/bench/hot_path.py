@@ -183,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the N costliest functions of the round closes alone (cumulative)")
     parser.add_argument("--statements", type=int, default=0,
                         help="print the N statements of the timed runs (closes included) with the most CPU "
-                             "spent in their execute (SQLite's own work shows here), per run and in all")
+                             "spent in their execute call (SQLite's own work for a statement that computes its "
+                             "rows before the first, a sort or an aggregate; rows streamed from an index are "
+                             "partly computed while fetched, not counted here), per run and in all")
     parser.add_argument("--bundle", type=Path, default=BUNDLE,
                         help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
                              "from `python -m protocol.arena make`")
@@ -232,7 +234,8 @@ def _run(args) -> int:
     close_inline = runtime.rounds_close
 
     counting: list[cProfile.Profile] = []  # the call counter, paused during a close
-    close_profiler = cProfile.Profile() if args.profile_close else None
+    # CPU time, not wall time: the machine's other load would otherwise count as the profiled code's
+    close_profiler = cProfile.Profile(time.process_time) if args.profile_close else None
 
     def timed_close(*, study_id):
         for counter in counting:
@@ -319,7 +322,7 @@ def _run(args) -> int:
         args.show_sql = False
     runs = []
     cycle_wall.clear()
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
     for _ in range(args.repeat):
         queries[0] = 0
         close_cpu.clear()
@@ -383,7 +386,8 @@ def _run(args) -> int:
             print(f"{1000 * cpu:9.1f} ms {runs:7d} runs {1e6 * cpu / runs:9.1f} us  {' '.join(sql.split())[:140]}")
     if close_profiler:
         out = io.StringIO()
-        pstats.Stats(close_profiler, stream=out).sort_stats("cumulative").print_stats(args.profile_close)
+        pstats.Stats(close_profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(
+            args.profile_close)
         print(out.getvalue())
     if profiler:
         if os.environ.get("BENCH_DUMP"):
