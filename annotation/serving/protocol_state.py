@@ -301,13 +301,16 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     pairs (``close_reads_some``) the state is partial: the pairs whose rounds are filled, and
     the waiting pairs when the budget has judgements left to open rounds with, with totals of
     the others (``adaptive.Outside``: their count, judgements used and control-variate moments
-    summed in SQL, and the e-values of those that may pass the family rule's bar, read through
-    an index). No lock: for a caller that writes back compare-and-set on the versions.
+    summed in SQL by group of pairs, ``_study_totals``, and the e-values of those that may pass
+    the family rule's bar, read through an index). No lock: for a caller that writes back
+    compare-and-set on the versions.
 
-    The totals are one statement, and the rows decoded are subtracted from them, so the only
-    rows that move meanwhile, open pairs taking a submit, leave budget and moments as that
-    statement read them (a submit moves a judgement from quota to hits); a pair that fills
-    after the filled rows were read is closed by the next pass.
+    The totals are read before the rows decoded, which are subtracted from them, so the study's
+    totals are the ones the totals' statements read (each group's as of the version sums, or of
+    the statement that summed it again): the only rows that move meanwhile, open pairs taking a
+    submit, leave the budget as read (a submit moves a judgement from quota to hits) and the
+    moments as of those statements; a pair that fills after the filled rows were read is closed
+    by the next pass.
     """
     if not close_reads_some(study):
         return study_state_snapshot(study)
