@@ -661,6 +661,12 @@ class PairState(models.Model):
     cv_ss = models.FloatField(default=0.0)
     cv_mm = models.FloatField(default=0.0)
     cv_sm = models.FloatField(default=0.0)
+    # Serving's tie-break between open pairs equally close to full (not protocol state): drawn
+    # anew by the database whenever the codec writes the row (store._pair_save_sql: the start,
+    # a submit, a close that opens the pair's next round), so that a lease reads the first
+    # open pairs in the serving index's order instead of sorting every open pair by a RANDOM()
+    # drawn per read (19,900 at 200 systems: docs/serving.md, "The loop").
+    tie = models.FloatField(default=0.0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -671,14 +677,18 @@ class PairState(models.Model):
         # Serving's open pairs are read from this index alone (every column store.open_pairs
         # reads is in it): reading them from the rows walked each row's protocol state JSON
         # (tens of KB at 2,000 items, stored before ``leased``), 1,225 rows per lease at 50 systems.
-        indexes = [models.Index(fields=["study", "status", "quota_left", "leased", "round", "first", "second"],
-                                name="pair_state_serving_idx"),
+        # In the order a lease tries them (closest to full first, then the tie-break), so that a
+        # lease reads its first few entries, not every open pair of the study.
+        indexes = [models.Index(F("study"), F("status"), F("quota_left") - F("leased"), F("tie"), F("quota_left"),
+                                F("leased"), F("round"), F("first"), F("second"), name="pair_state_serving_idx"),
                    # a close reads the e-values that may pass the family rule's bar, not every row
                    models.Index(fields=["study", "log_e_value"], name="pair_state_family_idx"),
                    # and sums the others' budget and moments from this index alone: the rows
-                   # hold each pair's state JSON (tens of KB), 23 of a close's 32 ms at 19,900 pairs
-                   models.Index(fields=["study", "hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm",
-                                        "cv_sm"], name="pair_state_totals_idx")]
+                   # hold each pair's state JSON (tens of KB), 23 of a close's 32 ms at 19,900 pairs;
+                   # by group of pairs (their first system), each group's version sum first, so
+                   # that only the groups that moved are summed again (protocol_state._study_totals)
+                   models.Index(fields=["study", "first", "version", "hits", "quota_left", "cv_n", "cv_s", "cv_m",
+                                        "cv_ss", "cv_mm", "cv_sm"], name="pair_state_totals_idx")]
 
 
 class PairStateHistory(models.Model):

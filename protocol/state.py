@@ -345,13 +345,19 @@ class PairState:
 class LazyLabels(Mapping):
     """item -> metric label in {-1, 0, 1}, computed by ``compute`` (a function returning a dict)
     on first use: a round close loads every pair of a study but reads the labels of the pairs
-    whose round it closes only. Immutable once computed."""
+    whose round it closes only. Immutable once computed.
 
-    __slots__ = ("_compute", "_labels")
+    ``one``: the label of one item (None: the pair has none for it), by the formula ``compute``
+    uses, for a reader of single items while the whole is not computed: a submit records one
+    item and needs its label alone (all 2,000 of a pair at 2,000 items were a twentieth of a
+    submit's CPU; docs/benchmarks.md)."""
 
-    def __init__(self, compute: Callable[[], Mapping[str, int]]):
+    __slots__ = ("_compute", "_labels", "_one")
+
+    def __init__(self, compute: Callable[[], Mapping[str, int]], one: Callable[[str], int | None] | None = None):
         self._compute = compute
         self._labels: Mapping[str, int] | None = None
+        self._one = one
 
     def _all(self) -> Mapping[str, int]:
         if self._labels is None:
@@ -359,6 +365,11 @@ class LazyLabels(Mapping):
         return self._labels
 
     def __getitem__(self, item: str) -> int:
+        if self._labels is None and self._one is not None:
+            label = self._one(item)
+            if label is None:
+                raise KeyError(item)
+            return label
         return self._all()[item]
 
     def __iter__(self):

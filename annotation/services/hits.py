@@ -117,7 +117,8 @@ def _lease(study: Study, annotator: Annotator) -> Assignment | None:
     rng = random.Random(f"{study.protocol_seed}:{annotator.pk}:{timezone.now().timestamp()}")
     with transaction.atomic():
         # The round closest to full first (a full round is decided sooner than many half-full
-        # ones), ties at random; the first few, then, if none of them serves this annotator, all.
+        # ones), ties at random (the pairs' tie-breaks, drawn anew at each write of their state:
+        # store.open_pairs); the first few, then, if none of them serves this annotator, all.
         # PostgreSQL tries the first one's lock in the same statement (SKIP LOCKED, as below).
         order, first_locked = store.open_pairs_first_locked(study.pk, adaptive.OPEN, first=OPEN_PAIRS_TRIED_FIRST)
         first_id = order[0].id if order else None

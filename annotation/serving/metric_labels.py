@@ -65,6 +65,11 @@ class MetricLabelSource:
         labels = preferences_from_scores(a[scored], b[scored], eps=self.tie_margin)
         return dict(zip(self.items[rows][scored].tolist(), labels.tolist()))
 
+    def label(self, first: str, second: str, item: str) -> int | None:
+        """The metric's preference of ``first`` over ``second`` on one item (``pair``'s formula,
+        restricted to it); None where the pair has no label for it."""
+        return self.pair(first, second, items=(item,)).get(item)
+
     @cached_property
     def row_of(self) -> dict[str, int]:
         """item external id -> its row of ``table``."""

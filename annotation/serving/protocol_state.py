@@ -60,18 +60,22 @@ def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
     )
 
 
-def _parsed_pair(data: dict, labels_of: Callable[[str, str], dict[str, int]] | None) -> adaptive.PairState:
+def _parsed_pair(data: dict, labels_of: Callable[[str, str], dict[str, int]] | None,
+                 label_of: Callable[[str, str, str], int | None] | None = None) -> adaptive.PairState:
     """One lane's pair from its stored JSON, with the metric's labels of the pair computed by
-    ``labels_of(first, second)`` on first use (None: a human-only lane). JSON stored before the
+    ``labels_of(first, second)`` on first use (None: a human-only lane), and one item's by
+    ``label_of(first, second, item)`` while they are not (a submit's). JSON stored before the
     labels were left out still holds them: the source's are the same, computed by the same formula."""
     if labels_of is None:
         return adaptive.PairState.from_dict(data, metric=EMPTY_LABELS)
     first, second = str(data.get("first")), str(data.get("second"))
-    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: labels_of(first, second)))
+    one = None if label_of is None else (lambda item: label_of(first, second, item))
+    return adaptive.PairState.from_dict(data, metric=adaptive.LazyLabels(lambda: labels_of(first, second), one))
 
 
-def _source_labels(source: MetricLabelSource | None) -> Callable[[str, str], dict[str, int]] | None:
-    return None if source is None else source.pair
+def _source_labels(source: MetricLabelSource | None) -> tuple[Callable | None, Callable | None]:
+    """``_parsed_pair``'s label functions of a lane's metric source (None, None: human-only)."""
+    return (None, None) if source is None else (source.pair, source.label)
 
 
 EMPTY_LABELS = MappingProxyType({})
@@ -132,14 +136,14 @@ def _lane_pairs(study: Study, row: PairState, names: tuple[str, ...]) -> tuple[t
 def _lanes_of(state: dict, criteria_state: dict, names: tuple[str, ...], sources: tuple[MetricLabelSource | None, ...],
               where: str) -> tuple[tuple[adaptive.PairState, ...], int]:
     """_lane_pairs from the row's two JSON columns (``where`` names the row in errors)."""
-    first = _parsed_pair(state, _source_labels(sources[0]))
+    first = _parsed_pair(state, *_source_labels(sources[0]))
     if len(names) == 1:
         return (first,), first.judgements
     lanes = (criteria_state or {}).get("lanes", {})
     missing = [name for name in names[1:] if name not in lanes]
     if missing:
         raise ValueError(f"{where} has no protocol state for criterion {missing[0]!r}")
-    return (first, *(_parsed_pair(lanes[name], _source_labels(source)) for name, source in zip(names[1:], sources[1:]))), \
+    return (first, *(_parsed_pair(lanes[name], *_source_labels(source)) for name, source in zip(names[1:], sources[1:]))), \
         int(criteria_state["hits"])
 
 
@@ -272,6 +276,33 @@ _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
            **{column: Sum(column) for column in ("cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")}}
 _ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
 
+# The close's totals by group of pairs (the pairs of one first system), as this process last
+# summed them: (study id, created_at) -> first system id -> (the group's sum of row versions,
+# its _TOTALS). Every write of a pair's close columns bumps its version and no version goes
+# down, so a group whose version sum is unchanged holds the totals summed then; a close sums
+# the version of every pair (one column of the totals index) and the totals of the groups that
+# moved only. Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
+_group_totals: ProcessCache[dict[int, tuple[int, dict]]] = ProcessCache()
+
+
+def _study_totals(study: Study) -> dict:
+    """``_TOTALS`` over every pair of the study, each group's read again only when its version
+    sum moved since this process last read it. One statement reads every group's version sum,
+    one more the totals of the groups that moved (each with its version sum, from the same
+    snapshot, so what is kept is consistent)."""
+    groups = _group_totals.get((study.pk, study.created_at), dict)
+    pairs = PairState.objects.filter(study=study)
+    versions = dict(pairs.values("first_id").annotate(versions=Sum("version")).values_list("first_id", "versions"))
+    moved = [first for first, total in versions.items() if groups.get(first, (None,))[0] != total]
+    if moved:
+        for row in pairs.filter(first_id__in=moved).values("first_id").annotate(versions=Sum("version"), **_TOTALS):
+            groups[row.pop("first_id")] = (row.pop("versions"), row)
+    totals = dict.fromkeys(_TOTALS, 0)
+    for first in versions:
+        for name, value in groups[first][1].items():
+            totals[name] += value or 0
+    return totals
+
 
 def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState] | None:
     """What a round close reads: ``study_state_snapshot``'s (row id, version) per pair read and
@@ -279,13 +310,16 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     pairs (``close_reads_some``) the state is partial: the pairs whose rounds are filled, and
     the waiting pairs when the budget has judgements left to open rounds with, with totals of
     the others (``adaptive.Outside``: their count, judgements used and control-variate moments
-    summed in SQL, and the e-values of those that may pass the family rule's bar, read through
-    an index). No lock: for a caller that writes back compare-and-set on the versions.
+    summed in SQL by group of pairs, ``_study_totals``, and the e-values of those that may pass
+    the family rule's bar, read through an index). No lock: for a caller that writes back
+    compare-and-set on the versions.
 
-    The totals are one statement, and the rows decoded are subtracted from them, so the only
-    rows that move meanwhile, open pairs taking a submit, leave budget and moments as that
-    statement read them (a submit moves a judgement from quota to hits); a pair that fills
-    after the filled rows were read is closed by the next pass.
+    The totals are read before the rows decoded, which are subtracted from them, so the study's
+    totals are the ones the totals' statements read (each group's as of the version sums, or of
+    the statement that summed it again): the only rows that move meanwhile, open pairs taking a
+    submit, leave the budget as read (a submit moves a judgement from quota to hits) and the
+    moments as of those statements; a pair that fills after the filled rows were read is closed
+    by the next pass.
     """
     if not close_reads_some(study):
         return study_state_snapshot(study)
@@ -295,7 +329,7 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         return _labelled_close_snapshot(study)
     settings = protocol_settings(study)
     pairs = PairState.objects.filter(study=study)
-    totals = pairs.aggregate(**_TOTALS)
+    totals = _study_totals(study)
     read = list(pairs.filter(status=adaptive.FILLED).values_list("pk", "version", "state", "criteria_state",
                                                                   *_ROW_TOTALS))
     if settings.budget - (totals["used"] or 0) > 0:

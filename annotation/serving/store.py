@@ -731,17 +731,20 @@ def _submit_write_sql(columns: tuple[str, ...]) -> str:
 
 def open_pairs(study_id: int, open_status: str, *, first: int | None = None) -> list[OpenPair]:
     """The study's pairs with status ``open_status`` and quota beyond their live leases, the
-    round closest to full first, ties in random order; ``first``: only that many of them (a
-    lease tries a few: building and sorting all 1,225 of a 50-system study per lease was a
-    tenth of the web processes' time)."""
+    round closest to full first, ties in random order (the pair's ``tie``, drawn anew at every
+    write of its state); ``first``: only that many of them (a lease tries a few: building and
+    sorting all 1,225 of a 50-system study per lease was a tenth of the web processes' time).
+    Read in the order of ``pair_state_serving_idx``: a tie-break drawn by RANDOM() in the read
+    sorted every open pair of the study (19,900 at 200 systems) for each lease."""
     return [OpenPair(*row) for row in _rows(
         f'SELECT {_OPEN_PAIR_SELECT} FROM {PAIR} WHERE {_OPEN_PAIR_WHERE} '
-        'ORDER BY "quota_left" - "leased", RANDOM()' + (" LIMIT %s" if first else ""),
+        f'ORDER BY {_OPEN_PAIR_ORDER}' + (" LIMIT %s" if first else ""),
         [study_id, open_status, *([first] if first else [])])]
 
 
 _OPEN_PAIR_SELECT = '"id", "round", "quota_left", "leased", "first_id", "second_id"'
 _OPEN_PAIR_WHERE = '"study_id" = %s AND "status" = %s AND "quota_left" > "leased"'
+_OPEN_PAIR_ORDER = '"quota_left" - "leased", "tie"'  # pair_state_serving_idx's order
 
 
 def open_pairs_first_locked(study_id: int, open_status: str, *, first: int) -> tuple[list[OpenPair], bool]:
@@ -766,12 +769,12 @@ def _pair_lock_sql(select: str, *, open_status: str | None, skip_locked: bool, p
 
 @lru_cache(maxsize=None)
 def _open_pairs_first_locked_sql() -> str:
-    """The open pairs (their random tie-break drawn once, so that the order is the same where it
-    is read twice) and the lock of the first, as ``pair_lock_open`` takes it."""
+    """The open pairs (read once, so that the order is the same where it is read twice) and the
+    lock of the first, as ``pair_lock_open`` takes it."""
     lock = _pair_lock_sql('"id"', open_status="", skip_locked=True,
-                          pair='(SELECT "id" FROM candidates ORDER BY "quota_left" - "leased", "tie" LIMIT 1)')
-    return (f'WITH candidates AS MATERIALIZED (SELECT {_OPEN_PAIR_SELECT}, RANDOM() AS "tie" FROM {PAIR} '
-            f'WHERE {_OPEN_PAIR_WHERE} ORDER BY "quota_left" - "leased", "tie" LIMIT %s), locked AS ({lock}) '
+                          pair=f'(SELECT "id" FROM candidates ORDER BY {_OPEN_PAIR_ORDER} LIMIT 1)')
+    return (f'WITH candidates AS MATERIALIZED (SELECT {_OPEN_PAIR_SELECT}, "tie" FROM {PAIR} '
+            f'WHERE {_OPEN_PAIR_WHERE} ORDER BY {_OPEN_PAIR_ORDER} LIMIT %s), locked AS ({lock}) '
             f'SELECT {_select(("id", "round", "quota_left", "leased", "first_id", "second_id"), "candidates.")}, '
             'candidates."id" IN (SELECT "id" FROM locked) FROM candidates '
             'ORDER BY candidates."quota_left" - candidates."leased", candidates."tie"')
@@ -817,8 +820,11 @@ def pairs_save(rows: Sequence[PairState], columns: tuple[str, ...]) -> None:
 
 @lru_cache(maxsize=None)
 def _pair_save_sql(columns: tuple[str, ...], change: str = "%s") -> str:
+    # A write of the pair's state draws its serving tie-break anew (PairState.tie; RANDOM() on
+    # both databases): a pair whose next round opens takes a fresh place among the open pairs
+    # equally close to full, as a RANDOM() drawn by every lease's read gave it.
     return (f'UPDATE {PAIR} SET ' + ", ".join(f'"{c}" = %s' for c in columns) + f", {_LEASED_PLUS.format(change)}"
-            + ' WHERE "id" = %s')
+            + ', "tie" = RANDOM() WHERE "id" = %s')
 
 
 # --- An import's outputs and metric scores -----------------------------------------------------

@@ -4,6 +4,7 @@
     python scripts/bench/hot_path.py --database-url postgres://postgres@127.0.0.1:5432/postgres
     python scripts/bench/hot_path.py --profile 25                 # and the 25 costliest functions
     python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
+    python scripts/bench/hot_path.py --statements 12              # the 12 costliest statements (CPU in execute)
 
 Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
 file; PostgreSQL: a database ``perf_bench_<pid>``, or ``--database-name``, created on the given
@@ -182,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
     parser.add_argument("--profile-close", type=int, default=0,
                         help="print the N costliest functions of the round closes alone (cumulative)")
+    parser.add_argument("--statements", type=int, default=0,
+                        help="print the N statements of the timed runs (closes included) with the most CPU "
+                             "spent in their execute call (SQLite's own work for a statement that computes its "
+                             "rows before the first, a sort or an aggregate; rows streamed from an index are "
+                             "partly computed while fetched, not counted here), per run and in all")
     parser.add_argument("--bundle", type=Path, default=BUNDLE,
                         help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
                              "from `python -m protocol.arena make`")
@@ -230,7 +236,8 @@ def _run(args) -> int:
     close_inline = runtime.rounds_close
 
     counting: list[cProfile.Profile] = []  # the call counter, paused during a close
-    close_profiler = cProfile.Profile() if args.profile_close else None
+    # CPU time, not wall time: the machine's other load would otherwise count as the profiled code's
+    close_profiler = cProfile.Profile(time.process_time) if args.profile_close else None
 
     def timed_close(*, study_id):
         for counter in counting:
@@ -253,11 +260,22 @@ def _run(args) -> int:
     queries = [0]
     shown: list[str] = []
 
+    statement_cpu: dict[str, list] = {}  # statement -> [runs, CPU s], over the timed runs
+    timing = [False]
+
     def count(execute, sql, params, many, context):
         queries[0] += 1
         if args.show_sql:
             shown.append(sql)
-        return execute(sql, params, many, context)
+        if not (args.statements and timing[0]):
+            return execute(sql, params, many, context)
+        started = time.process_time()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            entry = statement_cpu.setdefault(("many: " if many else "") + sql, [0, 0.0])
+            entry[0] += 1
+            entry[1] += time.process_time() - started
 
     connection.execute_wrappers.append(count)
     slug = study.slug
@@ -306,7 +324,7 @@ def _run(args) -> int:
         args.show_sql = False
     runs = []
     cycle_wall.clear()
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
     for _ in range(args.repeat):
         queries[0] = 0
         close_cpu.clear()
@@ -314,11 +332,13 @@ def _run(args) -> int:
         backend_before = backend_cpu_ms()
         if profiler:
             profiler.enable()
+        timing[0] = True
         started = time.process_time()
         for _ in range(args.cycles):
             cycle(done % args.workers)
             done += 1
         cpu = time.process_time() - started - sum(close_cpu)
+        timing[0] = False
         if profiler:
             profiler.disable()
         runs.append({"cpu_ms_per_cycle": cpu * 1000 / args.cycles, "queries_per_cycle": queries[0] / args.cycles,
@@ -362,9 +382,14 @@ def _run(args) -> int:
     if backends:
         result["pg_backends"] = backends.connections
     print(json.dumps(result))
+    if args.statements:
+        print(f"statements with the most CPU in execute, {args.repeat} x {args.cycles} cycles (closes included):")
+        for sql, (runs, cpu) in sorted(statement_cpu.items(), key=lambda kv: -kv[1][1])[:args.statements]:
+            print(f"{1000 * cpu:9.1f} ms {runs:7d} runs {1e6 * cpu / runs:9.1f} us  {' '.join(sql.split())[:140]}")
     if close_profiler:
         out = io.StringIO()
-        pstats.Stats(close_profiler, stream=out).sort_stats("cumulative").print_stats(args.profile_close)
+        pstats.Stats(close_profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(
+            args.profile_close)
         print(out.getvalue())
     if profiler:
         if os.environ.get("BENCH_DUMP"):

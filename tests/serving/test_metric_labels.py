@@ -119,3 +119,41 @@ def test_a_start_from_the_counts_is_the_start_from_every_label(rows):
     assert [[p.metric_only for p in lane.pairs] for lane in lazy.lanes] == \
            [[p.metric_only for p in lane.pairs] for lane in eager.lanes]
     assert lazy == eager
+
+
+def test_a_submit_computes_the_judged_items_label_alone(monkeypatch):
+    """A submit records one item and reads its metric label alone (``LazyLabels``' one-item
+    lookup, ``MetricLabelSource.label``): it built all of the pair's labels (2,000 at an arena's
+    2,000 prompts, a twentieth of a submit's CPU at 200 x 2,000) to read one."""
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
+    who = worker("w")
+    lease = hits.hit_next_for_annotator(study=study, annotator=who)
+    whole = []
+    pair_labels = metric_labels.MetricLabelSource.pair
+
+    def counted(self, first, second, items=None):
+        if items is None:
+            whole.append((first, second))
+        return pair_labels(self, first, second, items)
+
+    monkeypatch.setattr(metric_labels.MetricLabelSource, "pair", counted)
+    hits.judgement_submit(assignment=lease, annotator=who, shown_value=1, idempotency_key="k")
+    assert whole == []
+    monkeypatch.undo()
+    row = PairState.objects.get(pk=lease.comparison.pair_id)
+    pair = protocol_state.pair_state_of(study, row)
+    paired = np.asarray(pair.paired)
+    label_row = {1: 0, 0: 1, -1: 2}[pair.metric[lease.comparison.item.external_id]]
+    assert paired.sum() == 1 and paired[label_row].sum() == 1  # counted with its own metric label
+
+
+def test_one_items_label_is_the_pairs_label_of_that_item():
+    rows = crowd_rows(items=40, batch=5, budget=90)
+    rows = [r for r in rows if not (r["kind"] == "metric_score" and r["item"] == "i03" and r["system"] == "A")]
+    study = study_import(source=bundle_bytes(rows))
+    source = metric_labels.lane_label_sources(study)[0]
+    for first, second in (("A", "B"), ("A", "C"), ("B", "C")):
+        labels = source.pair(first, second)
+        assert [source.label(first, second, f"i{n:02d}") for n in range(40)] == \
+            [labels.get(f"i{n:02d}") for n in range(40)]
+    assert source.label("A", "B", "i03") is None and source.label("B", "C", "i03") is not None

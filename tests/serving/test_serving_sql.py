@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.models import Annotator, Assignment, Comparison, Judgement, MetricScore, Output, PairState
 from annotation import selectors
-from annotation.serving import protocol_state
+from annotation.serving import protocol_state, store
 from annotation.services import hits
 from annotation.services.studies import study_import
 from annotation.serving.store import pair_row_locked
@@ -141,3 +141,25 @@ def test_an_expired_leases_answer_taken_while_its_comparison_is_free_leaves_ever
     row = PairState.objects.get(pk=pair_id)
     assert (row.leased, row.version) == (0, version + 1)
     assert selectors.serving.study_serving_audit(study=study)["counters_consistent"]
+
+
+def test_a_pairs_tie_break_is_drawn_at_the_start_and_anew_at_each_write_of_its_state():
+    """Open pairs equally close to full are leased in the order of their ``tie`` (store.open_pairs
+    reads them in the serving index's order): drawn by the database for every pair when the
+    protocol starts and again whenever the codec writes the pair, so the order among ties is
+    random and a pair whose next round opens takes a new place in it."""
+    study = _study()
+    ties = dict(PairState.objects.filter(study=study).values_list("pk", "tie"))
+    assert len(set(ties.values())) == len(ties) == 3
+    who = Annotator.objects.create(platform="prolific", external_id="tie")
+    lease = hits.hit_next_for_annotator(study=study, annotator=who)
+    pair_id = lease.comparison.pair_id
+    hits.judgement_submit(assignment=lease, annotator=who, shown_value=1, idempotency_key="k")
+    after = dict(PairState.objects.filter(study=study).values_list("pk", "tie"))
+    assert after[pair_id] != ties[pair_id]
+    assert {pk: tie for pk, tie in after.items() if pk != pair_id} == \
+        {pk: tie for pk, tie in ties.items() if pk != pair_id}
+    order = store.open_pairs(study.pk, "open")
+    assert [pair.id for pair in order] == [pk for _, _, pk in sorted(
+        (row.quota_left - row.leased, row.tie, row.pk) for row in PairState.objects.filter(study=study, status="open")
+        if row.quota_left > row.leased)]
