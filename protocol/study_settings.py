@@ -286,7 +286,9 @@ _TABLE = (
             "launched from its settings page", surfaces={RUNNING, API, ADMIN},
             choices=(("running", "Running"), ("paused", "Paused"), ("finished", "Finished"))),
     Setting("budget", INT, 0, "human judgements the protocol may spend (never below what is spent and asked "
-            "for); 0 at import: every comparison ratings_per_item times", surfaces=ANYWHERE, minimum=0,
+            "for); 0 at import: what the pair design can spend (every comparison ratings_per_item times; under the "
+            "ranking designs their planned pairs, each at most its labels per comparison)", surfaces=ANYWHERE,
+            minimum=0,
             maximum=INT_MAX),
     Setting("lease_timeout_seconds", INT, 900, "seconds an annotator keeps a HIT (a page left gives it back at "
             "once); at import without one: twice the time to read a typical HIT at 240 words a minute, 3 to 30 "
