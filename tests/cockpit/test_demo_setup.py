@@ -7,6 +7,8 @@ import pytest
 from django.core.management import call_command
 
 from annotation.models import Study
+from annotation import reports
+from annotation.selectors.dashboard import dashboard_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -22,4 +24,7 @@ def test_the_demo_prints_every_studys_dashboard_and_crowd_link_and_names_are_dis
         # the links are printed in Prolific's form: a study without a code could not pay its workers
         assert study.completion_code, f"{study.slug} has no completion code"
         assert f"/s/{study.slug}/dashboard/" in printed and f"/s/{study.slug}/start/?PROLIFIC_PID=" in printed
+        # a new user's first dashboard is a read, not "being computed" (the import leaves it to a job)
+        cached = reports.DASHBOARD.read(study.pk)
+        assert cached and cached[0] == dashboard_version(study=study), f"{study.slug}'s dashboard was not computed"
     assert re.search(r"admin\s+password: admin-demo-pass", printed)

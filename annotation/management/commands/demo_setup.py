@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
-from annotation.reports import study_metrics_table, study_metrics_table_refresh
+from annotation.reports import study_dashboard_refresh, study_metrics_table, study_metrics_table_refresh
 from annotation.services.members import study_membership_set
 from annotation.services.studies import demo_user_ensure, study_import, study_settings_update
 from annotation.services.runtime import protocol_ensure_started
@@ -94,11 +94,15 @@ class Command(BaseCommand):
             for study in studies:
                 study_membership_set(study=study, user=user, role=role)
             self.stdout.write(f"  {username:<11} password: {password}")
-        # The metrics table is a background job; computing it now spares the first visitor the wait.
+        # The metrics table and the dashboard are background jobs; computing them now spares the
+        # first visitor the wait (a dashboard never computed says so and reloads itself).
         for study in studies:
             if study.metrics.exists() and study_metrics_table(study=study) is None:
                 self.stdout.write(f"computing the metrics table of {study.slug} ...")
                 study_metrics_table_refresh(study_id=study.pk)
+            if study.protocol_started:
+                self.stdout.write(f"computing the dashboard of {study.slug} ...")
+                study_dashboard_refresh(study_id=study.pk)
         base = f"http://127.0.0.1:{port}"
         self.stdout.write("\nStudies (researchers: the dashboard; crowd workers: the start link, as Prolific sends it):")
         for study in studies:
