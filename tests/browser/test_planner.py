@@ -35,10 +35,12 @@ def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, 
     page.screenshot(path=str(SCREENSHOTS / "planner-form.png"), full_page=True)
     # The study has SummEval's expert ratings: fitted from them, the plan would replay them.
     # Planned as before a launch instead: the default assumptions, simulated annotators. A
-    # budget of 3,000 judgements keeps each replay to a few rounds; one repetition per scenario.
+    # budget of 3,000 judgements keeps each replay to a few rounds; four repetitions per scenario
+    # keep the job running for several of the page's one-second polls (with one, the job ended
+    # between two polls on a quiet machine and the bar was never seen part-way).
     page.uncheck("input[name=use_human]")
     page.fill("input[name=budgets]", "3000")
-    page.fill("input[name=reps]", "1")
+    page.fill("input[name=reps]", "4")
     page.fill("input[name=throughput]", "250")
     page.click("form.plan-form button[type=submit]")
     page.wait_for_url("**/plan/*/")
@@ -50,7 +52,7 @@ def test_planner_runs_a_plan_with_a_progress_bar_and_shows_its_results(browser, 
     values = [v for v, _ in seen]
     assert values == sorted(values) and len(set(values)) >= 2, seen  # the bar advanced, never back
     job = PlanJob.objects.get()
-    assert job.status == PlanJob.Status.DONE and job.done == job.total == 7
+    assert job.status == PlanJob.Status.DONE and job.done == job.total == 28  # 7 scenarios x 4 repetitions
     (row,) = job.result["plans"]
     cells = page.locator("#plan-results tbody tr").first.locator("td").all_inner_texts()
     assert cells[0] == "3000" and cells[1] == "10" and cells[2] == "0.05"
