@@ -27,9 +27,8 @@ KEY = re.compile(r'name="key" value="([^"]+)"')
 BY_STUDY = re.compile(r"USING (?:COVERING )?INDEX (\S+) \(study_id=\?\)$")
 
 
-@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="plans are checked on SQLite (PostgreSQL "
-                    "plans sequential scans of a test's tiny tables whatever the indexes)")
-def test_submit_and_next_hit_use_indexes_only(client):
+def _one_submit_and_next_hit(client) -> list[dict]:
+    """The statements of one crowd worker's submit + next HIT (htmx), in a fresh study."""
     study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
     start_worker(client, study.slug, "plans")
     body = client.get(f"/s/{study.slug}/annotate/").content.decode()
@@ -37,7 +36,14 @@ def test_submit_and_next_hit_use_indexes_only(client):
         response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
                                HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and FORM.search(response.content.decode())
-    selects = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    return captured.captured_queries
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="plans are checked on SQLite (PostgreSQL "
+                    "plans sequential scans of a test's tiny tables whatever the indexes)")
+def test_submit_and_next_hit_use_indexes_only(client):
+    queries = _one_submit_and_next_hit(client)
+    selects = [q["sql"] for q in queries if q["sql"].startswith("SELECT")]
     scans = []
     with connection.cursor() as cursor:
         for sql in selects:
@@ -62,14 +68,8 @@ def test_a_lease_reads_the_first_open_pairs_without_sorting_them_all(client):
     to full first, ties by the pair's random tie-break): ordering by a RANDOM() drawn per row
     sorted every open pair of the study in a temporary b-tree per lease (19,900 at 200 systems,
     2.5 ms of a submit + next HIT's 8.4 ms of CPU; docs/benchmarks.md)."""
-    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=90)))
-    start_worker(client, study.slug, "plans")
-    body = client.get(f"/s/{study.slug}/annotate/").content.decode()
-    with CaptureQueriesContext(connection) as captured:
-        response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
-                               HTTP_HX_REQUEST="true")
-    assert response.status_code == 200 and FORM.search(response.content.decode())
-    reads = [q["sql"] for q in captured.captured_queries
+    queries = _one_submit_and_next_hit(client)
+    reads = [q["sql"] for q in queries
              if q["sql"].startswith("SELECT") and 'FROM "annotation_pairstate" WHERE "study_id"' in q["sql"]]
     assert reads, "the lease read no open pairs"
     sorted_all = []
