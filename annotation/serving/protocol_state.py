@@ -235,7 +235,7 @@ def study_state_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     names = _criteria_names(study)
     read = _pairs_decoded(study, list(PairState.objects.filter(study=study).values_list("pk", "version")), names)
     state = _rubric_from(study, names, [entry for _, entry in read.values()])
-    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
+    return _read_at(read), state
 
 
 def _pairs_decoded(study: Study, heads: list[tuple[int, int]], names: tuple[str, ...]) -> dict[int, tuple]:
@@ -257,6 +257,12 @@ def _pairs_decoded(study: Study, heads: list[tuple[int, int]], names: tuple[str,
         _parsed.clear()
         raise ValueError(f"study {study.slug!r}: a cached pair has other criteria than the study; read it again")
     return read
+
+
+def _read_at(read: dict[int, tuple]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(first, second) -> (row id, version) of ``_pairs_decoded``'s rows: what a close's
+    compare-and-set checks."""
+    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}
 
 
 def close_reads_some(study: Study) -> bool:
@@ -383,7 +389,7 @@ def _labelled_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[
     outside = adaptive.Outside(pairs=len(_study_pair_ids(study)) - len(read),
                                log_e_values=tuple(sorted(value for pk, value in family if pk not in read)))
     state = _rubric_from(study, names, [entry for _, entry in read.values()], outside=outside)
-    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, state
+    return _read_at(read), state
 
 
 # A study's pair rows' ids by their systems' names, read once per process (a study's pair rows
@@ -420,7 +426,7 @@ def study_pairs_read(study: Study, keys: list[tuple[str, str]]) -> tuple[dict[tu
     pairs = [entry[0][0] for _, entry in read.values()]
     if any(pair.status != adaptive.PARKED or pair.judgements for pair in pairs):
         raise PairsMoved(f"study {study.slug!r}: a pair asked for moved after its version was read")
-    return {entry[0][0].key: (pk, version) for pk, ((version, _), entry) in read.items()}, pairs
+    return _read_at(read), pairs
 
 
 def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> None:
