@@ -147,22 +147,21 @@ def test_checks_come_at_the_stated_rate():
     """check_every=4: a check with probability 1/4 after each real HIT, never after a check, so
     the share of checks is 1/5 (a two-state chain: p / (1 + p)). Over 240 HITs the standard
     error is about 0.03; the tolerance is 0.08."""
-    import random
-
     from annotation.services import hits
 
-    # The paper's policy: every pair keeps taking its rounds, so the worker gets 200+ HITs.
+    # The paper's policy: every pair keeps taking its rounds, so the worker gets 200+ HITs. The
+    # answers are ties: with random ones a pair was sometimes decided early (the order pairs are
+    # served in is the database's draw), and the worker got 176 HITs (seen once in CI).
     study = study_import(source=bundle_bytes(checked_rows(items=80, check_every=4, batch_size=20, budget=240,
                                                           allocation_policy="paper", protocol_rule="bayes")))
     worker = hits.annotator_for_worker(platform="prolific", worker_id="rate")
-    rng = random.Random(0)
     kinds = []
     while len(kinds) < 240:
         hit = hits.hit_next_for_annotator(study=study, annotator=worker)
         if hit is None:
             break
         kinds.append(hit.kind)
-        hits.judgement_submit(assignment=hit, annotator=worker, shown_value=rng.choice([-1, 0, 1]),
+        hits.judgement_submit(assignment=hit, annotator=worker, shown_value=0,
                               idempotency_key=hits.new_idempotency_key())
     assert len(kinds) >= 200
     share = kinds.count("check") / len(kinds)
