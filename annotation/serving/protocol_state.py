@@ -269,7 +269,7 @@ def close_reads_some(study: Study) -> bool:
     """Does a round close of the study read only the pairs it closes or opens, with totals of the
     others (``study_close_snapshot``)? Yes for one criterion under a design that asks for no
     pairs after a close, or only for pairs with labels and a few it names
-    (``PairDesign.advances_from_labelled``: the active design), without combined metrics
+    (``PairDesign.advances_from_labelled``: the active design, the merge sort), without combined metrics
     (their calibration is fitted across every pair) and under a family rule that reads
     e-values (the boundary rule's reads each pair's crossing); otherwise the close reads every
     pair (``study_state_snapshot``)."""

@@ -7,6 +7,7 @@ study-wide moments are used; e-BH across the pairs; an ample and a tight budget)
 both ways on the same rows: the partial state's pairs after the close and the openings equal
 the full state's, and every pair the full close changes is one the partial close holds.
 """
+import collections
 import importlib
 import random
 
@@ -19,7 +20,7 @@ from annotation.models import PairState, Study
 from annotation.services import hits, runtime
 from annotation.services.studies import study_import
 from annotation.serving import protocol_state
-from protocol import adaptive, rubric
+from protocol import adaptive, ranking_design, rubric
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, many_systems_rows
 
@@ -158,6 +159,81 @@ def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_p
     assert ACTIVE_SYSTEMS - 1 < judged < pairs
 
 
+RANKING_SYSTEMS = 12  # 66 pairs, of which the merge sort runs at most planned_decisions(12) = 36
+RANKING_ITEMS = 32  # a pair decided at γ / 36 needs a dozen judgements or more
+
+
+@pytest.mark.parametrize("metric", [True, False])
+def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_it_ran(metric, monkeypatch):
+    """The ranking design's close reads the pairs the sort has run (not parked, or with a
+    label) and the parked pairs its replay asks for next (``study_pairs_read``); its closes,
+    decisions and fundings equal the full state's pair for pair. Fails on the close that read
+    every pair of an advancing design other than the active one. With a metric the sort starts
+    from the metric's order, without from a seeded shuffle; the humans' order is neither."""
+    rows = many_systems_rows(RANKING_SYSTEMS, items=RANKING_ITEMS)
+    rows[0].update(name=f"ranking close {metric}", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
+                   family_control="none")
+    if not metric:
+        del rows[0]["metric"]
+        rows = [row for row in rows if row["kind"] != "metric_score"]
+    study = study_import(source=bundle_bytes(rows), slug=f"ranking-close-{int(metric)}",
+                         metric="m" if metric else None)
+    assert protocol_state.close_reads_some(study)
+    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(11).sample(range(RANKING_SYSTEMS),
+                                                                                   RANKING_SYSTEMS))}
+    rng = random.Random(10 + int(metric))
+    workers = workers_of([f"rc{int(metric)}-{n}" for n in range(6)])
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared, read_in = [], []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study, read_in)
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    def value_of(first, second):
+        better = 1 if truth[first] < truth[second] else -1
+        return better if rng.random() < 0.85 else -better
+
+    serve_until_done(study, workers, value_of, close_both_ways)
+    pairs = RANKING_SYSTEMS * (RANKING_SYSTEMS - 1) // 2
+    assert len(compared) >= 10 and max(compared) <= ranking_design.planned_decisions(RANKING_SYSTEMS) < pairs
+    assert read_in, "the sort never asked for a pair beyond those it had run"
+    statuses = collections.Counter(PairState.objects.filter(study=study).values_list("status", flat=True))
+    assert statuses[adaptive.DECIDED] >= 10
+
+
+def test_a_merge_sort_close_decodes_the_pairs_it_ran_not_every_pair(monkeypatch):
+    """Fails on the close that decoded every pair of a ranking study (66 here, 19,900 at 200
+    systems): a close decodes the pairs the sort has asked for, and the parked pairs it asks
+    for next, nothing else."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    rows = many_systems_rows(RANKING_SYSTEMS, items=ITEMS)
+    rows[0].update(name="ranking decodes", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
+                   family_control="none")
+    study = study_import(source=bundle_bytes(rows), slug="ranking-decodes", metric="m")
+    workers = workers_of([f"rd-{n}" for n in range(6)])
+    for _ in range(100):
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            break
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is not None:
+                hits.judgement_submit(assignment=hit, annotator=annotator,
+                                      idempotency_key=hits.new_idempotency_key(), shown_value=1)
+    asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
+    decoded = []
+    real = protocol_state._lanes_of
+    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
+    protocol_state._parsed.clear()  # no pair decoded by this process before
+    assert runtime.rounds_close(study_id=study.pk) >= 1
+    now_asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
+    total = PairState.objects.filter(study=study).count()
+    assert asked <= len(decoded) <= now_asked < total, f"{len(decoded)} of {total} pairs decoded"
+
+
 def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
     """Fails on the close that decoded every pair's state (28 here, 19,900 at 200 systems)."""
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
@@ -271,5 +347,25 @@ def test_on_a_null_the_active_design_through_its_partial_close_decides_nothing_f
         workers = workers_of([f"an{run}-{n}" for n in range(4)])
         serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
         assert PairState.objects.filter(study=study, hits__gt=0).count() > 5  # beyond the start's neighbours
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+@pytest.mark.slow
+def test_on_a_null_the_merge_sort_through_its_partial_close_decides_nothing_false():
+    """Every system equal (the humans answer at random): the ranking design run through the
+    app's lease, submit and labelled close (every pair at γ / planned, family none) keeps P(any
+    ±) <= γ. P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"ranking null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="ranking",
+                       family_control="none")
+        study = study_import(source=bundle_bytes(rows), slug=f"ranking-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(200 + run)
+        workers = workers_of([f"rn{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        assert PairState.objects.filter(study=study, hits__gt=0).count() >= 5  # the sort ran past its start
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
