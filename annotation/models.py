@@ -661,6 +661,10 @@ class PairState(models.Model):
     cv_ss = models.FloatField(default=0.0)
     cv_mm = models.FloatField(default=0.0)
     cv_sm = models.FloatField(default=0.0)
+    # The same of a rubric's other lanes, each its own family and control variate (protocol.rubric):
+    # {criterion: [log e-value (null: e = 0), n, s, m, ss, mm, sm]}; {} for one criterion. Summed
+    # by group of pairs in Python, not SQL (protocol_state._study_totals).
+    lanes_close = models.JSONField(default=dict, blank=True)
     # Serving's tie-break between open pairs equally close to full (not protocol state): drawn
     # anew by the database whenever the codec writes the row (store._pair_save_sql: the start,
     # a submit, a close that opens the pair's next round), so that a lease reads the first

@@ -85,6 +85,8 @@ from .adaptive import (
     start,
     theta_closed_form,
 )
+from .machine import with_pairs
+from .state import require_whole
 
 ERRORS = ("fwer", "per_pair")
 SORT, REFINE, DONE = "sort", "refine", "done"
@@ -562,11 +564,12 @@ def _sort_key(pair: PairState, position: Mapping[str, int]) -> tuple[Pair, bool]
     return ((a, b), True) if a < b else ((b, a), False)
 
 
-def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str]) -> dict[Pair, PairOutcome]:
+def sort_outcomes(pairs: Sequence[PairState], order: Sequence[str], *, some: bool = False) -> dict[Pair, PairOutcome]:
     """The outcomes of the stopped pairs that ran, keyed by positions in ``order`` ((i, j),
     i < j, +1 = position i better). A pair stopped without ever being asked for (no items:
-    capacity 0) is one too: its outcome is an undecided comparison with margin 0."""
-    position = start_positions(pairs, order)
+    capacity 0) is one too: its outcome is an undecided comparison with margin 0. ``some``:
+    ``pairs`` are some of the study's (a partial state's, holding every pair not parked)."""
+    position = start_positions(pairs, order, some=some)
     outcomes = {}
     for pair in pairs:
         if pair.status in STOPPED:
@@ -586,15 +589,17 @@ def _asked(pairs: Sequence[PairState]) -> list[PairState]:
     return [p for p in pairs if p.status != PARKED and p.capacity > 0]
 
 
-def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple[SortPlan, dict, set]:
+def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str], *,
+                      some: bool = False) -> tuple[SortPlan, dict, set]:
     """Replay the sort from the stopped pairs' outcomes within its planned runs.
 
     Returns (the plan, the outcomes it was replayed from, the parked pairs (keys) to run now).
     The runs never exceed ``planned_decisions(k)``, the count the error statement divides γ by:
     the sort asks for at most that many pairs, but a re-decision after an exclusion can change
     an outcome and so the sort's path; a parked pair it then asks for beyond the planned runs
-    is not run and counts as an undecided comparison (``NOT_RUN``, margin 0)."""
-    outcomes = sort_outcomes(pairs, order)
+    is not run and counts as an undecided comparison (``NOT_RUN``, margin 0). ``some``:
+    ``pairs`` hold every pair of the study that is not parked; a pair they lack is parked."""
+    outcomes = sort_outcomes(pairs, order, some=some)
     by_key = {p.key: p for p in pairs}
     left = planned_decisions(len(order)) - len(_asked(pairs))
     while True:
@@ -602,7 +607,8 @@ def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple
         parked = []
         for i, j in plan.pending:
             key = (order[i], order[j]) if order[i] < order[j] else (order[j], order[i])
-            if by_key[key].status == PARKED:
+            held = by_key.get(key)
+            if (held.status == PARKED) if held is not None else some:
                 parked.append(((i, j), key))
         if len(parked) <= left:
             return plan, outcomes, {key for _, key in parked}
@@ -612,17 +618,36 @@ def _sort_within_plan(pairs: Sequence[PairState], order: Sequence[str]) -> tuple
             return sort_plan(len(order), outcomes), outcomes, {key for _, key in parked[:left]}
 
 
-def sort_advance(state: ProtocolState, order: Sequence[str]) -> ProtocolState:
+def sort_advance(state: ProtocolState, order: Sequence[str],
+                 more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> ProtocolState:
     """Let the pairs the sort asks for now wait for a round (PARKED -> WAITING).
 
     order  system names, the sort's initial order (``start_order``), fixed for the study
+    more   for a partial state (``ProtocolState.outside``) that holds every pair not parked
+           or with a judgement, the others being parked with none (the app's round close
+           reads no more: issue 41): ``more(keys)`` -> the pairs of ``keys`` (canonical
+           (first, second)) that it leaves out. The replay needs only the stopped pairs'
+           outcomes and the count of pairs run, all in such a state; the parked pairs it asks
+           for that the state lacks are read in (``machine.with_pairs``), so the result holds
+           them and is, pair for pair, the whole state's
     Replays the merge sort from the stopped pairs' outcomes (``sort_plan``): the pairs it waits
     for that are parked become waiting (``open_rounds`` funds them within the budget), as long
     as the runs stay within ``planned_decisions(k)`` (``_sort_within_plan``); those already
     running stay as they are. Unchanged when the sort waits for running pairs only or is
     complete (then the parked pairs stay parked: the order implies or does not need them).
     """
-    _, _, wanted = _sort_within_plan(state.pairs, order)
+    partial = state.outside is not None
+    if partial and more is None:
+        require_whole(state, "the merge sort's replay (or ``more``: the pairs it leaves out)")
+    _, _, wanted = _sort_within_plan(state.pairs, order, some=partial)
+    if partial:
+        held = {p.key for p in state.pairs}
+        lacking = sorted(wanted - held)
+        extra = list(more(lacking)) if lacking else []
+        if sorted(p.key for p in extra) != lacking:
+            raise ValueError(f"more gave other pairs than the {len(lacking)} asked for")
+        if extra:
+            state = with_pairs(state, extra)
     pairs = tuple(replace(p, status=WAITING) if p.status == PARKED and p.key in wanted else p for p in state.pairs)
     return state if pairs == state.pairs else replace(state, pairs=pairs)
 

@@ -34,7 +34,7 @@ from ..rubrics import study_rubric
 
 # The close's columns (PairState.hits, log_e_value, cv_*): what a round close reads of the pairs
 # it does not decode, as SQL sums and a filter (study_close_snapshot).
-CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
+CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "lanes_close")
 MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
                     "updated_at", *CLOSE_COLUMNS)
 
@@ -176,13 +176,14 @@ def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
 
 
 def _rubric_from(study: Study, names: tuple[str, ...], lanes_by_pair: list[tuple[tuple, int]], *,
-                 outside: adaptive.Outside | None = None) -> rubric.RubricState:
+                 outside: tuple[adaptive.Outside, ...] | None = None) -> rubric.RubricState:
     """A study's rubric state from each pair's lanes and HITs, pairs in canonical order;
-    ``outside``: the totals of the pairs left out of a one-criterion partial state."""
+    ``outside``: for a partial state, each lane's totals of the pairs left out (C,)."""
     lanes_by_pair = sorted(lanes_by_pair, key=lambda entry: entry[0][0].key)
     settings = protocol_settings(study)
     lanes = tuple(adaptive.ProtocolState.from_pairs(settings, [pairs[c] for pairs, _ in lanes_by_pair],
-                                                    study.protocol_closes, outside) for c in range(len(names)))
+                                                    study.protocol_closes, None if outside is None else outside[c])
+                  for c in range(len(names)))
     return rubric.RubricState(names, lanes, tuple(hits for _, hits in lanes_by_pair))
 
 
@@ -267,14 +268,14 @@ def _read_at(read: dict[int, tuple]) -> dict[tuple[str, str], tuple[int, int]]:
 
 def close_reads_some(study: Study) -> bool:
     """Does a round close of the study read only the pairs it closes or opens, with totals of the
-    others (``study_close_snapshot``)? Yes for one criterion under a design that asks for no
-    pairs after a close, or only for pairs with labels and a few it names
-    (``PairDesign.advances_from_labelled``: the active design), without combined metrics
-    (their calibration is fitted across every pair) and under a family rule that reads
-    e-values (the boundary rule's reads each pair's crossing); otherwise the close reads every
-    pair (``study_state_snapshot``)."""
+    others (``study_close_snapshot``)? Yes under a design that asks for no pairs after a close
+    (one criterion or a rubric's several: each lane's totals), or for one criterion only for
+    pairs with labels and a few it names (``PairDesign.advances_from_labelled``: the active
+    design, the merge sort), without combined metrics (their calibration is fitted across
+    every pair) and under a family rule that reads e-values (the boundary rule's reads each
+    pair's crossing); otherwise the close reads every pair (``study_state_snapshot``)."""
     design = study.design
-    return (len(_criteria_names(study)) == 1 and (not design.advances or design.advances_from_labelled)
+    return ((not design.advances or (design.advances_from_labelled and len(_criteria_names(study)) == 1))
             and not study.combined_metrics.strip() and study.protocol_rule != adaptive.BOUNDARY)
 
 
@@ -283,31 +284,90 @@ _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
 _ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
 
 # The close's totals by group of pairs (the pairs of one first system), as this process last
-# summed them: (study id, created_at) -> first system id -> (the group's sum of row versions,
-# its _TOTALS). Every write of a pair's close columns bumps its version and no version goes
-# down, so a group whose version sum is unchanged holds the totals summed then; a close sums
-# the version of every pair (one column of the totals index) and the totals of the groups that
-# moved only. Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
-_group_totals: ProcessCache[dict[int, tuple[int, dict]]] = ProcessCache()
+# summed them: (study id, created_at, criteria, family floor) -> first system id -> (the
+# group's sum of row versions, its _TOTALS, and for a rubric its other lanes' ``_LaneTotals``).
+# Every write of a pair's close columns bumps its version and no version goes down, so a group
+# whose version sum is unchanged holds the totals summed then; a close sums the version of
+# every pair (one column of the totals index) and the totals of the groups that moved only.
+# Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
+_group_totals: ProcessCache[dict[int, tuple[int, dict, dict]]] = ProcessCache()
 
 
-def _study_totals(study: Study) -> dict:
-    """``_TOTALS`` over every pair of the study, each group's read again only when its version
-    sum moved since this process last read it. One statement reads every group's version sum,
-    one more the totals of the groups that moved (each with its version sum, from the same
-    snapshot, so what is kept is consistent)."""
-    groups = _group_totals.get((study.pk, study.created_at), dict)
+class _LaneTotals:
+    """One lane's totals over some pairs (a rubric's lane after the first: ``lanes_close``):
+    its control-variate moments summed (6,), and (row id, log e-value) of the pairs whose
+    e-value is at least the family's floor."""
+
+    __slots__ = ("moments", "high")
+
+    def __init__(self) -> None:
+        self.moments = [0.0] * 6
+        self.high: list[tuple[int, float]] = []
+
+    def add(self, pk: int, close: list, floor: float) -> None:
+        """Add one pair's ``lanes_close`` entry of the lane: [log e (None: e = 0), n, s, m, ss, mm, sm]."""
+        for j in range(6):
+            self.moments[j] += close[1 + j]
+        if close[0] is not None and close[0] >= floor:
+            self.high.append((pk, close[0]))
+
+
+def _lane_close(pair: adaptive.PairState, settings: adaptive.ProtocolSettings) -> list:
+    """A rubric lane's entry of the pair's ``lanes_close``: what a close reads of it when it does
+    not decode the pair (as the first lane's ``log_e_value`` and ``cv_*`` columns)."""
+    log_e = adaptive.pair_log_e_value(pair, settings)
+    moments = machine.pair_moments(pair)
+    return [None if log_e == -math.inf else log_e, moments.n, moments.s, moments.m, moments.ss, moments.mm,
+            moments.sm]
+
+
+def _groups_summed(rows, others: tuple[str, ...], floor: float) -> dict[int, tuple[int, dict, dict]]:
+    """A rubric's moved groups summed in Python from their rows (first_id, pk, version,
+    *_ROW_TOTALS, lanes_close), read by one statement so that each group's version sum and
+    totals are of one snapshot: first id -> (version sum, _TOTALS, criterion -> _LaneTotals)."""
+    groups: dict[int, tuple[list, dict, dict]] = {}
+    for first, pk, version, hits, quota, *rest in rows:
+        moments, lanes_close = rest[:6], rest[6]
+        versions, totals, lanes = groups.setdefault(first, ([0], dict.fromkeys(_TOTALS, 0),
+                                                            {name: _LaneTotals() for name in others}))
+        versions[0] += version
+        totals["pairs"] += 1
+        totals["used"] += hits + quota
+        for column, value in zip(_ROW_TOTALS[2:], moments):
+            totals[column] += value
+        for name in others:
+            lanes[name].add(pk, lanes_close[name], floor)
+    return {first: (versions[0], totals, lanes) for first, (versions, totals, lanes) in groups.items()}
+
+
+def _study_totals(study: Study) -> tuple[dict, dict[str, _LaneTotals]]:
+    """``_TOTALS`` over every pair of the study, and for a rubric each other lane's
+    ``_LaneTotals``; each group's read again only when its version sum moved since this process
+    last read it. One statement reads every group's version sum, one more the totals of the
+    groups that moved (each with its version sum, from the same snapshot, so what is kept is
+    consistent): summed in SQL for one criterion, from the rows' ``lanes_close`` for a rubric."""
+    names = _criteria_names(study)
+    floor = machine.family_floor(protocol_settings(study))
+    groups = _group_totals.get((study.pk, study.created_at, names, floor), dict)
     pairs = PairState.objects.filter(study=study)
     versions = dict(pairs.values("first_id").annotate(versions=Sum("version")).values_list("first_id", "versions"))
     moved = [first for first, total in versions.items() if groups.get(first, (None,))[0] != total]
-    if moved:
+    if moved and len(names) == 1:
         for row in pairs.filter(first_id__in=moved).values("first_id").annotate(versions=Sum("version"), **_TOTALS):
-            groups[row.pop("first_id")] = (row.pop("versions"), row)
+            groups[row.pop("first_id")] = (row.pop("versions"), row, {})
+    elif moved:
+        groups.update(_groups_summed(pairs.filter(first_id__in=moved).values_list(
+            "first_id", "pk", "version", *_ROW_TOTALS, "lanes_close"), names[1:], floor))
     totals = dict.fromkeys(_TOTALS, 0)
+    lanes = {name: _LaneTotals() for name in names[1:]}
     for first in versions:
-        for name, value in groups[first][1].items():
+        _, group, group_lanes = groups[first]
+        for name, value in group.items():
             totals[name] += value or 0
-    return totals
+        for name, lane in group_lanes.items():
+            lanes[name].moments = [a + b for a, b in zip(lanes[name].moments, lane.moments)]
+            lanes[name].high += lane.high
+    return totals, lanes
 
 
 def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int, int]], rubric.RubricState] | None:
@@ -317,7 +377,8 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     the waiting pairs when the budget has judgements left to open rounds with, with totals of
     the others (``adaptive.Outside``: their count, judgements used and control-variate moments
     summed in SQL by group of pairs, ``_study_totals``, and the e-values of those that may pass
-    the family rule's bar, read through an index). No lock: for a caller that writes back
+    the family rule's bar, read through an index; a rubric's other lanes each their own
+    ``Outside``, from the rows' ``lanes_close``). No lock: for a caller that writes back
     compare-and-set on the versions.
 
     The totals are read before the rows decoded, which are subtracted from them, so the study's
@@ -335,13 +396,12 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         return _labelled_close_snapshot(study)
     settings = protocol_settings(study)
     pairs = PairState.objects.filter(study=study)
-    totals = _study_totals(study)
-    read = list(pairs.filter(status=adaptive.FILLED).values_list("pk", "version", "state", "criteria_state",
-                                                                  *_ROW_TOTALS))
+    totals, lane_totals = _study_totals(study)
+    columns = ("pk", "version", "state", "criteria_state", *_ROW_TOTALS, "lanes_close")
+    read = list(pairs.filter(status=adaptive.FILLED).values_list(*columns))
     if settings.budget - (totals["used"] or 0) > 0:
         # rounds may open: every waiting pair asks (closes never move a waiting pair's counters)
-        read += pairs.filter(status=adaptive.WAITING).values_list("pk", "version", "state", "criteria_state",
-                                                                  *_ROW_TOTALS)
+        read += pairs.filter(status=adaptive.WAITING).values_list(*columns)
     family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
     decoded = {pk for pk, *_ in read}
     names = _criteria_names(study)
@@ -354,12 +414,23 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         entries.append(entry)
         read_at[entry[0][0].key] = (pk, version)
     sums = [sum(row[4 + j] for row in read) for j in range(len(_ROW_TOTALS))]
-    outside = adaptive.Outside(
+    used = (totals["used"] or 0) - sums[0] - sums[1]
+    outside = [adaptive.Outside(
         pairs=totals["pairs"] - len(read),
         log_e_values=tuple(sorted(value for pk, value in family if pk not in decoded)),
-        used=(totals["used"] or 0) - sums[0] - sums[1],
-        moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))
-    return read_at, _rubric_from(study, names, entries, outside=outside)
+        used=used,
+        moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))]
+    for name in names[1:]:
+        # a rubric's other lanes: each its own family and moments, the budget shared (HITs)
+        read_lane = _LaneTotals()
+        for row in read:
+            read_lane.add(row[0], row[-1][name], -math.inf)
+        outside.append(adaptive.Outside(
+            pairs=totals["pairs"] - len(read),
+            log_e_values=tuple(sorted(value for pk, value in lane_totals[name].high if pk not in decoded)),
+            used=used,
+            moments=tuple(a - b for a, b in zip(lane_totals[name].moments, read_lane.moments))))
+    return read_at, _rubric_from(study, names, entries, outside=tuple(outside))
 
 
 # The rows a design that advances from the labelled pairs leaves out of a close: parked, no HIT.
@@ -388,7 +459,7 @@ def _labelled_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[
     family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
     outside = adaptive.Outside(pairs=len(_study_pair_ids(study)) - len(read),
                                log_e_values=tuple(sorted(value for pk, value in family if pk not in read)))
-    state = _rubric_from(study, names, [entry for _, entry in read.values()], outside=outside)
+    state = _rubric_from(study, names, [entry for _, entry in read.values()], outside=(outside,))
     return _read_at(read), state
 
 
@@ -450,6 +521,7 @@ def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> Non
     moments = machine.pair_moments(first)
     row.cv_n, row.cv_s, row.cv_m, row.cv_ss, row.cv_mm, row.cv_sm = (
         moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)
+    row.lanes_close = {name: _lane_close(pair, state.settings) for name, pair in zip(state.criteria[1:], pairs[1:])}
     row.version += 1
     # every write of a pair's state goes through here (a submit, a close, a re-decision), and
     # the stores write the mirrored columns as set (no auto_now): a close left it as it was

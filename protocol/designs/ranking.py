@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from .. import ranking_design, rubric
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
-from ..state import PARKED, PairState, require_whole
+from ..state import PARKED, PairState
 from .base import OrderingDesign
 from .registry import register
 
@@ -33,13 +33,14 @@ class Ranking(OrderingDesign):
                              state.criteria[0])
 
     advances = True
+    # the sort is replayed from the stopped pairs' outcomes, all of them pairs it ran (not
+    # parked), and asks for parked pairs it names (ranking_design.sort_advance's ``more``)
+    advances_from_labelled = True
 
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
                 kinds: Mapping[str, str] | None = None,
                 more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> RubricState:
-        # the sort is replayed from every stopped pair's outcome: the whole state
-        require_whole(state.primary, "the merge sort's replay")
-        return rubric.single(ranking_design.sort_advance(state.primary, order), state.criteria[0])
+        return rubric.single(ranking_design.sort_advance(state.primary, order, more), state.criteria[0])
 
     def guarantee(self, planned: int) -> str:
         return GUARANTEE.format(planned=planned)

@@ -7,6 +7,7 @@ study-wide moments are used; e-BH across the pairs; an ample and a tight budget)
 both ways on the same rows: the partial state's pairs after the close and the openings equal
 the full state's, and every pair the full close changes is one the partial close holds.
 """
+import collections
 import importlib
 import random
 
@@ -19,7 +20,7 @@ from annotation.models import PairState, Study
 from annotation.services import hits, runtime
 from annotation.services.studies import study_import
 from annotation.serving import protocol_state
-from protocol import adaptive, rubric
+from protocol import adaptive, ranking_design, rubric
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, many_systems_rows
 
@@ -76,7 +77,9 @@ def both_ways_equal(study: Study, read_in: list | None = None) -> tuple[int, int
     full_after, partial_after = closed_and_opened(study, full), closed_and_opened(study, partial, read_in)
     position = {key: index for index, key in enumerate(full.keys)}
     for index, key in enumerate(partial_after.keys):
-        assert partial_after.primary.pairs[index] == full_after.primary.pairs[position[key]], key
+        for lane, (partial_lane, full_lane) in enumerate(zip(partial_after.lanes, full_after.lanes)):
+            assert partial_lane.pairs[index] == full_lane.pairs[position[key]], (lane, key)
+        assert partial_after.hits[index] == full_after.hits[position[key]], key
     changed = {full.keys[index] for index in rubric.changed_pairs(full, full_after)}
     assert changed <= set(partial_after.keys), changed - set(partial_after.keys)
     assert partial_after.closes == full_after.closes
@@ -98,7 +101,7 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
             study.refresh_from_db()
             decoded, _ = both_ways_equal(study)
             # the totals this process keeps by group of pairs are the sums over every pair
-            assert protocol_state._study_totals(study) == {
+            assert protocol_state._study_totals(study)[0] == {
                 name: value or 0 for name, value in
                 PairState.objects.filter(study=study).aggregate(**protocol_state._TOTALS).items()}
             assert decoded < PairState.objects.filter(study=study).count()
@@ -156,6 +159,191 @@ def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_p
     assert read_in, "the fit never asked for a pair beyond those with labels"
     judged = PairState.objects.filter(study=study, hits__gt=0).count()
     assert ACTIVE_SYSTEMS - 1 < judged < pairs
+
+
+RUBRIC_CRITERIA = [{"name": "helpfulness"}, {"name": "correctness", "metric": "m2"}, {"name": "style"}]
+
+
+def rubric_study(slug: str, budget: int, metric: bool, systems: int = SYSTEMS, items: int = ITEMS,
+                 gamma: float = 0.2) -> Study:
+    """A three-criterion rubric over ``systems`` systems: with ``metric``, the first criterion
+    uses the study's metric m and the second its own m2 (ranking the systems the other way
+    round: each lane's control variate its own), the third is human only; without, all three."""
+    rows = many_systems_rows(systems, items=items)
+    criteria = [dict(c) for c in RUBRIC_CRITERIA]
+    rows[0].update(name=slug, batch_size=4, budget=budget, gamma=gamma, criteria=criteria)
+    if metric:
+        rows += [{"kind": "metric_score", "item": f"i{n}", "system": f"sys{j:02d}", "metric": "m2",
+                  "score": 0.5 * j + (n * 7 + j * 3) % 5} for n in range(items) for j in range(systems)]
+    else:
+        del rows[0]["metric"], criteria[1]["metric"]
+        rows = [row for row in rows if row["kind"] != "metric_score"]
+    return study_import(source=bundle_bytes(rows), slug=slug, metric="m" if metric else None)
+
+
+def serve_rubric_until_done(study: Study, workers: dict, value_of, after_submit=None) -> None:
+    """``serve_until_done`` for a rubric: ``value_of(criterion, first, second)`` is the
+    canonical label of each criterion."""
+    for _ in range(1000):
+        served = False
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            first, second = hit.comparison.first.name, hit.comparison.second.name
+            sign = -1 if hit.shown_swapped else 1
+            answers = {c["name"]: {"value": sign * value_of(c["name"], first, second)} for c in RUBRIC_CRITERIA}
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=0, answers=answers)
+            served = True
+            if after_submit is not None:
+                after_submit()
+        if not served:
+            return
+
+
+@pytest.mark.parametrize("budget, metric", [(3000, True), (3000, False), (400, True)])
+def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget, metric, monkeypatch):
+    """A rubric's close reads the filled pairs (and the waiting ones when the budget can open
+    rounds) and each lane's totals of the others: the first lane's from the columns, the
+    others' from ``lanes_close`` (each lane its own e-BH family and control variate). Every
+    lane of every pair after the close and the openings equals the full close's. Fails on the
+    close that read every pair of a rubric. The criteria disagree (helpfulness follows the
+    systems' order, correctness the reverse, style a coin), so lanes stop at different times."""
+    study = rubric_study(f"rubric-close-{budget}-{int(metric)}", budget, metric)
+    assert protocol_state.close_reads_some(study)
+    rng = random.Random(budget + metric)
+    workers = workers_of([f"rb{budget}{int(metric)}-{n}" for n in range(6)])
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared = []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study)
+            assert decoded < PairState.objects.filter(study=study).count()
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    def value_of(criterion, first, second):
+        if criterion == "style":
+            return rng.choice([-1, 0, 1])
+        better = 1 if first < second else -1
+        better = better if criterion == "helpfulness" else -better
+        return better if rng.random() < 0.85 else -better
+
+    serve_rubric_until_done(study, workers, value_of, close_both_ways)
+    assert len(compared) >= 10
+    state = protocol_state.study_rubric_load(study, PairState.objects.filter(study=study))
+    decided = {name: sum(p.status == adaptive.DECIDED for p in lane.pairs)
+               for name, lane in zip(state.criteria, state.lanes)}
+    if budget > 1000:
+        # e-BH then read other pairs' e-values in both decided lanes (k* > 1 at some close)
+        assert decided["helpfulness"] >= 2 and decided["correctness"] >= 2, decided
+    else:
+        assert state.budget_left == 0
+
+
+def test_a_rubric_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
+    """Fails on the close that decoded every pair of a rubric (28 here, 19,900 at 200 systems)."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    study = rubric_study("rubric-decodes", 2000, True)
+    workers = workers_of([f"rbd-{n}" for n in range(6)])
+    filled = None
+    for _ in range(100):
+        if filled is not None:
+            break
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                  shown_value=0, answers={c["name"]: {"value": 1} for c in RUBRIC_CRITERIA})
+            filled = PairState.objects.filter(study=study, status=adaptive.FILLED).first()
+            if filled is not None:
+                break
+    decoded = []
+    real = protocol_state._lanes_of
+    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
+    protocol_state._parsed.clear()  # no pair decoded by this process before
+    assert runtime.rounds_close(study_id=study.pk) == 1
+    total = PairState.objects.filter(study=study).count()
+    assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {total} pairs decoded"
+
+
+RANKING_SYSTEMS = 12  # 66 pairs, of which the merge sort runs at most planned_decisions(12) = 36
+RANKING_ITEMS = 32  # a pair decided at γ / 36 needs a dozen judgements or more
+
+
+@pytest.mark.parametrize("metric", [True, False])
+def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_it_ran(metric, monkeypatch):
+    """The ranking design's close reads the pairs the sort has run (not parked, or with a
+    label) and the parked pairs its replay asks for next (``study_pairs_read``); its closes,
+    decisions and fundings equal the full state's pair for pair. Fails on the close that read
+    every pair of an advancing design other than the active one. With a metric the sort starts
+    from the metric's order, without from a seeded shuffle; the humans' order is neither."""
+    rows = many_systems_rows(RANKING_SYSTEMS, items=RANKING_ITEMS)
+    rows[0].update(name=f"ranking close {metric}", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
+                   family_control="none")
+    if not metric:
+        del rows[0]["metric"]
+        rows = [row for row in rows if row["kind"] != "metric_score"]
+    study = study_import(source=bundle_bytes(rows), slug=f"ranking-close-{int(metric)}",
+                         metric="m" if metric else None)
+    assert protocol_state.close_reads_some(study)
+    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(11).sample(range(RANKING_SYSTEMS),
+                                                                                   RANKING_SYSTEMS))}
+    rng = random.Random(10 + int(metric))
+    workers = workers_of([f"rc{int(metric)}-{n}" for n in range(6)])
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared, read_in = [], []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            decoded, _ = both_ways_equal(study, read_in)
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    def value_of(first, second):
+        better = 1 if truth[first] < truth[second] else -1
+        return better if rng.random() < 0.85 else -better
+
+    serve_until_done(study, workers, value_of, close_both_ways)
+    pairs = RANKING_SYSTEMS * (RANKING_SYSTEMS - 1) // 2
+    assert len(compared) >= 10 and max(compared) <= ranking_design.planned_decisions(RANKING_SYSTEMS) < pairs
+    assert read_in, "the sort never asked for a pair beyond those it had run"
+    statuses = collections.Counter(PairState.objects.filter(study=study).values_list("status", flat=True))
+    assert statuses[adaptive.DECIDED] >= 10
+
+
+def test_a_merge_sort_close_decodes_the_pairs_it_ran_not_every_pair(monkeypatch):
+    """Fails on the close that decoded every pair of a ranking study (66 here, 19,900 at 200
+    systems): a close decodes the pairs the sort has asked for, and the parked pairs it asks
+    for next, nothing else."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    rows = many_systems_rows(RANKING_SYSTEMS, items=ITEMS)
+    rows[0].update(name="ranking decodes", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
+                   family_control="none")
+    study = study_import(source=bundle_bytes(rows), slug="ranking-decodes", metric="m")
+    workers = workers_of([f"rd-{n}" for n in range(6)])
+    for _ in range(100):
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            break
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is not None:
+                hits.judgement_submit(assignment=hit, annotator=annotator,
+                                      idempotency_key=hits.new_idempotency_key(), shown_value=1)
+    asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
+    decoded = []
+    real = protocol_state._lanes_of
+    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
+    protocol_state._parsed.clear()  # no pair decoded by this process before
+    assert runtime.rounds_close(study_id=study.pk) >= 1
+    now_asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
+    total = PairState.objects.filter(study=study).count()
+    assert asked <= len(decoded) <= now_asked < total, f"{len(decoded)} of {total} pairs decoded"
 
 
 def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
@@ -236,6 +424,29 @@ def test_the_migration_fills_the_close_columns_as_the_codec_writes_them():
     assert list(PairState.objects.filter(study=study).order_by("pk").values_list(*columns)) == written
 
 
+def test_the_migration_fills_a_rubrics_lanes_close_as_the_codec_writes_it():
+    """Rubric pair rows stored before ``lanes_close`` get it from their other lanes' state
+    (migration 0036)."""
+    from django.apps import apps
+
+    fill = importlib.import_module("annotation.migrations.0036_pair_state_lanes_close").lanes_close_fill
+    study = rubric_study("lanes-close", 2000, True)
+    workers = workers_of([f"lc-{n}" for n in range(4)])
+    rng = random.Random(5)
+    for _ in range(15):
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is not None:
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=0, answers={c["name"]: {"value": rng.choice([-1, 1])}
+                                                              for c in RUBRIC_CRITERIA})
+    written = list(PairState.objects.filter(study=study).order_by("pk").values_list("pk", "lanes_close"))
+    assert any(lanes["correctness"][1] for _, lanes in written), "nothing judged with the second lane's metric"
+    PairState.objects.filter(study=study).update(lanes_close={})
+    fill(apps, None)
+    assert list(PairState.objects.filter(study=study).order_by("pk").values_list("pk", "lanes_close")) == written
+
+
 @pytest.mark.slow
 def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
     """Every pair a null (the humans answer at random whatever the systems): through the app's
@@ -273,3 +484,42 @@ def test_on_a_null_the_active_design_through_its_partial_close_decides_nothing_f
         assert PairState.objects.filter(study=study, hits__gt=0).count() > 5  # beyond the start's neighbours
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+@pytest.mark.slow
+def test_on_a_null_the_merge_sort_through_its_partial_close_decides_nothing_false():
+    """Every system equal (the humans answer at random): the ranking design run through the
+    app's lease, submit and labelled close (every pair at γ / planned, family none) keeps P(any
+    ±) <= γ. P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ."""
+    runs_deciding = 0
+    for run in range(8):
+        rows = many_systems_rows(6, items=12)
+        rows[0].update(name=f"ranking null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="ranking",
+                       family_control="none")
+        study = study_import(source=bundle_bytes(rows), slug=f"ranking-null-{run}", metric="m")
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(200 + run)
+        workers = workers_of([f"rn{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        assert PairState.objects.filter(study=study, hits__gt=0).count() >= 5  # the sort ran past its start
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+@pytest.mark.slow
+def test_on_a_null_a_rubric_through_its_partial_close_decides_nothing_false():
+    """Every pair a null in every criterion (the humans answer at random): through the app's
+    lease, submit and partial close, e-BH across the 15 pairs of each lane keeps P(any ±) <= γ
+    in that lane. P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs in which a lane
+    decided a pair is not γ = 0.05 (each lane's own; the first two lanes counted apart)."""
+    deciding = collections.Counter()
+    for run in range(8):
+        study = rubric_study(f"rubric-null-{run}", 2000, True, systems=6, items=12, gamma=0.05)
+        assert protocol_state.close_reads_some(study)
+        rng = random.Random(300 + run)
+        workers = workers_of([f"rbn{run}-{n}" for n in range(4)])
+        serve_rubric_until_done(study, workers, lambda criterion, first, second: rng.choice([-1, 1]))
+        state = protocol_state.study_rubric_load(study, PairState.objects.filter(study=study))
+        for name, lane in zip(state.criteria, state.lanes):
+            deciding[name] += any(p.decision for p in lane.pairs)
+    assert all(count <= 1 for count in deciding.values()), f"null studies deciding a pair, by lane: {deciding}"
