@@ -31,9 +31,10 @@ def _dashboard_shown(study: Study) -> bool:
 
 @login_required
 def item_reader(request: HttpRequest, slug: str) -> HttpResponse:
-    """One item (``?item=ID``): its input and reference as annotators see them, every system's
-    output and the judgements on each pair judged on it; ``&first=A&second=B``: that pair's
-    two outputs side by side with its judgements, metric scores and judges' verdicts."""
+    """One item (``?item=ID``): its input and reference as annotators see them, the systems'
+    outputs a page at a time (``&page=N``, selectors.items.OUTPUTS_PER_PAGE) and the judgements
+    on each pair judged on it; ``&first=A&second=B``: that pair's two outputs side by side with
+    its judgements, metric scores and judges' verdicts."""
     study = get_object_or_404(Study, slug=slug)
     access_study_as_researcher(request.user, study)
     external_id = request.GET.get("item")
@@ -58,9 +59,10 @@ def item_reader(request: HttpRequest, slug: str) -> HttpResponse:
             query = urlencode({"item": external_id, "first": a, "second": b})
             return redirect(f"{reverse('item_reader', kwargs={'slug': slug})}?{query}")
         pair = (a, b)
-    data = selectors.items.item_reader_data(study=study, item=item, pair=pair)
+    data = selectors.items.item_reader_data(study=study, item=item, pair=pair, page=request.GET.get("page"))
     return render(request, "annotation/item_reader.html", {
         "study": study, **data, "quality_rows": _dashboard_shown(study),
+        "item_query": urlencode({"item": external_id}),
         "pair_query": urlencode({"first": pair[0], "second": pair[1]}) if pair else ""})
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from django.core.paginator import Paginator
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from protocol.preferences import combine_verdicts, preferences_from_scores
@@ -21,10 +22,12 @@ from ..models import (Annotator, Item, ItemFlag, Judgement, JudgementKind, Metri
 from ..rubrics import criterion_metrics, is_rubric, study_rubric
 from .quality import excluded_annotators
 
-__all__ = ["ITEMS_PER_PAGE", "MAX_QUERY_CHARS", "item_reader_data", "item_search", "item_search_rows",
+__all__ = ["ITEMS_PER_PAGE", "MAX_QUERY_CHARS", "OUTPUTS_PER_PAGE", "item_reader_data", "item_search", "item_search_rows",
            "item_system_names", "study_annotator_of_study", "study_item"]
 
 ITEMS_PER_PAGE = 50
+# Outputs a page of the item reader shows: at 200 systems every output made a 10,000-px page.
+OUTPUTS_PER_PAGE = 20
 MAX_QUERY_CHARS = 200
 SNIPPET_CHARS = 90  # characters of context on each side of a match
 
@@ -49,11 +52,13 @@ def study_annotator_of_study(*, study: Study, annotator_id: int) -> Annotator | 
 
 # ---- the reader -----------------------------------------------------------------------------
 
-def _shown_outputs(study: Study, item: Item) -> dict[str, dict]:
+def _shown_outputs(study: Study, item: Item, systems: set[str]) -> dict[str, dict]:
     """system name -> the output annotators are shown (the study's shown sample, else the
-    lowest, as serving's hit_display), with how many samples the system has."""
+    lowest, as serving's hit_display), with how many samples the system has; for the
+    ``systems`` named only (their texts are what the page shows)."""
     shown: dict[str, dict] = {}
-    for output in Output.objects.filter(item=item).select_related("system").order_by("system__name", "sample"):
+    outputs = Output.objects.filter(item=item, system__name__in=systems)
+    for output in outputs.select_related("system").order_by("system__name", "sample"):
         name = output.system.name
         row = shown.get(name)
         if row is None or output.sample == study.shown_sample:
@@ -155,29 +160,24 @@ def _pair_metrics(metrics: list[dict], outputs: dict[str, dict], verdicts: dict[
     return rows
 
 
-def item_reader_data(*, study: Study, item: Item, pair: tuple[str, str] | None = None) -> dict:
+def item_reader_data(*, study: Study, item: Item, pair: tuple[str, str] | None = None,
+                     page: str | int | None = 1) -> dict:
     """One item as its reader shows it.
 
     ``pair`` (first, second), canonical order (first < second), both with an output on the
-    item: that pair only; None: every system's output and every pair judged on the item.
-    Returns the item, ``outputs`` (system -> the shown output with its metric scores; in
-    pair mode the pair's two, in order), ``pairs`` (each judged pair, or the one asked for:
-    first, second, ``judgements`` oldest first, ``counts`` of the counted ones per criterion,
-    ``metrics`` each metric's verdict with a judge's rows), the study's ``systems`` and
-    ``flags`` (workers' reports, newest first).
+    item: that pair only; None: every pair judged on the item and the systems' outputs,
+    OUTPUTS_PER_PAGE a page, by name (``page``, any value: Paginator.get_page's, so a page
+    out of range is the last). Returns the item, ``outputs`` (the shown outputs with their
+    metric scores: in pair mode the pair's two, in order, else the page's), ``outputs_page``
+    (the Paginator page of system names; None in pair mode), ``pairs`` (each judged pair, or
+    the one asked for: first, second, ``judgements`` oldest first, ``counts`` of the counted
+    ones per criterion, ``metrics`` each metric's verdict with a judge's rows), the item's
+    ``systems`` and ``flags`` (workers' reports, newest first).
     """
-    outputs = _shown_outputs(study, item)
+    systems = item_system_names(item=item)
+    outputs_page = None if pair is not None else Paginator(systems, OUTPUTS_PER_PAGE).get_page(page)
+    shown_names = list(pair) if pair is not None else list(outputs_page.object_list)
     metrics = _metrics(study)
-    by_output = {o["output_id"]: o for o in outputs.values()}
-    for metric_id, output_id, value in MetricScore.objects.filter(output_id__in=list(by_output)).values_list(
-            "metric_id", "output_id", "value"):
-        by_output[output_id]["scores"].append({"metric_id": metric_id, "value": value})
-    names = {m["id"]: m for m in metrics}
-    for output in outputs.values():
-        output["scores"].sort(key=lambda s: metrics.index(names[s["metric_id"]]))
-        for s in output["scores"]:
-            s["metric"], s["protocol"] = names[s["metric_id"]]["name"], names[s["metric_id"]]["protocol"]
-
     excluded = set(excluded_annotators(study=study).values_list("annotator_id", flat=True))
     criteria = study_rubric(study)
     rubric = is_rubric(study)
@@ -198,6 +198,17 @@ def item_reader_data(*, study: Study, item: Item, pair: tuple[str, str] | None =
         verdicts.setdefault((first, second), {}).setdefault(metric_id, []).append(
             {"value": value, "judge": judge, "prompt": prompt, "order": order})
     keys = [pair] if pair is not None else sorted(by_pair)
+    # the outputs shown and those whose scores a judged pair's metric rows compare
+    outputs = _shown_outputs(study, item, set(shown_names).union(*keys))
+    by_output = {o["output_id"]: o for o in outputs.values()}
+    for metric_id, output_id, value in MetricScore.objects.filter(output_id__in=list(by_output)).values_list(
+            "metric_id", "output_id", "value"):
+        by_output[output_id]["scores"].append({"metric_id": metric_id, "value": value})
+    names = {m["id"]: m for m in metrics}
+    for output in outputs.values():
+        output["scores"].sort(key=lambda s: metrics.index(names[s["metric_id"]]))
+        for s in output["scores"]:
+            s["metric"], s["protocol"] = names[s["metric_id"]]["name"], names[s["metric_id"]]["protocol"]
     pairs = []
     for first, second in keys:
         judgements = by_pair.get((first, second), [])
@@ -205,13 +216,12 @@ def item_reader_data(*, study: Study, item: Item, pair: tuple[str, str] | None =
                       "counted": sum(j["counted"] for j in judgements),
                       "counts": _counts(judgements, criteria, rubric),
                       "metrics": _pair_metrics(metrics, outputs, verdicts.get((first, second), {}), first, second)})
-    shown = [outputs[name] for name in pair] if pair is not None else [outputs[name] for name in sorted(outputs)]
+    shown = [outputs[name] for name in shown_names]
     flags = [{"reason": f.get_reason_display(), "note": f.note, "created_at": f.created_at,
               "annotator": {"id": f.annotator_id, "label": f"{f.annotator.platform}:{f.annotator.external_id}"}}
              for f in ItemFlag.objects.filter(item=item).select_related("annotator").order_by("-created_at", "-id")]
-    return {"item": item, "pair": pair, "outputs": shown, "pairs": pairs, "criteria": criteria, "rubric": rubric,
-            "metrics": metrics, "flags": flags,
-            "systems": sorted(outputs),
+    return {"item": item, "pair": pair, "outputs": shown, "outputs_page": outputs_page, "pairs": pairs,
+            "criteria": criteria, "rubric": rubric, "metrics": metrics, "flags": flags, "systems": systems,
             "verdict_pairs": sorted(set(verdicts) - set(by_pair)) if pair is None else []}
 
 

@@ -9,10 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from annotation.models import Assignment, Item, ItemFlag, Judgement
 from annotation.services import hits, quality
+from annotation.services.members import study_membership_set
 from annotation.services.studies import study_import
 from tests.builders.annotating import workers_of
 from tests.builders.browser import browser_login
@@ -121,3 +123,49 @@ def test_the_item_reader_from_the_pair_page_at_laptop_and_phone_sizes(page, live
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.click(".item-hit a.item-link")
     page.wait_for_url("**/item/?item=p325")
+
+
+def many_systems_bundle(systems: int = 200) -> bytes:
+    """One prompt answered by ``systems`` systems (a few sentences each) with a score metric:
+    the item reader of a 200-system arena."""
+    rows = [{"kind": "study", "name": f"Arena of {systems} systems", "criterion": "quality", "metric": "judge_score",
+             "batch_size": 2, "budget": 100},
+            {"kind": "item", "id": "p0001", "input": "Explain why the sky is blue, in a few sentences."}]
+    for k in range(systems):
+        name = f"S{k + 1:03d}"
+        rows.append({"kind": "output", "item": "p0001", "system": name,
+                     "text": f"{name}: sunlight is scattered by the molecules of the air, and blue light, of a "
+                             f"shorter wavelength, is scattered more than red (Rayleigh scattering). "
+                             f"So the sky looks blue from every direction. Answer {k + 1} of {systems}."})
+        rows.append({"kind": "metric_score", "item": "p0001", "system": name, "metric": "judge_score",
+                     "score": round(0.3 + 0.6 * ((k * 37) % systems) / systems, 3)})
+    return bundle_bytes(rows)
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (390, 844)])
+def test_the_item_reader_of_200_systems_is_paged_at_laptop_and_phone_sizes(page, live_server, size):
+    """200 outputs on one page were 10,000 px at 1366 px wide: the reader shows 20 a page,
+    and its page links (plain links) reach the others. docs/screenshots/item-reader-200-systems-*.png."""
+    study = study_import(source=many_systems_bundle(), slug="arena-200")
+    width, height = size
+    page.set_viewport_size({"width": width, "height": height})
+    user = User.objects.create_user(f"arena{width}", password="res-pass-123")
+    study_membership_set(study=study, user=user, role="researcher")
+    page.goto(f"{live_server.url}/accounts/login/?next=/s/{study.slug}/item/%3Fitem%3Dp0001")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", "res-pass-123")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/item/?item=p0001")
+    outputs = page.locator(".item-output")
+    assert outputs.count() == 20 and outputs.nth(0).get_attribute("data-system") == "S001"
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # a laptop's page is a few screens, not the 13 of 200 outputs
+    assert page.evaluate("document.documentElement.scrollHeight") <= (4000 if width >= 1000 else 16000)
+    page.screenshot(path=str(SCREENSHOTS / f"item-reader-200-systems-{width}x{height}.png"), full_page=True)
+    page.locator("nav[aria-label='pages of outputs'] a[rel=next]").first.click()
+    page.wait_for_url("**/item/?item=p0001&page=2#outputs")
+    assert outputs.nth(0).get_attribute("data-system") == "S021" and outputs.count() == 20
+    page.locator("nav[aria-label='pages of outputs'] a:text-is('10')").first.click()
+    page.wait_for_url("**/item/?item=p0001&page=10#outputs")
+    assert outputs.count() == 20 and outputs.nth(19).get_attribute("data-system") == "S200"
+    assert page.locator("nav[aria-label='pages of outputs'] a[rel=next]").count() == 0

@@ -8,12 +8,13 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_init
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation import selectors
-from annotation.models import Annotator, Assignment, Comparison, Item, ItemFlag, Judgement, PairState
+from annotation.models import Annotator, Assignment, Comparison, Item, ItemFlag, Judgement, Output, PairState
 from annotation.services import quality
 from annotation.services.studies import study_import
 from tests.builders.annotating import worker
@@ -180,6 +181,45 @@ def test_the_reader_without_a_pair_shows_every_output_and_each_judged_pair(clien
     # Any pair can be opened with a plain GET form.
     assert re.search(r'<form method="get" action="/s/reader/item/" class="pair-chooser">', page)
     assert f'name="item" value="{html_lib.escape(ODD_ID)}"' in page
+
+
+def test_the_reader_pages_the_outputs_of_many_systems(client, monkeypatch):
+    """At 200 systems the reader showed every output (a 10,000-px page): it shows
+    OUTPUTS_PER_PAGE of them, by name, with plain page links that keep the item; the page's
+    outputs are the only ones loaded, and a judged pair's systems still get their scores."""
+    monkeypatch.setattr(selectors.items, "OUTPUTS_PER_PAGE", 4)
+    names = [f"s{k:02d}" for k in range(10)]
+    rows = [{"kind": "study", "name": "Many", "criterion": "quality", "metric": "m", "batch_size": 2, "budget": 20},
+            {"kind": "item", "id": ODD_ID, "input": "A question"}]
+    rows += [{"kind": "output", "item": ODD_ID, "system": s, "text": f"{s} answers"} for s in names]
+    rows += [{"kind": "metric_score", "item": ODD_ID, "system": s, "metric": "m", "score": k / 10}
+             for k, s in enumerate(names)]
+    study = study_import(source=bundle_bytes(rows), slug="many")
+    judged(study, ODD_ID, "s01", "s09", worker("w1"), 1)
+    researcher_client(client, study)
+    shown = lambda page: re.findall(r'<article class="card item-output" data-system="([^"]+)"', page)  # noqa: E731
+    built = []
+    post_init.connect(lambda sender, instance, **kw: built.append(instance.system_id), sender=Output, weak=False,
+                      dispatch_uid="reader-outputs")
+    try:
+        first = client.get(reader_url(study, ODD_ID)).content.decode()
+    finally:
+        post_init.disconnect(sender=Output, dispatch_uid="reader-outputs")
+    assert shown(first) == names[:4]
+    # the outputs built: the page's four and s09 of the judged pair, not the item's ten
+    assert len(built) == 5
+    assert "s01 0.100 · s09 0.900" in text_of(element(first, 'id="pair-1"'))
+    assert "10 systems answered it" in text_of(first)
+    query = urlencode({"item": ODD_ID})
+    assert f'href="?{query}&amp;page=2#outputs" rel="next"' in first
+    assert "outputs 1–4 of 10" in text_of(first)
+    last = client.get(reader_url(study, ODD_ID) + "&page=3").content.decode()
+    assert shown(last) == names[8:] and f'href="?{query}&amp;page=2#outputs" rel="prev"' in last
+    assert shown(client.get(reader_url(study, ODD_ID) + "&page=99").content.decode()) == names[8:]
+    assert shown(client.get(reader_url(study, ODD_ID) + "&page=x").content.decode()) == names[:4]
+    # a pair's reader shows its two outputs, unpaged
+    pair = client.get(reader_url(study, ODD_ID, "s01", "s09")).content.decode()
+    assert shown(pair) == ["s01", "s09"] and 'aria-label="pages of outputs"' not in pair
 
 
 def test_the_reader_of_a_pair_only_judges_saw(client, reader_study):
