@@ -6,9 +6,9 @@
     python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
     python scripts/bench/hot_path.py --statements 12              # the 12 costliest statements (CPU in execute)
 
-Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
-file; PostgreSQL: a database ``perf_bench_<pid>``, or ``--database-name``, created on the given
-server and dropped at the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
+Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a file in a
+temporary directory, removed at the end; PostgreSQL: a database ``perf_bench_<pid>``, or
+``--database-name``, created on the given server and dropped at the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
 submits, round-robin over the workers, each the htmx POST that stores the answer and returns
 the next HIT — the request the load harness times as "submit + next HIT". Deployment settings:
 ``evalapp.settings.dev`` with DEBUG off, round closes inline but timed apart (a close runs in
@@ -36,6 +36,7 @@ import json
 import os
 import pstats
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -198,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="form: POST, then GET the annotate page (no JavaScript)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    dropped, _ = _setup(args.database_url, args.database_name)
+    dropped, var_dir = _setup(args.database_url, args.database_name)
     try:
         return _run(args)
     finally:
         if dropped:
             _drop(args.database_url, dropped)
+        # The SQLite database (its WAL and lock files) and the file caches: each run made its own.
+        shutil.rmtree(var_dir, ignore_errors=True)
 
 
 def _run(args) -> int:
