@@ -7,6 +7,7 @@ slugs cannot be probed. A caller who may know the study but not do the thing get
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import NamedTuple
@@ -15,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from .serving.process_cache import ProcessCache
 from .serving.store import crowd_annotator
 from .models import Annotator, Assignment, Study, StudyMembership
 
@@ -164,8 +166,7 @@ def access_study_worker(request, study) -> StudyWorker:
     """
     annotator_id = request.session.get(session_annotator_key(study))
     if annotator_id is not None:
-        # The serving store: this read is on every annotator request.
-        annotator = crowd_annotator(annotator_id, study.pk)
+        annotator = _crowd_annotator(annotator_id, study)
         if annotator is not None:
             return StudyWorker(annotator=annotator, user=None)
     user = request.user
@@ -173,6 +174,27 @@ def access_study_worker(request, study) -> StudyWorker:
         access_study_visible(user, study)
         return StudyWorker(annotator=Annotator.objects.filter(user=user).first(), user=user)
     raise PermissionDenied("Open this study through its link, or log in with an account that belongs to it.")
+
+
+# A crowd worker of a study, as every request of theirs asks: read once per process (a round
+# trip of every serving request on PostgreSQL, docs/serving.md, "Round trips"). What it caches
+# never changes: an Annotator row is never updated, and a worker's crowd session in a study
+# goes only with the study (the study's created_at in the key: a rolled-back import's ids can
+# come back with another study). Only a worker found is kept; each request gets a copy of it.
+_crowd_annotators: ProcessCache[Annotator] = ProcessCache(entries_max=4096)
+
+
+def _crowd_annotator(annotator_id: int, study) -> Annotator | None:
+    """The annotator ``annotator_id`` if they entered ``study`` as a crowd worker (cached)."""
+    found = _crowd_annotators.get((annotator_id, study.pk, study.created_at),
+                                  lambda: crowd_annotator(annotator_id, study.pk))
+    return copy.copy(found) if found is not None else None
+
+
+def crowd_worker_entered(study, annotator: Annotator) -> None:
+    """Remember that ``annotator`` entered ``study`` (their crowd session is committed): the
+    start link's redirect to the annotate page then reads nothing to know them."""
+    _crowd_annotators.get((annotator.pk, study.pk, study.created_at), lambda: copy.copy(annotator))
 
 
 def access_api_worker(user, study) -> StudyWorker:

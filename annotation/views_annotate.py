@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
-from .access import access_study_running, access_study_worker, session_annotator_key
+from .access import access_study_running, access_study_worker, crowd_worker_entered, session_annotator_key
 from .errors import CrowdEntryRefused, HitError
 from .framing import crowd_frameable, mturk_submit_url
 from .models import Annotator, Assignment, ItemFlag, Study
@@ -52,15 +52,16 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         session_id = request.GET.get("assignmentId", "")
     else:
         return redirect("annotate", slug=slug)
-    if not selectors.serving.crowd_entry_known(study=study, platform=platform, worker_id=worker_id,
-                                               platform_session_id=session_id):
+    entered = selectors.serving.crowd_entry_of(study=study, platform=platform, worker_id=worker_id,
+                                               platform_session_id=session_id)
+    if entered is None:
         # Each new worker (id and session) is a place in the study: a client may make only so many.
         throttle = CrowdNewWorkerThrottle()
         if not throttle.allow_request(request, None):
             return too_many_requests(request, throttle.wait())
     try:
         annotator = services.crowd.crowd_session_enter(study=study, platform=platform, worker_id=worker_id,
-                                                       platform_session_id=session_id,
+                                                       platform_session_id=session_id, entered=entered,
                                                        platform_study_id=request.GET.get("STUDY_ID", ""))
     except CrowdEntryRefused as exc:
         return render(request, "annotation/start_preview.html", {"study": study, "error": str(exc)}, status=400)
@@ -68,6 +69,7 @@ def study_start(request: HttpRequest, slug: str) -> HttpResponse:
         request.session[f"evalapp:mturk:{study.pk}"] = {
             "assignmentId": session_id, "turkSubmitTo": request.GET.get("turkSubmitTo", "")}
     request.session[session_annotator_key(study)] = annotator.pk
+    crowd_worker_entered(study, annotator)
     services.hits.hit_next_for_annotator(study=study, annotator=annotator)  # the first HIT, ready on arrival
     return redirect("annotate", slug=slug)
 
@@ -94,14 +96,15 @@ def _screen_context(request: HttpRequest, study: Study, annotator: Annotator, *,
     """
     context = {"study": study, "annotator": annotator, "error": error, "notice": notice,
                "key": services.hits.new_idempotency_key()}
-    session = selectors.serving.crowd_session(study=study, annotator=annotator)
+    current, done = selectors.serving.hit_current_and_done(study=study, annotator=annotator)
+    session = selectors.serving.crowd_session(study=study, annotator=annotator, done=done)
     finishing = finishing and session.minimum_met
     if finishing:
         hit = None
     elif lease:
-        hit = services.hits.hit_next_for_annotator(study=study, annotator=annotator)
+        hit = services.hits.hit_next_for_annotator(study=study, annotator=annotator, current=current)
     else:
-        hit = selectors.serving.hit_current(study=study, annotator=annotator)
+        hit = current
     context["session"] = session
     if hit is not None:
         context.update(selectors.serving.hit_display(assignment=hit, study=study, done=session.done), screen="hit",

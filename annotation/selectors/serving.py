@@ -29,6 +29,13 @@ def hit_current(*, study: Study, annotator: Annotator) -> Assignment | None:
                                with_checks=bool(study.check_every or study.onboarding_checks))
 
 
+def hit_current_and_done(*, study: Study, annotator: Annotator) -> tuple[Assignment | None, int]:
+    """``hit_current`` and ``annotator_judgement_count``, in one statement (every screen of an
+    annotator shows both)."""
+    return store.lease_current_and_judgement_count(study.pk, annotator.pk, timezone.now(),
+                                                   with_checks=bool(study.check_every or study.onboarding_checks))
+
+
 def hit_of_study(*, study: Study, assignment_id: int) -> Assignment | None:
     """The HIT ``assignment_id`` of ``study`` (a comparison's or a check's), or None.
 
@@ -216,10 +223,12 @@ class CrowdSession:
         return self.minimum_met
 
 
-def crowd_session(*, study: Study, annotator, now: datetime | None = None) -> CrowdSession:
-    """The worker's session in ``study`` (two small queries)."""
+def crowd_session(*, study: Study, annotator, now: datetime | None = None, done: int | None = None) -> CrowdSession:
+    """The worker's session in ``study`` (two small queries). ``done``: the worker's judgement
+    count (``annotator_judgement_count``), when the caller has just read it."""
     now = now or timezone.now()
-    done = annotator_judgement_count(study=study, annotator=annotator)
+    if done is None:
+        done = annotator_judgement_count(study=study, annotator=annotator)
     started_at = ends_at = None
     time_up = False
     if study.session_minutes:
@@ -238,12 +247,14 @@ def study_work_left(*, study: Study) -> bool:
     return PairState.objects.filter(study=study, status__in=ACTIVE_PAIR_STATUSES).exists()
 
 
-def crowd_entry_known(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> bool:
-    """Whether this worker id entered ``study`` from this platform session before (a new one
-    counts against the client's limit on new crowd workers)."""
-    return CrowdEntry.objects.filter(study=study, annotator__platform=platform,
-                                     annotator__external_id=(worker_id or "").strip(),
-                                     platform_session_id=(platform_session_id or "").strip()).exists()
+def crowd_entry_of(*, study: Study, platform: str, worker_id: str, platform_session_id: str) -> Annotator | None:
+    """The Annotator of this worker id if they entered ``study`` from this platform session
+    before, else None (a new entry: it counts against the client's limit on new crowd workers).
+    Includes a worker bound before sessions named annotators (their Annotator has no session)."""
+    entry = (CrowdEntry.objects.select_related("annotator")
+             .filter(study=study, annotator__platform=platform, annotator__external_id=(worker_id or "").strip(),
+                     platform_session_id=(platform_session_id or "").strip()).first())
+    return entry.annotator if entry is not None else None
 
 
 # A code's own part: 16 characters of Crockford's base32 (digits and capitals without I, L, O

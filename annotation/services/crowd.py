@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from ..errors import CrowdEntryRefused, HitError
-from ..models import Annotator, CrowdSession, Study
+from ..models import Annotator, Study
+from ..serving import store
 from .hits import annotator_for_worker
 
 
 def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform_session_id: str,
-                        platform_study_id: str = "") -> Annotator:
+                        entered: Annotator | None, platform_study_id: str = "") -> Annotator:
     """The Annotator of a crowd worker entering ``study`` from the platform session
     ``platform_session_id``, bound to the study.
 
@@ -19,6 +21,11 @@ def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform
     (Prolific's STUDY_ID) must be the study's ``prolific_study_id`` when one is set, and a
     study that sets one takes Prolific entries only (the MTurk form of the link is refused).
     CrowdEntryRefused (a ValueError) for a missing worker or session id or another study's link.
+
+    ``entered``: the worker's Annotator if they entered from this session before
+    (``selectors.serving.crowd_entry_of``, which the caller reads for its limit on new workers).
+    The read need not be in the writes' transaction: each write is an upsert, so two entries of
+    one worker at once store one Annotator and one binding (serving/store.py).
     """
     platform_session_id = (platform_session_id or "").strip()
     if not platform_session_id or len(platform_session_id) > 200:
@@ -32,17 +39,13 @@ def crowd_session_enter(*, study: Study, platform: str, worker_id: str, platform
             and (platform_study_id or "").strip() != study.prolific_study_id):
         raise CrowdEntryRefused("this link's STUDY_ID is not this study's Prolific study: "
                                 "please open the study from Prolific")
+    if entered is not None:
+        return entered
     with transaction.atomic():
-        bound = (CrowdSession.objects.select_related("annotator")
-                 .filter(study=study, annotator__platform=platform, annotator__external_id=(worker_id or "").strip(),
-                         platform_session_id=platform_session_id).first())
-        if bound is not None:  # includes a worker bound before sessions named annotators
-            return bound.annotator
         try:
             annotator = annotator_for_worker(platform=platform, worker_id=worker_id,
                                              session_id=platform_session_id)
         except HitError as exc:
             raise CrowdEntryRefused(str(exc)) from exc
-        CrowdSession.objects.get_or_create(study=study, annotator=annotator,
-                                           defaults={"platform_session_id": platform_session_id})
+        store.crowd_session_bind(study.pk, annotator.pk, platform_session_id, timezone.now())
     return annotator

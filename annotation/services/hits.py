@@ -75,12 +75,15 @@ def annotator_for_worker(*, platform: str, worker_id: str, session_id: str = "")
     worker_id = (worker_id or "").strip()
     if not worker_id or len(worker_id) > 200:
         raise HitError("a worker id is required (PROLIFIC_PID or workerId in the study link)")
-    annotator, _ = Annotator.objects.get_or_create(platform=platform, external_id=worker_id, session_id=session_id)
-    return annotator
+    return store.annotator_of_worker(platform, worker_id, session_id, timezone.now())
 
 
-@retry_transient
-def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment | None:
+# ``hit_next_for_annotator``'s ``current`` when the caller has not read the live lease.
+UNREAD = object()
+
+
+def hit_next_for_annotator(*, study: Study, annotator: Annotator, current: Assignment | None | object = UNREAD
+                           ) -> Assignment | None:
     """The annotator's live lease, or a new one; None when there is no work for them now.
 
     A live lease is returned again (a reload does not skip work), also while the study is
@@ -92,10 +95,21 @@ def hit_next_for_annotator(*, study: Study, annotator: Annotator) -> Assignment 
     who reached the study's ``session_hits_max`` or whose ``session_minutes`` are up gets
     nothing new (selectors.serving.crowd_session). Retried as a whole after a transient database
     error, so a lease whose commit was cut off is found as the current lease.
+
+    ``current``: the annotator's live lease (or None) as the caller read it just before
+    (``selectors.serving.hit_current_and_done``: a screen reads it with the worker's count, a
+    statement fewer); a retry reads it again.
     """
+    return _hit_next(study, annotator, [] if current is UNREAD else [current])
+
+
+@retry_transient
+def _hit_next(study: Study, annotator: Annotator, read: list) -> Assignment | None:
+    """``hit_next_for_annotator``; ``read``: the live lease the caller read, taken by the first
+    attempt only (a retry reads it: a lease whose commit was cut off is then found)."""
     if study.exclusions_active and annotator_is_excluded(study=study, annotator=annotator):
         return None
-    current = hit_current(study=study, annotator=annotator)
+    current = read.pop() if read else hit_current(study=study, annotator=annotator)
     if current is not None:
         return current
     if study.status != Study.Status.RUNNING:

@@ -1,5 +1,6 @@
 """The serving store: every statement of the serving loop (lease, submit, next HIT, release,
-reclaim), one named function each.
+reclaim, and a crowd worker's entry: its Annotator and CrowdSession upserts), one named
+function each.
 
 The ORM builds and compiles a statement anew on every call; on the serving loop that was more
 than half of the web tier's CPU (docs/benchmarks.md, "The hot path").
@@ -372,6 +373,35 @@ def crowd_annotator(annotator_id: int, study_id: int) -> Annotator | None:
     return _instance(Annotator, columns, row) if row is not None else None
 
 
+def annotator_of_worker(platform: str, worker_id: str, session_id: str, now: datetime) -> Annotator:
+    """The Annotator of a crowd worker's platform session (every column), stored (created at
+    ``now``) if new: one upsert, and a read only when the row was there (Django's get_or_create
+    read first, then inserted in a savepoint of its own: four round trips on PostgreSQL for a
+    new worker). Two entries at once find the one row (the INSERT waits for the other's)."""
+    columns, _ = _annotator_read()
+    row = _one(_ANNOTATOR_INSERT.format(columns=_select(columns)),
+               [platform, worker_id, session_id, _datetime(Annotator, "created_at", now)])
+    if row is None:
+        row = _one(f'SELECT {_select(columns)} FROM {ANNOTATOR} WHERE "platform" = %s AND "external_id" = %s '
+                   'AND "session_id" = %s', [platform, worker_id, session_id])
+    return _instance(Annotator, columns, row)
+
+
+# The conflict target is the constraint annotator_unique_external_session.
+_ANNOTATOR_INSERT = (f'INSERT INTO {ANNOTATOR} ("user_id", "platform", "external_id", "session_id", "created_at") '
+                     'VALUES (NULL, %s, %s, %s, %s) ON CONFLICT ("platform", "external_id", "session_id") DO NOTHING '
+                     'RETURNING {columns}')
+
+
+def crowd_session_bind(study_id: int, annotator_id: int, platform_session_id: str, now: datetime) -> None:
+    """Bind the annotator to the study (a CrowdSession with ``platform_session_id``, created at
+    ``now``) unless they are bound already (then the binding is left as it is): one upsert, no
+    savepoint (crowd_session_one_per_worker is the conflict target)."""
+    _execute(f'INSERT INTO {CROWD_SESSION} ("study_id", "annotator_id", "platform_session_id", "created_at", '
+             '"legacy_code_mac") VALUES (%s, %s, %s, %s, %s) ON CONFLICT ("study_id", "annotator_id") DO NOTHING',
+             [study_id, annotator_id, platform_session_id, _datetime(CrowdSession, "created_at", now), ""])
+
+
 def annotator_excluded(study_id: int, annotator_id: int) -> bool:
     """Whether the worker is excluded from the study; a statement of its own (a submit reads it
     under the pair's lock, docs/serving.md)."""
@@ -383,10 +413,12 @@ def annotator_judgement_count(study_id: int, annotator_id: int) -> int:
     """Real judgements of the annotator in the study. Read from the annotator's judgements, each
     checked for its study (an EXISTS): as a join, SQLite walked every comparison of the study
     instead (12,000 for SummEval, per request)."""
-    return _one(
-        f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
-        f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)',
-        [annotator_id, JudgementKind.REAL, study_id], planned_per_run=True)[0]
+    return _one(_JUDGEMENT_COUNT, [annotator_id, JudgementKind.REAL, study_id], planned_per_run=True)[0]
+
+
+_JUDGEMENT_COUNT = (
+    f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
+    f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)')
 
 
 # --- Assignments (HITs) --------------------------------------------------------------------
@@ -397,16 +429,38 @@ def _assignment(values) -> Assignment:
 
 def lease_current(study_id: int, annotator_id: int, now: datetime, *, with_checks: bool) -> Assignment | None:
     """The annotator's live lease in the study (a check's too ``with_checks``), the oldest."""
-    row = _one(
-        f"SELECT {_ASSIGNMENT_SELECT} FROM {ASSIGNMENT} a "
-        f'LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
-        + (f'LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
-        + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
-        + (' OR k."study_id" = %s)' if with_checks else ")")
-        + ' ORDER BY a."issued_at" LIMIT 1',
-        [annotator_id, Assignment.State.LEASED, _datetime(Assignment, "expires_at", now), study_id]
-        + ([study_id] if with_checks else []), planned_per_run=True)
+    row = _one(_lease_current_sql(with_checks), _lease_current_params(study_id, annotator_id, now, with_checks),
+               planned_per_run=True)
     return _assignment(row) if row is not None else None
+
+
+def lease_current_and_judgement_count(study_id: int, annotator_id: int, now: datetime, *,
+                                      with_checks: bool) -> tuple[Assignment | None, int]:
+    """``lease_current`` and ``annotator_judgement_count``, read in one statement: every screen
+    of an annotator asks both (a round trip fewer per request on PostgreSQL)."""
+    row = _one(_LEASE_CURRENT_AND_COUNT.format(count=_JUDGEMENT_COUNT, lease=_lease_current_sql(with_checks)),
+               [annotator_id, JudgementKind.REAL, study_id, *_lease_current_params(study_id, annotator_id, now,
+                                                                                    with_checks)],
+               planned_per_run=True)
+    return (_assignment(row[1:]) if row[1] is not None else None), row[0]
+
+
+_LEASE_CURRENT_AND_COUNT = "SELECT ({count}), lease.* FROM (SELECT 1) AS one LEFT JOIN ({lease}) AS lease ON TRUE"
+
+
+@lru_cache(maxsize=None)
+def _lease_current_sql(with_checks: bool) -> str:
+    return (f"SELECT {_ASSIGNMENT_SELECT} FROM {ASSIGNMENT} a "
+            f'LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
+            + (f'LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
+            + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
+            + (' OR k."study_id" = %s)' if with_checks else ")")
+            + ' ORDER BY a."issued_at" LIMIT 1')
+
+
+def _lease_current_params(study_id: int, annotator_id: int, now: datetime, with_checks: bool) -> list:
+    return ([annotator_id, Assignment.State.LEASED, _datetime(Assignment, "expires_at", now), study_id]
+            + ([study_id] if with_checks else []))
 
 
 def hit_of_study(study: Study, assignment_id: int) -> Assignment | None:

@@ -95,7 +95,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         timeout=20, transaction_mode="IMMEDIATE",
         init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
 else:
-    # A persistent connection that the server dropped is replaced before a request uses it.
+    # A persistent connection that the server dropped is replaced before a request uses it;
+    # the check polls the connection's socket, no round trip unless the server sent something
+    # (evalapp/postgresql_backend).
+    DATABASES["default"]["ENGINE"] = "evalapp.postgresql_backend"
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Server-side parameters and prepared statements: the serving loop runs the same few
     # statements all day, and PostgreSQL parsing and planning them anew was a third of its CPU
@@ -126,8 +129,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # Sessions are read on every annotator request: from this process's cache, the database
-# only on a miss (a crowd worker's session is written once, at the start link).
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# only on a miss (a crowd worker's session is written once, at the start link). A new
+# session's key is drawn without asking the database first (evalapp/sessions.py).
+SESSION_ENGINE = "evalapp.sessions"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

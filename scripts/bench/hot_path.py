@@ -6,9 +6,9 @@
     python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
     python scripts/bench/hot_path.py --statements 12              # the 12 costliest statements (CPU in execute)
 
-Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a temporary
-file; PostgreSQL: a database ``perf_bench_<pid>``, or ``--database-name``, created on the given
-server and dropped at the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
+Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a file in a
+temporary directory, removed at the end; PostgreSQL: a database ``perf_bench_<pid>``, or
+``--database-name``, created on the given server and dropped at the end), enters ``--workers`` crowd workers through the start link, then times ``--cycles``
 submits, round-robin over the workers, each the htmx POST that stores the answer and returns
 the next HIT — the request the load harness times as "submit + next HIT". Deployment settings:
 ``evalapp.settings.dev`` with DEBUG off, round closes inline but timed apart (a close runs in
@@ -19,6 +19,7 @@ process's CPU (Django, the driver) per cycle, and on PostgreSQL also the CPU of 
 backends that served its connections — every one of them: Django replaces a connection older
 than CONN_MAX_AGE (from /proc; 10 ms ticks, so read it over many cycles; pg_backends counts them).
 Prints one JSON object: cpu_ms_per_cycle, queries_per_cycle, python_calls_per_cycle (deterministic), pg_backend_cpu_ms_per_cycle,
+pg_round_trips_per_cycle (libpq's count, transaction control and health checks included),
 close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
 cpu_ms_per_cycle_min, the steadiest figure on a busy machine); and in wall time, the median
 submit + next HIT (submit_next_ms_median, a close's own time left out) and the median GET of the
@@ -36,6 +37,7 @@ import json
 import os
 import pstats
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -170,6 +172,55 @@ class BackendCpu:
     def total_ms(self) -> float:
         return self.closed_ms + (_backend_cpu_ms(self.pid) if self.pid is not None else 0.0)
 
+class WireTrace:
+    """The round trips to PostgreSQL while the block runs (of the connection, and of any that
+    replaces it meanwhile), from libpq's trace of its messages: each round trip ends with the
+    server's ReadyForQuery. ``sent``: the messages the client sent (a simple Query, or Parse /
+    Bind ... Sync of the extended protocol). Nothing on SQLite (``round_trips`` None)."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.round_trips: int | None = None
+        self.sent: list[str] = []
+        self.traced: list = []
+
+    def _trace(self, sender=None, connection=None, **kwargs) -> None:
+        import psycopg
+
+        pgconn = (connection or self.connection).connection.pgconn
+        file = tempfile.TemporaryFile(mode="w+")
+        pgconn.trace(file.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+        self.traced.append((pgconn, file))
+
+    def __enter__(self):
+        if self.connection.vendor == "postgresql":
+            from django.db.backends.signals import connection_created
+
+            self.connection.ensure_connection()
+            self._trace()
+            connection_created.connect(self._trace, weak=False)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.traced:
+            return
+        import psycopg
+        from django.db.backends.signals import connection_created
+
+        connection_created.disconnect(self._trace)
+        lines = []
+        for pgconn, file in self.traced:
+            if pgconn.status == psycopg.pq.ConnStatus.OK:
+                pgconn.untrace()
+            file.seek(0)
+            lines += file.read().splitlines()
+            file.close()
+        self.round_trips = sum(1 for line in lines if "\tReadyForQuery\t" in line)
+        self.sent = [line.split("\t", 3)[-1][:150] for line in lines
+                     if line.startswith("F\t") and ("\tQuery\t" in line or "\tParse\t" in line
+                                                    or "\tBind\t" in line or "\tSync" in line)]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,18 +243,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
                              "from `python -m protocol.arena make`")
     parser.add_argument("--metric", default="bert_score_f", help="the bundle's metric (arena bundles: judge_score)")
-    parser.add_argument("--show-sql", action="store_true", help="print the statements of one cycle (stderr)")
+    parser.add_argument("--show-sql", action="store_true",
+                        help="print the statements of one cycle (stderr); on PostgreSQL also its round trips "
+                             "to the server as libpq sent them (transaction control and health checks included)")
     parser.add_argument("--page-gets", type=int, default=5, help="GETs of each worker's HIT page, timed")
     parser.add_argument("--mode", choices=["htmx", "form"], default="htmx",
                         help="form: POST, then GET the annotate page (no JavaScript)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    dropped, _ = _setup(args.database_url, args.database_name)
+    dropped, var_dir = _setup(args.database_url, args.database_name)
     try:
         return _run(args)
     finally:
         if dropped:
             _drop(args.database_url, dropped)
+        # The SQLite database (its WAL and lock files) and the file caches: each run made its own.
+        shutil.rmtree(var_dir, ignore_errors=True)
 
 
 def _run(args) -> int:
@@ -317,9 +372,13 @@ def _run(args) -> int:
         done += 1
     if args.show_sql:
         shown.clear()
-        cycle(done % args.workers)
+        with WireTrace(connection) as wire:
+            cycle(done % args.workers)
         done += 1
         print(f"{len(shown)} statements in one submit + next HIT:", *shown, sep="\n", file=sys.stderr)
+        if wire.round_trips is not None:
+            print(f"{wire.round_trips} round trips to PostgreSQL in one submit + next HIT (libpq's messages sent):",
+                  *wire.sent, sep="\n", file=sys.stderr)
         shown.clear()
         args.show_sql = False
     runs = []
@@ -350,13 +409,15 @@ def _run(args) -> int:
     timed_wall = list(cycle_wall)  # the timed runs' cycles (the counting run below is slower)
     # Function calls per cycle (cProfile, one more run): deterministic, so it shows a change in
     # the work done even when the machine is too busy for CPU times to agree within 10 %.
+    # PostgreSQL: the same run's round trips (libpq's trace; closes included, as in queries_per_cycle).
     counter = cProfile.Profile()
     counting.append(counter)
-    counter.enable()
-    for _ in range(args.cycles):
-        cycle(done % args.workers)
-        done += 1
-    counter.disable()
+    with WireTrace(connection) as wire_counted:
+        counter.enable()
+        for _ in range(args.cycles):
+            cycle(done % args.workers)
+            done += 1
+        counter.disable()
     calls = sum(entry[1] for entry in pstats.Stats(counter).stats.values())
     counting.clear()
     page_wall = []
@@ -381,6 +442,7 @@ def _run(args) -> int:
     result["hit_page_bytes_median"] = int(statistics.median(len(p.encode()) for p in pages))
     if backends:
         result["pg_backends"] = backends.connections
+        result["pg_round_trips_per_cycle"] = round(wire_counted.round_trips / args.cycles, 2)
     print(json.dumps(result))
     if args.statements:
         print(f"statements with the most CPU in execute, {args.repeat} x {args.cycles} cycles (closes included):")

@@ -3,8 +3,10 @@ the platform's study checked, new workers per client limited, a code of one's ow
 import csv
 import io
 import json
+import threading
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from annotation.access import session_annotator_key
@@ -141,3 +143,30 @@ def test_two_sessions_of_one_worker_id_export_as_two_annotators():
     labels = sorted(r["annotator"] for r in exported if r["kind"] == "human_preference")
     assert labels == ["prolific:p1:s1", "prolific:p1:s2"]
     assert len(parse_bundle_lines((n, json.dumps(r)) for n, r in enumerate(exported, 1)).human_preferences) == 2
+
+
+def test_one_worker_entering_twice_at_once_is_one_annotator_bound_once():
+    """The start link's writes are upserts, read outside their transaction (services/crowd.py):
+    two entries of one platform session at once (a double click, two tabs) meet on the
+    Annotator's and the CrowdSession's constraints and both work as the one worker."""
+    study = study_import(source=bundle_bytes(crowd_rows()))
+    both = threading.Barrier(2)
+    statuses, annotators = [], []
+
+    def enter_once():
+        client = Client()
+        try:
+            both.wait(10)
+            statuses.append(enter(client, study.slug, "PROLIFIC_PID=twice&STUDY_ID=x&SESSION_ID=s1").status_code)
+            annotators.append(client.session[session_annotator_key(study)])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=enter_once) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert statuses == [302, 302] and len(set(annotators)) == 1
+    assert Annotator.objects.filter(external_id="twice").count() == 1
+    assert CrowdSession.objects.filter(study=study, annotator_id=annotators[0]).count() == 1

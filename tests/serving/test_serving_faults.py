@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -221,3 +222,21 @@ def test_a_worker_killed_mid_close_and_restarted_converges_to_the_same_decisions
             assert row.state["theta"][-1] == pair.theta[-1] and row.decision == pair.decision
     assert Study.objects.get(pk=study.pk).protocol_closes == 1
     assert Judgement.objects.filter(comparison__study=study).count() == 12
+
+
+def test_a_connection_the_server_ended_between_requests_is_replaced_before_the_next_ones_first_statement():
+    """The health check polls the connection's socket instead of sending SELECT 1
+    (evalapp/postgresql_backend): a connection the server ended while it was idle has its last
+    message and the end of the stream to read, so it is replaced, not handed to the request."""
+    connection.ensure_connection()
+    ended = connection.connection.info.backend_pid
+    with psycopg.connect(connection.connection.info.dsn, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [ended])
+        for _ in range(100):  # until the server has let go of it
+            if other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [ended]).fetchone()[0] == 0:
+                break
+            time.sleep(0.02)
+    connection.close_if_unusable_or_obsolete()  # a request starts (Django's close_old_connections)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != ended

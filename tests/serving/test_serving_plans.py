@@ -8,10 +8,15 @@ Its CPU cost is mostly per statement (the ORM builds each, the database parses a
 the count is held down too; docs/serving.md lists the statements.
 """
 import re
+import tempfile
 
 import pytest
+from django.core.signals import request_started
 from django.db import connection
+from django.db.backends.signals import connection_created
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from psycopg import pq
 
 from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes, crowd_rows
@@ -88,8 +93,9 @@ def test_a_lease_reads_the_first_open_pairs_without_sorting_them_all(client):
 # the worker's exclusion read under the pair's lock, services/quality.py); 19 and 20 before the
 # HIT's comparison, item and outputs were read in one statement; 18 and 19 before issue 41 (the
 # exclusion and the comparison's judgements read in one statement; on PostgreSQL a submit's four
-# writes, a lease's three, and the open pairs with the first one's lock, one statement each).
-LOOP_STATEMENTS = {"sqlite": 17, "postgresql": 12}
+# writes, a lease's three, and the open pairs with the first one's lock, one statement each);
+# 17 and 12 before the worker's judgement count and live lease were read in one statement.
+LOOP_STATEMENTS = {"sqlite": 16, "postgresql": 11}
 
 
 def test_submit_and_next_hit_stay_within_their_statements(client):
@@ -110,7 +116,7 @@ def test_submit_and_next_hit_stay_within_their_statements(client):
 # with use, by their text: the annotator's judgement count, their live lease, and the lease's
 # read of a pair's items (docs/serving.md, "Query plans and statements").
 PLANNED_PER_RUN = {
-    "the judgement count": re.compile(r'^SELECT COUNT\(\*\) FROM "annotation_judgement" j WHERE j."annotator_id"'),
+    "the judgement count": re.compile(r'SELECT COUNT\(\*\) FROM "annotation_judgement" j WHERE j."annotator_id"'),
     "the live lease": re.compile(r'FROM "annotation_assignment" a LEFT JOIN "annotation_comparison" c .* '
                                  r'a."expires_at" > '),
     "the lease's item read": re.compile(r'FROM "annotation_item" i LEFT JOIN "annotation_comparison" c '),
@@ -148,3 +154,81 @@ def test_the_loop_plans_its_data_dependent_statements_on_every_run(client):
     by_slug = [row for row in prepared if row[0].startswith('SELECT "id", ') and 'FROM "annotation_study" WHERE "slug"'
                in row[0]]
     assert by_slug and by_slug[0][1] > 0, prepared
+
+
+def _between_requests(**kwargs) -> None:
+    """What a server does when a request starts (Django's close_old_connections, which the test
+    client turns off): a reused connection is then health-checked before its first statement."""
+    connection.close_if_unusable_or_obsolete()
+
+
+class RoundTrips:
+    """The round trips to PostgreSQL while the block runs, counted from libpq's trace of the
+    connection's messages (every round trip ends with the server's ReadyForQuery): transaction
+    control, health checks and statement preparations included, which Django's query log
+    leaves out. Each request starts as under a server (``_between_requests``). ``sent``: the
+    client's messages, for a failure's message."""
+
+    def __enter__(self):
+        self.files = []
+        request_started.connect(_between_requests, weak=False)
+        connection_created.connect(self._trace, weak=False)
+        connection.ensure_connection()
+        self._trace(None, connection)
+        return self
+
+    def _trace(self, sender, connection, **kwargs) -> None:
+        traced = tempfile.TemporaryFile(mode="w+")
+        connection.connection.pgconn.trace(traced.fileno())
+        connection.connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        self.files.append((connection.connection.pgconn, traced))
+
+    def __exit__(self, *exc) -> None:
+        connection_created.disconnect(self._trace)
+        request_started.disconnect(_between_requests)
+        lines = []
+        for pgconn, traced in self.files:
+            if pgconn.status == pq.ConnStatus.OK:
+                pgconn.untrace()
+            traced.seek(0)
+            lines += traced.read().splitlines()
+            traced.close()
+        self.count = sum(1 for line in lines if "\tReadyForQuery\t" in line)
+        self.sent = "\n".join(line[:140] for line in lines
+                              if line.startswith("F\t") and ("\tQuery\t" in line or "\tBind\t" in line))
+
+
+# Round trips to PostgreSQL of one submit + next HIT (htmx), and of a new crowd worker's first
+# HIT (the start link that leases it and the annotate page it redirects to: what
+# scripts/bench/scale_probe.py times), once the loop's statements are prepared on the
+# connection (docs/serving.md, "Round trips"). Before they were cut: 17 and 30 (a health
+# check's SELECT 1 per request, the crowd worker read per request, the worker's count and live
+# lease in two statements; at the start link the entry read twice, get_or_create's reads and
+# savepoints, the new session's key looked up and its INSERT in a transaction of its own).
+LOOP_ROUND_TRIPS = 14
+FIRST_HIT_ROUND_TRIPS = 16
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="round trips to the PostgreSQL server")
+def test_submit_and_next_hit_and_a_first_hit_stay_within_their_round_trips(client):
+    study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=200)))
+    first_hits = []
+    for n in range(4):  # the later ones: the loop's statements prepared on the connection
+        worker = Client()
+        with RoundTrips() as trips:
+            start_worker(worker, study.slug, f"first{n}")
+            assert FORM.search(worker.get(f"/s/{study.slug}/annotate/").content.decode())
+        first_hits.append(trips)
+    assert min(t.count for t in first_hits) <= FIRST_HIT_ROUND_TRIPS, ([t.count for t in first_hits],
+                                                                        first_hits[-1].sent)
+    start_worker(client, study.slug, "trips")
+    body = client.get(f"/s/{study.slug}/annotate/").content.decode()
+    cycles = []
+    for _ in range(6):
+        with RoundTrips() as trips:
+            response = client.post(FORM.search(body).group(1), {"key": KEY.search(body).group(1), "answer": "left"},
+                                   HTTP_HX_REQUEST="true")
+        body = response.content.decode()
+        assert response.status_code == 200 and FORM.search(body)
+        cycles.append(trips)
+    assert min(t.count for t in cycles[3:]) <= LOOP_ROUND_TRIPS, ([t.count for t in cycles], cycles[-1].sent)
