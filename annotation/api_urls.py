@@ -9,6 +9,7 @@ urlpatterns = [
     path("studies/", api.StudyListApi.as_view(), name="api_studies"),
     path("studies/<slug:slug>/", api.StudyDetailApi.as_view(), name="api_study"),
     path("studies/<slug:slug>/settings/", api.StudySettingsApi.as_view(), name="api_study_settings"),
+    path("studies/<slug:slug>/pairs/", api.StudyPairsApi.as_view(), name="api_study_pairs"),
     path("studies/<slug:slug>/decisions/", api.StudyDecisionsApi.as_view(), name="api_study_decisions"),
     path("studies/<slug:slug>/leaderboard/", api.StudyLeaderboardApi.as_view(), name="api_study_leaderboard"),
     path("studies/<slug:slug>/leaderboard/style/", api.StudyStyleLeaderboardApi.as_view(),

@@ -235,10 +235,12 @@ class StudyDetailSerializer(StudySerializer):
         "per preference metric and judge: verdicts, ordered, decisive, first_position_share, both_orders, "
         "flip_rate, human_compared, human_agreement (protocol.judges.JudgeStats); criterion: in a rubric study, "
         "the criterion whose human answers it is compared with"))
-    pairs = PairSerializer(many=True)
+    pair_count = serializers.IntegerField(help_text="the study's system pairs")
+    pairs_url = serializers.URLField(help_text="every pair's state, paged (study_pairs)")
 
     class Meta(StudySerializer.Meta):
-        fields = StudySerializer.Meta.fields + ["budget", "statuses", "favi_summary", "spa", "judges", "pairs"]
+        fields = StudySerializer.Meta.fields + ["budget", "statuses", "favi_summary", "spa", "judges", "pair_count",
+                                                "pairs_url"]
 
 
 class StudySettingsSerializer(serializers.Serializer):
@@ -300,7 +302,10 @@ class DecisionListSerializer(serializers.Serializer):
     systems = serializers.ListField(child=serializers.CharField())
     budget = BudgetSerializer()
     statuses = serializers.DictField(child=serializers.IntegerField())
-    pairs = DecisionSerializer(many=True)
+    count = serializers.IntegerField(help_text="the study's pairs, on every page")
+    next = serializers.URLField(allow_null=True, help_text="the next page of pairs; null on the last")
+    previous = serializers.URLField(allow_null=True, help_text="the previous page of pairs; null on the first")
+    pairs = DecisionSerializer(many=True, help_text="a page of the pairs (page, page_size)")
     order_claims = OrderClaimSerializer(many=True, help_text="the active design's fitted order: each neighbour "
                                         "claim and what it rests on ([] for the other designs)")
     top_claims = TopClaimSerializer(many=True, help_text="the active design's top-k claims at its tiers' ends, "

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from annotation import models, reports
+from annotation import models, reports, serializers
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Assignment, Judgement, Study, StudyMembership
 from annotation.services.members import study_membership_set
@@ -49,7 +49,9 @@ def test_import_through_the_api_reports_problems_with_lines():
     listed = client.get("/api/studies/").json()
     assert [s["slug"] for s in listed] == ["api-study"]
     detail = client.get("/api/studies/api-study/").json()
-    assert detail["budget"]["total"] == 90 and len(detail["pairs"]) == 3
+    assert detail["budget"]["total"] == 90 and detail["pair_count"] == 3
+    assert detail["pairs_url"] == "http://testserver/api/studies/api-study/pairs/"
+    assert client.get(detail["pairs_url"]).json()["count"] == 3
     assert sorted(r["system"] for r in detail["leaderboard"]) == ["A", "B", "C"]
 
 
@@ -446,9 +448,44 @@ def test_the_decisions_and_study_endpoints_read_the_rounds_report_not_every_pair
     try:
         decisions = researcher.get("/api/studies/s2/decisions/")
         detail = researcher.get("/api/studies/s2/")
+        pairs = researcher.get("/api/studies/s2/pairs/")
     finally:
         post_init.disconnect(count, sender=models.PairState)
-    assert decisions.status_code == 200 and detail.status_code == 200
-    assert len(decisions.json()["pairs"]) == 3 and len(detail.json()["pairs"]) == 3
+    assert decisions.status_code == 200 and detail.status_code == 200 and pairs.status_code == 200
+    assert len(decisions.json()["pairs"]) == 3 and detail.json()["pair_count"] == 3 and pairs.json()["count"] == 3
     assert sum(p["judgements"] for p in decisions.json()["pairs"]) == 6
     assert loaded == [], f"the API loaded {len(loaded)} pair rows"
+
+
+def test_the_pairs_are_paged_and_the_study_detail_links_to_them(study_with_annotator, monkeypatch):
+    """At 200 systems the study's detail and its decisions serialised all 19,900 pairs (5 MB
+    each, a second): the detail names the pairs' count and links to their pages, the
+    decisions serve a page of them; the pages together are every pair once."""
+    researcher, annotator = study_with_annotator
+    assert answer_hits(annotator, "s2", 4) == 4
+    every = reports.study_dashboard(study=Study.objects.get(slug="s2"), current=True)["pairs"]
+    keys = [(p["first"], p["second"]) for p in every]
+    serialised = []
+    original = serializers.PairSerializer.to_representation
+    monkeypatch.setattr(serializers.PairSerializer, "to_representation",
+                        lambda self, row: serialised.append(row) or original(self, row))
+    detail = researcher.get("/api/studies/s2/").json()
+    assert "pairs" not in detail and detail["pair_count"] == 3 and serialised == []
+    first = researcher.get(detail["pairs_url"] + "?page_size=2").json()
+    assert first["count"] == 3 and first["previous"] is None and len(first["results"]) == 2
+    assert len(serialised) == 2
+    second = researcher.get(first["next"]).json()
+    assert second["next"] is None and len(second["results"]) == 1
+    assert [(p["first"], p["second"]) for p in first["results"] + second["results"]] == keys
+    assert set(first["results"][0]) == set(serializers.PairSerializer().fields)
+    serialised.clear()
+    decisions = researcher.get("/api/studies/s2/decisions/?page_size=2").json()
+    assert len(serialised) == 2 and decisions["count"] == 3 and decisions["previous"] is None
+    assert [(p["first"], p["second"]) for p in decisions["pairs"]] == keys[:2]
+    rest = researcher.get(decisions["next"]).json()
+    assert [(p["first"], p["second"]) for p in rest["pairs"]] == keys[2:] and rest["next"] is None
+    assert rest["systems"] == decisions["systems"] and rest["budget"] == decisions["budget"]
+    for bad in ("page_size=0", "page_size=20001", "page=0"):
+        assert_error(researcher.get(f"/api/studies/s2/decisions/?{bad}"), 400, "invalid")
+        assert_error(researcher.get(f"/api/studies/s2/pairs/?{bad}"), 400, "invalid")
+
