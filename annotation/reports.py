@@ -81,11 +81,12 @@ def study_dashboard(*, study: Study, current: bool = False) -> dict:
     a close): this round's parts are computed in the request when the cache holds an older
     round's.
     """
-    version = dashboard.dashboard_version(study=study)
+    pairs = dashboard.dashboard_pair_totals(study=study)  # one scan of the wide pair rows for both
+    version = dashboard.dashboard_version(study=study, pairs=pairs)
     data = _dashboard_cached(study, version, last_round=not current)
     if data is None:
         data = _dashboard_store(study, version)
-    return {**data, **dashboard.dashboard_live(study=study, data=data)}
+    return {**data, **dashboard.dashboard_live(study=study, data=data, pairs=pairs)}
 
 
 def study_dashboard_ready(*, study: Study) -> dict | None:
@@ -93,7 +94,8 @@ def study_dashboard_ready(*, study: Study) -> dict | None:
     it and gets None while it runs (the page says so and reloads itself): ``import_study``
     leaves the first one to the job (tens of seconds at 200 systems: docs/benchmarks.md,
     "Import"), and a request must not spend them. Ready at once where jobs run inline."""
-    version = dashboard.dashboard_version(study=study)
+    pairs = dashboard.dashboard_pair_totals(study=study)
+    version = dashboard.dashboard_version(study=study, pairs=pairs)
     data = _dashboard_cached(study, version)
     if data is None:
         if DASHBOARD.claim(study.pk):
@@ -101,7 +103,7 @@ def study_dashboard_ready(*, study: Study) -> dict | None:
         data = _dashboard_cached(study, version)
         if data is None:
             return None
-    return {**data, **dashboard.dashboard_live(study=study, data=data)}
+    return {**data, **dashboard.dashboard_live(study=study, data=data, pairs=pairs)}
 
 
 def _dashboard_cached(study: Study, version: tuple, *, last_round: bool = True) -> dict | None:
