@@ -489,3 +489,21 @@ def test_the_pairs_are_paged_and_the_study_detail_links_to_them(study_with_annot
         assert_error(researcher.get(f"/api/studies/s2/decisions/?{bad}"), 400, "invalid")
         assert_error(researcher.get(f"/api/studies/s2/pairs/?{bad}"), 400, "invalid")
 
+
+def test_the_report_of_a_study_without_human_labels_is_refused_before_the_study_is_read():
+    """Before its first judgement a study has no human label: at 200 x 2,000 the report read
+    the whole study as a bundle (400,000 outputs, a minute) to answer that 409."""
+    client, _ = api_for("r", researcher=True)
+    assert api_upload(client, crowd_rows(), slug="unlabelled").status_code == 201
+    built = []
+    post_init.connect(lambda sender, instance, **kw: built.append(instance.pk), sender=models.Output, weak=False,
+                      dispatch_uid="report-outputs")
+    try:
+        refused = client.get("/api/studies/unlabelled/report/")
+        unknown = client.get("/api/studies/unlabelled/report/", {"metric": "bleu"})
+    finally:
+        post_init.disconnect(sender=models.Output, dispatch_uid="report-outputs")
+    assert_error(refused, 409, "conflict")
+    assert_error(unknown, 409, "conflict")
+    assert "human" in refused.json()["detail"] and "unknown metric 'bleu'" in unknown.json()["detail"]
+    assert built == []
