@@ -54,6 +54,7 @@ EXPECTED = {
     "api/studies/<slug:slug>/": [("GET", "/api/studies/{slug}/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/settings/": [("GET", "/api/studies/{slug}/settings/", None, RESEARCHER_API),
                                           ("PATCH", "/api/studies/{slug}/settings/", {}, RESEARCHER_API)],
+    "api/studies/<slug:slug>/pairs/": [("GET", "/api/studies/{slug}/pairs/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/decisions/": [("GET", "/api/studies/{slug}/decisions/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/leaderboard/": [("GET", "/api/studies/{slug}/leaderboard/", None, RESEARCHER_API)],
     "api/studies/<slug:slug>/leaderboard/style/": [("GET", "/api/studies/{slug}/leaderboard/style/", None,
