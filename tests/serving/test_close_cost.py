@@ -116,29 +116,22 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     assert decided >= 2
 
 
-ACTIVE_SYSTEMS = 14  # 91 pairs, more neighbours than the design's width (10 rounds in flight)
-
-
-@pytest.mark.parametrize("metric", [True, False])
-def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_pairs(metric, monkeypatch):
-    """The active design's close reads the pairs with labels or a round, and the fitted order's
-    neighbours it lacks (``study_pairs_read``); its closes, fits and fundings equal the full
-    state's pair for pair. Fails on the close that read every pair of an advancing design.
-    The humans' order is not the metric's (or the seeded shuffle's), so the fit reorders and
-    funds pairs the start did not."""
-    rows = many_systems_rows(ACTIVE_SYSTEMS, items=ITEMS)
-    rows[0].update(name=f"active close {metric}", batch_size=4, budget=3000, gamma=0.2, pair_design="active",
-                   family_control="none")
+def ordering_study_served(*, design: str, slug: str, systems: int, items: int, metric: bool, truth_seed: int,
+                          answer_seed: int, agreement: float, monkeypatch) -> tuple[Study, list[int], list]:
+    """A study of an ordering ``design`` over ``systems`` systems served until done by workers
+    who agree with a seeded order ``agreement`` of the time (not the metric's, nor the seeded
+    shuffle's), every close compared with the full close first (``both_ways_equal``): the study,
+    the pairs each close decoded, and the pairs the design read in beyond its snapshot."""
+    rows = many_systems_rows(systems, items=items)
+    rows[0].update(name=slug, batch_size=4, budget=3000, gamma=0.2, pair_design=design, family_control="none")
     if not metric:
         del rows[0]["metric"]
         rows = [row for row in rows if row["kind"] != "metric_score"]
-    study = study_import(source=bundle_bytes(rows), slug=f"active-close-{int(metric)}",
-                         metric="m" if metric else None)
+    study = study_import(source=bundle_bytes(rows), slug=slug, metric="m" if metric else None)
     assert protocol_state.close_reads_some(study)
-    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(7).sample(range(ACTIVE_SYSTEMS),
-                                                                                  ACTIVE_SYSTEMS))}
-    rng = random.Random(int(metric))
-    workers = workers_of([f"ac{int(metric)}-{n}" for n in range(6)])
+    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(truth_seed).sample(range(systems), systems))}
+    rng = random.Random(answer_seed)
+    workers = workers_of([f"{slug}-{n}" for n in range(6)])
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared, read_in = [], []
 
@@ -151,9 +144,25 @@ def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_p
 
     def value_of(first, second):
         better = 1 if truth[first] < truth[second] else -1
-        return better if rng.random() < 0.8 else -better
+        return better if rng.random() < agreement else -better
 
     serve_until_done(study, workers, value_of, close_both_ways)
+    return study, compared, read_in
+
+
+ACTIVE_SYSTEMS = 14  # 91 pairs, more neighbours than the design's width (10 rounds in flight)
+
+
+@pytest.mark.parametrize("metric", [True, False])
+def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_pairs(metric, monkeypatch):
+    """The active design's close reads the pairs with labels or a round, and the fitted order's
+    neighbours it lacks (``study_pairs_read``); its closes, fits and fundings equal the full
+    state's pair for pair. Fails on the close that read every pair of an advancing design.
+    The humans' order is not the metric's (or the seeded shuffle's), so the fit reorders and
+    funds pairs the start did not."""
+    study, compared, read_in = ordering_study_served(
+        design="active", slug=f"active-close-{int(metric)}", systems=ACTIVE_SYSTEMS, items=ITEMS, metric=metric,
+        truth_seed=7, answer_seed=int(metric), agreement=0.8, monkeypatch=monkeypatch)
     pairs = ACTIVE_SYSTEMS * (ACTIVE_SYSTEMS - 1) // 2
     assert len(compared) >= 20 and max(compared) < pairs
     assert read_in, "the fit never asked for a pair beyond those with labels"
@@ -282,34 +291,9 @@ def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_i
     decisions and fundings equal the full state's pair for pair. Fails on the close that read
     every pair of an advancing design other than the active one. With a metric the sort starts
     from the metric's order, without from a seeded shuffle; the humans' order is neither."""
-    rows = many_systems_rows(RANKING_SYSTEMS, items=RANKING_ITEMS)
-    rows[0].update(name=f"ranking close {metric}", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
-                   family_control="none")
-    if not metric:
-        del rows[0]["metric"]
-        rows = [row for row in rows if row["kind"] != "metric_score"]
-    study = study_import(source=bundle_bytes(rows), slug=f"ranking-close-{int(metric)}",
-                         metric="m" if metric else None)
-    assert protocol_state.close_reads_some(study)
-    truth = {f"sys{n:02d}": rank for rank, n in enumerate(random.Random(11).sample(range(RANKING_SYSTEMS),
-                                                                                   RANKING_SYSTEMS))}
-    rng = random.Random(10 + int(metric))
-    workers = workers_of([f"rc{int(metric)}-{n}" for n in range(6)])
-    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
-    compared, read_in = [], []
-
-    def close_both_ways():
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            study.refresh_from_db()
-            decoded, _ = both_ways_equal(study, read_in)
-            compared.append(decoded)
-            runtime.rounds_close(study_id=study.pk)
-
-    def value_of(first, second):
-        better = 1 if truth[first] < truth[second] else -1
-        return better if rng.random() < 0.85 else -better
-
-    serve_until_done(study, workers, value_of, close_both_ways)
+    study, compared, read_in = ordering_study_served(
+        design="ranking", slug=f"ranking-close-{int(metric)}", systems=RANKING_SYSTEMS, items=RANKING_ITEMS,
+        metric=metric, truth_seed=11, answer_seed=10 + int(metric), agreement=0.85, monkeypatch=monkeypatch)
     pairs = RANKING_SYSTEMS * (RANKING_SYSTEMS - 1) // 2
     assert len(compared) >= 10 and max(compared) <= ranking_design.planned_decisions(RANKING_SYSTEMS) < pairs
     assert read_in, "the sort never asked for a pair beyond those it had run"
