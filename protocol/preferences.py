@@ -183,15 +183,21 @@ def _mean_scores(rows) -> dict[str, dict[str, float]]:
     return by_item
 
 
-def _preferences_from_mean_scores(by_item: dict[str, dict[str, float]], eps: float, annotator: str):
+def _preferences_from_mean_scores(by_item: dict[str, dict[str, float]], eps: float, annotator: str,
+                                  on: dict[str, set[tuple[str, str]]] | None = None):
+    """(item, a, b, label, annotator) for every item and pair of its scored systems, a < b;
+    ``on``: only the pairs it names for the item (item -> {(a, b)}, a < b)."""
     for item in sorted(by_item):
         scores = by_item[item]
-        systems = sorted(scores)
-        for i, a in enumerate(systems):
-            for b in systems[i + 1:]:
-                diff = scores[a] - scores[b]
-                value = 0 if abs(diff) <= eps else (1 if diff > 0 else -1)
-                yield item, a, b, value, annotator
+        if on is None:
+            systems = sorted(scores)
+            pairs = [(a, b) for i, a in enumerate(systems) for b in systems[i + 1:]]
+        else:
+            pairs = sorted((a, b) for a, b in on.get(item, ()) if a in scores and b in scores)
+        for a, b in pairs:
+            diff = scores[a] - scores[b]
+            value = 0 if abs(diff) <= eps else (1 if diff > 0 else -1)
+            yield item, a, b, value, annotator
 
 
 def human_labels(bundle: Bundle, eps: float = 0.0, *, per_item: bool = True
@@ -213,17 +219,32 @@ def human_labels(bundle: Bundle, eps: float = 0.0, *, per_item: bool = True
     return table
 
 
-def metric_labels(bundle: Bundle, metric: str, eps: float = 0.0) -> dict[tuple[str, str], PairLabels]:
-    """One label per item and pair from a metric's metric_score or metric_preference rows."""
+def metric_labels(bundle: Bundle, metric: str, eps: float = 0.0, *, on: Mapping | None = None
+                  ) -> dict[tuple[str, str], PairLabels]:
+    """One label per item and pair from a metric's metric_score or metric_preference rows.
+
+    ``on``: a label table (e.g. human_labels'): only the labels of the (pair, item)s it holds,
+    each what it is without ``on`` (a pair the metric labels on none of them is left out).
+    """
     kind = bundle.metric_kind(metric)
+    wanted: dict[str, set[tuple[str, str]]] | None = None
+    if on is not None:
+        wanted = defaultdict(set)
+        for (first, second), labels in on.items():
+            pair = tuple(sorted((first, second)))
+            for item in set(labels.items.tolist()):
+                wanted[item].add(pair)
     if kind == "score":
-        by_item = _mean_scores(r for r in bundle.metric_scores if r.metric == metric)
-        rows = _preferences_from_mean_scores(by_item, eps, metric)
+        by_item = _mean_scores(r for r in bundle.metric_scores if r.metric == metric
+                               and (wanted is None or r.item in wanted))
+        rows = _preferences_from_mean_scores(by_item, eps, metric, wanted)
     else:
         verdicts: dict[tuple[str, str, str], list[int]] = {}
         for r in bundle.metric_preferences:
             if r.metric == metric:
                 a, b = sorted((r.first, r.second))
+                if wanted is not None and (a, b) not in wanted.get(r.item, ()):
+                    continue
                 verdicts.setdefault((r.item, a, b), []).append(r.preference if a == r.first else -r.preference)
         rows = ((item, a, b, combine_verdicts(values), metric) for (item, a, b), values in verdicts.items())
     return _pair_table(rows)

@@ -126,6 +126,33 @@ def _preference_route(human, metric, permutations: int, seed: int):
     return result, max(len(r) for r in human_rows)
 
 
+def human_items_suffice(bundle: Bundle, metric: str, eps: float = 0.0) -> bool:
+    """Whether ``compare_metric(bundle, metric, eps)`` gives what it gives on any bundle that
+    adds to this one items without human labels (their outputs and metric rows; the same
+    systems, the same human rows): the metric labels every pair the humans label on one of
+    the items they label it on (``_judged_metric_labels``).
+    """
+    if metric not in bundle.metrics:
+        return False
+    return _judged_metric_labels(bundle, metric, human_labels(bundle, eps), eps) is not None
+
+
+def _judged_metric_labels(bundle: Bundle, metric: str, human: dict, eps: float):
+    """The metric's labels of the (pair, item)s ``human`` labels, or None when the metric
+    labels some human pair on none of its items.
+
+    They are all compare_metric reads of the metric's labels: a pair's confusion pairs each
+    human-labelled item with its metric label (protocol.favi.paired_items drops the metric's
+    other items), so do the item-clustered bootstrap and the preference SPA (the items both
+    rated); the score SPA reads the score matrices, on the items both have. The metric's
+    other labels decide only which pairs are listed: a human pair is listed when the metric
+    labels it on any item. When each human pair has a label here, every human pair is listed
+    either way, and no number changes; otherwise (None) the caller needs every label.
+    """
+    labels = metric_labels(bundle, metric, eps, on=human)
+    return labels if set(human) <= set(labels) else None
+
+
 def compare_metric(
     bundle: Bundle,
     metric: str,
@@ -142,7 +169,10 @@ def compare_metric(
     if not bundle.human_scores and not bundle.human_preferences:
         raise ValueError("the bundle has no human_score or human_preference rows to compare with")
     human = human_labels(bundle, eps)
-    labels = metric_labels(bundle, metric, eps)
+    # At 200 systems x 2,000 items the metric labels 40 M (pair, item)s; a few thousand are judged.
+    labels = _judged_metric_labels(bundle, metric, human, eps)
+    if labels is None:
+        labels = metric_labels(bundle, metric, eps)
     results = favi_by_pair(human, labels)
     if not results:
         raise ValueError(f"no system pair has both human and {metric!r} labels")

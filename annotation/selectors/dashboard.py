@@ -13,7 +13,7 @@ from protocol.allocation import design_weights, kish_ess
 from protocol.leaderboard import natural_sorted
 from protocol.preferences import pair_labels_table
 from protocol.projection import judgements_to_finish, projection_draws
-from protocol.report import compare_metric, report_json
+from protocol.report import compare_metric, human_items_suffice, report_json
 
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Judgement, JudgeRun, PairState, PairStateHistory,
                       Study)
@@ -23,7 +23,7 @@ from .quality import counted_judgements, judgement_agreement
 from .serving import protocol_pair_of
 from .style import study_style_leaderboard
 from .fragility import NO_FRAGILITY, study_pair_fragility
-from .exports import study_bundle
+from .exports import human_labelled_items, study_bundle
 from .studies import (
     pair_item_names,
     study_design_kinds,
@@ -461,7 +461,12 @@ def study_metric_report(*, study: Study, metric: str | None = None) -> dict:
         raise ValueError("the study has no human labels to compare with yet (no human_score row, no counted "
                          "judgement)")
     tie_margin = study.metrics.filter(name=name).values_list("tie_margin", flat=True).first() or 0.0
-    report = compare_metric(study_bundle(study=study), name, eps=tie_margin, seed=study.protocol_seed)
+    # The items with a human label are all the report reads (protocol.report.human_items_suffice):
+    # at 200 x 2,000 a few hundred judged items, not 400,000 outputs and 40 M metric labels.
+    bundle = study_bundle(study=study, items=human_labelled_items(study=study))
+    if not human_items_suffice(bundle, name, tie_margin):
+        bundle = study_bundle(study=study)  # the metric left a judged pair unlabelled there
+    report = compare_metric(bundle, name, eps=tie_margin, seed=study.protocol_seed)
     return {"metric": name, **report_json(report)}
 
 
