@@ -253,29 +253,42 @@ def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget
         assert state.budget_left == 0
 
 
-def test_a_rubric_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
-    """Fails on the close that decoded every pair of a rubric (28 here, 19,900 at 200 systems)."""
-    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
-    study = rubric_study("rubric-decodes", 2000, True)
-    workers = workers_of([f"rbd-{n}" for n in range(6)])
-    filled = None
+def served_until_one_pair_fills(study: Study, workers: dict, **answer) -> PairState:
+    """The first pair row whose round fills as ``workers`` take HITs in turn and submit
+    ``answer`` (``judgement_submit``'s keyword arguments); call with the close job off."""
     for _ in range(100):
-        if filled is not None:
-            break
         for annotator in workers.values():
             hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
             if hit is None:
                 continue
             hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
-                                  shown_value=0, answers={c["name"]: {"value": 1} for c in RUBRIC_CRITERIA})
+                                  **answer)
             filled = PairState.objects.filter(study=study, status=adaptive.FILLED).first()
             if filled is not None:
-                break
+                return filled
+    raise AssertionError(f"no round of study {study.slug!r} filled")
+
+
+def decoded_by_one_close(study: Study, monkeypatch) -> list[str]:
+    """The pairs (``_lanes_of``'s names of them) that one round close of ``study`` decodes, by
+    a process that has decoded none before; the close must close a round (one: the callers
+    stop serving at the first that fills)."""
     decoded = []
     real = protocol_state._lanes_of
     monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
-    protocol_state._parsed.clear()  # no pair decoded by this process before
+    protocol_state._parsed.clear()
     assert runtime.rounds_close(study_id=study.pk) == 1
+    return decoded
+
+
+def test_a_rubric_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
+    """Fails on the close that decoded every pair of a rubric (28 here, 19,900 at 200 systems)."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    study = rubric_study("rubric-decodes", 2000, True)
+    workers = workers_of([f"rbd-{n}" for n in range(6)])
+    filled = served_until_one_pair_fills(study, workers, shown_value=0,
+                                         answers={c["name"]: {"value": 1} for c in RUBRIC_CRITERIA})
+    decoded = decoded_by_one_close(study, monkeypatch)
     total = PairState.objects.filter(study=study).count()
     assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {total} pairs decoded"
 
@@ -310,21 +323,9 @@ def test_a_merge_sort_close_decodes_the_pairs_it_ran_not_every_pair(monkeypatch)
     rows[0].update(name="ranking decodes", batch_size=4, budget=3000, gamma=0.2, pair_design="ranking",
                    family_control="none")
     study = study_import(source=bundle_bytes(rows), slug="ranking-decodes", metric="m")
-    workers = workers_of([f"rd-{n}" for n in range(6)])
-    for _ in range(100):
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            break
-        for annotator in workers.values():
-            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-            if hit is not None:
-                hits.judgement_submit(assignment=hit, annotator=annotator,
-                                      idempotency_key=hits.new_idempotency_key(), shown_value=1)
+    served_until_one_pair_fills(study, workers_of([f"rd-{n}" for n in range(6)]), shown_value=1)
     asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
-    decoded = []
-    real = protocol_state._lanes_of
-    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
-    protocol_state._parsed.clear()  # no pair decoded by this process before
-    assert runtime.rounds_close(study_id=study.pk) >= 1
+    decoded = decoded_by_one_close(study, monkeypatch)
     now_asked = PairState.objects.filter(study=study).exclude(status=adaptive.PARKED).count()
     total = PairState.objects.filter(study=study).count()
     assert asked <= len(decoded) <= now_asked < total, f"{len(decoded)} of {total} pairs decoded"
@@ -336,24 +337,8 @@ def test_a_close_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
     study = many_pairs_study("close-decodes", 2000)
     rows = {row.pk: row for row in PairState.objects.filter(study=study)}
     workers = workers_of([f"cd-{n}" for n in range(6)])
-    filled = None
-    for _ in range(100):
-        if filled is not None:
-            break
-        for annotator in workers.values():
-            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
-            if hit is None:
-                continue
-            hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
-                                  shown_value=1)
-            filled = PairState.objects.filter(study=study, status=adaptive.FILLED).first()
-            if filled is not None:
-                break
-    decoded = []
-    real = protocol_state._lanes_of
-    monkeypatch.setattr(protocol_state, "_lanes_of", lambda *args: decoded.append(args[4]) or real(*args))
-    protocol_state._parsed.clear()  # no pair decoded by this process before
-    assert runtime.rounds_close(study_id=study.pk) == 1
+    filled = served_until_one_pair_fills(study, workers, shown_value=1)
+    decoded = decoded_by_one_close(study, monkeypatch)
     assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {len(rows)} pairs decoded"
     filled.refresh_from_db()
     assert filled.status != adaptive.FILLED
@@ -451,41 +436,26 @@ def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
 
 
 @pytest.mark.slow
-def test_on_a_null_the_active_design_through_its_partial_close_decides_nothing_false():
-    """Every system equal (the humans answer at random): the active design run through the app's
-    lease, submit and labelled close (every pair at γ / pairs, family none) keeps P(any ±) <= γ.
-    P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ = 0.05."""
+@pytest.mark.parametrize(("design", "seed", "least_judged"), [
+    ("active", 100, 6),  # beyond the start's neighbours
+    ("ranking", 200, 5),  # the sort ran past its start
+])
+def test_on_a_null_an_ordering_design_through_its_partial_close_decides_nothing_false(design, seed, least_judged):
+    """Every system equal (the humans answer at random): the active design or the merge sort
+    run through the app's lease, submit and labelled close (every pair at γ / its pairs or its
+    planned decisions, family none) keeps P(any ±) <= γ. P(Binomial(8, 0.05) >= 2) = 0.06:
+    more than one of 8 runs with a decision is not γ = 0.05."""
     runs_deciding = 0
     for run in range(8):
         rows = many_systems_rows(6, items=12)
-        rows[0].update(name=f"active null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="active",
+        rows[0].update(name=f"{design} null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design=design,
                        family_control="none")
-        study = study_import(source=bundle_bytes(rows), slug=f"active-null-{run}", metric="m")
+        study = study_import(source=bundle_bytes(rows), slug=f"{design}-null-{run}", metric="m")
         assert protocol_state.close_reads_some(study)
-        rng = random.Random(100 + run)
-        workers = workers_of([f"an{run}-{n}" for n in range(4)])
+        rng = random.Random(seed + run)
+        workers = workers_of([f"{design}-n{run}-{n}" for n in range(4)])
         serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
-        assert PairState.objects.filter(study=study, hits__gt=0).count() > 5  # beyond the start's neighbours
-        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
-    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
-
-
-@pytest.mark.slow
-def test_on_a_null_the_merge_sort_through_its_partial_close_decides_nothing_false():
-    """Every system equal (the humans answer at random): the ranking design run through the
-    app's lease, submit and labelled close (every pair at γ / planned, family none) keeps P(any
-    ±) <= γ. P(Binomial(8, 0.05) >= 2) = 0.06: more than one of 8 runs with a decision is not γ."""
-    runs_deciding = 0
-    for run in range(8):
-        rows = many_systems_rows(6, items=12)
-        rows[0].update(name=f"ranking null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design="ranking",
-                       family_control="none")
-        study = study_import(source=bundle_bytes(rows), slug=f"ranking-null-{run}", metric="m")
-        assert protocol_state.close_reads_some(study)
-        rng = random.Random(200 + run)
-        workers = workers_of([f"rn{run}-{n}" for n in range(4)])
-        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
-        assert PairState.objects.filter(study=study, hits__gt=0).count() >= 5  # the sort ran past its start
+        assert PairState.objects.filter(study=study, hits__gt=0).count() >= least_judged
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
 
