@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from annotation.access import RESEARCHER_GROUP
 from annotation.models import Study, StudyMembership
 from annotation.reports import study_dashboard_refresh, study_metrics_table, study_metrics_table_refresh
+from annotation.selectors.serving import study_work_left
 from annotation.services.members import study_membership_set
 from annotation.services.studies import demo_user_ensure, study_import, study_settings_update
 from annotation.services.runtime import protocol_ensure_started
@@ -106,9 +107,16 @@ class Command(BaseCommand):
         base = f"http://127.0.0.1:{port}"
         self.stdout.write("\nStudies (researchers: the dashboard; crowd workers: the start link, as Prolific sends it):")
         for study in studies:
-            self.stdout.write(f"  {study.name}\n    {base}/s/{study.slug}/dashboard/\n"
-                              f"    {base}/s/{study.slug}/start/?PROLIFIC_PID=demo-worker-1&STUDY_ID=demo"
-                              "&SESSION_ID=demo-session-1")
+            self.stdout.write(f"  {study.name}\n    {base}/s/{study.slug}/dashboard/")
+            if study_work_left(study=study):
+                self.stdout.write(f"    {base}/s/{study.slug}/start/?PROLIFIC_PID=demo-worker-1&STUDY_ID=demo"
+                                  "&SESSION_ID=demo-session-1")
+            else:
+                # A start link here would only say "This study has finished": the dashboard is
+                # what such a study demonstrates.
+                study.refresh_from_db(fields=["protocol_imported_judgements"])
+                self.stdout.write(f"    no crowd link: all {study.protocol_imported_judgements:,} of its human "
+                                  "judgements came with the bundle, so no pair has work left")
         self.stdout.write(self.style.SUCCESS(f"\n{len(studies)} demo studies ready."))
 
     def _ranking_demo(self, slug: str, name: str, spec: ArenaSpec, study_settings: dict) -> Study:
