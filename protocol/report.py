@@ -126,17 +126,6 @@ def _preference_route(human, metric, permutations: int, seed: int):
     return result, max(len(r) for r in human_rows)
 
 
-def human_items_suffice(bundle: Bundle, metric: str, eps: float = 0.0) -> bool:
-    """Whether ``compare_metric(bundle, metric, eps)`` gives what it gives on any bundle that
-    adds to this one items without human labels (their outputs and metric rows; the same
-    systems, the same human rows): the metric labels every pair the humans label on one of
-    the items they label it on (``_judged_metric_labels``).
-    """
-    if metric not in bundle.metrics:
-        return False
-    return _judged_metric_labels(bundle, metric, human_labels(bundle, eps), eps) is not None
-
-
 def _judged_metric_labels(bundle: Bundle, metric: str, human: dict, eps: float):
     """The metric's labels of the (pair, item)s ``human`` labels, or None when the metric
     labels some human pair on none of its items.
@@ -163,16 +152,56 @@ def compare_metric(
     seed: int = 0,
     with_spa: bool = True,
     bootstrap: int = 0,
+    *,
+    every_label: bool = False,
 ) -> MetricReport:
-    """Compare ``metric`` with the bundle's human labels (module docstring for definitions)."""
+    """Compare ``metric`` with the bundle's human labels (module docstring for definitions).
+
+    every_label: compute the metric's label of every (pair, item), not only of the judged ones
+    (the same report, ``_judged_metric_labels``; at 200 systems x 2,000 items the metric labels
+    40 M (pair, item)s where a few thousand are judged).
+    """
+    human = _human_labels_checked(bundle, metric, eps)
+    labels = None if every_label else _judged_metric_labels(bundle, metric, human, eps)
+    if labels is None:
+        labels = metric_labels(bundle, metric, eps)
+    return _compared(bundle, metric, human, labels, alpha, method, permutations, seed, with_spa, bootstrap)
+
+
+def compare_metric_on_human_items(
+    bundle: Bundle,
+    metric: str,
+    eps: float = 0.0,
+    alpha: float = 0.05,
+    method: str = ASYMPTOTIC,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
+    with_spa: bool = True,
+    bootstrap: int = 0,
+) -> MetricReport | None:
+    """``compare_metric`` of a bundle cut down to the items with human labels, when it is the
+    report of any bundle that adds items without human labels to it (their outputs and metric
+    rows; the same systems, the same human rows), else None (the metric labels some human pair
+    on none of the items the humans label it on, or on none of those items at all: the caller
+    needs the whole bundle)."""
+    if metric not in bundle.metrics:
+        return None
+    human = _human_labels_checked(bundle, metric, eps)
+    labels = _judged_metric_labels(bundle, metric, human, eps)
+    if labels is None:
+        return None
+    return _compared(bundle, metric, human, labels, alpha, method, permutations, seed, with_spa, bootstrap)
+
+
+def _human_labels_checked(bundle: Bundle, metric: str, eps: float) -> dict:
     bundle.metric_kind(metric)  # ValueError naming the known metrics when unknown
     if not bundle.human_scores and not bundle.human_preferences:
         raise ValueError("the bundle has no human_score or human_preference rows to compare with")
-    human = human_labels(bundle, eps)
-    # At 200 systems x 2,000 items the metric labels 40 M (pair, item)s; a few thousand are judged.
-    labels = _judged_metric_labels(bundle, metric, human, eps)
-    if labels is None:
-        labels = metric_labels(bundle, metric, eps)
+    return human_labels(bundle, eps)
+
+
+def _compared(bundle: Bundle, metric: str, human: dict, labels: dict, alpha: float, method: str,
+              permutations: int, seed: int, with_spa: bool, bootstrap: int) -> MetricReport:
     results = favi_by_pair(human, labels)
     if not results:
         raise ValueError(f"no system pair has both human and {metric!r} labels")

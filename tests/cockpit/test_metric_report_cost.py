@@ -56,12 +56,7 @@ def report_rows(*, human_scores: bool = True):
 def old_report(study, metric):
     """The report as the whole study's bundle gives it, every metric label computed."""
     eps = study.metrics.get(name=metric).tie_margin
-    original = protocol.report._judged_metric_labels
-    protocol.report._judged_metric_labels = lambda *args: None
-    try:
-        report = compare_metric(study_bundle(study=study), metric, eps=eps, seed=study.protocol_seed)
-    finally:
-        protocol.report._judged_metric_labels = original
+    report = compare_metric(study_bundle(study=study), metric, eps=eps, seed=study.protocol_seed, every_label=True)
     return {"metric": metric, **report_json(report)}
 
 
@@ -80,10 +75,11 @@ def test_the_report_of_the_judged_items_is_the_whole_studys(metric, human_scores
 def test_the_report_reads_the_judged_items_only(monkeypatch):
     """Counted, not timed: the bundle the report compares holds the outputs of the items with a
     human label (the old code read every output of the study), and the metric labels computed
-    are the judged (pair, item)s' (the old code labelled every pair on every item)."""
+    are the judged (pair, item)s', once (the old code labelled every pair on every item; then
+    the judged ones twice, to see whether they suffice and again for the report)."""
     study = study_import(source=bundle_bytes(report_rows()), slug="r")
     seen, labelled = [], []
-    real_compare, real_labels = dashboard.compare_metric, protocol.report.metric_labels
+    real_compare, real_labels = dashboard.compare_metric_on_human_items, protocol.report.metric_labels
 
     def compare(bundle, *args, **kwargs):
         seen.append(bundle)
@@ -94,12 +90,12 @@ def test_the_report_reads_the_judged_items_only(monkeypatch):
         labelled.append(sum(len(t) for t in table.values()))
         return table
 
-    monkeypatch.setattr(dashboard, "compare_metric", compare)
+    monkeypatch.setattr(dashboard, "compare_metric_on_human_items", compare)
     monkeypatch.setattr(protocol.report, "metric_labels", labels)
     body = dashboard.study_metric_report(study=study, metric="m")
     (bundle,) = seen
     assert len(bundle.outputs) == len(JUDGED + SCORED) * len(SYSTEMS)
     assert bundle.systems == SYSTEMS
     judged_pairs_items = len(JUDGED) * 4 + len(SCORED) * 6  # 4 judged pairs; every pair from the scores
-    assert labelled and max(labelled) == judged_pairs_items
+    assert labelled == [judged_pairs_items]
     assert sum(sum(map(sum, p["confusion"])) for p in body["pairs"]) == judged_pairs_items
