@@ -298,6 +298,16 @@ class Bundle:
     def systems(self) -> tuple[str, ...]:
         return self._systems or tuple(sorted({o.system for o in self.outputs}))
 
+    def with_systems(self, systems: Iterable[str]) -> Bundle:
+        """This bundle listing ``systems`` (sorted) as its systems: a study's bundle cut down to
+        some of its items still lists every system of the study. They must include every system
+        with an output here (ValueError naming those left out)."""
+        listed = tuple(sorted(set(systems)))
+        left_out = sorted({o.system for o in self.outputs} - set(listed))
+        if left_out:
+            raise ValueError(f"systems with outputs in the bundle are not listed: {', '.join(left_out)}")
+        return dataclasses.replace(self, _systems=listed)
+
     @property
     def metrics(self) -> tuple[str, ...]:
         return tuple(

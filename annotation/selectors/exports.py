@@ -4,7 +4,6 @@ and the metric report; and its judgements as training-ready preference data
 (``study_training_export``: TRL's formats with a dataset card)."""
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -126,7 +125,7 @@ def study_bundle(*, study: Study, items: QuerySet[Item] | None = None):
     if items is None:
         return bundle
     systems = set(Output.objects.filter(item__study=study).values_list("system__name", flat=True).distinct())
-    return dataclasses.replace(bundle, _systems=tuple(sorted(systems)))
+    return bundle.with_systems(systems)
 
 
 def human_labelled_items(*, study: Study) -> QuerySet[Item]:

@@ -40,6 +40,14 @@ def test_valid_bundle_reads_all_kinds():
     assert bundle.study["criterion"] == "relevance"
 
 
+def test_a_bundle_may_list_more_systems_than_have_outputs_never_fewer():
+    bundle = read_bundle(lines(*VALID))
+    assert bundle.with_systems(["C", "B", "A"]).systems == ("A", "B", "C")
+    assert bundle.systems == ("A", "B")  # a copy
+    with pytest.raises(ValueError, match="not listed: B"):
+        bundle.with_systems(["A", "C"])
+
+
 @pytest.mark.parametrize(
     "bad_row, expected",
     [
