@@ -4,7 +4,8 @@
     python scripts/bench/hot_path.py --database-url postgres://postgres@127.0.0.1:5432/postgres
     python scripts/bench/hot_path.py --profile 25                 # and the 25 costliest functions
     python scripts/bench/hot_path.py --profile-close 25           # the 25 costliest of the round closes alone
-    python scripts/bench/hot_path.py --statements 12              # the 12 costliest statements (CPU in execute)
+    python scripts/bench/hot_path.py --statements 12              # the 12 costliest statements (CPU in execute;
+                                                                  # on PostgreSQL the backend's CPU in each)
 
 Imports the SummEval relevance bundle (120 pairs) into a fresh database (SQLite: a file in a
 temporary directory, removed at the end; PostgreSQL: a database ``perf_bench_<pid>``, or
@@ -133,6 +134,18 @@ def _drop(database_url: str, name: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _backend_run_ns(pid: int | None) -> int:
+    """A PostgreSQL backend's time on a CPU since it was forked, in nanoseconds (the kernel's
+    /proc/<pid>/schedstat: fine enough to split among statements, where /proc/<pid>/stat counts
+    10 ms ticks)."""
+    if pid is None:
+        return 0
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _backend_cpu_ms(pid: int) -> float:
     """A PostgreSQL backend's CPU (user + system) since it was forked, from /proc."""
     try:
@@ -238,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the N statements of the timed runs (closes included) with the most CPU "
                              "spent in their execute call (SQLite's own work for a statement that computes its "
                              "rows before the first, a sort or an aggregate; rows streamed from an index are "
-                             "partly computed while fetched, not counted here), per run and in all")
+                             "partly computed while fetched, not counted here), per run and in all; on "
+                             "PostgreSQL ranked by the backend's CPU in each (/proc/<pid>/schedstat, ns), "
+                             "COMMIT apart (it runs the deferred foreign-key checks)")
     parser.add_argument("--bundle", type=Path, default=BUNDLE,
                         help="the study to serve (default: SummEval relevance, 120 pairs); e.g. an arena "
                              "from `python -m protocol.arena make`")
@@ -315,8 +330,20 @@ def _run(args) -> int:
     queries = [0]
     shown: list[str] = []
 
-    statement_cpu: dict[str, list] = {}  # statement -> [runs, CPU s], over the timed runs
+    # statement -> [runs, CPU s in execute, the backend's CPU ns (PostgreSQL)], over the timed runs
+    statement_cpu: dict[str, list] = {}
     timing = [False]
+
+    def timed(key: str, run):
+        started, backend_started = time.process_time(), _backend_run_ns(backends.pid if backends else None)
+        try:
+            return run()
+        finally:
+            entry = statement_cpu.setdefault(key, [0, 0.0, 0])
+            entry[0] += 1
+            entry[1] += time.process_time() - started
+            if backends:
+                entry[2] += _backend_run_ns(backends.pid) - backend_started
 
     def count(execute, sql, params, many, context):
         queries[0] += 1
@@ -324,13 +351,18 @@ def _run(args) -> int:
             shown.append(sql)
         if not (args.statements and timing[0]):
             return execute(sql, params, many, context)
-        started = time.process_time()
-        try:
-            return execute(sql, params, many, context)
-        finally:
-            entry = statement_cpu.setdefault(("many: " if many else "") + sql, [0, 0.0])
-            entry[0] += 1
-            entry[1] += time.process_time() - started
+        # psycopg sends a transaction's BEGIN with its first statement: counted there
+        return timed(("many: " if many else "") + sql, lambda: execute(sql, params, many, context))
+
+    if args.statements and backends:
+        # a COMMIT runs the deferred foreign-key checks of the transaction's inserts (Django
+        # declares PostgreSQL's foreign keys DEFERRABLE INITIALLY DEFERRED)
+        commit = connection._commit
+
+        def commit_timed():
+            return timed("COMMIT", commit) if timing[0] else commit()
+
+        connection._commit = commit_timed
 
     connection.execute_wrappers.append(count)
     slug = study.slug
@@ -445,9 +477,19 @@ def _run(args) -> int:
         result["pg_round_trips_per_cycle"] = round(wire_counted.round_trips / args.cycles, 2)
     print(json.dumps(result))
     if args.statements:
-        print(f"statements with the most CPU in execute, {args.repeat} x {args.cycles} cycles (closes included):")
-        for sql, (runs, cpu) in sorted(statement_cpu.items(), key=lambda kv: -kv[1][1])[:args.statements]:
-            print(f"{1000 * cpu:9.1f} ms {runs:7d} runs {1e6 * cpu / runs:9.1f} us  {' '.join(sql.split())[:140]}")
+        cycles = args.repeat * args.cycles
+        if backends:
+            print(f"statements with the most backend CPU, {args.repeat} x {cycles // args.repeat} cycles (closes "
+                  "included): backend ms per cycle, runs per cycle, backend us per run, this process's us per run")
+            ranked = sorted(statement_cpu.items(), key=lambda kv: -kv[1][2])
+            for sql, (runs, cpu, backend_ns) in ranked[:args.statements]:
+                print(f"{backend_ns / 1e6 / cycles:7.3f} ms {runs / cycles:6.2f} {backend_ns / 1e3 / runs:8.1f} us "
+                      f"{1e6 * cpu / runs:8.1f} us  {' '.join(sql.split())[:120]}")
+            print(f"{sum(e[2] for e in statement_cpu.values()) / 1e6 / cycles:7.3f} ms per cycle in all")
+        else:
+            print(f"statements with the most CPU in execute, {args.repeat} x {args.cycles} cycles (closes included):")
+            for sql, (runs, cpu, _) in sorted(statement_cpu.items(), key=lambda kv: -kv[1][1])[:args.statements]:
+                print(f"{1000 * cpu:9.1f} ms {runs:7d} runs {1e6 * cpu / runs:9.1f} us  {' '.join(sql.split())[:140]}")
     if close_profiler:
         out = io.StringIO()
         pstats.Stats(close_profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(
