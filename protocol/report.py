@@ -142,6 +142,16 @@ def _judged_metric_labels(bundle: Bundle, metric: str, human: dict, eps: float):
     return labels if set(human) <= set(labels) else None
 
 
+class HumanItemsInsufficient(ValueError):
+    """``compare_metric(..., labels=JUDGED_ONLY)`` of a bundle cut down to the items with human
+    labels would not be the whole bundle's report: the metric labels some human pair on none
+    of the items the humans label it on (or none of those items at all)."""
+
+
+#: compare_metric's ``labels``: which of the metric's labels it computes
+JUDGED, EVERY, JUDGED_ONLY = "judged", "every", "judged only"
+
+
 def compare_metric(
     bundle: Bundle,
     metric: str,
@@ -153,51 +163,29 @@ def compare_metric(
     with_spa: bool = True,
     bootstrap: int = 0,
     *,
-    every_label: bool = False,
+    labels: str = JUDGED,
 ) -> MetricReport:
     """Compare ``metric`` with the bundle's human labels (module docstring for definitions).
 
-    every_label: compute the metric's label of every (pair, item), not only of the judged ones
-    (the same report, ``_judged_metric_labels``; at 200 systems x 2,000 items the metric labels
-    40 M (pair, item)s where a few thousand are judged).
+    labels: JUDGED, the metric's labels of the judged (pair, item)s where they give the report
+    of every label (``_judged_metric_labels``), else every label; EVERY, every (pair, item)'s
+    (the same report: at 200 systems x 2,000 items the metric labels 40 M (pair, item)s where a
+    few thousand are judged); JUDGED_ONLY, the judged ones or ``HumanItemsInsufficient``: for a
+    bundle of the items with human labels alone, whose report is then that of any bundle adding
+    items without human labels to it (their outputs and metric rows; the same systems).
     """
-    human = _human_labels_checked(bundle, metric, eps)
-    labels = None if every_label else _judged_metric_labels(bundle, metric, human, eps)
-    if labels is None:
-        labels = metric_labels(bundle, metric, eps)
-    return _compared(bundle, metric, human, labels, alpha, method, permutations, seed, with_spa, bootstrap)
-
-
-def compare_metric_on_human_items(
-    bundle: Bundle,
-    metric: str,
-    eps: float = 0.0,
-    alpha: float = 0.05,
-    method: str = ASYMPTOTIC,
-    permutations: int = DEFAULT_PERMUTATIONS,
-    seed: int = 0,
-    with_spa: bool = True,
-    bootstrap: int = 0,
-) -> MetricReport | None:
-    """``compare_metric`` of a bundle cut down to the items with human labels, when it is the
-    report of any bundle that adds items without human labels to it (their outputs and metric
-    rows; the same systems, the same human rows), else None (the metric labels some human pair
-    on none of the items the humans label it on, or on none of those items at all: the caller
-    needs the whole bundle)."""
-    if metric not in bundle.metrics:
-        return None
-    human = _human_labels_checked(bundle, metric, eps)
-    labels = _judged_metric_labels(bundle, metric, human, eps)
-    if labels is None:
-        return None
-    return _compared(bundle, metric, human, labels, alpha, method, permutations, seed, with_spa, bootstrap)
-
-
-def _human_labels_checked(bundle: Bundle, metric: str, eps: float) -> dict:
+    if labels == JUDGED_ONLY and metric not in bundle.metrics:
+        raise HumanItemsInsufficient(f"the metric {metric!r} labels none of the items with human labels")
     bundle.metric_kind(metric)  # ValueError naming the known metrics when unknown
     if not bundle.human_scores and not bundle.human_preferences:
         raise ValueError("the bundle has no human_score or human_preference rows to compare with")
-    return human_labels(bundle, eps)
+    human = human_labels(bundle, eps)
+    metric_labelled = None if labels == EVERY else _judged_metric_labels(bundle, metric, human, eps)
+    if metric_labelled is None:
+        if labels == JUDGED_ONLY:
+            raise HumanItemsInsufficient(f"the metric {metric!r} labels a human pair on none of its judged items")
+        metric_labelled = metric_labels(bundle, metric, eps)
+    return _compared(bundle, metric, human, metric_labelled, alpha, method, permutations, seed, with_spa, bootstrap)
 
 
 def _compared(bundle: Bundle, metric: str, human: dict, labels: dict, alpha: float, method: str,

@@ -13,7 +13,7 @@ from protocol.allocation import design_weights, kish_ess
 from protocol.leaderboard import natural_sorted
 from protocol.preferences import pair_labels_table
 from protocol.projection import judgements_to_finish, projection_draws
-from protocol.report import compare_metric, compare_metric_on_human_items, report_json
+from protocol.report import JUDGED_ONLY, HumanItemsInsufficient, compare_metric, report_json
 
 from ..models import (AnnotatorExclusion, Comparison, HumanScore, Judgement, JudgeRun, PairState, PairStateHistory,
                       Study)
@@ -461,11 +461,12 @@ def study_metric_report(*, study: Study, metric: str | None = None) -> dict:
         raise ValueError("the study has no human labels to compare with yet (no human_score row, no counted "
                          "judgement)")
     tie_margin = study.metrics.filter(name=name).values_list("tie_margin", flat=True).first() or 0.0
-    # The items with a human label are all the report reads (protocol.report.compare_metric_on_human_items):
+    # The items with a human label are all the report reads (protocol.report.compare_metric, labels=JUDGED_ONLY):
     # at 200 x 2,000 a few hundred judged items, not 400,000 outputs and 40 M metric labels.
-    report = compare_metric_on_human_items(study_bundle(study=study, items=human_labelled_items(study=study)),
-                                           name, eps=tie_margin, seed=study.protocol_seed)
-    if report is None:  # the metric left a judged pair unlabelled on its judged items
+    try:
+        report = compare_metric(study_bundle(study=study, items=human_labelled_items(study=study)), name,
+                                eps=tie_margin, seed=study.protocol_seed, labels=JUDGED_ONLY)
+    except HumanItemsInsufficient:  # the metric left a judged pair unlabelled on its judged items
         report = compare_metric(study_bundle(study=study), name, eps=tie_margin, seed=study.protocol_seed)
     return {"metric": name, **report_json(report)}
 

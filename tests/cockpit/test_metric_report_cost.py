@@ -8,7 +8,7 @@ import protocol.report
 from annotation.selectors import dashboard
 from annotation.selectors.exports import study_bundle
 from annotation.services.studies import study_import
-from protocol.report import compare_metric, report_json
+from protocol.report import EVERY, compare_metric, report_json
 from tests.builders.bundles import bundle_bytes
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,8 @@ def report_rows(*, human_scores: bool = True):
 def old_report(study, metric):
     """The report as the whole study's bundle gives it, every metric label computed."""
     eps = study.metrics.get(name=metric).tie_margin
-    report = compare_metric(study_bundle(study=study), metric, eps=eps, seed=study.protocol_seed, every_label=True)
+    report = compare_metric(study_bundle(study=study), metric, eps=eps, seed=study.protocol_seed,
+                            labels=EVERY)
     return {"metric": metric, **report_json(report)}
 
 
@@ -79,7 +80,7 @@ def test_the_report_reads_the_judged_items_only(monkeypatch):
     the judged ones twice, to see whether they suffice and again for the report)."""
     study = study_import(source=bundle_bytes(report_rows()), slug="r")
     seen, labelled = [], []
-    real_compare, real_labels = dashboard.compare_metric_on_human_items, protocol.report.metric_labels
+    real_compare, real_labels = dashboard.compare_metric, protocol.report.metric_labels
 
     def compare(bundle, *args, **kwargs):
         seen.append(bundle)
@@ -90,7 +91,7 @@ def test_the_report_reads_the_judged_items_only(monkeypatch):
         labelled.append(sum(len(t) for t in table.values()))
         return table
 
-    monkeypatch.setattr(dashboard, "compare_metric_on_human_items", compare)
+    monkeypatch.setattr(dashboard, "compare_metric", compare)
     monkeypatch.setattr(protocol.report, "metric_labels", labels)
     body = dashboard.study_metric_report(study=study, metric="m")
     (bundle,) = seen
