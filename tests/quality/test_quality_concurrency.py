@@ -23,7 +23,16 @@ def test_excluding_and_reincluding_during_submits_keeps_every_invariant(settings
     settings.EVALAPP_BACKGROUND_WORK = round_close
     study = study_import(source=bundle_bytes(crowd_rows(items=40, batch=5, budget=150)))
     outcome = {}
-    crowd = threading.Thread(target=lambda: outcome.update(annotate_concurrently(study, threads=8)))
+
+    def crowd_run():
+        try:
+            outcome.update(annotate_concurrently(study, threads=8))
+        finally:
+            # This thread's own connection (it creates the annotators): left open, PostgreSQL
+            # could not drop the test database at the end of the run ("2 other sessions").
+            connection.close()
+
+    crowd = threading.Thread(target=crowd_run)
     crowd.start()
     toggles = 0
     try:
