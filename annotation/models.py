@@ -665,6 +665,12 @@ class PairState(models.Model):
     # {criterion: [log e-value (null: e = 0), n, s, m, ss, mm, sm]}; {} for one criterion. Summed
     # by group of pairs in Python, not SQL (protocol_state._study_totals).
     lanes_close = models.JSONField(default=dict, blank=True)
+    # A study that combines metrics (Study.combined_metrics): each lane's share of the
+    # cross-fitted calibration over the pair's judged items, {criterion: [the metrics combined,
+    # x'x (q x q, row by row) + x'y (q,)]} (protocol.control_variate.calibration_sums; integers),
+    # {} otherwise; summed by group of pairs in Python (protocol_state._study_totals). A row
+    # written before, or for other metrics, is summed from its state (protocol_state._calibration_of).
+    calibration = models.JSONField(default=dict, blank=True)
     # Serving's tie-break between open pairs equally close to full (not protocol state): drawn
     # anew by the database whenever the codec writes the row (store._pair_save_sql: the start,
     # a submit, a close that opens the pair's next round), so that a lease reads the first

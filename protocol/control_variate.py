@@ -52,7 +52,7 @@ Pure numpy, no Django.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,17 +138,37 @@ def centre_of(metric: Mapping[str, float], judged) -> float:
     return float(np.mean(left)) if left else 0.0
 
 
+def calibration_sums(features: Mapping[str, Sequence[float]], judged: Mapping[str, float], q: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """One pair's share of the cross-fitted calibration: x'x (q, q) and x'y (q,) over its judged
+    items with features (x an item's (q,) features, y its human label). With integer features
+    and labels (the metrics' three-way labels) every entry is an integer, so sums of them over
+    any pairs, in any order, are exact (below 2^53): what lets a round close keep them per pair
+    row and sum them by group (annotation/serving/protocol_state.py) yet fit what the close over
+    every pair fits."""
+    rows = [(features[item], value) for item, value in judged.items() if item in features]
+    x = np.array([r[0] for r in rows], dtype=float).reshape(-1, q)
+    y = np.array([r[1] for r in rows], dtype=float)
+    return x.T @ x, x.T @ y
+
+
 def cross_fitted_predictions(
     features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]],
     judged: Mapping[tuple[str, str], Mapping[str, float]],
     *,
     ridge: float = RIDGE,
+    outside: tuple[np.ndarray, np.ndarray] | None = None,
+    only: Collection[tuple[str, str]] | None = None,
 ) -> dict[tuple[str, str], dict[str, float]]:
     """Each pair's calibrated prediction of the human label from several metrics, fitted on
     the OTHER pairs' judged items only.
 
     features  pair -> {item: (q,) the metrics' values of the item, + = first system better}
     judged    pair -> {item: human label (its first judgement) in {-1, 0, 1}} of judged items
+    outside   (x'x (q, q), x'y (q,)) summed over the study's pairs ``features`` leaves out
+              (``calibration_sums``; a partial state), None: it leaves none out
+    only      the pairs to predict (default every pair of ``features``); every pair of
+              ``features`` still enters the others' fits
     Returns pair -> {item: x' beta_{-pair} clipped to [-1, 1]}, beta_{-pair} the ridge fit
     (penalty ``ridge``, no intercept) of the labels on the features over every other pair,
     shrunk towards the first metric alone (beta = (1, 0, ...)): before any other pair has a
@@ -156,18 +176,16 @@ def cross_fitted_predictions(
     """
     pairs = sorted(features)
     q = max((len(next(iter(f.values()))) for f in features.values() if f), default=0)
+    if outside is not None and q and outside[1].shape != (q,):
+        raise ValueError(f"outside: sums of {outside[1].shape[0]} metrics, the features have {q}")
     gram = {}
     moment = {}
     for key in pairs:
-        rows = [(features[key][item], value) for item, value in judged.get(key, {}).items() if item in features[key]]
-        x = np.array([r[0] for r in rows], dtype=float).reshape(-1, q)
-        y = np.array([r[1] for r in rows], dtype=float)
-        gram[key] = x.T @ x
-        moment[key] = x.T @ y
-    total_gram = sum(gram.values(), np.zeros((q, q)))
-    total_moment = sum(moment.values(), np.zeros(q))
+        gram[key], moment[key] = calibration_sums(features[key], judged.get(key, {}), q)
+    total_gram = sum(gram.values(), np.zeros((q, q)) if outside is None else np.array(outside[0], dtype=float))
+    total_moment = sum(moment.values(), np.zeros(q) if outside is None else np.array(outside[1], dtype=float))
     out = {}
-    for key in pairs:
+    for key in pairs if only is None else sorted(set(only) & set(pairs)):
         g = total_gram - gram[key]
         v = total_moment - moment[key]
         prior = np.eye(q)[0] if q else np.zeros(0)

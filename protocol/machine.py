@@ -139,13 +139,21 @@ def open_rounds(state: ProtocolState) -> ProtocolState:
     adaptive policy the pairs closest to a decision first; the last funded pair may get a
     smaller round so that the budget is never exceeded.
     """
+    if not any(p.status == WAITING for p in state.pairs):
+        return state
+    return open_pairs(state, round_quotas(state))
+
+
+def round_quotas(state: ProtocolState) -> dict[int, int]:
+    """The rounds ``open_rounds`` opens: waiting pair index -> its quota. Neither the asks nor
+    the funding read a pair's prediction, so the pairs about to open are known before any is
+    calibrated (``calibrated``'s ``only``)."""
     waiting = [i for i, p in enumerate(state.pairs) if p.status == WAITING]
     if not waiting:
-        return state
+        return {}
     asks = {i: min(round_size(state.settings, state.pairs[i]), state.pairs[i].remaining) for i in waiting}
     closeness = {i: abs(state.pairs[i].theta[-1] - 0.5) if state.pairs[i].theta else 0.0 for i in waiting}
-    quotas = fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left)
-    return open_pairs(state, quotas)
+    return fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left)
 
 
 def fund_rounds(settings: ProtocolSettings, closes: int, asks: Mapping[int, int], closeness: Mapping[int, float],
@@ -201,11 +209,20 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
 def study_moments(state: ProtocolState) -> Moments:
     """The control variate's moments (first judgement s, metric value m) over every kept
     uniform-draw step of the study's pairs (``pair_moments``), those a partial state leaves out
-    included (``Outside.moments``)."""
-    total = Moments(*state.outside.moments) if state.outside else Moments()
+    included (``Outside.moments``). Summed exactly (``math.fsum``: the exact sum, rounded once),
+    so the order of the pairs does not matter and a partial state whose ``Outside`` holds the
+    exact sums of the others (as floats that add up to them) gets the whole state's moments to
+    the last bit: with calibrated predictions the metric values are no integers. (Integer
+    moments, the metric's labels, sum exactly either way.)"""
+    columns: list[list[float]] = [[] for _ in range(6)]
+    if state.outside:
+        for column, part in zip(columns, state.outside.moments):
+            column.extend(part if isinstance(part, tuple) else (part,))
     for pair in state.pairs:
-        total = total + pair_moments(pair)
-    return total
+        moments = pair_moments(pair)
+        for column, value in zip(columns, (moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)):
+            column.append(value)
+    return Moments(*(math.fsum(column) for column in columns))
 
 
 def pair_moments(pair: PairState) -> Moments:
@@ -222,20 +239,43 @@ def pair_moments(pair: PairState) -> Moments:
     return Moments.of(values, metric)
 
 
-def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]) -> ProtocolState:
-    """The state with every waiting pair's ``prediction`` refitted from several metrics: the
+def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], *,
+               only: Iterable[int] | None = None) -> ProtocolState:
+    """The state with waiting pairs' ``prediction`` refitted from several metrics: the
     cross-fitted calibration of protocol.control_variate on the OTHER pairs' judged items
     (their human item labels so far). Pairs with a round open or filled keep theirs, so that
     a round's steps and its centre use one predictor; stopped pairs are not touched.
 
     features  (first, second) -> {item: (q,) the metrics' values, + = first system better}
+    only      indices of the pairs to refit (default every waiting pair): the pairs about to
+              open (``round_quotas``) need it, and a prediction is used only from its opening
+              on, so the others keep theirs until they open (the fit of each is the same)
+    A partial state (``Outside``) needs its left-out pairs' sums (``Outside.calibration``).
     """
-    require_whole(state, "the calibration across pairs")
-    judged = {p.key: {item: sign_of(total) for item, total in p.votes.items()} for p in state.pairs}
-    predictions = cross_fitted_predictions({p.key: features.get(p.key, {}) for p in state.pairs}, judged)
-    pairs = [replace(p, prediction=MappingProxyType(predictions[p.key])) if p.status == WAITING and features.get(p.key)
-             else p for p in state.pairs]
+    outside = None
+    if state.outside is not None:
+        if state.outside.calibration is None:
+            require_whole(state, "the calibration across pairs")
+        sums = np.asarray(state.outside.calibration, dtype=float)
+        q = int(round((math.sqrt(1 + 4 * len(sums)) - 1) / 2))
+        outside = (sums[:q * q].reshape(q, q), sums[q * q:])
+    refit = [i for i, p in enumerate(state.pairs) if p.status == WAITING] if only is None else sorted(set(only))
+    refit = [i for i in refit if state.pairs[i].status == WAITING and features.get(state.pairs[i].key)]
+    if not refit:
+        return state
+    judged = {p.key: pair_judged(p) for p in state.pairs}
+    predictions = cross_fitted_predictions({p.key: features.get(p.key, {}) for p in state.pairs}, judged,
+                                           outside=outside, only=[state.pairs[i].key for i in refit])
+    pairs = list(state.pairs)
+    for i in refit:
+        pairs[i] = replace(pairs[i], prediction=MappingProxyType(predictions[pairs[i].key]))
     return replace(state, pairs=tuple(pairs))
+
+
+def pair_judged(pair: PairState) -> dict[str, int]:
+    """item -> the pair's human label of it (the sign of its judgements' sum), its judged items:
+    what the cross-fitted calibration fits (``calibrated``, ``control_variate.calibration_sums``)."""
+    return {item: sign_of(total) for item, total in pair.votes.items()}
 
 
 def cv_metric_value(pair: PairState, item: str) -> float | None:

@@ -171,6 +171,27 @@ def open_rounds(state: RubricState) -> RubricState:
     """
     if len(state.lanes) == 1:
         return single(machine.open_rounds(state.primary), state.criteria[0])
+    quotas, lanes_of = _round_quotas(state)
+    if not quotas:
+        return state
+    lanes = tuple(
+        machine.open_pairs(lane, {i: q for i, q in quotas.items() if c in lanes_of[i]})
+        for c, lane in enumerate(state.lanes))
+    return replace(state, lanes=lanes)
+
+
+def opening(state: RubricState) -> tuple[frozenset[int], ...]:
+    """Each lane's pairs (indices) that ``open_rounds`` opens a round for now. The funding reads
+    no prediction, so a caller can calibrate just these first (``machine.calibrated``'s ``only``)."""
+    if len(state.lanes) == 1:
+        return (frozenset(machine.round_quotas(state.primary)),)
+    quotas, lanes_of = _round_quotas(state)
+    return tuple(frozenset(i for i in quotas if c in lanes_of[i]) for c in range(len(state.lanes)))
+
+
+def _round_quotas(state: RubricState) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """``open_rounds``' funding of a rubric of several lanes: pair index -> its round's quota,
+    and pair index -> the lanes that open it."""
     asks, closeness, lanes_of = {}, {}, {}
     for i in range(len(state.hits)):
         pairs = state.lane_pairs(i)
@@ -184,12 +205,8 @@ def open_rounds(state: RubricState) -> RubricState:
         closeness[i] = max(abs(pairs[c].theta[-1] - 0.5) if pairs[c].theta else 0.0 for c in waiting)
         lanes_of[i] = waiting
     if not asks:
-        return state
-    quotas = machine.fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left)
-    lanes = tuple(
-        machine.open_pairs(lane, {i: q for i, q in quotas.items() if c in lanes_of[i]})
-        for c, lane in enumerate(state.lanes))
-    return replace(state, lanes=lanes)
+        return {}, lanes_of
+    return machine.fund_rounds(state.settings, state.closes, asks, closeness, state.budget_left), lanes_of
 
 
 def record_judgements(
@@ -308,5 +325,5 @@ def _differs(old: PairState, new: PairState) -> bool:
     return old is not new and old != new
 
 
-__all__ = ["RubricState", "close_rounds", "open_rounds", "changed_pairs", "pair_changed", "rebuild_pairs", "record_judgements",
+__all__ = ["RubricState", "close_rounds", "open_rounds", "opening", "changed_pairs", "pair_changed", "rebuild_pairs", "record_judgements",
            "seed_judgements", "single", "start", "with_pairs", "with_settings"]

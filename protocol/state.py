@@ -431,13 +431,20 @@ class Outside:
                   quotas: what they take of the budget (one sum, as a submit moves a judgement
                   from reserved to spent and leaves it unchanged)
     moments       (6,) their control-variate moments (``machine.pair_moments``: n, s, m, ss,
-                  mm, sm), summed
+                  mm, sm), summed; each a float, or floats whose exact sum it is (a sum of
+                  float moments, the calibrated predictions', rounds; ``machine.study_moments``
+                  adds the parts and the pairs' moments exactly, so a partial state's sum is
+                  the whole state's)
+    calibration   each lane's x'x (q x q, row by row) then x'y (q,) of the cross-fitted
+                  calibration (``control_variate.calibration_sums``) summed over those pairs,
+                  for a study that combines q metrics (``machine.calibrated``); None: not kept
     """
 
     pairs: int
     log_e_values: tuple[float, ...] = ()
     used: int = 0
-    moments: tuple[float, ...] = (0.0,) * 6
+    moments: tuple[float | tuple[float, ...], ...] = (0.0,) * 6
+    calibration: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.pairs < len(self.log_e_values) or min(self.pairs, self.used) < 0:

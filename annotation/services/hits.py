@@ -598,7 +598,7 @@ def _submit_locked(assignment: Assignment, annotator_id: int, shown_value: int, 
     recorded = rubric.record_judgements(
         state, *state.keys[0], [comparison.item.external_id], [lane_values(criteria=criteria, value=value, answers=answers)],
         probabilities=[assignment.draw_probability])
-    protocol_state.pair_write(row, recorded)
+    protocol_state.pair_write(study, row, recorded)
     expired = store.judgement_submit_write(judgement, row, protocol_state.MIRRORED_COLUMNS)
     if expired is not None:
         # An expired lease (taken over, reclaimed or skipped): accepted only if its comparison was

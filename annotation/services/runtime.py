@@ -41,7 +41,7 @@ from ..selectors.quality import counted_judgements, excluded_annotators
 from ..selectors.studies import (study_design_kinds, study_draw_chances, study_judgement_answers,
                                  study_pair_capacities)
 from ..serving import protocol_state
-from ..serving.metric_labels import combined_label_sources, lane_label_sources
+from ..serving.metric_labels import lane_label_sources
 from .hits import leases_reclaim
 from .judges import judge_runs_resume
 from .planner import plan_jobs_resume
@@ -94,20 +94,24 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
 
 
 def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    """The state with each lane's waiting pairs predicted from every metric the study combines
-    for its criterion (Study.combined_metrics; a rubric names each criterion's): the
-    calibration cross-fitted on the other pairs' human labels of that criterion so far
-    (protocol.adaptive.calibrated), as ``python -m protocol.simulate --metric A,B`` does before
-    every opening; the state itself when the study combines none. Call before opening rounds:
-    a round's steps and centre use the prediction it opened with."""
+    """The state with each lane's pairs about to open (``rubric.opening``) predicted from every
+    metric the study combines for its criterion (Study.combined_metrics; a rubric names each
+    criterion's): the calibration cross-fitted on the other pairs' human labels of that
+    criterion so far (protocol.adaptive.calibrated; for a partial state those of the pairs it
+    leaves out summed by the codec), as ``python -m protocol.simulate --metric A,B`` does
+    before every opening; the state itself when the study combines none. Call just before
+    opening rounds: a round's steps and centre use the prediction it opened with, and a pair
+    that waits keeps its last one until it opens (then refitted from the labels of then), so
+    a close that opens nothing reads and writes no waiting pair for it."""
     if not study.combined_metrics.strip():
         return state
     lanes, combined = list(state.lanes), False
+    opening = rubric.opening(state)
     for index, lane in enumerate(state.lanes):
-        sources = combined_label_sources(study, index)
-        if sources:
+        sources = protocol_state.combined_sources(study, index)
+        if sources and opening[index]:
             features = features_of([{key: source.pair(*key) for key in state.keys} for source in sources])
-            lanes[index], combined = adaptive.calibrated(lane, features), True
+            lanes[index], combined = adaptive.calibrated(lane, features, only=opening[index]), True
     return replace(state, lanes=tuple(lanes)) if combined else state
 
 

@@ -193,15 +193,33 @@ def combined_names(study: Study) -> tuple[tuple[str, ...], ...]:
 def combined_label_sources(study: Study, lane: int = 0) -> tuple[MetricLabelSource, ...]:
     """The label sources lane ``lane`` of the study's rubric combines (Study.combined_metrics):
     that lane's metric first (the calibration is shrunk towards it), then every metric named
-    for its criterion, in order; () when the study names none for it (its lane's metric alone,
-    or human only). ValueError naming a metric the study does not have."""
-    names = combined_names(study)[lane]
-    if not names:
-        return ()
-    by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk, name__in=names)}
-    missing = [name for name in names if name not in by_name]
-    if missing:
-        raise ValueError(f"study {study.slug!r} combines metric {missing[0]!r}, which it does not have")
-    first = lane_metrics(study)[lane]
-    chosen = ([first] if first is not None else []) + [by_name[n] for n in names if first is None or n != first.name]
-    return tuple(metric_label_source(study, metric) for metric in chosen)
+    for its criterion, in order (``combined_metrics_of``); () when the study names none for it
+    (its lane's metric alone, or human only). ValueError naming a metric the study does not have."""
+    return tuple(metric_label_source(study, metric) for metric in combined_metrics_of(study, lane))
+
+
+# (study id, created_at, combined_metrics, study metric id, criteria) -> one tuple of metrics per
+# lane: a close and every submit of a study that combines metrics ask (protocol_state).
+_combined: ProcessCache[tuple[tuple[Metric, ...], ...]] = ProcessCache()
+
+
+def combined_metrics_of(study: Study, lane: int = 0) -> tuple[Metric, ...]:
+    """The metrics ``combined_label_sources`` reads, in its order; read once per process and
+    study setup. ValueError naming a metric the study does not have."""
+    def load() -> tuple[tuple[Metric, ...], ...]:
+        lanes = []
+        for index, names in enumerate(combined_names(study)):
+            if not names:
+                lanes.append(())
+                continue
+            by_name = {m.name: m for m in Metric.objects.filter(study_id=study.pk, name__in=names)}
+            missing = [name for name in names if name not in by_name]
+            if missing:
+                raise ValueError(f"study {study.slug!r} combines metric {missing[0]!r}, which it does not have")
+            first = lane_metrics(study)[index]
+            lanes.append(tuple(([first] if first is not None else [])
+                               + [by_name[n] for n in names if first is None or n != first.name]))
+        return tuple(lanes)
+
+    return _combined.get((study.pk, study.created_at, study.combined_metrics, study.metric_id, repr(study.criteria)),
+                         load)[lane]

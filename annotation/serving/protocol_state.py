@@ -25,16 +25,19 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from protocol import adaptive, machine, rubric
+from protocol.control_variate import calibration_sums, features_of
 
 from . import store
-from .metric_labels import MetricLabelSource, lane_label_sources, lane_metrics, metric_label_source
+from .metric_labels import (MetricLabelSource, combined_metrics_of, lane_label_sources, lane_metrics,
+                            metric_label_source)
 from .process_cache import ProcessCache
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
 # The close's columns (PairState.hits, log_e_value, cv_*): what a round close reads of the pairs
 # it does not decode, as SQL sums and a filter (study_close_snapshot).
-CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "lanes_close")
+CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "lanes_close",
+                 "calibration")
 MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
                     "updated_at", *CLOSE_COLUMNS)
 
@@ -163,6 +166,8 @@ def label_sources_ready(study: Study) -> None:
     first load reads every score of the study (docs/benchmarks.md), and under the lock it
     would hold the pair, and on SQLite every writer, while it reads."""
     lane_label_sources(study)
+    for lane in range(len(_criteria_names(study))):
+        combined_sources(study, lane)  # a submit writes the pair's calibration sums (pair_write)
 
 
 def pair_rubric_of(study: Study, row: PairState) -> rubric.RubricState:
@@ -271,12 +276,51 @@ def close_reads_some(study: Study) -> bool:
     others (``study_close_snapshot``)? Yes under a design that asks for no pairs after a close
     (one criterion or a rubric's several: each lane's totals), or for one criterion only for
     pairs with labels and a few it names (``PairDesign.advances_from_labelled``: the active
-    design, the merge sort), without combined metrics (their calibration is fitted across
-    every pair) and under a family rule that reads e-values (the boundary rule's reads each
-    pair's crossing); otherwise the close reads every pair (``study_state_snapshot``)."""
+    design, the merge sort) when it combines no metrics (the all-pairs design's close keeps
+    the others' calibration sums: ``calibration``), and under a family rule that reads
+    e-values (the boundary rule's reads each pair's crossing); otherwise the close reads every
+    pair (``study_state_snapshot``)."""
     design = study.design
-    return ((not design.advances or (design.advances_from_labelled and len(_criteria_names(study)) == 1))
-            and not study.combined_metrics.strip() and study.protocol_rule != adaptive.BOUNDARY)
+    return ((not design.advances or (design.advances_from_labelled and len(_criteria_names(study)) == 1
+                                     and not study.combined_metrics.strip()))
+            and study.protocol_rule != adaptive.BOUNDARY)
+
+
+def combined_sources(study: Study, lane: int = 0) -> tuple[MetricLabelSource, ...]:
+    """The label sources lane ``lane`` combines (``metric_labels.combined_label_sources``;
+    read once per process and study setup)."""
+    return tuple(metric_label_source(study, metric) for metric in combined_metrics_of(study, lane))
+
+
+def _combined_names(study: Study) -> tuple[tuple[str, ...], ...]:
+    """Each lane's metrics combined, by name (() for a lane that combines none): what a row's
+    ``calibration`` entry was summed for."""
+    return tuple(tuple(m.name for m in combined_metrics_of(study, lane)) for lane in range(len(_criteria_names(study))))
+
+
+def _pair_calibration(pair: adaptive.PairState, sources: tuple[MetricLabelSource, ...]) -> list[int]:
+    """One lane's x'x (q x q, row by row) then x'y (q,) of the pair's judged items
+    (``control_variate.calibration_sums`` over the features ``runtime.metrics_combined``
+    builds, restricted to those items): integers, as the labels are."""
+    q = len(sources)
+    judged = machine.pair_judged(pair)
+    if not judged:
+        return [0] * (q * q + q)
+    items = sorted(judged)
+    features = features_of([{pair.key: source.pair(*pair.key, items=items)} for source in sources]).get(pair.key, {})
+    gram, moment = calibration_sums(features, judged, q)
+    return [int(v) for v in (*gram.ravel().tolist(), *moment.tolist())]
+
+
+def _calibration_of(study: Study, criteria: tuple[str, ...], pairs: tuple[adaptive.PairState, ...]) -> dict:
+    """A pair's ``calibration`` column: criterion -> [the metrics combined, its lane's sums]
+    for every lane that combines metrics ({} when none does)."""
+    out = {}
+    for lane, (name, pair) in enumerate(zip(criteria, pairs)):
+        metrics = combined_metrics_of(study, lane)
+        if metrics:
+            out[name] = [[m.name for m in metrics], _pair_calibration(pair, combined_sources(study, lane))]
+    return out
 
 
 _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
@@ -284,32 +328,72 @@ _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
 _ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
 
 # The close's totals by group of pairs (the pairs of one first system), as this process last
-# summed them: (study id, created_at, criteria, family floor) -> first system id -> (the
-# group's sum of row versions, its _TOTALS, and for a rubric its other lanes' ``_LaneTotals``).
-# Every write of a pair's close columns bumps its version and no version goes down, so a group
-# whose version sum is unchanged holds the totals summed then; a close sums the version of
-# every pair (one column of the totals index) and the totals of the groups that moved only.
-# Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
+# summed them: (study id, created_at, criteria, family floor, metrics combined) -> first system
+# id -> (the group's sum of row versions, its _TOTALS, and when summed in Python every lane's
+# ``_LaneTotals``). Every write of a pair's close columns bumps its version and no version goes
+# down, so a group whose version sum is unchanged holds the totals summed then; a close sums
+# the version of every pair (one column of the totals index) and the totals of the groups that
+# moved only. Summing all eight columns of 19,900 pairs was 3.8 ms of a close at 200 systems.
 _group_totals: ProcessCache[dict[int, tuple[int, dict, dict]]] = ProcessCache()
+
+# Exact sums of floats: every finite double is an integer multiple of 2^-1074, so as integers in
+# those units they add exactly. The moments of calibrated predictions are no integers, and the
+# close over every pair adds them exactly (machine.study_moments), so the totals a partial close
+# takes of the others must be exact too, not SQL's float SUM in the order the rows come.
+_EXACT_SHIFT = 1074
+_EXACT_ONE = 1 << _EXACT_SHIFT
+
+
+def _exact(value: float) -> int:
+    """``value`` in units of 2^-1074, exactly."""
+    numerator, denominator = float(value).as_integer_ratio()
+    return numerator << (_EXACT_SHIFT + 1 - denominator.bit_length())
+
+
+def _expansion(total: int) -> tuple[float, ...]:
+    """Floats whose exact sum is ``total`` (units of 2^-1074), largest first (``Outside.moments``)."""
+    parts = []
+    while total:
+        part = total / _EXACT_ONE  # correctly rounded
+        parts.append(part)
+        total -= _exact(part)
+    return tuple(parts) or (0.0,)
 
 
 class _LaneTotals:
-    """One lane's totals over some pairs (a rubric's lane after the first: ``lanes_close``):
-    its control-variate moments summed (6,), and (row id, log e-value) of the pairs whose
-    e-value is at least the family's floor."""
+    """One lane's totals over some pairs when summed in Python: its control-variate moments
+    summed exactly (6, units of 2^-1074: the first lane's from the ``cv_*`` columns, a rubric's
+    other lanes' from ``lanes_close``), (row id, log e-value) of the pairs whose e-value is at
+    least the family's floor (the other lanes; the first lane's are read through an index), and
+    for a lane that combines metrics its calibration sums (``calibration``)."""
 
-    __slots__ = ("moments", "high")
+    __slots__ = ("moments", "high", "calibration")
 
     def __init__(self) -> None:
-        self.moments = [0.0] * 6
+        self.moments = [0] * 6
         self.high: list[tuple[int, float]] = []
+        self.calibration: list[int] | None = None
 
     def add(self, pk: int, close: list, floor: float) -> None:
         """Add one pair's ``lanes_close`` entry of the lane: [log e (None: e = 0), n, s, m, ss, mm, sm]."""
-        for j in range(6):
-            self.moments[j] += close[1 + j]
+        self.add_moments(close[1:7])
         if close[0] is not None and close[0] >= floor:
             self.high.append((pk, close[0]))
+
+    def add_moments(self, moments) -> None:
+        for j in range(6):
+            self.moments[j] += _exact(moments[j])
+
+    def add_calibration(self, sums: list[int], sign: int = 1) -> None:
+        if self.calibration is None:
+            self.calibration = [0] * len(sums)
+        self.calibration = [a + sign * b for a, b in zip(self.calibration, sums)]
+
+    def merged(self, other: "_LaneTotals") -> None:
+        self.moments = [a + b for a, b in zip(self.moments, other.moments)]
+        self.high += other.high
+        if other.calibration is not None:
+            self.add_calibration(other.calibration)
 
 
 def _lane_close(pair: adaptive.PairState, settings: adaptive.ProtocolSettings) -> list:
@@ -321,52 +405,103 @@ def _lane_close(pair: adaptive.PairState, settings: adaptive.ProtocolSettings) -
             moments.sm]
 
 
-def _groups_summed(rows, others: tuple[str, ...], floor: float) -> dict[int, tuple[int, dict, dict]]:
-    """A rubric's moved groups summed in Python from their rows (first_id, pk, version,
-    *_ROW_TOTALS, lanes_close), read by one statement so that each group's version sum and
-    totals are of one snapshot: first id -> (version sum, _TOTALS, criterion -> _LaneTotals)."""
+def _summed_in_python(study: Study) -> bool:
+    """Are the close's totals summed in Python from the rows (a rubric's other lanes, or a study
+    that combines metrics: exact moments and the calibration sums), not in SQL?"""
+    return len(_criteria_names(study)) > 1 or bool(study.combined_metrics.strip())
+
+
+def _stored_calibration(stored: dict, name: str, metrics: tuple[str, ...]) -> list[int] | None:
+    """A row's calibration sums of lane ``name`` when they were summed for ``metrics`` (None:
+    written before, or for other metrics: ``_calibration_of`` sums them from its state)."""
+    entry = (stored or {}).get(name)
+    return entry[1] if entry is not None and tuple(entry[0]) == metrics else None
+
+
+def _groups_summed(rows, names: tuple[str, ...], combined: tuple[tuple[str, ...], ...], floor: float
+                   ) -> tuple[dict[int, tuple[int, dict, dict]], list[tuple[int, int, int]]]:
+    """The moved groups summed in Python from their rows (first_id, pk, version, *_ROW_TOTALS,
+    lanes_close, calibration), read by one statement so that each group's version sum and
+    totals are of one snapshot: first id -> (version sum, _TOTALS' pairs and used, criterion
+    -> _LaneTotals), and the (first id, row id, version) of the rows whose calibration sums are
+    not stored for the metrics combined now (to be summed from their state)."""
     groups: dict[int, tuple[list, dict, dict]] = {}
+    stale = []
     for first, pk, version, hits, quota, *rest in rows:
-        moments, lanes_close = rest[:6], rest[6]
-        versions, totals, lanes = groups.setdefault(first, ([0], dict.fromkeys(_TOTALS, 0),
-                                                            {name: _LaneTotals() for name in others}))
+        moments, lanes_close, calibration = rest[:6], rest[6], rest[7]
+        versions, totals, lanes = groups.setdefault(first, ([0], {"pairs": 0, "used": 0},
+                                                            {name: _LaneTotals() for name in names}))
         versions[0] += version
         totals["pairs"] += 1
         totals["used"] += hits + quota
-        for column, value in zip(_ROW_TOTALS[2:], moments):
-            totals[column] += value
-        for name in others:
+        lanes[names[0]].add_moments(moments)
+        for name in names[1:]:
             lanes[name].add(pk, lanes_close[name], floor)
-    return {first: (versions[0], totals, lanes) for first, (versions, totals, lanes) in groups.items()}
+        for name, metrics in zip(names, combined):
+            if metrics:
+                sums = _stored_calibration(calibration, name, metrics)
+                if sums is None:
+                    stale.append((first, pk, version))
+                else:
+                    lanes[name].add_calibration(sums)
+    return {first: (versions[0], totals, lanes) for first, (versions, totals, lanes) in groups.items()}, stale
+
+
+def _row_calibration(study: Study, names: tuple[str, ...], combined: tuple[tuple[str, ...], ...], stored: dict,
+                     lanes: tuple[adaptive.PairState, ...]) -> dict[str, list[int]]:
+    """A decoded row's calibration sums by lane (that combines metrics): stored, or from its state."""
+    out = {}
+    for lane, (name, metrics) in enumerate(zip(names, combined)):
+        if metrics:
+            sums = _stored_calibration(stored, name, metrics)
+            out[name] = sums if sums is not None else _pair_calibration(lanes[lane], combined_sources(study, lane))
+    return out
 
 
 def _study_totals(study: Study) -> tuple[dict, dict[str, _LaneTotals]]:
-    """``_TOTALS`` over every pair of the study, and for a rubric each other lane's
-    ``_LaneTotals``; each group's read again only when its version sum moved since this process
-    last read it. One statement reads every group's version sum, one more the totals of the
-    groups that moved (each with its version sum, from the same snapshot, so what is kept is
-    consistent): summed in SQL for one criterion, from the rows' ``lanes_close`` for a rubric."""
+    """``_TOTALS`` over every pair of the study (one criterion, no metrics combined: summed in
+    SQL), or their count and budget used and every lane's ``_LaneTotals`` (summed in Python from
+    the rows: ``_summed_in_python``); each group's read again only when its version sum moved
+    since this process last read it. One statement reads every group's version sum, one more the
+    totals of the groups that moved (each with its version sum, from the same snapshot, so what
+    is kept is consistent); rows whose calibration sums are stale are decoded to sum them."""
     names = _criteria_names(study)
+    combined = _combined_names(study)
     floor = machine.family_floor(protocol_settings(study))
-    groups = _group_totals.get((study.pk, study.created_at, names, floor), dict)
+    groups = _group_totals.get((study.pk, study.created_at, names, floor, combined), dict)
     pairs = PairState.objects.filter(study=study)
     versions = dict(pairs.values("first_id").annotate(versions=Sum("version")).values_list("first_id", "versions"))
     moved = [first for first, total in versions.items() if groups.get(first, (None,))[0] != total]
-    if moved and len(names) == 1:
+    python = _summed_in_python(study)
+    if moved and not python:
         for row in pairs.filter(first_id__in=moved).values("first_id").annotate(versions=Sum("version"), **_TOTALS):
             groups[row.pop("first_id")] = (row.pop("versions"), row, {})
     elif moved:
-        groups.update(_groups_summed(pairs.filter(first_id__in=moved).values_list(
-            "first_id", "pk", "version", *_ROW_TOTALS, "lanes_close"), names[1:], floor))
-    totals = dict.fromkeys(_TOTALS, 0)
-    lanes = {name: _LaneTotals() for name in names[1:]}
+        summed, stale = _groups_summed(pairs.filter(first_id__in=moved).values_list(
+            "first_id", "pk", "version", *_ROW_TOTALS, "lanes_close", "calibration"), names, combined, floor)
+        if stale:
+            read = _pairs_decoded(study, [(pk, version) for _, pk, version in stale], names)
+            for first, pk, _ in stale:
+                pair_lanes = read[pk][1][0]
+                for lane, (name, metrics) in enumerate(zip(names, combined)):
+                    if metrics:
+                        summed[first][2][name].add_calibration(
+                            _pair_calibration(pair_lanes[lane], combined_sources(study, lane)))
+        groups.update(summed)
+    if not python:
+        totals = dict.fromkeys(_TOTALS, 0)
+        for first in versions:
+            for name, value in groups[first][1].items():
+                totals[name] += value or 0
+        return totals, {}
+    totals = {"pairs": 0, "used": 0}
+    lanes = {name: _LaneTotals() for name in names}
     for first in versions:
         _, group, group_lanes = groups[first]
-        for name, value in group.items():
-            totals[name] += value or 0
+        totals["pairs"] += group["pairs"]
+        totals["used"] += group["used"]
         for name, lane in group_lanes.items():
-            lanes[name].moments = [a + b for a, b in zip(lanes[name].moments, lane.moments)]
-            lanes[name].high += lane.high
+            lanes[name].merged(lane)
     return totals, lanes
 
 
@@ -376,10 +511,10 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     pairs (``close_reads_some``) the state is partial: the pairs whose rounds are filled, and
     the waiting pairs when the budget has judgements left to open rounds with, with totals of
     the others (``adaptive.Outside``: their count, judgements used and control-variate moments
-    summed in SQL by group of pairs, ``_study_totals``, and the e-values of those that may pass
-    the family rule's bar, read through an index; a rubric's other lanes each their own
-    ``Outside``, from the rows' ``lanes_close``). No lock: for a caller that writes back
-    compare-and-set on the versions.
+    summed by group of pairs, ``_study_totals``, the e-values of those that may pass the family
+    rule's bar, read through an index, and for a study that combines metrics each lane's
+    calibration sums; a rubric's other lanes each their own ``Outside``, from the rows'
+    ``lanes_close``). No lock: for a caller that writes back compare-and-set on the versions.
 
     The totals are read before the rows decoded, which are subtracted from them, so the study's
     totals are the ones the totals' statements read (each group's as of the version sums, or of
@@ -397,7 +532,7 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     settings = protocol_settings(study)
     pairs = PairState.objects.filter(study=study)
     totals, lane_totals = _study_totals(study)
-    columns = ("pk", "version", "state", "criteria_state", *_ROW_TOTALS, "lanes_close")
+    columns = ("pk", "version", "state", "criteria_state", *_ROW_TOTALS, "lanes_close", "calibration")
     read = list(pairs.filter(status=adaptive.FILLED).values_list(*columns))
     if settings.budget - (totals["used"] or 0) > 0:
         # rounds may open: every waiting pair asks (closes never move a waiting pair's counters)
@@ -405,32 +540,52 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
     family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
     decoded = {pk for pk, *_ in read}
     names = _criteria_names(study)
+    combined = _combined_names(study)
     sources = lane_label_sources(study)
     entries, read_at = [], {}
-    for pk, version, blob, lanes, *_ in read:
+    read_lanes = {name: _LaneTotals() for name in names}  # the decoded rows' share of lane_totals
+    for pk, version, blob, lanes, *rest in read:
         if not blob:
             raise ValueError(f"study {study.slug!r} has pairs without protocol state (protocol not started)")
         entry = _lanes_of(blob, lanes, names, sources, f"pair {pk} of study {study.slug!r}")
         entries.append(entry)
         read_at[entry[0][0].key] = (pk, version)
+        if lane_totals:
+            lanes_close, calibration = rest[-2], rest[-1]
+            read_lanes[names[0]].add_moments(rest[2:8])
+            for name in names[1:]:
+                read_lanes[name].add(pk, lanes_close[name], -math.inf)
+            for name, sums in _row_calibration(study, names, combined, calibration, entry[0]).items():
+                read_lanes[name].add_calibration(sums)
     sums = [sum(row[4 + j] for row in read) for j in range(len(_ROW_TOTALS))]
     used = (totals["used"] or 0) - sums[0] - sums[1]
-    outside = [adaptive.Outside(
-        pairs=totals["pairs"] - len(read),
-        log_e_values=tuple(sorted(value for pk, value in family if pk not in decoded)),
-        used=used,
-        moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))]
-    for name in names[1:]:
-        # a rubric's other lanes: each its own family and moments, the budget shared (HITs)
-        read_lane = _LaneTotals()
-        for row in read:
-            read_lane.add(row[0], row[-1][name], -math.inf)
+    if not lane_totals:  # summed in SQL
+        outside = [adaptive.Outside(
+            pairs=totals["pairs"] - len(read),
+            log_e_values=tuple(sorted(value for pk, value in family if pk not in decoded)),
+            used=used,
+            moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))]
+        return read_at, _rubric_from(study, names, entries, outside=tuple(outside))
+    outside = []
+    for lane, name in enumerate(names):
+        # each lane its own family, moments and calibration; the budget shared (HITs)
+        high = [(pk, value) for pk, value in family] if lane == 0 else lane_totals[name].high
+        left_out = lane_totals[name].calibration
         outside.append(adaptive.Outside(
             pairs=totals["pairs"] - len(read),
-            log_e_values=tuple(sorted(value for pk, value in lane_totals[name].high if pk not in decoded)),
+            log_e_values=tuple(sorted(value for pk, value in high if pk not in decoded)),
             used=used,
-            moments=tuple(a - b for a, b in zip(lane_totals[name].moments, read_lane.moments))))
+            moments=tuple(_expansion(a - b) for a, b in zip(lane_totals[name].moments, read_lanes[name].moments)),
+            calibration=None if not combined[lane] else _left_out(left_out, read_lanes[name].calibration,
+                                                                  len(combined[lane]))))
     return read_at, _rubric_from(study, names, entries, outside=tuple(outside))
+
+
+def _left_out(total: list[int] | None, decoded: list[int] | None, q: int) -> tuple[float, ...]:
+    """A lane's calibration sums of the pairs a partial close leaves out: the study's less the
+    decoded rows' (integers: exact as floats below 2^53)."""
+    zeros = [0] * (q * q + q)
+    return tuple(float(a - b) for a, b in zip(total or zeros, decoded or zeros))
 
 
 # The rows a design that advances from the labelled pairs leaves out of a close: parked, no HIT.
@@ -500,9 +655,9 @@ def study_pairs_read(study: Study, keys: list[tuple[str, str]]) -> tuple[dict[tu
     return _read_at(read), pairs
 
 
-def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> None:
+def pair_write(study: Study, row: PairState, state: rubric.RubricState, index: int = 0) -> None:
     """Put pair ``index`` of ``state`` into ``row`` (JSON and mirror columns) and bump its
-    version; no save."""
+    version; no save. ``study``: the row's (its metrics combined, for ``calibration``)."""
     pairs = state.lane_pairs(index)
     first = pairs[0]
     # The metric's labels are not stored: the codec computes them from the scores (metric_labels).
@@ -522,6 +677,7 @@ def pair_write(row: PairState, state: rubric.RubricState, index: int = 0) -> Non
     row.cv_n, row.cv_s, row.cv_m, row.cv_ss, row.cv_mm, row.cv_sm = (
         moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)
     row.lanes_close = {name: _lane_close(pair, state.settings) for name, pair in zip(state.criteria[1:], pairs[1:])}
+    row.calibration = _calibration_of(study, state.criteria, pairs) if study.combined_metrics.strip() else {}
     row.version += 1
     # every write of a pair's state goes through here (a submit, a close, a re-decision), and
     # the stores write the mirrored columns as set (no auto_now): a close left it as it was
@@ -554,7 +710,7 @@ def study_state_save(
                 history.append(_history_row(by_key[keys[index]], closed.primary.pairs[index]))
     for index in rubric.changed_pairs(before, state):
         row = by_key[keys[index]]
-        pair_write(row, state, index)
+        pair_write(study, row, state, index)
         changed.append(row)
     store.pairs_save(changed, MIRRORED_COLUMNS)
     PairStateHistory.objects.bulk_create(history)
@@ -581,7 +737,7 @@ def study_state_first_save(study: Study, rows: Iterable[PairState], state: rubri
     history = []
     for index, key in enumerate(state.keys):
         row = by_key[key]
-        pair_write(row, state, index)
+        pair_write(study, row, state, index)
         if closed is not None and closed.primary.pairs[index].theta:
             history.append(_history_row(row, closed.primary.pairs[index]))
     store.pairs_save(list(by_key.values()), MIRRORED_COLUMNS)

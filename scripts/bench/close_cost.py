@@ -1,6 +1,7 @@
 """A round close's CPU and the pair rows it decodes, on an imported bundle (issue 41, part 2).
 
     python scripts/bench/close_cost.py --bundle var/a200x100_rubric.jsonl.gz --metric judge_score --submits 600
+    python scripts/bench/close_cost.py --bundle var/a60x100.jsonl.gz --submits 150 --combine-noise 1
 
 Imports the bundle (e.g. ``python -m protocol.arena make --systems 200 --prompts 100 --seed 0
 --no-human --study-setting 'criteria=[{"name": "quality"}, {"name": "style"}]' --out ...``) into
@@ -35,6 +36,9 @@ def main(argv=None) -> int:
     parser.add_argument("--submits", type=int, default=600)
     parser.add_argument("--workers", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--combine-noise", type=float, default=None, metavar="SD",
+                        help="add a second metric, --metric's scores plus normal noise of this sd (seeded), "
+                             "and combine it with --metric (Study.combined_metrics)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     var = tempfile.mkdtemp(prefix="evalapp-close-cost-")
@@ -60,8 +64,9 @@ def _run(args) -> int:
     from annotation.serving import protocol_state
 
     call_command("migrate", verbosity=0)
+    bundle = args.bundle if args.combine_noise is None else _combined_bundle(args)
     started = time.perf_counter()
-    study = study_import(source=args.bundle, slug="close-cost", metric=args.metric)
+    study = study_import(source=bundle, slug="close-cost", metric=args.metric)
     imported_s = time.perf_counter() - started
     criteria = [c.name for c in study_rubric(study)]
     pending: set[int] = set()
@@ -111,6 +116,28 @@ def _run(args) -> int:
         "decoded_per_close_max": max(close_decoded, default=None),
     }))
     return 0
+
+
+def _combined_bundle(args) -> str:
+    """The bundle with a second metric ``<metric>_noisy`` (the metric's scores plus seeded normal
+    noise of sd ``--combine-noise``) combined with ``--metric``; written beside the database."""
+    import gzip
+
+    import numpy as np
+
+    opener = gzip.open if args.bundle.endswith(".gz") else open
+    with opener(args.bundle, "rt") as source:
+        rows = [json.loads(line) for line in source if line.strip()]
+    noisy = f"{args.metric}_noisy"
+    rng = np.random.default_rng(args.seed)
+    extra = [{**row, "metric": noisy, "score": round(row["score"] + args.combine_noise * float(rng.standard_normal()), 4)}
+             for row in rows if row.get("kind") == "metric_score" and row.get("metric") == args.metric]
+    rows[0]["combined_metrics"] = noisy
+    path = os.path.join(os.environ["EVALAPP_VAR_DIR"], "combined.jsonl")
+    with open(path, "w") as out:
+        for row in rows + extra:
+            out.write(json.dumps(row) + "\n")
+    return path
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from annotation.services import hits, runtime
 from annotation.services.studies import study_import
 from annotation.serving import protocol_state
 from protocol import adaptive, ranking_design, rubric
+from protocol.state import full_step
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, many_systems_rows
 
@@ -116,6 +117,70 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     assert decided >= 2
 
 
+def combined_study(slug: str, budget: int, useless: bool, *, systems: int = SYSTEMS, items: int = ITEMS,
+                   gamma: float = 0.2) -> Study:
+    """``many_pairs_study`` combining a second metric m2 with m (Study.combined_metrics): the
+    calibrated predictions, not m's labels, enter the control variate. m2 ranks the systems as
+    m does with its own item noise, or (``useless``) is a seeded coin per output."""
+    rng = random.Random(slug)
+    rows = many_systems_rows(systems, items=items)
+    rows[0].update(name=slug, batch_size=4, budget=budget, gamma=gamma, combined_metrics="m2")
+    rows += [{"kind": "metric_score", "item": f"i{n}", "system": f"sys{j:02d}", "metric": "m2",
+              "score": rng.random() if useless else systems - j + 3 * rng.random()}
+             for n in range(items) for j in range(systems)]
+    study = study_import(source=bundle_bytes(rows), slug=slug, metric="m")
+    assert protocol_state.close_reads_some(study)
+    return study
+
+
+@pytest.mark.parametrize("budget, useless", [(2000, False), (2000, True), (300, False)])
+def test_a_close_with_combined_metrics_decides_as_the_full_close(budget, useless, monkeypatch):
+    """A study that combines metrics: the close reads the filled (and waiting) pairs and the
+    others' calibration sums by group (``PairState.calibration``), the pairs about to open are
+    calibrated on every other pair's labels, and every pair after the close and the openings
+    equals the full close's to the last bit (predictions, bets, wealth: the control variate's
+    moments summed exactly both ways). Fails on the close that read every pair of a study with
+    combined metrics. Every fifth close forgets the rows' sums (as rows written before the
+    column, or for other metrics), which the close then sums from their state."""
+    study = combined_study(f"combined-close-{budget}-{int(useless)}", budget, useless)
+    rng = random.Random(budget + useless)
+    workers = workers_of([f"cb{budget}{int(useless)}-{n}" for n in range(6)])
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    compared = []
+
+    def close_both_ways():
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            if len(compared) % 5 == 4:
+                PairState.objects.filter(study=study).update(calibration={})
+                protocol_state._group_totals.clear()
+            decoded, _ = both_ways_equal(study)
+            assert decoded < PairState.objects.filter(study=study).count()
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+
+    serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
+                     else rng.choice([0, -1, 1]), close_both_ways)
+    assert len(compared) >= 10
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    # the bets used the calibrated predictions, whose moments are no integers
+    assert any(p.prediction for p in state.pairs)
+    assert any(not full_step(step)[5].is_integer() for p in state.pairs for step in p.steps)
+    if budget < 1000:
+        assert state.budget_left == 0
+
+
+def test_a_close_with_combined_metrics_decodes_only_the_pairs_whose_rounds_filled(monkeypatch):
+    """Fails on the close that decoded every pair of a study with combined metrics (28 here,
+    19,900 at 200 systems)."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)  # no close in the submits
+    study = combined_study("combined-decodes", 2000, False)
+    filled = served_until_one_pair_fills(study, workers_of([f"cbd-{n}" for n in range(6)]), shown_value=1)
+    decoded = decoded_by_one_close(study, monkeypatch)
+    total = PairState.objects.filter(study=study).count()
+    assert decoded == [f"pair {filled.pk} of study {study.slug!r}"], f"{len(decoded)} of {total} pairs decoded"
+
+
 def ordering_study_served(*, design: str, slug: str, systems: int, items: int, metric: bool, truth_seed: int,
                           answer_seed: int, agreement: float, monkeypatch) -> tuple[Study, list[int], list]:
     """A study of an ordering ``design`` over ``systems`` systems served until done by workers
@@ -174,13 +239,17 @@ RUBRIC_CRITERIA = [{"name": "helpfulness"}, {"name": "correctness", "metric": "m
 
 
 def rubric_study(slug: str, budget: int, metric: bool, systems: int = SYSTEMS, items: int = ITEMS,
-                 gamma: float = 0.2) -> Study:
+                 gamma: float = 0.2, combined: bool = False) -> Study:
     """A three-criterion rubric over ``systems`` systems: with ``metric``, the first criterion
     uses the study's metric m and the second its own m2 (ranking the systems the other way
-    round: each lane's control variate its own), the third is human only; without, all three."""
+    round: each lane's control variate its own), the third is human only; without, all three.
+    ``combined``: the first two lanes each combine the other's metric with their own
+    (Study.combined_metrics: each lane its own calibration)."""
     rows = many_systems_rows(systems, items=items)
     criteria = [dict(c) for c in RUBRIC_CRITERIA]
     rows[0].update(name=slug, batch_size=4, budget=budget, gamma=gamma, criteria=criteria)
+    if combined:
+        rows[0]["combined_metrics"] = "m2; correctness: m"
     if metric:
         rows += [{"kind": "metric_score", "item": f"i{n}", "system": f"sys{j:02d}", "metric": "m2",
                   "score": 0.5 * j + (n * 7 + j * 3) % 5} for n in range(items) for j in range(systems)]
@@ -211,18 +280,21 @@ def serve_rubric_until_done(study: Study, workers: dict, value_of, after_submit=
             return
 
 
-@pytest.mark.parametrize("budget, metric", [(3000, True), (3000, False), (400, True)])
-def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget, metric, monkeypatch):
+@pytest.mark.parametrize("budget, metric, combined", [(3000, True, False), (3000, False, False), (400, True, False),
+                                                      (3000, True, True)])
+def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget, metric, combined, monkeypatch):
     """A rubric's close reads the filled pairs (and the waiting ones when the budget can open
     rounds) and each lane's totals of the others: the first lane's from the columns, the
     others' from ``lanes_close`` (each lane its own e-BH family and control variate). Every
     lane of every pair after the close and the openings equals the full close's. Fails on the
     close that read every pair of a rubric. The criteria disagree (helpfulness follows the
-    systems' order, correctness the reverse, style a coin), so lanes stop at different times."""
-    study = rubric_study(f"rubric-close-{budget}-{int(metric)}", budget, metric)
+    systems' order, correctness the reverse, style a coin), so lanes stop at different times.
+    With combined metrics each of the first two lanes is calibrated on its own sums (fails too
+    on the close that read every pair of a study with combined metrics)."""
+    study = rubric_study(f"rubric-close-{budget}-{int(metric)}{int(combined)}", budget, metric, combined=combined)
     assert protocol_state.close_reads_some(study)
     rng = random.Random(budget + metric)
-    workers = workers_of([f"rb{budget}{int(metric)}-{n}" for n in range(6)])
+    workers = workers_of([f"rb{budget}{int(metric)}{int(combined)}-{n}" for n in range(6)])
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared = []
 
@@ -246,6 +318,8 @@ def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget
     state = protocol_state.study_rubric_load(study, PairState.objects.filter(study=study))
     decided = {name: sum(p.status == adaptive.DECIDED for p in lane.pairs)
                for name, lane in zip(state.criteria, state.lanes)}
+    predicted = [any(p.prediction for p in lane.pairs) for lane in state.lanes]
+    assert predicted == [combined, combined, False], predicted
     if budget > 1000:
         # e-BH then read other pairs' e-values in both decided lanes (k* > 1 at some close)
         assert decided["helpfulness"] >= 2 and decided["correctness"] >= 2, decided
@@ -477,3 +551,20 @@ def test_on_a_null_a_rubric_through_its_partial_close_decides_nothing_false():
         for name, lane in zip(state.criteria, state.lanes):
             deciding[name] += any(p.decision for p in lane.pairs)
     assert all(count <= 1 for count in deciding.values()), f"null studies deciding a pair, by lane: {deciding}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("useless", [False, True])
+def test_on_a_null_a_study_with_combined_metrics_through_its_partial_close_decides_nothing_false(useless):
+    """Every pair a null (the humans answer at random whatever the systems and both metrics):
+    through the app's lease, submit and partial close, each round calibrated on the other
+    pairs' labels, e-BH across the 15 pairs keeps P(any ±) <= γ. P(Binomial(8, 0.05) >= 2) =
+    0.06: more than one of 8 runs with a decision is not γ = 0.05."""
+    runs_deciding = 0
+    for run in range(8):
+        study = combined_study(f"combined-null-{int(useless)}-{run}", 2000, useless, systems=6, items=12, gamma=0.05)
+        rng = random.Random(400 + run)
+        workers = workers_of([f"cbn{int(useless)}{run}-{n}" for n in range(4)])
+        serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
+        runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
+    assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
