@@ -4,8 +4,8 @@ from rest_framework import serializers
 
 from protocol.computed_metrics import COMPUTABLE
 from protocol.tables import ROLES as TABLE_ROLES
-from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, METRIC, ORDER_BAR_FACTOR, SETTINGS, TEXT,
-                                     Setting, settings_for)
+from protocol.study_settings import (API, API_IMPORT, BOOL, CHOICE, FLOAT, INT, KINDS_CLOSE_BAR_FACTOR, METRIC,
+                                     ORDER_BAR_FACTOR, SETTINGS, TEXT, Setting, settings_for)
 
 from .guarantees import PAPER_POLICY_WARNING
 from .models import SettingBounds, Study
@@ -269,7 +269,10 @@ class OrderClaimSerializer(serializers.Serializer):
                                  "(stricter than the confidence it is stated at), 1 - confidence for a close one; "
                                  "null: no claim")
     misorder = serializers.FloatField(help_text="posterior probability that the two are the other way round")
-    misorder_beyond = serializers.FloatField(help_text="... the other way round by more than the resolution")
+    misorder_beyond = serializers.FloatField(help_text="... the other way round by more than the resolution; "
+                                             "fitted by kind of prompt, with the part of the uncertainty the kinds "
+                                             f"add taken at the tail (1 - confidence) / {KINDS_CLOSE_BAR_FACTOR} "
+                                             "(at least the posterior probability)")
     removals = serializers.IntegerField(allow_null=True, help_text="about how many counted judgements, removed, "
                                         "undo the claim (an upper bound; null: not a claim, or the ranking is not "
                                         "complete yet)")

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from protocol.active_ranking import ActiveSettings
-from protocol.study_settings import ORDER_BAR_FACTOR
+from protocol.study_settings import KINDS_CLOSE_BAR_FACTOR, ORDER_BAR_FACTOR
 
 from . import figures, guarantees, reports, selectors, services
 from .errors import QualityError
@@ -220,7 +220,8 @@ def help_page(request: HttpRequest) -> HttpResponse:
         "anytime": guarantees.ANYTIME, "per_look": guarantees.PER_LOOK, "planned": guarantees.PLANNED_LOOKS,
         "paper_warning": guarantees.PAPER_POLICY_WARNING,
         # the active design's bar of an ordered claim, as its settings declare it (at a study's defaults)
-        "order_bar_factor": ORDER_BAR_FACTOR, "active_defaults": ActiveSettings()})
+        "order_bar_factor": ORDER_BAR_FACTOR, "kinds_close_bar_factor": KINDS_CLOSE_BAR_FACTOR,
+        "active_defaults": ActiveSettings()})
 
 
 # Every CSV export is UTF-8 and says so (a spreadsheet otherwise guesses, often cp1252).

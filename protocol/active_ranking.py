@@ -37,7 +37,14 @@ and r the study's resolution:
               1 - confidence. The order is resolved *to the resolution* (log-odds units: 0.05 is
               a 51.25 % win rate): a reversal, if there is one, is smaller than r. This is the
               indifference-zone (epsilon-correct, "PAC") criterion of ranking by duels: without
-              it two near-equal systems would take every item to be ordered
+              it two near-equal systems would take every item to be ordered. When the fit is by
+              kind of prompt (``fit_by_kind``), sd^2 = v_labels + v_kinds and the part the kinds
+              add is taken at the stricter z_k = Phi^-1(1 - (1 - confidence) /
+              KINDS_CLOSE_BAR_FACTOR): close needs d + r >= sqrt(z*^2 v_labels + z_k^2 v_kinds),
+              i.e. (d + r) / sd_close >= z* with sd_close^2 = v_labels + (z_k / z*)^2 v_kinds
+              (``ActiveSettings.kinds_weight``). A claim whose uncertainty is mostly the kinds'
+              is made only past its bar by a margin: at z_k = z* such claims were made just past
+              it and held only at about the stated level (docs/ranking-results.md)
     spent     the pair cannot take more labels: its items (or ``max_labels``) are used up, or
               it has none and the design already sampled ``max_pairs`` pairs
     open      otherwise
@@ -86,7 +93,7 @@ from .machine import open_pairs, with_pairs
 from .ranking_design import closure, decide_pair, item_order, start_positions
 from .state import DECIDED, EXHAUSTED, FILLED, FUTILE, PARKED, WAITING, PairState, ProtocolState, require_whole
 from .state import OPEN as ROUND_OPEN
-from .study_settings import ORDER_BAR_FACTOR
+from .study_settings import KINDS_CLOSE_BAR_FACTOR, ORDER_BAR_FACTOR
 from .study_settings import SETTINGS as STUDY_SETTINGS
 
 Pair = tuple[int, int]
@@ -162,6 +169,25 @@ class ActiveSettings:
         (stricter than ``stop_bar``; the module doc says why)."""
         return float(ndtri(1 - self.order_misorder))
 
+    @property
+    def kinds_close_misorder(self) -> float:
+        """(1 - confidence) / KINDS_CLOSE_BAR_FACTOR (0.025 at 0.95): the tail the part of a close
+        claim's uncertainty that kinds of prompt add is taken at (the module doc); what every page
+        that explains a close claim by kind states (rounded as ``order_misorder``)."""
+        return round((1 - self.confidence) / KINDS_CLOSE_BAR_FACTOR, 12)
+
+    @property
+    def kinds_close_bar(self) -> float:
+        """z_k = Phi^-1(1 - kinds_close_misorder) (1.96 at 0.95)."""
+        return float(ndtri(1 - self.kinds_close_misorder))
+
+    @property
+    def kinds_weight(self) -> float:
+        """(z_k / z*)^2 (1.42 at 0.95): the weight of the kinds' variance in a close claim's sd, so
+        that (d + r) / sd_close >= z* is d + r >= sqrt(z*^2 v_labels + z_k^2 v_kinds). At
+        confidence 0.5 (z* = 0) every neighbour is close whatever the weight; it is then 1."""
+        return (self.kinds_close_bar / self.stop_bar) ** 2 if self.stop_bar > 0 else 1.0
+
     def pair_limit(self, systems: int) -> int:
         """Most distinct pairs the design samples in a study of ``systems`` systems."""
         return self.max_pairs or max(1, systems * (systems - 1) // 2)
@@ -215,16 +241,20 @@ class Fit:
         more labels on the study's prompts cannot shrink (0 without kinds)."""
         return float(np.sqrt(self._variance(self.kinds_low, a, b)))
 
-    def difference_sd(self, a: int, b: int) -> float:
-        return float(np.sqrt(max(self._variance(self.covariance, a, b), 1e-18) + self._variance(self.kinds, a, b)))
+    def difference_sd(self, a: int, b: int, kinds_weight: float = 1.0) -> float:
+        """sd of s_a - s_b: sqrt(v_labels + kinds_weight v_kinds) (``kinds_weight``: a close
+        claim's, ``ActiveSettings.kinds_weight``; v_kinds 0 without kinds)."""
+        return float(np.sqrt(max(self._variance(self.covariance, a, b), 1e-18)
+                             + kinds_weight * self._variance(self.kinds, a, b)))
 
-    def prompt_limited(self, a: int, b: int, margin: float, z_star: float) -> bool:
+    def prompt_limited(self, a: int, b: int, margin: float, kinds_bar: float) -> bool:
         """Whether more labels on the study's prompts cannot resolve s_a - s_b: the kinds'
         part alone (its lower bound) keeps ``margin`` (difference + resolution) below
-        z_star sd's, and the labels' own sd is already no larger than that part (more labels
-        would shrink only the smaller share of the uncertainty)."""
+        ``kinds_bar`` sd's (``ActiveSettings.kinds_close_bar``, what a close claim needs of
+        that part with no labels' noise left), and the labels' own sd is already no larger
+        than that part (more labels would shrink only the smaller share of the uncertainty)."""
         floor = self.floor_sd(a, b)
-        return floor > 0 and margin < z_star * floor and self._variance(self.covariance, a, b) <= floor ** 2
+        return floor > 0 and margin < kinds_bar * floor and self._variance(self.covariance, a, b) <= floor ** 2
 
 
 def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
@@ -242,9 +272,11 @@ def fit(wins: np.ndarray, *, prior_ties: float = PRIOR_TIES) -> Fit:
     return Fit(scores=scores, covariance=np.linalg.pinv(information, hermitian=True))
 
 
-def fit_by_kind(wins: np.ndarray, *, confidence: float, prior_ties: float = PRIOR_TIES) -> Fit:
-    """The fit of labels on prompts of K kinds, ``wins`` (K, S, S) (one win matrix per kind),
-    with the uncertainty of the kinds' sample: an explicit prompt-kind model.
+def fit_by_kind(wins: np.ndarray, *, ties: np.ndarray, confidence: float, prior_ties: float = PRIOR_TIES) -> Fit:
+    """The fit of labels on prompts of K kinds, ``wins`` (K, S, S) (one win matrix per kind, a
+    tie half a win each) and ``ties`` (K, S, S) (the tied labels of each pair on each kind,
+    symmetric: ties[g, i, j] = ties[g, j, i]), with the uncertainty of the kinds' sample: an
+    explicit prompt-kind model.
 
     Model: on kind g, system s has log-strength theta_s + u[s, g], the effects u[s, g] drawn
     for each kind with a common variance sigma^2 (the study's K kinds a sample of the kinds a
@@ -258,19 +290,24 @@ def fit_by_kind(wins: np.ndarray, *, confidence: float, prior_ties: float = PRIO
     mean). sigma^2 is estimated by the method of moments on the win-share scale, unbiased
     however few labels a kind holds: for every pair with at least 2 labels on every kind, the
     spread of its win share y_g over the kinds, var_g(y_g) (ddof 1), less the mean sampling
-    variance of a share, mean_g y_g (1 - y_g) / (n_g - 1), estimates the kinds' variance of
-    its win share, which divided by (ybar (1 - ybar))^2 (the delta method, ybar (1 - ybar) at
-    least 0.05) is that of its log-odds, 2 sigma^2; the pairs are pooled with weights their
-    labels and the result taken at least 0. (A tie, half a win to each, varies less than a
-    win or a loss, so ties make the sampling variance an overstatement and sigma^2 an
-    understatement.) ``kinds`` = sigma^2 / K (I - 1 1^T / S) with
+    variance of a share, mean_g (m_g - y_g^2) / (n_g - 1) with m_g = y_g - t_g / (4 n_g) the
+    mean square of its n_g label values (1, 1/2 for each of its t_g ties, 0), estimates the
+    kinds' variance of its win share, which divided by (ybar (1 - ybar))^2 (the delta method,
+    ybar (1 - ybar) at least 0.05) is that of its log-odds, 2 sigma^2; the pairs are pooled
+    with weights their labels and the result taken at least 0. (A tie varies less than a win
+    or a loss: taken as one, y_g (1 - y_g) / (n_g - 1), the sampling variance was overstated
+    and sigma^2 estimated at about 0.6 of its value on arenas with a fifth of ties,
+    docs/ranking-results.md.) ``kinds`` = sigma^2 / K (I - 1 1^T / S) with
     sigma^2 at its upper confidence bound (chi-square on (K - 1)(S - 1) degrees of freedom: the
     estimate is noisy while the kinds have few labels), so that Var(s_a - s_b) gains
     2 sigma^2 / K; ``kinds_low`` the same at the lower confidence bound. Fewer than 2 kinds with labels, or no
     pair labelled on every kind, is ``fit``."""
-    wins = np.asarray(wins, dtype=float)
+    wins, ties = np.asarray(wins, dtype=float), np.asarray(ties, dtype=float)
     if wins.ndim != 3 or wins.shape[1] != wins.shape[2]:
         raise ValueError(f"wins by kind must be (K, S, S), got shape {wins.shape}")
+    if ties.shape != wins.shape or np.any(ties < 0) or np.any(ties != ties.transpose(0, 2, 1)):
+        raise ValueError(f"ties by kind must be symmetric counts >= 0 of the wins' shape {wins.shape}, "
+                         f"got shape {ties.shape}")
     pooled = fit(wins.sum(axis=0), prior_ties=prior_ties)
     used = [g for g in range(len(wins)) if wins[g].sum() > 0]
     size, kinds = wins.shape[1], len(used)
@@ -282,7 +319,8 @@ def fit_by_kind(wins: np.ndarray, *, confidence: float, prior_ties: float = PRIO
         return pooled
     n = counts[:, first, second]                                                         # (K, pairs)
     share = wins[used][:, first, second] / n
-    between = share.var(axis=0, ddof=1) - np.mean(share * (1 - share) / (n - 1), axis=0)
+    square = share - ties[used][:, first, second] / (4 * n)                             # mean square of the labels
+    between = share.var(axis=0, ddof=1) - np.mean((square - share ** 2) / (n - 1), axis=0)
     mean = share.mean(axis=0)
     slope = np.maximum(mean * (1 - mean), 0.05)                                          # d share / d log-odds
     weight = n.sum(axis=0)
@@ -357,10 +395,15 @@ class ActiveStep:
         return tuple(tiers)
 
 
-def step_fit(wins: np.ndarray, settings: ActiveSettings) -> Fit:
-    """The fit ``active_step`` makes of ``wins``, (S, S) or (K, S, S) by kind of prompt."""
+def step_fit(wins: np.ndarray, settings: ActiveSettings, ties: np.ndarray | None = None) -> Fit:
+    """The fit ``active_step`` makes of ``wins``, (S, S) or (K, S, S) by kind of prompt with its
+    ``ties`` (K, S, S) (``fit_by_kind``; required by kind)."""
     wins = np.asarray(wins, dtype=float)
-    return fit_by_kind(wins, confidence=settings.confidence) if wins.ndim == 3 else fit(wins)
+    if wins.ndim != 3:
+        return fit(wins)
+    if ties is None:
+        raise ValueError("a fit by kind of prompt needs the tied labels by kind (ties)")
+    return fit_by_kind(wins, ties=ties, confidence=settings.confidence)
 
 
 def fitted_order(current: Fit, start: Sequence[int]) -> np.ndarray:
@@ -379,12 +422,15 @@ def _key(a: int, b: int) -> Pair:
 
 def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Mapping[Pair, int],
                 start: Sequence[int], settings: ActiveSettings,
-                in_flight: Mapping[Pair, int] = MappingProxyType({}), fitted: Fit | None = None) -> ActiveStep:
+                in_flight: Mapping[Pair, int] = MappingProxyType({}), fitted: Fit | None = None,
+                ties: np.ndarray | None = None) -> ActiveStep:
     """The rounds to open now.
 
     wins       (S, S) win matrix of every label so far (``leaderboard.win_matrix``), or (K, S, S)
-               one per kind of prompt: the fit then states the kinds' uncertainty too
-               (``fit_by_kind``), and a neighbour that only more kinds could resolve is spent
+               one per kind of prompt, with ``ties`` (K, S, S) its tied labels: the fit then
+               states the kinds' uncertainty too (``fit_by_kind``), a close claim takes it at
+               the stricter bar (the module doc), and a neighbour that only more kinds could
+               resolve is spent
     spent      pair (i, j), i < j -> labels it took so far
     items      items per pair, or pair (i, j), i < j -> labels it can take in all (a pair not
                named can take none)
@@ -400,9 +446,9 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
     if wins.ndim not in (2, 3) or wins.shape[-2:] != (size, size) or sorted(start.tolist()) != list(range(size)):
         raise ValueError(f"wins must be ({size}, {size}) or (kinds, {size}, {size}) and start a permutation of "
                          f"range({size}), got shape {wins.shape}")
-    current = fitted if fitted is not None else step_fit(wins, settings)
+    current = fitted if fitted is not None else step_fit(wins, settings, ties)
     order = fitted_order(current, start)
-    z_star, order_bar = settings.stop_bar, settings.order_bar
+    z_star, order_bar, kinds_weight = settings.stop_bar, settings.order_bar, settings.kinds_weight
     if isinstance(items, Mapping):
         def capacity_of(key: Pair) -> int:
             return settings.capacity(items.get(key, 0))
@@ -419,14 +465,14 @@ def active_step(wins: np.ndarray, spent: Mapping[Pair, int], *, items: int | Map
         difference = float(current.scores[a] - current.scores[b])
         sd = current.difference_sd(a, b)
         z = difference / sd
-        margin = (difference + settings.resolution) / sd
+        margin = (difference + settings.resolution) / current.difference_sd(a, b, kinds_weight)
         taken = spent.get(_key(a, b), 0)
         if z >= order_bar:
             status = ORDERED
         elif margin >= z_star:
             status = CLOSE
         elif (taken >= capacity_of(_key(a, b)) or (taken == 0 and sampled >= limit)
-              or current.prompt_limited(a, b, difference + settings.resolution, z_star)):
+              or current.prompt_limited(a, b, difference + settings.resolution, settings.kinds_close_bar)):
             status = SPENT
         else:
             status = OPEN
@@ -503,10 +549,11 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
     size = len(start)
     kinds = None if kinds is None else np.unique(np.asarray(kinds), return_inverse=True)[1]
     wins = np.zeros((size, size) if kinds is None else (int(kinds.max()) + 1, size, size))
+    ties = None if kinds is None else np.zeros_like(wins)
     spent: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}   # rounds open, in the order they were opened
     while True:
-        step = active_step(wins, spent, items=items, start=start, settings=settings, in_flight=in_flight)
+        step = active_step(wins, spent, items=items, start=start, settings=settings, in_flight=in_flight, ties=ties)
         in_flight.update(sorted(step.pending.items()))   # rounds opened together: by pair
         if not in_flight:
             return step, spent
@@ -521,6 +568,8 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
         else:
             np.add.at(wins, (kinds[order], i, j), (values > 0) + 0.5 * (values == 0))
             np.add.at(wins, (kinds[order], j, i), (values < 0) + 0.5 * (values == 0))
+            np.add.at(ties, (kinds[order], i, j), values == 0)
+            np.add.at(ties, (kinds[order], j, i), values == 0)
         spent[i, j] = taken + take
 
 
@@ -561,21 +610,40 @@ def active_decided(spent: Mapping[Pair, int], labels_of: Callable[[int, int], np
 # (``arena_replay.replay_active``); a crowd closes them in its own order. The app's close passes
 # a partial state: the pairs with labels or a round, and ``more`` for the neighbours it lacks.
 
-def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None, *,
-                  some: bool = False) -> tuple[np.ndarray, dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
-    """(wins, spent, capacity, in_flight) of ``active_step`` from the protocol's pairs, systems
-    indexed by their position in ``order`` (the start order). An item counts once, with the sign
-    of its judgements' mean (a tie half a win each); a decided or exhausted pair can take no
-    more; a pair with an open or filled round is in flight with its round's missing judgements.
+@dataclass(frozen=True)
+class ActiveInputs:
+    """What ``active_step`` reads of the protocol's pairs (``active_inputs``).
 
-    kinds  None, or item id -> its kind of prompt (every item of the study): wins is then
-           (K, S, S), one win matrix per kind (kinds in sorted order), and ``active_step`` fits
+    wins       (S, S), or (K, S, S) one per kind of prompt
+    ties       None, or (K, S, S) the tied labels of each pair on each kind (symmetric)
+    spent      pair (i, j), i < j -> its labels
+    capacity   pair (i, j), i < j -> labels it may take in all
+    in_flight  pair (i, j), i < j -> its open round's missing judgements
+    """
+
+    wins: np.ndarray
+    ties: np.ndarray | None
+    spent: dict[Pair, int]
+    capacity: dict[Pair, int]
+    in_flight: dict[Pair, int]
+
+
+def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None, *,
+                  some: bool = False) -> ActiveInputs:
+    """The counts of ``active_step`` from the protocol's pairs, systems indexed by their
+    position in ``order`` (the start order). An item counts once, with the sign of its
+    judgements' mean (a tie half a win each); a decided or exhausted pair can take no more; a
+    pair with an open or filled round is in flight with its round's missing judgements.
+
+    kinds  None, or item id -> its kind of prompt (every item of the study): wins and ties are
+           then (K, S, S), one matrix per kind (kinds in sorted order), and ``active_step`` fits
            by kind (``fit_by_kind``)
     some   ``pairs`` are some of the study's (a partial state's, ``active_advance``)"""
     position = start_positions(pairs, order, some=some)
     size = len(order)
     kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
     wins = np.zeros((size, size) if kind_index is None else (len(kind_index), size, size))
+    ties = None if kind_index is None else np.zeros_like(wins)
     spent: dict[Pair, int] = {}
     capacity: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}
@@ -590,12 +658,15 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappi
                 sign, g = np.sign(p.votes.get(item, 0)), kind_index[kinds[item]]
                 wins[g, i, j] += 1.0 if sign > 0 else 0.5 if sign == 0 else 0.0
                 wins[g, j, i] += 1.0 if sign < 0 else 0.5 if sign == 0 else 0.0
+                if sign == 0:
+                    ties[g, i, j] += 1.0
+                    ties[g, j, i] += 1.0
         key = _key(i, j)
         spent[key] = int(p.judgements)
         capacity[key] = _capacity(p)
         if p.status in (ROUND_OPEN, FILLED):
             in_flight[key] = int(p.quota)
-    return wins, spent, capacity, in_flight
+    return ActiveInputs(wins=wins, ties=ties, spent=spent, capacity=capacity, in_flight=in_flight)
 
 
 def _capacity(pair: PairState) -> int:
@@ -630,14 +701,15 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
     if partial and more is None:
         require_whole(state, "the active design's step (or ``more``: the pairs it leaves out)")
     pairs = [replace(p, status=PARKED) if p.status == WAITING else p for p in state.pairs]
-    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds, some=partial)
+    inputs = active_inputs(pairs, order, kinds, some=partial)
+    spent, capacity, in_flight = inputs.spent, inputs.capacity, inputs.in_flight
     if len(in_flight) >= settings.width:
         # no free slot (the first round's rounds still closing): the step would fund nothing,
         # so the fit is skipped
         return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
     fitted = None
     if partial:
-        fitted = step_fit(wins, settings)
+        fitted = step_fit(inputs.wins, settings, inputs.ties)
         ranked = fitted_order(fitted, range(len(order)))
         held = {p.key for p in pairs}
         wanted = sorted({tuple(sorted((order[a], order[b]))) for a, b in zip(ranked[:-1], ranked[1:])} - held)
@@ -651,8 +723,8 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
             for p in extra:
                 key = _key(position[p.first], position[p.second])
                 spent[key], capacity[key] = int(p.judgements), _capacity(p)
-    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings,
-                       in_flight=in_flight, fitted=fitted)
+    step = active_step(inputs.wins, spent, items=capacity, start=range(len(order)), settings=settings,
+                       in_flight=in_flight, fitted=fitted, ties=inputs.ties)
     index = {p.key: n for n, p in enumerate(pairs)}
     budget = state.budget_left
     quotas = {}
@@ -733,8 +805,9 @@ def active_progress(pairs: Sequence[PairState], order: Sequence[str], settings: 
     """The active study's progress: the step its counts give now and its decisions (``kinds``
     as ``active_inputs``'s)."""
     order = tuple(order)
-    wins, spent, capacity, in_flight = active_inputs(pairs, order, kinds)
-    step = active_step(wins, spent, items=capacity, start=range(len(order)), settings=settings, in_flight=in_flight)
+    inputs = active_inputs(pairs, order, kinds)
+    step = active_step(inputs.wins, inputs.spent, items=inputs.capacity, start=range(len(order)), settings=settings,
+                       in_flight=inputs.in_flight, ties=inputs.ties)
     position = start_positions(pairs, order)
     decided = [(position[p.first], position[p.second]) if p.decision > 0 else (position[p.second], position[p.first])
                for p in pairs if p.decision]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
@@ -210,29 +209,42 @@ def _wins(counts: np.ndarray) -> np.ndarray:
                                                                          -1, -2)
 
 
-def _checked_counts(counts, fit_of, confidence: float | None):
-    """``counts`` as int64 (3, S, S) or (K, 3, S, S), checked, and the fit to use: ``fit_of``,
-    else ``fit`` of the pooled labels, or ``fit_by_kind`` at ``confidence`` by kind."""
+def _ties(counts: np.ndarray) -> np.ndarray:
+    """The tied labels of each kind's counts (K, 3, S, S), symmetric (K, S, S)."""
+    return counts[:, 1] + np.swapaxes(counts[:, 1], -1, -2)
+
+
+def _checked_counts(counts, confidence: float | None) -> np.ndarray:
+    """``counts`` as int64 (3, S, S) or (K, 3, S, S), checked (by kind, ``confidence`` is needed)."""
     counts = np.array(counts, dtype=np.int64)
     if counts.ndim not in (3, 4) or counts.shape[-3] != 3 or counts.shape[-2] != counts.shape[-1]:
         raise ValueError(f"counts must be (3, S, S) or (kinds, 3, S, S), got shape {counts.shape}")
     pooled = counts.sum(axis=0) if counts.ndim == 4 else counts
     if np.any(counts < 0) or np.any(np.tril(pooled.sum(axis=0)) != 0):
         raise ValueError("counts must be >= 0 and only above the diagonal (pairs i < j)")
-    if fit_of is None and counts.ndim == 4:
-        if confidence is None:
-            raise ValueError("counts by kind need the confidence of the fit by kind")
-        fit_of = partial(fit_by_kind, confidence=confidence)
-    return counts, fit_of or fit
+    if counts.ndim == 4 and confidence is None:
+        raise ValueError("counts by kind need the confidence of the fit by kind")
+    return counts
 
 
-def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, fit_of) -> tuple[float, object]:
-    result = fit_of(_wins(counts))
-    return (result.scores[upper] - result.scores[lower] + shift) / result.difference_sd(upper, lower), result
+def _fit_counts(counts: np.ndarray, confidence: float | None):
+    """The active design's fit of ``counts``: ``fit`` of the pooled labels (3, S, S), or
+    ``fit_by_kind`` at ``confidence`` (K, 3, S, S), ties and all."""
+    if counts.ndim == 4:
+        return fit_by_kind(_wins(counts), ties=_ties(counts), confidence=confidence)
+    return fit(_wins(counts))
+
+
+def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, confidence: float | None,
+                     kinds_weight: float) -> tuple[float, object]:
+    result = _fit_counts(counts, confidence)
+    return ((result.scores[upper] - result.scores[lower] + shift)
+            / result.difference_sd(upper, lower, kinds_weight)), result
 
 
 def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float, shift: float = 0.0,
-                   fit_of=None, confidence: float | None = None, max_steps: int = 10_000) -> OrderFragility:
+                   confidence: float | None = None, kinds_weight: float = 1.0,
+                   max_steps: int = 10_000) -> OrderFragility:
     """How many counted labels the claim "upper above lower" rests on (the comment above).
 
     counts   (3, S, S): counts[0][i, j] labels of pair i < j that i won, counts[1][i, j] ties,
@@ -243,12 +255,12 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
              that hold most of them first
     z_star   the claim's bar, Phi^-1(confidence); shift 0 for "ordered", the resolution for
              "close"
-    fit_of   the fit of a win matrix, or of one per kind (default ``active_ranking.fit``, by
-             kind ``fit_by_kind``)
+    kinds_weight  the weight of the kinds' variance in the claim's sd (a close claim by kind:
+             ``ActiveSettings.kinds_weight``; 1 for an ordered claim; no effect without kinds)
     """
-    counts, fit_of = _checked_counts(counts, fit_of, confidence)
+    counts = _checked_counts(counts, confidence)
     labels = int(counts.sum())
-    statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
+    statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight)
     first = float(statistic)
     if statistic < z_star:
         return OrderFragility(upper, lower, first, labels, None, None, False)
@@ -267,7 +279,7 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
         k, n = np.unravel_index(int(np.argmin(change)), change.shape)
         if not np.isfinite(change[k, n]) or change[k, n] >= 0:
             return OrderFragility(upper, lower, first, labels, None, None, False)
-        sd = current.difference_sd(upper, lower)
+        sd = current.difference_sd(upper, lower, kinds_weight)
         need = (statistic - z_star) * sd
         take = int(min(pooled[k, i[n], j[n]], max(1, math.ceil(need / -change[k, n] / 2))))
         if counts.ndim == 4:
@@ -279,7 +291,7 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
         else:
             counts[k, i[n], j[n]] -= take
         removed += take
-        statistic, current = _order_statistic(counts, upper, lower, shift, fit_of)
+        statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight)
         if statistic < z_star:
             share = removed / labels if labels else 0.0
             return OrderFragility(upper, lower, first, labels, removed, share, share <= FRAGILE_SHARE)
@@ -319,7 +331,8 @@ def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighb
     return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
                                                z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
                                                confidence=settings.confidence,
-                                               shift=0.0 if n.status == ORDERED else settings.resolution)
+                                               shift=0.0 if n.status == ORDERED else settings.resolution,
+                                               kinds_weight=1.0 if n.status == ORDERED else settings.kinds_weight)
             for n in neighbours if n.status in (ORDERED, CLOSE)}
 
 
@@ -355,21 +368,21 @@ class TopFragility:
     fragile: bool
 
 
-def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift: float = 0.0, fit_of=None,
+def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift: float = 0.0,
                  confidence: float | None = None, pairs: int | None = None) -> TopFragility:
     """How many counted labels the claim "the systems of ``top`` are above the rest" rests on
-    (the comment above). ``counts``, ``z_star``, ``shift``, ``fit_of``, ``confidence`` as
-    ``order_removals``'s;
+    (the comment above), an ordered claim's. ``counts``, ``z_star``, ``shift``, ``confidence``
+    as ``order_removals``'s;
     ``pairs``: try only this many of the claim's pairs, those of least statistic now (None:
     all, |top| (S - |top|) refits of ``order_removals``; the count stays a removal that undoes
     the claim, but may be further above the least)."""
-    counts, fit_of = _checked_counts(counts, fit_of, confidence)
+    counts = _checked_counts(counts, confidence)
     size = counts.shape[-1]
     top = tuple(sorted({int(a) for a in top}))
     rest = [b for b in range(size) if b not in top]
     if not top or not rest or top[0] < 0 or top[-1] >= size:
         raise ValueError(f"top must name some but not all of the {size} systems (0 .. {size - 1}), got {top}")
-    result = fit_of(_wins(counts))
+    result = _fit_counts(counts, confidence)
     statistic = {(a, b): (result.scores[a] - result.scores[b] + shift) / result.difference_sd(a, b)
                  for a in top for b in rest}
     ranked = sorted(statistic, key=statistic.get)
@@ -378,7 +391,7 @@ def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift
         return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
     best: OrderFragility | None = None
     for a, b in ranked[:pairs]:
-        found = order_removals(counts, a, b, z_star=z_star, shift=shift, fit_of=fit_of)
+        found = order_removals(counts, a, b, z_star=z_star, shift=shift, confidence=confidence)
         if found.removals is not None and (best is None or found.removals < best.removals):
             best = found
     if best is None:

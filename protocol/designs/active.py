@@ -112,6 +112,10 @@ class Active(OrderingDesign):
             # an ordered claim states this number, not the confidence's
             "order_misorder": bars[active_ranking.ORDERED],
             "order_posterior": round(1 - settings.order_misorder, 9),
+            # a close claim by kind takes the kinds' part of its uncertainty at this tail
+            # (ActiveSettings.kinds_close_misorder); its misorder_beyond is Phi(-margin), the
+            # stop's statistic with that part so weighted
+            "kinds_close_misorder": round(settings.kinds_close_misorder, 9),
             "width": settings.width,
             "resolution": settings.resolution,
             "decisions": decisions,

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         wins, ties = counted(arena, taken, kinds, args.kinds, size)
         full = [((i, j), np.arange(prompts)) for (i, j), t in spent.items() if t >= 2 * args.kinds]
         wins_all, ties_all = counted(arena, full, kinds, args.kinds, size)
-        fitted = step_fit(wins, settings)
+        fitted = step_fit(wins, settings, ties)
         population, study = true_scores(arena), population_scores(arena)
         for n in step.neighbours:
             if n.status not in (ORDERED, CLOSE):

@@ -10,13 +10,14 @@ import csv
 import io
 from collections import Counter
 
+import numpy as np
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
 from annotation.management.commands.demo_setup import RANKING_DEMOS
-from annotation.models import Assignment, Comparison, Item, PairState, PlanJob, Study
+from annotation.models import Assignment, Comparison, Item, Judgement, PairState, PlanJob, Study
 from annotation.reports import study_dashboard_refresh
 from annotation.selectors.dashboard import study_ranking
 from annotation.selectors.exports import study_export_rows
@@ -24,6 +25,7 @@ from annotation.selectors.serving import protocol_pair_of
 from annotation.serving import protocol_state
 from annotation.services.studies import study_import
 from annotation.services.planner import plan_job_create
+from protocol.active_ranking import ActiveSettings, fit_by_kind
 from protocol.arena import make_arena, write_bundle
 from protocol.bundle import BundleError, read_bundle
 from protocol.plan import DEFAULT_ASSUMPTIONS, Assumptions, GridPoint, plan
@@ -123,6 +125,46 @@ def test_an_active_study_whose_items_have_kinds_takes_each_pairs_items_in_turns_
     client = Client()
     client.force_login(owner)
     assert "Fitted by kind of prompt: 3 kinds" in client.get(f"/s/{study.slug}/dashboard/").content.decode()
+
+
+def test_an_active_study_by_kind_counts_its_ties_by_kind_and_states_the_close_claims_bar():
+    """The kinds' variance the app's fit states (issue 39) is the fit by kind of the judgements
+    counted here from the database, ties by kind and all: a pair's judges tie on every "chat"
+    prompt and follow the truth on the others, so the kinds differ; without the ties (a tie
+    taken to vary as a win or a loss) the estimate is another number. The dashboard states the
+    close claim's stricter tail for the kinds' part."""
+    rows = ranking_rows(**ACTIVE)
+    kind_of = {}
+    for row in rows:
+        if row["kind"] == "item":
+            row["prompt_kind"] = kind_of[row["id"]] = KINDS[int(row["id"][1:]) % len(KINDS)]
+    study = study_import(source=bundle_bytes(rows), slug="active-kind-ties")
+    made = answer_hits(study, workers_of(["w1", "w2"]), by_item=True,
+                       answer=lambda item, a, b, _: 0 if kind_of[item] == "chat" else ranking_truth(a, b))
+    ranking = study_ranking(study=study)
+    assert ranking["complete"] and made == ranking["labels"] and ranking["kinds"] == len(KINDS)
+    names = sorted(RANKING_SYSTEMS)
+    wins, ties = np.zeros((len(KINDS), K, K)), np.zeros((len(KINDS), K, K))
+    for first, second, item, value in Judgement.objects.filter(comparison__study=study).values_list(
+            "comparison__first__name", "comparison__second__name", "comparison__item__external_id", "value"):
+        g, i, j = KINDS.index(kind_of[item]), names.index(first), names.index(second)
+        wins[g, i, j] += (value > 0) + 0.5 * (value == 0)
+        wins[g, j, i] += (value < 0) + 0.5 * (value == 0)
+        ties[g, i, j] += value == 0
+        ties[g, j, i] += value == 0
+    assert ties[KINDS.index("chat")].sum() > 0 and ties[KINDS.index("code")].sum() == 0
+    confidence = ActiveSettings().confidence
+    expected = fit_by_kind(wins, ties=ties, confidence=confidence).kind_variance
+    counted_as_wins = fit_by_kind(wins, ties=np.zeros_like(ties), confidence=confidence).kind_variance
+    assert expected > 0 and abs(expected - counted_as_wins) > 0.01 * expected
+    assert ranking["kind_sd"] == pytest.approx(np.sqrt(expected), rel=1e-9)
+    assert ranking["kinds_close_misorder"] == pytest.approx(0.025)
+    study_dashboard_refresh(study_id=study.pk)
+    owner = User.objects.create_superuser("kind-ties-owner", password="pw-kinds-2")
+    client = Client()
+    client.force_login(owner)
+    html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert "A close claim takes that part at the stricter tail 0.025" in html
 
 
 def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():

@@ -366,22 +366,32 @@ def test_what_the_stop_states_holds_on_known_truth_arenas():
 
 # Kinds of prompt (issue 39) ---------------------------------------------------------------------
 
+def _no_ties(wins):
+    return np.zeros_like(np.asarray(wins, dtype=float))
+
+
 def test_fit_by_kind_states_the_kinds_variance_by_the_formula_written_out():
-    """Independent reference, two systems and three kinds, by hand: win shares y_g of the
-    pair on each kind, the kinds' variance of the share var(y) (ddof 1) less the mean sampling
-    variance y (1 - y) / (n - 1), over (ybar (1 - ybar))^2 is 2 sigma^2; the difference's
-    variance gains 2 sigma^2 / 3 at sigma^2's upper 0.95 bound on (3 - 1)(2 - 1) = 2 degrees of
-    freedom, 2 / chi2_2(0.05) = 2 / 0.102587 (tables)."""
-    won = np.array([30.0, 12.0, 22.0])
-    lost = np.array([10.0, 28.0, 18.0])
+    """Independent reference, two systems and three kinds, from the labels themselves: each
+    kind's label values (1 a win of the first, 1/2 a tie, 0 a loss), their mean y_g and the
+    variance of that mean, np.var(values, ddof=1) / n_g; the kinds' variance of the share
+    var(y) (ddof 1) less the mean of those, over (ybar (1 - ybar))^2, is 2 sigma^2; the
+    difference's variance gains 2 sigma^2 / 3 at sigma^2's upper 0.95 bound on (3 - 1)(2 - 1) =
+    2 degrees of freedom, 2 / chi2_2(0.05) = 2 / 0.102587 (tables). With ties, taking a tie to
+    vary as a win or a loss (y (1 - y) / (n - 1)) gives 0.0089 instead of 0.0256 here."""
+    won = np.array([20, 12, 17])
+    tied = np.array([14, 16, 12])
+    lost = np.array([8, 14, 13])
+    values = [np.repeat([1.0, 0.5, 0.0], (w, t, l)) for w, t, l in zip(won, tied, lost)]
     wins = np.zeros((3, 2, 2))
-    wins[:, 0, 1], wins[:, 1, 0] = won, lost
-    n = won + lost
-    y = won / n
+    wins[:, 0, 1], wins[:, 1, 0] = won + tied / 2, lost + tied / 2
+    ties = np.zeros((3, 2, 2))
+    ties[:, 0, 1] = ties[:, 1, 0] = tied
+    y = np.array([v.mean() for v in values])
     mean = y.mean()
-    between = np.sum((y - mean) ** 2) / 2 - np.mean(y * (1 - y) / (n - 1))
+    between = np.var(y, ddof=1) - np.mean([np.var(v, ddof=1) / len(v) for v in values])
     sigma2 = between / (mean * (1 - mean)) ** 2 / 2
-    result = fit_by_kind(wins, confidence=0.95)
+    assert sigma2 == pytest.approx(0.02555, abs=1e-5)
+    result = fit_by_kind(wins, ties=ties, confidence=0.95)
     assert result.kind_variance == pytest.approx(sigma2, rel=1e-9)
     pooled = fit(wins.sum(axis=0))
     assert np.allclose(result.scores, pooled.scores)
@@ -390,7 +400,7 @@ def test_fit_by_kind_states_the_kinds_variance_by_the_formula_written_out():
     # the lower bound, 2 / chi2_2(0.95) = 2 / 5.991465
     assert result.floor_sd(0, 1) ** 2 == pytest.approx(2 * sigma2 / 3 * 2 / 5.991465, rel=1e-5)
     # one kind: the plain fit, no kinds' part
-    single = fit_by_kind(wins[:1], confidence=0.95)
+    single = fit_by_kind(wins[:1], ties=ties[:1], confidence=0.95)
     assert single.kinds is None and single.difference_sd(0, 1) == pytest.approx(fit(wins[0]).difference_sd(0, 1))
 
 
@@ -411,7 +421,7 @@ def test_fit_by_kind_recovers_the_kinds_variance_from_few_labels_a_kind():
                 p = 1 / (1 + np.exp(-(theta[i] - theta[j] + u[i] - u[j])))
                 won = rng.binomial(6, p)
                 wins[:, i, j], wins[:, j, i] = won, 6 - won
-        estimates.append(fit_by_kind(wins, confidence=0.95).kind_variance)
+        estimates.append(fit_by_kind(wins, ties=_no_ties(wins), confidence=0.95).kind_variance)
     assert np.mean(estimates) == pytest.approx(sigma ** 2, rel=0.2)
 
 
@@ -423,16 +433,17 @@ def test_fit_by_kind_follows_relabelled_and_swapped_systems(seed, size, kinds):
     another order: nothing changes."""
     rng = np.random.default_rng(seed)
     wins = np.stack([_random_wins(rng, size, int(rng.integers(size, 3 * size)))[0] for _ in range(kinds)])
-    base = fit_by_kind(wins, confidence=0.9)
+    ties = _no_ties(wins)
+    base = fit_by_kind(wins, ties=ties, confidence=0.9)
     perm = rng.permutation(size)
     moved = np.zeros_like(wins)
     moved[:, perm[:, None], perm[None, :]] = wins
-    renamed = fit_by_kind(moved, confidence=0.9)
+    renamed = fit_by_kind(moved, ties=ties, confidence=0.9)
     assert renamed.scores[perm] == pytest.approx(base.scores, abs=1e-6)
     assert renamed.kind_variance == pytest.approx(base.kind_variance, rel=1e-9, abs=1e-12)
-    swapped = fit_by_kind(wins.transpose(0, 2, 1).copy(), confidence=0.9)
+    swapped = fit_by_kind(wins.transpose(0, 2, 1).copy(), ties=ties, confidence=0.9)
     assert swapped.scores == pytest.approx(-base.scores, abs=1e-6)
-    reordered = fit_by_kind(wins[::-1].copy(), confidence=0.9)
+    reordered = fit_by_kind(wins[::-1].copy(), ties=ties, confidence=0.9)
     assert reordered.kind_variance == pytest.approx(base.kind_variance, rel=1e-9, abs=1e-12)
     for a in range(size):
         for b in range(a + 1, size):
@@ -520,12 +531,54 @@ def test_the_app_state_gives_the_design_one_win_matrix_per_kind_of_prompt():
     values = {("a", "b"): [1, 1, -1, 0, 1, -1], ("a", "c"): [1, 1, 1, 1, 1, 0], ("b", "c"): [-1, 1, -1, 1, 0, 0]}
     for (a, b), labels in values.items():
         state = record_judgements(state, a, b, [str(t) for t in range(6)], labels)
-    pooled, spent, capacity, in_flight = active_inputs(state.pairs, names)
-    by_kind, spent_k, capacity_k, in_flight_k = active_inputs(state.pairs, names, kinds)
-    assert by_kind.shape == (2, 3, 3) and np.allclose(by_kind.sum(axis=0), pooled)
-    assert (spent_k, capacity_k, in_flight_k) == (spent, capacity, in_flight)
-    # kind "y" (items 1, 3, 5) of pair (a, b): +1, 0, -1 -> a 1.5 wins, b 1.5
-    assert by_kind[1, 0, 1] == by_kind[1, 1, 0] == 1.5 and by_kind[0, 0, 1] == 2 and by_kind[0, 1, 0] == 1
+    pooled = active_inputs(state.pairs, names)
+    by_kind = active_inputs(state.pairs, names, kinds)
+    assert by_kind.wins.shape == (2, 3, 3) and np.allclose(by_kind.wins.sum(axis=0), pooled.wins)
+    assert pooled.ties is None
+    assert ((by_kind.spent, by_kind.capacity, by_kind.in_flight)
+            == (pooled.spent, pooled.capacity, pooled.in_flight))
+    # kind "y" (items 1, 3, 5) of pair (a, b): +1, 0, -1 -> a 1.5 wins, b 1.5, one tie
+    assert by_kind.wins[1, 0, 1] == by_kind.wins[1, 1, 0] == 1.5
+    assert by_kind.wins[0, 0, 1] == 2 and by_kind.wins[0, 1, 0] == 1
+    # the ties by kind, each pair's both ways: (a, b) one on "y"; (a, c) item 5 ("y"); (b, c)
+    # items 4 ("x") and 5 ("y")
+    expected = np.zeros((2, 3, 3))
+    for g, i, j in ((1, 0, 1), (1, 0, 2), (0, 1, 2), (1, 1, 2)):
+        expected[g, i, j] = expected[g, j, i] = 1
+    assert np.array_equal(by_kind.ties, expected)
     settings_ = ActiveSettings()
     assert active_progress(state.pairs, names, settings_, 0.05, kinds).step.kinds == 2
     assert active_progress(state.pairs, names, settings_, 0.05).step.kinds == 0
+
+
+def test_a_close_claim_by_kind_takes_the_kinds_part_at_the_stricter_bar():
+    """Two systems labelled on four kinds of prompt, a over b on two of them and b over a on the
+    others: most of their difference's uncertainty is the kinds'. At a resolution where
+    (d + r) / sd reaches z* but d + r < sqrt(z*^2 v_labels + z_k^2 v_kinds) (z_k at
+    (1 - confidence) / KINDS_CLOSE_BAR_FACTOR) the neighbour is not close; the same labels
+    without their kinds are (no kinds' part: the bar is z*'s)."""
+    shares = [(34, 6, 20), (30, 8, 22), (22, 8, 30), (26, 10, 24)]   # (a won, tied, b won) per kind
+    wins, ties = np.zeros((4, 2, 2)), np.zeros((4, 2, 2))
+    for g, (won, tied, lost) in enumerate(shares):
+        wins[g, 0, 1], wins[g, 1, 0] = won + tied / 2, lost + tied / 2
+        ties[g, 0, 1] = ties[g, 1, 0] = tied
+    settings_ = ActiveSettings()
+    model = fit_by_kind(wins, ties=ties, confidence=settings_.confidence)
+    d = float(model.scores[0] - model.scores[1])
+    z_star, z_kinds = settings_.stop_bar, settings_.kinds_close_bar
+    labels_part = model._variance(model.covariance, 0, 1)
+    kinds_part = model._variance(model.kinds, 0, 1)
+    assert d > 0 and kinds_part > labels_part
+    plain, strict = z_star * np.sqrt(labels_part + kinds_part), np.sqrt(z_star ** 2 * labels_part + z_kinds ** 2 * kinds_part)
+    resolution = (plain + strict) / 2 - d      # between the two bars
+    at = ActiveSettings(resolution=resolution)
+    spent, items = {(0, 1): 240}, {(0, 1): 1000}
+    (n,) = active_step(wins, spent, items=items, start=[0, 1], settings=at, ties=ties).neighbours
+    assert (n.difference + resolution) / n.sd >= z_star      # today's rule: close
+    assert n.margin < z_star and n.status == OPEN
+    assert n.margin == pytest.approx((d + resolution) / np.sqrt(labels_part + at.kinds_weight * kinds_part))
+    assert at.kinds_weight == pytest.approx((ndtri(1 - 0.05 / 2) / ndtri(0.95)) ** 2)
+    (pooled,) = active_step(wins.sum(axis=0), spent, items=items, start=[0, 1], settings=at).neighbours
+    assert pooled.status == CLOSE and pooled.margin == pytest.approx((pooled.difference + resolution) / pooled.sd)
+    with pytest.raises(ValueError, match="tied labels by kind"):
+        active_step(wins, spent, items=items, start=[0, 1], settings=at)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
-from protocol.active_ranking import fit, fit_by_kind
+from protocol.active_ranking import ActiveSettings, fit, fit_by_kind
 from protocol.adaptive import ProtocolSettings
 from protocol.machine import open_rounds, record_judgements, start
 from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, label_counts_of, order_removals, pair_fragility,
@@ -228,9 +228,15 @@ def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit
     confidence = 0.8
     z_star = float(ndtri(confidence))
     wins = by_kind[:, 0] + by_kind[:, 1] / 2 + np.swapaxes(by_kind[:, 2] + by_kind[:, 1] / 2, -1, -2)
-    model = fit_by_kind(wins, confidence=confidence)
+    ties = by_kind[:, 1] + np.swapaxes(by_kind[:, 1], -1, -2)
+    model = fit_by_kind(wins, ties=ties, confidence=confidence)
     found = order_removals(by_kind, 0, 1, z_star=z_star, confidence=confidence)
     assert found.statistic == pytest.approx((model.scores[0] - model.scores[1]) / model.difference_sd(0, 1))
+    # a close claim by kind: its sd weights the kinds' part as the design's stop does
+    weight = ActiveSettings(confidence=confidence).kinds_weight
+    close = order_removals(by_kind, 0, 1, z_star=1e9, shift=0.05, confidence=confidence, kinds_weight=weight)
+    assert weight > 1 and close.statistic == pytest.approx(
+        (model.scores[0] - model.scores[1] + 0.05) / model.difference_sd(0, 1, weight))
     assert found.removals is not None and 1 <= found.removals <= found.labels
     with pytest.raises(ValueError, match="confidence of the fit by kind"):
         order_removals(by_kind, 0, 1, z_star=z_star)
