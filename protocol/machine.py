@@ -185,6 +185,35 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
     criteria of a rubric). quotas: index into state.pairs -> judgements the round asks for (> 0).
     """
     pairs = list(state.pairs)
+    for i, quota in quotas.items():
+        p = pairs[i]
+        if p.status != WAITING or not 0 < quota <= p.remaining:
+            raise ValueError(f"pair {p.key} cannot open a round of {quota}: it is {p.status} "
+                             f"with {p.remaining} judgements left")
+    for i, (basis, cv) in _bet_bases(state, list(quotas)).items():
+        pairs[i] = replace(pairs[i], quota=quotas[i], round=pairs[i].round + 1, status=OPEN, round_basis=basis,
+                           cv_basis=cv)
+    return replace(state, pairs=tuple(pairs))
+
+
+def rebet_pairs(state: ProtocolState, indices: Sequence[int]) -> ProtocolState:
+    """The state with the open pairs at ``indices`` betting from now on as if their round had
+    opened now: their bets' basis (``round_basis``, ``cv_basis``) made from their labels so far,
+    exactly as ``open_pairs`` makes it. For an open round recorded in parts (judgements
+    collected before the protocol started, ``protocol.rubric.seed_judgements``): each part's
+    bets then use every label recorded before it, and none of its own or later. Precondition:
+    every pair named is open."""
+    pairs = list(state.pairs)
+    for i, (basis, cv) in _bet_bases(state, indices).items():
+        if pairs[i].status != OPEN:
+            raise ValueError(f"pair {pairs[i].key} takes no bets now: it is {pairs[i].status}")
+        pairs[i] = replace(pairs[i], round_basis=basis, cv_basis=cv)
+    return replace(state, pairs=tuple(pairs))
+
+
+def _bet_bases(state: ProtocolState, indices: Sequence[int]) -> dict[int, tuple[tuple, tuple]]:
+    """index -> (round_basis, cv_basis) of the pairs at ``indices`` if their round opened now
+    (PairState: the counts behind the bets of a round, the control variate's (lam, c, bet))."""
     pooled = ()
     if state.settings.rule == EPROCESS and state.settings.confusion == POOLED:
         # the metric's confusion over every judged item of the study: far better estimated
@@ -194,16 +223,13 @@ def open_pairs(state: ProtocolState, quotas: Mapping[int, int]) -> ProtocolState
     control_variate = state.settings.rule == EPROCESS and state.settings.control_variate
     # the reliance on the metric, pooled over the study's judged items (any past label may enter
     # a bet: only the next label must be unpredictable; protocol.control_variate)
-    lam = reliance(study_moments(state)) if control_variate and quotas else 0.0
-    for i, quota in quotas.items():
-        p = pairs[i]
-        if p.status != WAITING or not 0 < quota <= p.remaining:
-            raise ValueError(f"pair {p.key} cannot open a round of {quota}: it is {p.status} "
-                             f"with {p.remaining} judgements left")
+    lam = reliance(study_moments(state)) if control_variate and indices else 0.0
+    bases = {}
+    for i in indices:
+        p = state.pairs[i]
         basis = (*(x for row in p.paired for x in row), *p.human_only, *p.metric_only, *pooled)
-        cv = cv_basis(p, lam, state.settings.max_bet) if control_variate else ()
-        pairs[i] = replace(p, quota=quota, round=p.round + 1, status=OPEN, round_basis=basis, cv_basis=cv)
-    return replace(state, pairs=tuple(pairs))
+        bases[i] = (basis, cv_basis(p, lam, state.settings.max_bet) if control_variate else ())
+    return bases
 
 
 def study_moments(state: ProtocolState) -> Moments:

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from . import machine
 from .rules import round_size
 from .state import FILLED, OPEN, WAITING, PairState, ProtocolSettings, ProtocolState, require_whole
@@ -257,7 +259,19 @@ def seed_judgements(state: RubricState,
     """Record judgements collected before the protocol started as one closed round per pair.
 
     existing  (first, second) -> [(item, {criterion: value})] in arrival order; a pair takes at
-              most what it can receive
+              most what it can receive (its first ones)
+    Each lane's e-process takes the pair's judgements in short rounds, as live rounds would take
+    them: before each, the pair's bets are made again from the judgements recorded before it
+    (``machine.rebet_pairs``, the basis ``open_pairs`` makes), so an item's step bets on what the
+    pair's earlier items showed, never on its own labels or later ones. A round takes
+    max(1, recorded // IMPORT_ROUND_SHARE) judgements: the first bets see every label before
+    them, later ones lag by at most that share of the pair's labels, and a start makes
+    O(log n) rounds, not n. (Recorded as one round, the bets were all made before any label:
+    every bet was 0, and a study imported with all its judgements, PandaLM's, decided nothing.)
+    The items come in an order drawn from the protocol's seed (``import_order``), as a live
+    round draws them: uniformly, whatever the labels or the metric say, which the e-process's
+    validity needs (docs/formulas.md, section 8); an item's judgements keep their arrival order
+    (its first is its step's, as rebuilds keep it). The pairs are then closed as one look.
     """
     lanes = []
     for lane in state.lanes:
@@ -268,13 +282,46 @@ def seed_judgements(state: RubricState,
                 pairs[index] = replace(pair, round=1, quota=min(len(labels), pair.remaining), status=OPEN)
         lanes.append(replace(lane, pairs=tuple(pairs)))
     state = replace(state, lanes=tuple(lanes))
-    for key, labels in sorted(existing.items()):
-        if not labels:
-            continue
-        quota = state.quota(state.keys.index(key))
-        items, answers = zip(*labels[:quota])
-        state = record_judgements(state, *key, list(items), list(answers))
+    keys = state.keys
+    position = {key: index for index, key in enumerate(keys)}
+    queues = {position[key]: import_order(labels[:state.quota(position[key])], state.settings.seed, position[key])
+              for key, labels in sorted(existing.items()) if labels}
+    # Every pair has recorded the same number of judgements at each round (or all of its own),
+    # so the rounds of all pairs go together: the pooled parts of a bet (the control variate's
+    # reliance, the pooled confusion) are computed once per round, from the rounds before.
+    recorded, longest = 0, max(map(len, queues.values()), default=0)
+    while recorded < longest:
+        size = max(1, recorded // IMPORT_ROUND_SHARE)
+        turn = [index for index, labels in queues.items() if recorded < len(labels)]
+        state = replace(state, lanes=tuple(machine.rebet_pairs(lane, turn) for lane in state.lanes))
+        for index in turn:
+            items, answers = zip(*queues[index][recorded:recorded + size])
+            state = record_judgements(state, *keys[index], list(items), list(answers))
+        recorded += size
     return close_rounds(state)
+
+
+# seed_judgements' rounds: each takes 1 / IMPORT_ROUND_SHARE of the judgements recorded before it
+# (at least one): bets at most an eighth of the labels stale, O(log n) rounds.
+IMPORT_ROUND_SHARE = 8
+
+
+def import_order(labels: Sequence[tuple[str, Mapping[str, int]]], seed: int, index: int) -> list:
+    """A pair's judgements (item, answer) in the order ``seed_judgements`` records them: its items
+    (sorted) permuted by a draw from (seed, the pair's index), each item's judgements together in
+    their arrival order. Neither the draw nor the items' order reads a label, a metric value or
+    the bundle's order of lines (a file sorted by preference would give the e-process a drift
+    no null has)."""
+    by_item: dict[str, list] = {}
+    for item, answer in labels:
+        by_item.setdefault(item, []).append((item, answer))
+    items = sorted(by_item)
+    drawn = np.random.default_rng([seed, IMPORT_STREAM, index]).permutation(len(items))
+    return [label for k in drawn for label in by_item[items[k]]]
+
+
+# The random stream of the import order (machine's draws take 1 and 3).
+IMPORT_STREAM = 19
 
 
 def rebuild_pairs(
@@ -326,4 +373,4 @@ def _differs(old: PairState, new: PairState) -> bool:
 
 
 __all__ = ["RubricState", "close_rounds", "open_rounds", "opening", "changed_pairs", "pair_changed", "rebuild_pairs", "record_judgements",
-           "seed_judgements", "single", "start", "with_pairs", "with_settings"]
+           "import_order", "seed_judgements", "single", "start", "with_pairs", "with_settings"]

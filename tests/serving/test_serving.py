@@ -156,8 +156,8 @@ def test_logged_in_member_annotates_and_htmx_gets_the_partial(client):
 
 
 def test_imported_judgements_seed_the_protocol():
-    # The paper's rule decides from round 0 at level γ; the e-process bets only on judgements
-    # made after its bets (imported ones all arrive in round 0 and move no wealth).
+    # The paper's rule decides from round 0 at level γ (the e-process's decisions at import:
+    # tests/cockpit/test_imported_judgements_decide.py).
     study = study_import(source=BUNDLES / "pandalm.jsonl.gz", metric="gpt35", slug="pandalm",
                          study_settings={"allocation_policy": "paper", "protocol_rule": "bayes"})
     # The protocol starts at import: its state is there before any page is read.

@@ -1,0 +1,49 @@
+"""A bundle's human judgements decide the pairs they separate at the protocol's start (the
+PandaLM demo's 10 pairs all ended exhausted with log e-value 0: the judgements were recorded as
+one round whose bets were made before any of them, so every bet was 0 and gave no evidence)."""
+import random
+
+import pytest
+
+from annotation.models import PairState
+from annotation.services.studies import study_import
+from tests.builders.bundles import bundle_bytes
+
+pytestmark = pytest.mark.django_db
+
+ITEMS = 60
+
+
+def separated_rows(*, seed: int = 3):
+    """Three systems with every item judged once per pair: A beats B on 54 of 60 items; B and C
+    are equal (each wins an item with probability 1/2)."""
+    rng = random.Random(seed)
+    rows = [{"kind": "study", "name": "Imported judgements", "criterion": "quality", "gamma": 0.05}]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(ITEMS)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(ITEMS) for s in "ABC"]
+    for n in range(ITEMS):
+        item = f"i{n:02d}"
+        rows.append({"kind": "human_preference", "item": item, "first": "A", "second": "B",
+                     "preference": 1 if n % 10 else -1, "annotator": "h1"})
+        rows.append({"kind": "human_preference", "item": item, "first": "B", "second": "C",
+                     "preference": rng.choice((1, -1)), "annotator": "h1"})
+        rows.append({"kind": "human_preference", "item": item, "first": "A", "second": "C",
+                     "preference": 1 if n % 10 else -1, "annotator": "h1"})
+    return rows
+
+
+def pair(study, first, second):
+    return PairState.objects.get(study=study, first__name=first, second__name=second)
+
+
+def test_imported_judgements_decide_a_separated_pair_at_the_start_and_not_a_null_one():
+    study = study_import(source=bundle_bytes(separated_rows()))
+    assert study.protocol_imported_judgements == 3 * ITEMS
+    for first, second in (("A", "B"), ("A", "C")):
+        row = pair(study, first, second)
+        assert row.hits == ITEMS
+        assert row.log_e_value > 3.0, (first, second, row.log_e_value)  # 1 / 0.05 = e^3.0
+        assert (row.status, row.decision) == ("decided", 1), (first, second)
+    null = pair(study, "B", "C")
+    assert null.hits == ITEMS and null.decision == 0 and null.status == "exhausted"
