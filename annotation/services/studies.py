@@ -3,6 +3,7 @@ transaction, so a failure anywhere leaves the database as it was.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from collections import Counter
@@ -433,6 +434,12 @@ def _message_rows(messages) -> list[dict] | None:
     return None if messages is None else messages_rows(messages)
 
 
+def _stored_order(item: str, first: str, second: str, annotator: str) -> bytes:
+    """Where ``_store_imported_judgements`` stores a judgement: a hash of its item, pair (in
+    canonical order) and annotator, as the bundle names them; uniform over an item's judgements."""
+    return hashlib.blake2b("\x1f".join((item, first, second, annotator)).encode(), digest_size=8).digest()
+
+
 def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Progress) -> None:
     labels = sorted({r.annotator for r in bundle.human_preferences})
     annotators = {a.external_id: a for a in Annotator.objects.filter(platform=Annotator.Platform.IMPORT,
@@ -446,6 +453,7 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
     # holds them all, its value the first criterion's (the bundle reader checked completeness).
     criteria = [c["name"] for c in bundle.study.get("criteria", ())]
     by_judgement: dict[tuple, Judgement] = {}
+    places: list[bytes] = []   # where each judgement is stored (``_stored_order``)
     for r in bundle.human_preferences:
         first, second, sign = canonical_pair(r.first, r.second)
         if criteria:
@@ -456,6 +464,7 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
                     comparison=comparisons[(r.item, first, second)], annotator=annotators[r.annotator],
                     value=0, answers={}, source=Judgement.Source.IMPORT)
                 judgements.append(judgement)
+                places.append(_stored_order(r.item, first, second, r.annotator))
             judgement.answers[r.criterion] = answer_row(value=sign * r.preference, strength=r.strength,
                                                         reason=r.reason)
             if r.criterion == criteria[0]:
@@ -467,6 +476,13 @@ def _store_imported_judgements(bundle: Bundle, comparisons: dict, progress: Prog
             value=sign * r.preference,
             source=Judgement.Source.IMPORT,
         ))
+        places.append(_stored_order(r.item, first, second, r.annotator or "anonymous"))
+    # Stored (and so counted, oldest first) in an order that reads no value: an item's first
+    # judgement is its e-process step, and a file sorted by preference would otherwise give every
+    # item its least judgement as its step (docs/formulas.md, section 8). The order is a hash of
+    # each judgement's identity (item, pair, annotator), not of the file's order, so an export
+    # imported again is stored as the original was.
+    judgements = [judgement for _, _, judgement in sorted(zip(places, itertools.count(), judgements))]
     _bulk(Judgement, judgements, progress, "judgements")
     counted = Counter(j.comparison for j in judgements)
     for comparison, count in counted.items():

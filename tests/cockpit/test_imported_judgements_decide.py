@@ -47,3 +47,42 @@ def test_imported_judgements_decide_a_separated_pair_at_the_start_and_not_a_null
         assert (row.status, row.decision) == ("decided", 1), (first, second)
     null = pair(study, "B", "C")
     assert null.hits == ITEMS and null.decision == 0 and null.status == "exhausted"
+
+
+
+def sorted_null_rows(seed: int, *, items: int = 100, systems: str = "ABCDE"):
+    """Every pair null (an item's label a fair draw of -1, 0, +1 at 0.4 / 0.2 / 0.4, its three
+    judgements agreeing with it 80 % of the time), the lines of each pair sorted by preference,
+    worst first: each item's first judgement is the least of its three."""
+    rng = random.Random(seed)
+    rows = [{"kind": "study", "name": f"Sorted null {seed}", "criterion": "quality", "gamma": 0.05,
+             "ratings_per_item": 3, "family_control": "none"}]
+    rows += [{"kind": "item", "id": f"i{n:03d}", "input": f"Input {n}"} for n in range(items)]
+    rows += [{"kind": "output", "item": f"i{n:03d}", "system": s, "text": f"{s} answer {n}"}
+             for n in range(items) for s in systems]
+    for a, first in enumerate(systems):
+        for second in systems[a + 1:]:
+            lines = []
+            for n in range(items):
+                label = rng.choices((-1, 0, 1), (0.4, 0.2, 0.4))[0]
+                lines += [{"kind": "human_preference", "item": f"i{n:03d}", "first": first, "second": second,
+                           "preference": label if rng.random() < 0.8 else rng.choice((-1, 0, 1)),
+                           "annotator": f"h{k}"} for k in range(3)]
+            rows += sorted(lines, key=lambda line: line["preference"])
+    return rows
+
+
+def test_a_file_sorted_by_preference_decides_no_null_pair():
+    """The e-process's step of an item is its first judgement. Taken in the file's order, a file
+    sorted by preference gave every item its least judgement as its step: on these three null
+    studies (30 pairs, each at gamma = 0.05) 4 pairs were decided, all against the first
+    system. The import stores each item's judgements in an order that reads no value (a hash
+    of item, pair and annotator, ``_store_imported_judgements``), so the first is any of them
+    with equal chance: at most gamma of the pairs are decided (none here)."""
+    decided = []
+    for seed in range(3):
+        study = study_import(source=bundle_bytes(sorted_null_rows(seed)))
+        assert study.protocol_imported_judgements == 10 * 100 * 3
+        decided += PairState.objects.filter(study=study).exclude(decision=0).values_list(
+            "study__slug", "first__name", "second__name", "decision")
+    assert len(decided) <= 0.05 * 30, decided

@@ -88,6 +88,27 @@ def both_ways_equal(study: Study, read_in: list | None = None) -> tuple[int, int
     return len(partial.keys), len(changed)
 
 
+def close_both_ways(study: Study, compared: list, *, read_in: list | None = None, before=None, after=None,
+                    fewer: bool = True):
+    """The close a serving loop runs when a round has filled: computed both ways first
+    (``both_ways_equal``, the partial state's decoded pairs appended to ``compared``), then run.
+    ``before()`` / ``after()`` run around the comparison; ``fewer``: the partial state decoded
+    fewer pairs than the study has."""
+    def close() -> None:
+        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
+            study.refresh_from_db()
+            if before:
+                before()
+            decoded, _ = both_ways_equal(study, read_in)
+            if after:
+                after()
+            if fewer:
+                assert decoded < PairState.objects.filter(study=study).count()
+            compared.append(decoded)
+            runtime.rounds_close(study_id=study.pk)
+    return close
+
+
 @pytest.mark.parametrize("budget", [2000, 300])
 def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budget, monkeypatch):
     study = many_pairs_study(f"close-cost-{budget}", budget)
@@ -97,20 +118,14 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared = []
 
-    def close_both_ways():
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            study.refresh_from_db()
-            decoded, _ = both_ways_equal(study)
-            # the totals this process keeps by group of pairs are the sums over every pair
-            assert protocol_state._study_totals(study)[0] == {
-                name: value or 0 for name, value in
-                PairState.objects.filter(study=study).aggregate(**protocol_state._TOTALS).items()}
-            assert decoded < PairState.objects.filter(study=study).count()
-            compared.append(decoded)
-            runtime.rounds_close(study_id=study.pk)
+    def totals_are_the_sums():
+        # the totals this process keeps by group of pairs are the sums over every pair
+        assert protocol_state._study_totals(study)[0] == {
+            name: value or 0 for name, value in
+            PairState.objects.filter(study=study).aggregate(**protocol_state._TOTALS).items()}
 
     serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
-                     else rng.choice([0, -1, 1]), close_both_ways)
+                     else rng.choice([0, -1, 1]), close_both_ways(study, compared, after=totals_are_the_sums))
     decided = PairState.objects.filter(study=study, status=adaptive.DECIDED).count()
     assert len(compared) >= 10
     # e-BH then read other pairs' e-values from the column (k* > 1 at some close)
@@ -148,19 +163,13 @@ def test_a_close_with_combined_metrics_decides_as_the_full_close(budget, useless
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared = []
 
-    def close_both_ways():
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            study.refresh_from_db()
-            if len(compared) % 5 == 4:
-                PairState.objects.filter(study=study).update(calibration={})
-                protocol_state._group_totals.clear()
-            decoded, _ = both_ways_equal(study)
-            assert decoded < PairState.objects.filter(study=study).count()
-            compared.append(decoded)
-            runtime.rounds_close(study_id=study.pk)
+    def every_fifth_forgets_the_sums():
+        if len(compared) % 5 == 4:
+            PairState.objects.filter(study=study).update(calibration={})
+            protocol_state._group_totals.clear()
 
     serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
-                     else rng.choice([0, -1, 1]), close_both_ways)
+                     else rng.choice([0, -1, 1]), close_both_ways(study, compared, before=every_fifth_forgets_the_sums))
     assert len(compared) >= 10
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     # the bets used the calibrated predictions, whose moments are no integers
@@ -200,18 +209,11 @@ def ordering_study_served(*, design: str, slug: str, systems: int, items: int, m
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared, read_in = [], []
 
-    def close_both_ways():
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            study.refresh_from_db()
-            decoded, _ = both_ways_equal(study, read_in)
-            compared.append(decoded)
-            runtime.rounds_close(study_id=study.pk)
-
     def value_of(first, second):
         better = 1 if truth[first] < truth[second] else -1
         return better if rng.random() < agreement else -better
 
-    serve_until_done(study, workers, value_of, close_both_ways)
+    serve_until_done(study, workers, value_of, close_both_ways(study, compared, read_in=read_in, fewer=False))
     return study, compared, read_in
 
 
@@ -298,14 +300,6 @@ def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget
     monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
     compared = []
 
-    def close_both_ways():
-        if PairState.objects.filter(study=study, status=adaptive.FILLED).exists():
-            study.refresh_from_db()
-            decoded, _ = both_ways_equal(study)
-            assert decoded < PairState.objects.filter(study=study).count()
-            compared.append(decoded)
-            runtime.rounds_close(study_id=study.pk)
-
     def value_of(criterion, first, second):
         if criterion == "style":
             return rng.choice([-1, 0, 1])
@@ -313,7 +307,7 @@ def test_a_rubric_close_decides_and_funds_as_the_full_close_in_every_lane(budget
         better = better if criterion == "helpfulness" else -better
         return better if rng.random() < 0.85 else -better
 
-    serve_rubric_until_done(study, workers, value_of, close_both_ways)
+    serve_rubric_until_done(study, workers, value_of, close_both_ways(study, compared))
     assert len(compared) >= 10
     state = protocol_state.study_rubric_load(study, PairState.objects.filter(study=study))
     decided = {name: sum(p.status == adaptive.DECIDED for p in lane.pairs)
