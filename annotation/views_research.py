@@ -66,9 +66,6 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         context.update(_quality_context(request, study))
     except ValueError as exc:
         return bad_request(request, str(exc))
-    # a link a researcher would paste into Prolific: say when it can only tell workers the
-    # study has finished (every pair settled, e.g. by the judgements imported with it)
-    context["crowd_work_left"] = selectors.serving.study_work_left(study=study)
     return render(request, "annotation/dashboard.html", context)
 
 
