@@ -337,8 +337,9 @@ class Neighbour:
 
     z         d / sd of the fitted difference
     misorder  posterior probability that they are in the wrong order, Phi(-z)
-    margin    (d + resolution) / sd: the design's stop statistic, P(misordered by more than the
-              resolution) = Phi(-margin)
+    margin    (d + resolution) / sd_close: the design's stop statistic, sd_close = sd with the
+              kinds' part of the variance weighted by ``ActiveSettings.kinds_weight`` (= sd
+              without kinds); P(misordered by more than the resolution) <= Phi(-margin)
     status    OPEN, ORDERED, CLOSE or SPENT
     """
 
@@ -354,7 +355,8 @@ class Neighbour:
     @property
     def misorder_beyond_resolution(self) -> float:
         """Posterior probability that ``lower`` is better than ``upper`` by more than the
-        resolution, Phi(-margin): what the stop bounds by 1 - confidence."""
+        resolution, Phi(-margin) (by kind of prompt an upper bound of it, the kinds' part
+        weighted): what the stop bounds by 1 - confidence."""
         return float(ndtr(-self.margin))
 
 
