@@ -5,7 +5,11 @@ import random
 
 import pytest
 
+from django.contrib.auth.models import User
+from django.test import Client
+
 from annotation.models import PairState
+from annotation.reports import study_dashboard_refresh
 from annotation.services.studies import study_import
 from tests.builders.bundles import bundle_bytes
 
@@ -86,3 +90,22 @@ def test_a_file_sorted_by_preference_decides_no_null_pair():
         decided += PairState.objects.filter(study=study).exclude(decision=0).values_list(
             "study__slug", "first__name", "second__name", "decision")
     assert len(decided) <= 0.05 * 30, decided
+
+
+def test_the_dashboard_says_when_its_crowd_link_has_no_work_left():
+    """A study whose imported judgements settle every pair: the dashboard's annotator link is
+    marked (a researcher would otherwise send a crowd to "This study has finished"); a study
+    with work left is not."""
+    owner = User.objects.create_superuser("link-owner", password="pw-link-1")
+    client = Client()
+    client.force_login(owner)
+    settled = study_import(source=bundle_bytes(separated_rows()), slug="settled")
+    rows = [row for row in separated_rows() if row["kind"] != "human_preference"]
+    open_ = study_import(source=bundle_bytes(rows), slug="with-work")
+    marks = {}
+    for study in (settled, open_):
+        assert PairState.objects.filter(study=study).exists()
+        study_dashboard_refresh(study_id=study.pk)
+        marks[study.slug] = "data-no-crowd-work" in client.get(f"/s/{study.slug}/dashboard/").content.decode()
+    assert not PairState.objects.filter(study=settled, status__in=("open", "filled", "waiting")).exists()
+    assert marks == {"settled": True, "with-work": False}
