@@ -550,12 +550,12 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
     """
     size = len(start)
     kinds = None if kinds is None else np.unique(np.asarray(kinds), return_inverse=True)[1]
-    wins = np.zeros((size, size) if kinds is None else (int(kinds.max()) + 1, size, size))
-    ties = None if kinds is None else np.zeros_like(wins)
+    counts = np.zeros((3, size, size) if kinds is None else (int(kinds.max()) + 1, 3, size, size), dtype=np.int64)
     spent: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}   # rounds open, in the order they were opened
     while True:
-        step = active_step(wins, spent, items=items, start=start, settings=settings, in_flight=in_flight, ties=ties)
+        step = active_step(counts_wins(counts), spent, items=items, start=start, settings=settings,
+                           in_flight=in_flight, ties=None if kinds is None else counts_ties(counts))
         in_flight.update(sorted(step.pending.items()))   # rounds opened together: by pair
         if not in_flight:
             return step, spent
@@ -563,16 +563,73 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
         del in_flight[i, j]
         taken = spent.get((i, j), 0)
         order = run_order(seed, i, j, _items_of(items, (i, j)), kinds)[taken: taken + take]
-        values = labels_of(i, j)[order]
-        if kinds is None:
-            wins[i, j] += np.count_nonzero(values > 0) + 0.5 * np.count_nonzero(values == 0)
-            wins[j, i] += np.count_nonzero(values < 0) + 0.5 * np.count_nonzero(values == 0)
-        else:
-            np.add.at(wins, (kinds[order], i, j), (values > 0) + 0.5 * (values == 0))
-            np.add.at(wins, (kinds[order], j, i), (values < 0) + 0.5 * (values == 0))
-            np.add.at(ties, (kinds[order], i, j), values == 0)
-            np.add.at(ties, (kinds[order], j, i), values == 0)
+        add_labels(counts, i, j, labels_of(i, j)[order], None if kinds is None else kinds[order])
         spent[i, j] = taken + take
+
+
+# Labels counted ---------------------------------------------------------------------------------
+# One way of counting a pair's labels for the fit, whether they come from an arena's table (the
+# replays), from the protocol's pairs (the app, ``active_inputs``) or are removed one by one
+# (``fragility.order_removals``): counts (3, S, S), or (K, 3, S, S) one per kind of prompt, of
+# the wins, ties and losses of the smaller index i over j > i (zero below the diagonal).
+
+def add_labels(counts: np.ndarray, i: int, j: int, values: np.ndarray, kinds: np.ndarray | None = None) -> None:
+    """Add the labels ``values`` (n,) of systems i and j (+1 = i better, 0 a tie, -1 = j
+    better) to ``counts`` (3, S, S), or (K, 3, S, S) with ``kinds`` (n,) each label's kind
+    index, in place."""
+    values = np.sign(np.asarray(values)).astype(np.int64)
+    if i > j:
+        i, j, values = j, i, -values
+    outcome = 1 - values   # 0 a win of i, 1 a tie, 2 a loss
+    if counts.ndim == 3:
+        np.add.at(counts, (outcome, i, j), 1)
+    else:
+        np.add.at(counts, (np.asarray(kinds, dtype=np.int64), outcome, i, j), 1)
+
+
+def counts_wins(counts: np.ndarray) -> np.ndarray:
+    """The win matrix (S, S) of ``counts`` (3, S, S), or one per kind (K, S, S) of (K, 3, S, S):
+    W[i, j] = the wins of i over j, a tie half a win each (``leaderboard.win_matrix``)."""
+    half = counts[..., 1, :, :] / 2
+    return counts[..., 0, :, :] + half + np.swapaxes(counts[..., 2, :, :] + half, -1, -2)
+
+
+def counts_ties(counts: np.ndarray) -> np.ndarray:
+    """The tied labels (..., S, S) of ``counts`` (..., 3, S, S), symmetric."""
+    return counts[..., 1, :, :] + np.swapaxes(counts[..., 1, :, :], -1, -2)
+
+
+def _kind_index(kinds: Mapping[str, str] | None) -> dict[str, int] | None:
+    """Kind of prompt -> its index (kinds in sorted order), None without kinds."""
+    return {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
+
+
+def _count_pair(counts: np.ndarray, p: PairState, i: int, j: int, kinds: Mapping[str, str] | None,
+                kind_index: dict[str, int] | None) -> None:
+    """Add pair ``p``'s labels, its systems at positions i and j, to ``counts``: pooled, its
+    human counts; by kind, each judged item once with the sign of its judgements' mean."""
+    if kind_index is None:
+        plus, tie, minus = (int(x) for x in p.human_counts)
+        counts[:, min(i, j), max(i, j)] += (plus, tie, minus) if i < j else (minus, tie, plus)
+    else:
+        items = p.judged_items
+        add_labels(counts, i, j, np.array([p.votes.get(item, 0) for item in items], dtype=float),
+                   np.array([kind_index[kinds[item]] for item in items], dtype=np.int64))
+
+
+def label_counts(pairs: Sequence[PairState], order: Sequence[str], kinds: Mapping[str, str] | None = None, *,
+                 some: bool = False) -> np.ndarray:
+    """(3, S, S) counts of the protocol's pairs, systems indexed by their position in ``order``
+    (the start order), an item counted once with the sign of its judgements' mean; with
+    ``kinds`` (item id -> kind of prompt) (K, 3, S, S), kinds in sorted order. What
+    ``active_inputs`` fits, and what ``fragility`` removes labels from."""
+    position = start_positions(pairs, order, some=some)
+    kind_index = _kind_index(kinds)
+    size = len(order)
+    counts = np.zeros((3, size, size) if kind_index is None else (len(kind_index), 3, size, size), dtype=np.int64)
+    for p in pairs:
+        _count_pair(counts, p, position[p.first], position[p.second], kinds, kind_index)
+    return counts
 
 
 def run_order(seed: int, i: int, j: int, items: int, kinds: np.ndarray | None = None) -> np.ndarray:
@@ -643,32 +700,21 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappi
     some   ``pairs`` are some of the study's (a partial state's, ``active_advance``)"""
     position = start_positions(pairs, order, some=some)
     size = len(order)
-    kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
-    wins = np.zeros((size, size) if kind_index is None else (len(kind_index), size, size))
-    ties = None if kind_index is None else np.zeros_like(wins)
+    kind_index = _kind_index(kinds)
+    counts = np.zeros((3, size, size) if kind_index is None else (len(kind_index), 3, size, size), dtype=np.int64)
     spent: dict[Pair, int] = {}
     capacity: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}
     for p in pairs:
         i, j = position[p.first], position[p.second]
-        if kind_index is None:
-            plus, tie, minus = (float(x) for x in p.human_counts)
-            wins[i, j] += plus + tie / 2
-            wins[j, i] += minus + tie / 2
-        else:
-            for item in p.judged_items:
-                sign, g = np.sign(p.votes.get(item, 0)), kind_index[kinds[item]]
-                wins[g, i, j] += 1.0 if sign > 0 else 0.5 if sign == 0 else 0.0
-                wins[g, j, i] += 1.0 if sign < 0 else 0.5 if sign == 0 else 0.0
-                if sign == 0:
-                    ties[g, i, j] += 1.0
-                    ties[g, j, i] += 1.0
+        _count_pair(counts, p, i, j, kinds, kind_index)
         key = _key(i, j)
         spent[key] = int(p.judgements)
         capacity[key] = _capacity(p)
         if p.status in (ROUND_OPEN, FILLED):
             in_flight[key] = int(p.quota)
-    return ActiveInputs(wins=wins, ties=ties, spent=spent, capacity=capacity, in_flight=in_flight)
+    return ActiveInputs(wins=counts_wins(counts), ties=None if kind_index is None else counts_ties(counts),
+                        spent=spent, capacity=capacity, in_flight=in_flight)
 
 
 def _capacity(pair: PairState) -> int:

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .active_ranking import CLOSE, ORDERED, ActiveSettings, fit, fit_by_kind
+from .active_ranking import CLOSE, ORDERED, ActiveSettings, counts_ties, counts_wins, fit, fit_by_kind, label_counts
 from .control_variate import step_factor
-from .ranking_design import start_positions
 from .state import PairState, full_step
 
 # A claim undone by removing at most this share of its judgements is fragile (issue 39).
@@ -202,18 +201,6 @@ class OrderFragility:
     fragile: bool
 
 
-def _wins(counts: np.ndarray) -> np.ndarray:
-    """The win matrix of counts (3, S, S), or one per kind of counts (K, 3, S, S): a tie half a
-    win each."""
-    return counts[..., 0, :, :] + counts[..., 1, :, :] / 2 + np.swapaxes(counts[..., 2, :, :] + counts[..., 1, :, :] / 2,
-                                                                         -1, -2)
-
-
-def _ties(counts: np.ndarray) -> np.ndarray:
-    """The tied labels of each kind's counts (K, 3, S, S), symmetric (K, S, S)."""
-    return counts[:, 1] + np.swapaxes(counts[:, 1], -1, -2)
-
-
 def _checked_counts(counts, confidence: float | None) -> np.ndarray:
     """``counts`` as int64 (3, S, S) or (K, 3, S, S), checked (by kind, ``confidence`` is needed)."""
     counts = np.array(counts, dtype=np.int64)
@@ -231,8 +218,8 @@ def _fit_counts(counts: np.ndarray, confidence: float | None):
     """The active design's fit of ``counts``: ``fit`` of the pooled labels (3, S, S), or
     ``fit_by_kind`` at ``confidence`` (K, 3, S, S), ties and all."""
     if counts.ndim == 4:
-        return fit_by_kind(_wins(counts), ties=_ties(counts), confidence=confidence)
-    return fit(_wins(counts))
+        return fit_by_kind(counts_wins(counts), ties=counts_ties(counts), confidence=confidence)
+    return fit(counts_wins(counts))
 
 
 def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, confidence: float | None,
@@ -298,28 +285,6 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
     return OrderFragility(upper, lower, first, labels, None, None, False)
 
 
-def label_counts_of(pairs: Sequence[PairState], order: Sequence[str],
-                    kinds: Mapping[str, str] | None = None) -> np.ndarray:
-    """(3, S, S) counts of ``order_removals`` from the protocol's pairs, systems indexed by their
-    position in ``order`` (the active design's start order, as ``active_ranking.active_inputs``
-    indexes them): wins, ties and losses of the smaller position, an item counted once with the
-    sign of its judgements' mean. ``kinds`` (item id -> kind of prompt): (K, 3, S, S), the
-    counts of each kind (kinds in sorted order, as ``active_inputs``)."""
-    position = start_positions(pairs, order)
-    kind_index = {kind: g for g, kind in enumerate(sorted(set(kinds.values())))} if kinds else None
-    counts = np.zeros((1 if kind_index is None else len(kind_index), 3, len(order), len(order)), dtype=np.int64)
-    for p in pairs:
-        i, j = position[p.first], position[p.second]
-        if kind_index is None:
-            plus, tie, minus = (int(x) for x in p.human_counts)
-            counts[0, :, min(i, j), max(i, j)] += (plus, tie, minus) if i < j else (minus, tie, plus)
-        else:
-            for item in p.judged_items:
-                sign = int(np.sign(p.votes.get(item, 0))) * (1 if i < j else -1)
-                counts[kind_index[kinds[item]], 1 - sign, min(i, j), max(i, j)] += 1
-    return counts[0] if kind_index is None else counts
-
-
 def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighbours, *,
                         settings: ActiveSettings, kinds: Mapping[str, str] | None = None
                         ) -> dict[tuple[int, int], OrderFragility]:
@@ -327,7 +292,7 @@ def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighb
     (``active_ranking.Neighbour``, systems by position in ``order``) reported ORDERED (bar
     ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution); with
     ``kinds`` (item id -> kind of prompt) the claims of the fit by kind."""
-    counts = label_counts_of(pairs, order, kinds)
+    counts = label_counts(pairs, order, kinds)
     return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
                                                z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
                                                confidence=settings.confidence,
@@ -413,7 +378,7 @@ def tier_top_fragility(pairs: Sequence[PairState], order: Sequence[str], fitted:
     ORDERED (a tier ends there), at the bar of an ordered claim (``settings.order_bar``),
     trying the ``tried`` weakest pairs; systems by position in ``order`` (the start order),
     ``fitted`` the fit's order; ``kinds`` as ``neighbour_fragility``'s."""
-    counts = label_counts_of(pairs, order, kinds)
+    counts = label_counts(pairs, order, kinds)
     return {k + 1: top_removals(counts, fitted[:k + 1], z_star=settings.order_bar, confidence=settings.confidence,
                                 pairs=tried)
             for k, n in enumerate(neighbours) if n.status == ORDERED}

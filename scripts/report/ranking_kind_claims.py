@@ -24,7 +24,8 @@ from scipy.special import ndtr
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from protocol.active_ranking import CLOSE, ORDERED, ActiveSettings, active_run, run_order, step_fit  # noqa: E402
+from protocol.active_ranking import (CLOSE, ORDERED, ActiveSettings, active_run, add_labels, counts_ties,  # noqa: E402
+                                     counts_wins, run_order, step_fit)
 from protocol.arena import ArenaSpec, make_arena  # noqa: E402
 from protocol.arena_replay import initial_order, population_scores, true_scores  # noqa: E402
 
@@ -44,14 +45,11 @@ def moment_sigma2(wins: np.ndarray, ties: np.ndarray, with_ties: bool) -> float:
 
 
 def counted(arena, pairs, kinds, kind_count, size):
-    wins, ties = np.zeros((kind_count, size, size)), np.zeros((kind_count, size, size))
+    """(wins, ties) of the labels of ``pairs`` ((i, j), item indices), counted as the design does."""
+    counts = np.zeros((kind_count, 3, size, size), dtype=np.int64)
     for (i, j), items in pairs:
-        v = arena.human(i, j)[items]
-        np.add.at(wins, (kinds[items], i, j), (v > 0) + 0.5 * (v == 0))
-        np.add.at(wins, (kinds[items], j, i), (v < 0) + 0.5 * (v == 0))
-        np.add.at(ties, (kinds[items], i, j), v == 0)
-        np.add.at(ties, (kinds[items], j, i), v == 0)
-    return wins, ties
+        add_labels(counts, i, j, arena.human(i, j)[items], kinds[items])
+    return counts_wins(counts), counts_ties(counts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,16 @@ from protocol.active_ranking import (
     active_progress,
     active_start,
     active_step,
+    add_labels,
+    counts_ties,
+    counts_wins,
     fit,
     fit_by_kind,
     stratified,
 )
 from protocol.adaptive import ProtocolSettings
 from protocol.arena import ArenaSpec, make_arena
+from protocol.leaderboard import win_matrix
 from protocol.arena_replay import initial_order, replay_active, replay_all_pairs, replay_all_pairs_ebh, score
 from protocol.machine import close_rounds, needed, open_rounds, record_judgements, start
 from protocol.ranking_design import RankingSettings, item_order
@@ -582,3 +586,31 @@ def test_a_close_claim_by_kind_takes_the_kinds_part_at_the_stricter_bar():
     assert pooled.status == CLOSE and pooled.margin == pytest.approx((pooled.difference + resolution) / pooled.sd)
     with pytest.raises(ValueError, match="tied labels by kind"):
         active_step(wins, spent, items=items, start=[0, 1], settings=at)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([-1, 0, 1]), st.integers(0, 2)),
+                min_size=1, max_size=40))
+def test_labels_counted_either_way_round_give_the_win_matrix_and_the_ties(labels):
+    """add_labels of a pair given either way round (i > j flips the labels), summed into counts
+    (3, S, S) or by kind (K, 3, S, S): counts_wins is leaderboard.win_matrix of the same labels
+    (the pooled one, and each kind's), counts_ties the ties of each pair, and nothing is counted
+    below the diagonal."""
+    labels = [(i, j, v, g) for i, j, v, g in labels if i != j]
+    pooled = np.zeros((3, 5, 5), dtype=np.int64)
+    by_kind = np.zeros((3, 3, 5, 5), dtype=np.int64)
+    for i, j, v, g in labels:
+        add_labels(pooled, i, j, np.array([v]))
+        add_labels(by_kind, i, j, np.array([v]), np.array([g]))
+    first, second, values, kinds = (np.array([row[k] for row in labels], dtype=np.int64).reshape(-1) for k in range(4))
+    assert np.array_equal(counts_wins(pooled), win_matrix(5, first, second, values))
+    assert np.array_equal(counts_wins(by_kind).sum(axis=0), win_matrix(5, first, second, values))
+    for g in range(3):
+        mine = kinds == g
+        assert np.array_equal(counts_wins(by_kind[g]), win_matrix(5, first[mine], second[mine], values[mine]))
+    ties = np.zeros((5, 5))
+    for i, j, v, _ in labels:
+        ties[i, j] += v == 0
+        ties[j, i] += v == 0
+    assert np.array_equal(counts_ties(pooled), ties)
+    assert not np.tril(pooled.sum(axis=0)).any() and not np.tril(by_kind.sum(axis=(0, 1))).any()

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
-from protocol.active_ranking import ActiveSettings, fit, fit_by_kind
+from protocol.active_ranking import ActiveSettings, add_labels, counts_ties, counts_wins, fit, fit_by_kind, label_counts
 from protocol.adaptive import ProtocolSettings
 from protocol.machine import open_rounds, record_judgements, start
-from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, label_counts_of, order_removals, pair_fragility,
+from protocol.fragility import (FRAGILE_SHARE, ORDER_REMOVALS_ERROR, order_removals, pair_fragility,
                                 sign_removals, top_removals)
 
 
@@ -209,7 +209,7 @@ def test_top_removals_refuses_a_claim_of_every_system_or_none_and_reports_one_th
 # Claims of the fit by kind of prompt --------------------------------------------------------------
 
 def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit_by_kinds():
-    """label_counts_of with the items' kinds: each kind's wins, ties and losses (of the smaller
+    """label_counts with the items' kinds: each kind's wins, ties and losses (of the smaller
     position), summing to the pooled counts. order_removals on them states the claim of
     fit_by_kind (its sd adds the kinds' part), and the removal count undoes it."""
     names = ["c", "a", "b"]   # the start order: positions differ from the names' order
@@ -221,8 +221,8 @@ def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit
     for a, b, p in (("a", "b", 0.2), ("a", "c", 0.15), ("b", "c", 0.3)):   # c above a above b
         labels = rng.choice([1, 0, -1], size=12, p=[p, 0.1, 0.9 - p]).tolist()
         state = record_judgements(state, a, b, [str(t) for t in range(12)], labels)
-    pooled = label_counts_of(state.pairs, names)
-    by_kind = label_counts_of(state.pairs, names, kinds)
+    pooled = label_counts(state.pairs, names)
+    by_kind = label_counts(state.pairs, names, kinds)
     assert by_kind.shape == (3, 3, 3, 3) and np.array_equal(by_kind.sum(axis=0), pooled)
     assert pooled[:, 0, 1].tolist() == [int(x) for x in state.pair("a", "c").human_counts[::-1]]  # c is position 0
     confidence = 0.8
