@@ -273,8 +273,8 @@ def _line(row: dict) -> str:
 
 def bundle_lines(arena: Arena, *, human: bool = True, study_settings: Mapping[str, object] | None = None):
     """The bundle's lines in file order (an iterator of str; nothing is held but one prompt's
-    labels): study (with ``study_settings``, e.g. ``{"pair_design": "active"}``), items,
-    outputs, metric scores, then one human preference per prompt and pair (all k (k - 1) / 2
+    labels): study (with ``study_settings``, e.g. ``{"pair_design": "active"}``), items (with
+    their ``prompt_kind`` when the arena has prompt types), outputs, metric scores, then one human preference per prompt and pair (all k (k - 1) / 2
     pairs) when ``human``."""
     spec = arena.spec
     yield _line({
@@ -285,8 +285,12 @@ def bundle_lines(arena: Arena, *, human: bool = True, study_settings: Mapping[st
         "metric": METRIC,
         **dict(study_settings or {}),
     })
-    for item in arena.items:
-        yield _line({"kind": "item", "id": item, "input": f"prompt {item}"})
+    # With prompt types every item states its kind (the bundle's prompt_kind), so that a study
+    # of the arena can fit by kind (docs/ranking.md) as ``replay_active(by_kind=True)`` does.
+    typed = spec.prompt_types > 1
+    for t, item in enumerate(arena.items):
+        yield _line({"kind": "item", "id": item, "input": f"prompt {item}",
+                     **({"prompt_kind": f"kind-{int(arena.kinds[t])}"} if typed else {})})
     for item in arena.items:
         for name in arena.names:
             yield _line({"kind": "output", "item": item, "system": name, "text": f"response of {name} to {item}"})

@@ -192,3 +192,15 @@ def test_command_line_puts_study_settings_on_the_study_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["make", "--systems", "4", "--prompts", "6", "--out", str(out), "--study-setting", "batch"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_an_arena_with_prompt_types_writes_every_items_kind(tmp_path):
+    """A study of an arena with prompt types can fit by kind as the replay does: each item's
+    prompt_kind is its kind in the arena; an arena without types writes none."""
+    typed = make_arena(ArenaSpec(systems=4, prompts=12, seed=1, prompt_types=3, type_sd=0.5))
+    write_bundle(typed, tmp_path / "typed.jsonl.gz")
+    kinds = {item.id: item.prompt_kind for item in read_bundle(str(tmp_path / "typed.jsonl.gz")).items}
+    assert kinds == {item: f"kind-{int(g)}" for item, g in zip(typed.items, typed.kinds)}
+    assert len(set(kinds.values())) == 3
+    write_bundle(make_arena(ArenaSpec(systems=4, prompts=12, seed=1)), tmp_path / "plain.jsonl.gz")
+    assert {item.prompt_kind for item in read_bundle(str(tmp_path / "plain.jsonl.gz")).items} == {""}
