@@ -515,7 +515,8 @@ def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignm
     the pair's lock.
 
     PostgreSQL: one statement (data-modifying WITH clauses: two round trips and statements fewer
-    per lease); SQLite, where a statement costs no round trip, one statement each.
+    per lease), which also reads the HIT's texts (``lease_texts``: a round trip fewer again);
+    SQLite, where a statement costs no round trip, one statement each.
     """
     expires = _datetime(Comparison, "lease_expires_at", assignment.expires_at)
     if connection.vendor != "postgresql":
@@ -535,23 +536,40 @@ def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignm
                   else [expires, assignment.comparison_id])
     values = _prepared(assignment, ASSIGNMENT_COLUMNS[1:])
     # The assignment's comparison comes from the comparison's clause (its second value).
-    found = _one(_lease_write_sql(taking_over, new), [*first, *comparison, values[0], *values[2:]])
-    assignment.pk, assignment.comparison_id = found
+    found = _rows(_lease_write_sql(taking_over, new), [*first, *comparison, values[0], *values[2:], item_id,
+                                                       pair.first_id, pair.second_id])
+    assignment.pk, assignment.comparison_id = found[0][:2]
     assignment._state.adding, assignment._state.db = False, connection.alias
+    if all(row[2 + len(_HIT_ITEM_COLUMNS)] is not None for row in found):  # every row an output's
+        assignment._lease_texts = _hit_texts_of([row[2:] for row in found], pair.first_id, pair.second_id)
+
+
+def lease_texts(assignment: Assignment) -> HitTexts | None:
+    """What the HIT ``assignment`` shows if ``lease_write`` read it with the lease (PostgreSQL:
+    the item and the two systems are known before the write, so its statement returns them, a
+    round trip fewer per HIT leased), else None (read them with ``hit_texts``). Item and outputs
+    are written once, by the import: the texts read in the lease's transaction are the texts."""
+    return getattr(assignment, "_lease_texts", None)
 
 
 @lru_cache(maxsize=None)
 def _lease_write_sql(taking_over: bool, new: bool) -> str:
-    """``lease_write``'s one statement on PostgreSQL."""
+    """``lease_write``'s one statement on PostgreSQL: the writes, then the new assignment's id
+    and comparison with the HIT's texts, a row per output of the two systems (``hit_texts``'s
+    columns; LEFT JOINs, so that the assignment comes back whatever the texts)."""
     first = (_LEASES_OF_COMPARISON_EXPIRE if taking_over
              else f'UPDATE {PAIR} SET {_LEASED_PLUS.format("1")} WHERE "id" = %s')
     comparison = (_COMPARISON_LEASED_NEW if new else
                   f'UPDATE {COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s RETURNING "id"')
     columns = ASSIGNMENT_COLUMNS[1:]
-    return (f'WITH moved AS ({first}), leased AS ({comparison}) '
+    return (f'WITH moved AS ({first}), leased AS ({comparison}), inserted AS ('
             f'INSERT INTO {ASSIGNMENT} (' + ", ".join(f'"{c}"' for c in columns) + ') VALUES (%s, '
             '(SELECT "id" FROM leased), ' + ", ".join(["%s"] * (len(columns) - 2))
-            + ') RETURNING "id", "comparison_id"')
+            + ') RETURNING "id", "comparison_id") '
+            f'SELECT inserted."id", inserted."comparison_id", {_HIT_TEXTS_SELECT} FROM inserted '
+            f'LEFT JOIN {ITEM} i ON i."id" = %s '
+            f'LEFT JOIN {OUTPUT} o ON o."item_id" = i."id" AND o."system_id" IN (%s, %s) '
+            'ORDER BY o."system_id", o."sample"')
 
 
 def assignment_submitted(assignment_id: int, *, only_if_leased: bool) -> bool:
@@ -755,18 +773,27 @@ def comparison_judged(comparison_id: int, *, lease_ended: bool) -> None:
 def hit_texts(comparison_id: int) -> HitTexts:
     """The comparison's item and the outputs of its two systems, in one statement."""
     found = _rows(
-        'SELECT i."id", i."study_id", i."external_id", i."input", i."input_messages", i."reference", '
-        'i."input_html", i."reference_html", c."first_id", c."second_id", o."system_id", o."sample", o."text", '
-        'o."messages", o."html" '
+        f'SELECT c."first_id", c."second_id", {_HIT_TEXTS_SELECT} '
         f'FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
         f'JOIN {OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
         'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [comparison_id])
-    # Columns in the model's field order: Model.from_db places values by that order.
-    item = _instance(Item, ("id", "study_id", "external_id", "input", "input_messages", "reference", "input_html",
-                            "reference_html"), found[0][:8])
-    return HitTexts(item=item, first_id=found[0][8], second_id=found[0][9],
+    return _hit_texts_of([row[2:] for row in found], found[0][0], found[0][1])
+
+
+# The item's columns in the model's field order (Model.from_db places values by that order),
+# then each output's.
+_HIT_ITEM_COLUMNS = ("id", "study_id", "external_id", "input", "input_messages", "reference", "input_html",
+                     "reference_html")
+_HIT_TEXTS_SELECT = (_select(_HIT_ITEM_COLUMNS, "i.") + ', o."system_id", o."sample", o."text", o."messages", '
+                     'o."html"')
+
+
+def _hit_texts_of(rows: list, first_id: int, second_id: int) -> HitTexts:
+    """``HitTexts`` from rows of ``_HIT_TEXTS_SELECT``, one per output."""
+    item = _instance(Item, _HIT_ITEM_COLUMNS, rows[0][:len(_HIT_ITEM_COLUMNS)])
+    return HitTexts(item=item, first_id=first_id, second_id=second_id,
                     outputs=tuple((system_id, sample, text, _read(Output, ("messages",), [messages])[0], html)
-                                  for *_, system_id, sample, text, messages, html in found))
+                                  for *_, system_id, sample, text, messages, html in rows))
 
 
 # --- Judgements ----------------------------------------------------------------------------
