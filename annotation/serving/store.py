@@ -466,12 +466,16 @@ _LEASE_CURRENT_AND_COUNT = "SELECT ({count}), lease.* FROM (SELECT 1) AS one LEF
 
 @lru_cache(maxsize=None)
 def _lease_current_sql(with_checks: bool) -> str:
+    # The study of the lease's comparison (or check) asked by a fenced EXISTS (``_fence``), a
+    # probe of its primary key per live lease of the annotator, not a join to plan: the
+    # statement is planned on every run.
+    fence = _fence()
     return (f"SELECT {_ASSIGNMENT_SELECT} FROM {ASSIGNMENT} a "
-            f'LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
-            + (f'LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
-            + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
-            + (' OR k."study_id" = %s)' if with_checks else ")")
-            + ' ORDER BY a."issued_at" LIMIT 1')
+            'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND ('
+            f'EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = a."comparison_id" AND c."study_id" = %s{fence})'
+            + (f' OR EXISTS (SELECT 1 FROM {CHECK_ITEM} k WHERE k."id" = a."check_item_id" AND k."study_id" = %s{fence})'
+               if with_checks else "")
+            + ') ORDER BY a."issued_at" LIMIT 1')
 
 
 def _lease_current_params(study_id: int, annotator_id: int, now: datetime, with_checks: bool) -> list:
