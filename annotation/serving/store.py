@@ -7,9 +7,11 @@ than half of the web tier's CPU (docs/benchmarks.md, "The hot path").
 The loop's statements are therefore written once, here, as plain SQL that runs unchanged on
 SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions),
 with three exceptions on PostgreSQL, where every statement is a round trip to the server:
-a submit's four writes (``judgement_submit_write``), a lease's three (``lease_write``) and a
-lease's read of the open pairs with the first one's lock (``open_pairs_first_locked``) are one
-statement each there (data-modifying WITH clauses), and one statement per write on SQLite.
+a submit's four writes (``judgement_submit_write``), a lease's three with the read of its HIT's
+texts (``lease_write``, ``lease_texts``) and a lease's read of the open pairs with the first
+one's lock (``open_pairs_first_locked``) are one statement each there (data-modifying WITH
+clauses), and one statement per write on SQLite; and the EXISTS of the statements planned on
+every run end in a fence there (``_fence``).
 So are an import's writes of its outputs and their metric scores (``outputs_insert``,
 ``metric_scores_insert``: 400,000 rows each at 200 systems x 2,000 items, where the ORM's
 ``bulk_create`` built and compiled a model instance per row): one INSERT the driver runs per
@@ -341,7 +343,7 @@ def _fence() -> str:
     no OFFSET without LIMIT, and runs an EXISTS as a correlated subquery anyway). Used in the
     statements planned on every run (``planned_per_run``), where each semi-join pulled up was
     one more relation in the planner's join search: the lease's read of a pair's items planned
-    in 0.42 ms and ran in 0.19 ms with them, 0.20 and 0.11 ms fenced (docs/serving.md, "Where
+    in 0.39 ms and ran in 0.16 ms with them, 0.18 and 0.12 ms fenced (docs/serving.md, "Where
     the backend's time goes")."""
     return " OFFSET 0" if connection.vendor == "postgresql" else ""
 
@@ -551,8 +553,9 @@ def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignm
 def lease_texts(assignment: Assignment) -> HitTexts | None:
     """What the HIT ``assignment`` shows if ``lease_write`` read it with the lease (PostgreSQL:
     the item and the two systems are known before the write, so its statement returns them, a
-    round trip fewer per HIT leased), else None (read them with ``hit_texts``). Item and outputs
-    are written once, by the import: the texts read in the lease's transaction are the texts."""
+    round trip fewer per HIT leased), else None (read them with ``hit_texts``). The texts'
+    columns are written by the import alone (a withdrawal writes only ``Item.withdrawn``, which
+    they leave out): the texts read in the lease's transaction are the ones a later read finds."""
     return getattr(assignment, "_lease_texts", None)
 
 
@@ -671,8 +674,6 @@ def pairs_with_expired_leases(study_id: int, now: datetime) -> set[int]:
 
 
 # --- Comparisons ---------------------------------------------------------------------------
-
-
 
 @lru_cache(maxsize=None)
 def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool = False, among: int = 0) -> str:

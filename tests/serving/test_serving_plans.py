@@ -178,7 +178,7 @@ def _joined(plan: dict, probed: set[str], in_subplan: bool = False) -> list[str]
 def test_the_statements_planned_on_every_run_keep_their_exists_as_subplans(client):
     """The statements planned on every run (above) are planned for each cycle, and each EXISTS
     that PostgreSQL pulled up into a semi-join, or table joined, was one more relation in its
-    join search: the lease's item read planned in 0.42 ms (twice its run), the count of the
+    join search: the lease's item read planned in 0.39 ms (twice its run), the count of the
     worker's judgements could drive from the study's comparisons. Fenced (store._fence), every
     EXISTS is a subplan, a probe of an index by the outer row's key (docs/serving.md, "Where the
     backend's time goes")."""
