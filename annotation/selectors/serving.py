@@ -66,8 +66,8 @@ def hit_display(*, assignment, study: Study | None = None, done: int | None = No
                 "left_messages": None, "right_messages": None, "left_html": left[1], "right_html": right[1],
                 "criteria": rubric_screen(study or check.study)}
     # The comparison, its item and the outputs of its two systems in one statement (the serving
-    # store: this read is on every HIT's path).
-    shown = store.hit_texts(assignment.comparison_id)
+    # store: this read is on every HIT's path), unless the lease read them with its write.
+    shown = store.lease_texts(assignment) or store.hit_texts(assignment.comparison_id)
     item, first_id, second_id = shown.item, shown.first_id, shown.second_id
     study = study or Study.objects.get(pk=item.study_id)
     texts: dict[int, tuple[str, list | None, str]] = {}

@@ -7,9 +7,11 @@ than half of the web tier's CPU (docs/benchmarks.md, "The hot path").
 The loop's statements are therefore written once, here, as plain SQL that runs unchanged on
 SQLite and PostgreSQL (double-quoted identifiers, ``%s`` parameters, no vendor functions),
 with three exceptions on PostgreSQL, where every statement is a round trip to the server:
-a submit's four writes (``judgement_submit_write``), a lease's three (``lease_write``) and a
-lease's read of the open pairs with the first one's lock (``open_pairs_first_locked``) are one
-statement each there (data-modifying WITH clauses), and one statement per write on SQLite.
+a submit's four writes (``judgement_submit_write``), a lease's three with the read of its HIT's
+texts (``lease_write``, ``lease_texts``) and a lease's read of the open pairs with the first
+one's lock (``open_pairs_first_locked``) are one statement each there (data-modifying WITH
+clauses), and one statement per write on SQLite; and the EXISTS of the statements planned on
+every run end in a fence there (``_fence``).
 So are an import's writes of its outputs and their metric scores (``outputs_insert``,
 ``metric_scores_insert``: 400,000 rows each at 200 systems x 2,000 items, where the ORM's
 ``bulk_create`` built and compiled a model instance per row): one INSERT the driver runs per
@@ -334,6 +336,18 @@ def _insert_sql(model: type[Model], columns: tuple[str, ...]) -> str:
     return _insert_values_sql(model, columns) + f' RETURNING "{model._meta.pk.attname}"'
 
 
+def _fence() -> str:
+    """What ends an EXISTS subquery that PostgreSQL must run as a subplan, once per row of the
+    outer query (its key probed), rather than pull up into a semi-join of the outer query:
+    ``OFFSET 0`` (which the planner keeps as a fence) on PostgreSQL, '' on SQLite (which allows
+    no OFFSET without LIMIT, and runs an EXISTS as a correlated subquery anyway). Used in the
+    statements planned on every run (``planned_per_run``), where each semi-join pulled up was
+    one more relation in the planner's join search: the lease's read of a pair's items planned
+    in 0.39 ms and ran in 0.16 ms with them, 0.18 and 0.12 ms fenced (docs/serving.md, "Where
+    the backend's time goes")."""
+    return " OFFSET 0" if connection.vendor == "postgresql" else ""
+
+
 def _for_update(*, skip_locked: bool = False) -> str:
     """The row-lock clause of this database ('' on SQLite, whose write transaction locks all)."""
     if not connection.features.has_select_for_update:
@@ -413,12 +427,16 @@ def annotator_judgement_count(study_id: int, annotator_id: int) -> int:
     """Real judgements of the annotator in the study. Read from the annotator's judgements, each
     checked for its study (an EXISTS): as a join, SQLite walked every comparison of the study
     instead (12,000 for SummEval, per request)."""
-    return _one(_JUDGEMENT_COUNT, [annotator_id, JudgementKind.REAL, study_id], planned_per_run=True)[0]
+    return _one(_judgement_count_sql(), [annotator_id, JudgementKind.REAL, study_id], planned_per_run=True)[0]
 
 
-_JUDGEMENT_COUNT = (
-    f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
-    f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s)')
+@lru_cache(maxsize=None)
+def _judgement_count_sql() -> str:
+    # The EXISTS fenced (``_fence``): a probe of the comparison's key per judgement of the
+    # annotator, the one plan that is right at any size, planned in a fraction of the time.
+    return (f'SELECT COUNT(*) FROM {JUDGEMENT} j WHERE j."annotator_id" = %s AND j."kind" = %s '
+            f'AND EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = j."comparison_id" AND c."study_id" = %s'
+            f'{_fence()})')
 
 
 # --- Assignments (HITs) --------------------------------------------------------------------
@@ -438,7 +456,7 @@ def lease_current_and_judgement_count(study_id: int, annotator_id: int, now: dat
                                       with_checks: bool) -> tuple[Assignment | None, int]:
     """``lease_current`` and ``annotator_judgement_count``, read in one statement: every screen
     of an annotator asks both (a round trip fewer per request on PostgreSQL)."""
-    row = _one(_LEASE_CURRENT_AND_COUNT.format(count=_JUDGEMENT_COUNT, lease=_lease_current_sql(with_checks)),
+    row = _one(_LEASE_CURRENT_AND_COUNT.format(count=_judgement_count_sql(), lease=_lease_current_sql(with_checks)),
                [annotator_id, JudgementKind.REAL, study_id, *_lease_current_params(study_id, annotator_id, now,
                                                                                     with_checks)],
                planned_per_run=True)
@@ -450,12 +468,16 @@ _LEASE_CURRENT_AND_COUNT = "SELECT ({count}), lease.* FROM (SELECT 1) AS one LEF
 
 @lru_cache(maxsize=None)
 def _lease_current_sql(with_checks: bool) -> str:
+    # The study of the lease's comparison (or check) asked by a fenced EXISTS (``_fence``), a
+    # probe of its primary key per live lease of the annotator, not a join to plan: the
+    # statement is planned on every run.
+    fence = _fence()
     return (f"SELECT {_ASSIGNMENT_SELECT} FROM {ASSIGNMENT} a "
-            f'LEFT JOIN {COMPARISON} c ON c."id" = a."comparison_id" '
-            + (f'LEFT JOIN {CHECK_ITEM} k ON k."id" = a."check_item_id" ' if with_checks else "")
-            + 'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND (c."study_id" = %s'
-            + (' OR k."study_id" = %s)' if with_checks else ")")
-            + ' ORDER BY a."issued_at" LIMIT 1')
+            'WHERE a."annotator_id" = %s AND a."state" = %s AND a."expires_at" > %s AND ('
+            f'EXISTS (SELECT 1 FROM {COMPARISON} c WHERE c."id" = a."comparison_id" AND c."study_id" = %s{fence})'
+            + (f' OR EXISTS (SELECT 1 FROM {CHECK_ITEM} k WHERE k."id" = a."check_item_id" AND k."study_id" = %s{fence})'
+               if with_checks else "")
+            + ') ORDER BY a."issued_at" LIMIT 1')
 
 
 def _lease_current_params(study_id: int, annotator_id: int, now: datetime, with_checks: bool) -> list:
@@ -499,7 +521,8 @@ def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignm
     the pair's lock.
 
     PostgreSQL: one statement (data-modifying WITH clauses: two round trips and statements fewer
-    per lease); SQLite, where a statement costs no round trip, one statement each.
+    per lease), which also reads the HIT's texts (``lease_texts``: a round trip fewer again);
+    SQLite, where a statement costs no round trip, one statement each.
     """
     expires = _datetime(Comparison, "lease_expires_at", assignment.expires_at)
     if connection.vendor != "postgresql":
@@ -519,23 +542,41 @@ def lease_write(study_id: int, pair: OpenPair, item_id: int, assignment: Assignm
                   else [expires, assignment.comparison_id])
     values = _prepared(assignment, ASSIGNMENT_COLUMNS[1:])
     # The assignment's comparison comes from the comparison's clause (its second value).
-    found = _one(_lease_write_sql(taking_over, new), [*first, *comparison, values[0], *values[2:]])
-    assignment.pk, assignment.comparison_id = found
+    found = _rows(_lease_write_sql(taking_over, new), [*first, *comparison, values[0], *values[2:], item_id,
+                                                       pair.first_id, pair.second_id])
+    assignment.pk, assignment.comparison_id = found[0][:2]
     assignment._state.adding, assignment._state.db = False, connection.alias
+    if all(row[2 + len(_HIT_ITEM_COLUMNS)] is not None for row in found):  # every row an output's
+        assignment._lease_texts = _hit_texts_of([row[2:] for row in found], pair.first_id, pair.second_id)
+
+
+def lease_texts(assignment: Assignment) -> HitTexts | None:
+    """What the HIT ``assignment`` shows if ``lease_write`` read it with the lease (PostgreSQL:
+    the item and the two systems are known before the write, so its statement returns them, a
+    round trip fewer per HIT leased), else None (read them with ``hit_texts``). The texts'
+    columns are written by the import alone (a withdrawal writes only ``Item.withdrawn``, which
+    they leave out): the texts read in the lease's transaction are the ones a later read finds."""
+    return getattr(assignment, "_lease_texts", None)
 
 
 @lru_cache(maxsize=None)
 def _lease_write_sql(taking_over: bool, new: bool) -> str:
-    """``lease_write``'s one statement on PostgreSQL."""
+    """``lease_write``'s one statement on PostgreSQL: the writes, then the new assignment's id
+    and comparison with the HIT's texts, a row per output of the two systems (``hit_texts``'s
+    columns; LEFT JOINs, so that the assignment comes back whatever the texts)."""
     first = (_LEASES_OF_COMPARISON_EXPIRE if taking_over
              else f'UPDATE {PAIR} SET {_LEASED_PLUS.format("1")} WHERE "id" = %s')
     comparison = (_COMPARISON_LEASED_NEW if new else
                   f'UPDATE {COMPARISON} SET "lease_expires_at" = %s WHERE "id" = %s RETURNING "id"')
     columns = ASSIGNMENT_COLUMNS[1:]
-    return (f'WITH moved AS ({first}), leased AS ({comparison}) '
+    return (f'WITH moved AS ({first}), leased AS ({comparison}), inserted AS ('
             f'INSERT INTO {ASSIGNMENT} (' + ", ".join(f'"{c}"' for c in columns) + ') VALUES (%s, '
             '(SELECT "id" FROM leased), ' + ", ".join(["%s"] * (len(columns) - 2))
-            + ') RETURNING "id", "comparison_id"')
+            + ') RETURNING "id", "comparison_id") '
+            f'SELECT inserted."id", inserted."comparison_id", {_HIT_TEXTS_SELECT} FROM inserted '
+            f'LEFT JOIN {ITEM} i ON i."id" = %s '
+            f'LEFT JOIN {OUTPUT} o ON o."item_id" = i."id" AND o."system_id" IN (%s, %s) '
+            'ORDER BY o."system_id", o."sample"')
 
 
 def assignment_submitted(assignment_id: int, *, only_if_leased: bool) -> bool:
@@ -634,30 +675,31 @@ def pairs_with_expired_leases(study_id: int, now: datetime) -> set[int]:
 
 # --- Comparisons ---------------------------------------------------------------------------
 
-_JUDGED_BY = f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s)'
-_SKIPPED_BY = (f'EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
-               'AND s."state" = %s)')
-
-
 @lru_cache(maxsize=None)
 def _pair_items_sql(available_only: bool, one_at_random: bool, skips_free: bool = False, among: int = 0) -> str:
     """The items of a pair with their comparison if it is stored (LEFT JOIN on the comparison's
     unique (item, first, second)); ``available_only``: only those a lease may take
     (``skips_free``: the annotator's skipped ones too); ``among``: only the items of that many
-    ids given last."""
+    ids given last. Every EXISTS is fenced (``_fence``): the items are the outer query's rows,
+    each subquery a probe of an index by its key."""
+    fence = _fence()
+    judged_by = (f'EXISTS (SELECT 1 FROM {JUDGEMENT} j WHERE j."comparison_id" = c."id" AND j."annotator_id" = %s'
+                 f'{fence})')
+    skipped_by = (f'EXISTS (SELECT 1 FROM {ASSIGNMENT} s WHERE s."comparison_id" = c."id" AND s."annotator_id" = %s '
+                  f'AND s."state" = %s{fence})')
     if available_only:
-        skipped = "" if skips_free else f" AND NOT {_SKIPPED_BY}"
+        skipped = "" if skips_free else f" AND NOT {skipped_by}"
         mine, where = "FALSE", (
             ' AND NOT i."withdrawn" AND (c."id" IS NULL OR (c."judgement_count" < %s '
-            f'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) AND NOT {_JUDGED_BY}{skipped}))')
+            f'AND (c."lease_expires_at" IS NULL OR c."lease_expires_at" <= %s) AND NOT {judged_by}{skipped}))')
     else:
-        mine, where = f'(c."id" IS NOT NULL AND ({_JUDGED_BY} OR {_SKIPPED_BY}))', ""
+        mine, where = f'(c."id" IS NOT NULL AND ({judged_by} OR {skipped_by}))', ""
     return (f'SELECT i."id", c."id", COALESCE(c."judgement_count", 0), c."lease_expires_at", c."separability", {mine}, '
             f'i."withdrawn" FROM {ITEM} i LEFT JOIN {COMPARISON} c '
             'ON c."item_id" = i."id" AND c."first_id" = %s AND c."second_id" = %s '
             'WHERE i."study_id" = %s '
-            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s) '
-            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s)'
+            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s{fence}) '
+            f'AND EXISTS (SELECT 1 FROM {OUTPUT} o WHERE o."item_id" = i."id" AND o."system_id" = %s{fence})'
             + where + (f' AND i."id" IN ({", ".join(["%s"] * among)})' if among else "")
             + (" ORDER BY RANDOM() LIMIT 1" if one_at_random else ""))
 
@@ -736,18 +778,27 @@ def comparison_judged(comparison_id: int, *, lease_ended: bool) -> None:
 def hit_texts(comparison_id: int) -> HitTexts:
     """The comparison's item and the outputs of its two systems, in one statement."""
     found = _rows(
-        'SELECT i."id", i."study_id", i."external_id", i."input", i."input_messages", i."reference", '
-        'i."input_html", i."reference_html", c."first_id", c."second_id", o."system_id", o."sample", o."text", '
-        'o."messages", o."html" '
+        f'SELECT c."first_id", c."second_id", {_HIT_TEXTS_SELECT} '
         f'FROM {COMPARISON} c JOIN {ITEM} i ON i."id" = c."item_id" '
         f'JOIN {OUTPUT} o ON o."item_id" = c."item_id" AND o."system_id" IN (c."first_id", c."second_id") '
         'WHERE c."id" = %s ORDER BY o."system_id", o."sample"', [comparison_id])
-    # Columns in the model's field order: Model.from_db places values by that order.
-    item = _instance(Item, ("id", "study_id", "external_id", "input", "input_messages", "reference", "input_html",
-                            "reference_html"), found[0][:8])
-    return HitTexts(item=item, first_id=found[0][8], second_id=found[0][9],
+    return _hit_texts_of([row[2:] for row in found], found[0][0], found[0][1])
+
+
+# The item's columns in the model's field order (Model.from_db places values by that order),
+# then each output's.
+_HIT_ITEM_COLUMNS = ("id", "study_id", "external_id", "input", "input_messages", "reference", "input_html",
+                     "reference_html")
+_HIT_TEXTS_SELECT = (_select(_HIT_ITEM_COLUMNS, "i.") + ', o."system_id", o."sample", o."text", o."messages", '
+                     'o."html"')
+
+
+def _hit_texts_of(rows: list, first_id: int, second_id: int) -> HitTexts:
+    """``HitTexts`` from rows of ``_HIT_TEXTS_SELECT``, one per output."""
+    item = _instance(Item, _HIT_ITEM_COLUMNS, rows[0][:len(_HIT_ITEM_COLUMNS)])
+    return HitTexts(item=item, first_id=first_id, second_id=second_id,
                     outputs=tuple((system_id, sample, text, _read(Output, ("messages",), [messages])[0], html)
-                                  for *_, system_id, sample, text, messages, html in found))
+                                  for *_, system_id, sample, text, messages, html in rows))
 
 
 # --- Judgements ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ the ORM (datetimes, JSON, booleans on SQLite and PostgreSQL alike) and check tha
 prepares them (server-side parameters, docs/serving.md).
 """
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -60,6 +61,51 @@ def test_a_lease_reads_back_through_the_orm_as_it_was_made():
     current = selectors.serving.hit_current(study=study, annotator=annotator)
     assert (current.pk, current.issued_at, current.expires_at, current.shown_swapped) == (
         lease.pk, lease.issued_at, lease.expires_at, lease.shown_swapped)
+
+
+def _texts(shown: store.HitTexts) -> tuple:
+    item = shown.item
+    return ((item.pk, item.study_id, item.external_id, item.input, item.input_messages, item.reference,
+             item.input_html, item.reference_html), shown.first_id, shown.second_id, shown.outputs)
+
+
+def test_a_lease_returns_the_texts_its_hit_shows_on_postgresql():
+    """On PostgreSQL the lease's write statement returns the HIT's texts (a round trip fewer per
+    cycle, docs/serving.md "Round trips"): the same as the HIT's own read, for a comparison's first
+    lease, a comparison leased again and an expired lease taken over; on SQLite the HIT reads them."""
+    study = _study()
+    workers = [hits.annotator_for_worker(platform=Annotator.Platform.PROLIFIC, worker_id=f"w{n}") for n in range(4)]
+    first = hits.hit_next_for_annotator(study=study, annotator=workers[0])
+    expired = hits.hit_next_for_annotator(study=study, annotator=workers[1])
+    hits.hit_release(assignment=first)
+    past = timezone.now() - timedelta(minutes=1)
+    Assignment.objects.filter(pk=expired.pk).update(expires_at=past)
+    Comparison.objects.filter(pk=expired.comparison_id).update(lease_expires_at=past)
+    leases = [first, expired]
+    for worker, earlier, taking_over in ((workers[2], first, False), (workers[3], expired, True)):
+        comparison = Comparison.objects.get(pk=earlier.comparison_id)
+        row = PairState.objects.get(pk=comparison.pair_id)
+        pair = store.OpenPair(row.pk, row.round, row.quota_left, row.leased, row.first_id, row.second_id)
+        now = timezone.now()
+        lease = Assignment(annotator=worker, comparison_id=comparison.pk, shown_swapped=True, round=row.round,
+                           issued_at=now, expires_at=now + timedelta(minutes=5))
+        with transaction.atomic():
+            pair_row_locked(pair.id)
+            store.lease_write(study.pk, pair, comparison.item_id, lease, taking_over=taking_over)
+        assert lease.comparison_id == comparison.pk
+        leases.append(lease)
+    for lease in leases:
+        shown = store.lease_texts(lease)
+        if connection.vendor == "postgresql":
+            assert shown is not None and _texts(shown) == _texts(store.hit_texts(lease.comparison_id))
+            assert {system_id for system_id, *_ in shown.outputs} == {shown.first_id, shown.second_id}
+        else:
+            assert shown is None
+    # A lease read again (the annotate page, a retry) reads its texts: the same screen.
+    again = selectors.serving.hit_current(study=study, annotator=workers[3])
+    assert again.pk == leases[-1].pk and store.lease_texts(again) is None
+    shown, read = (selectors.serving.hit_display(assignment=a, study=study, done=0) for a in (leases[-1], again))
+    assert (shown["left"], shown["right"], shown["item"].input) == (read["left"], read["right"], read["item"].input)
 
 
 def test_a_submit_writes_its_judgement_counters_and_protocol_state_as_the_orm_reads_them():
