@@ -550,7 +550,7 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
     """
     size = len(start)
     kinds = None if kinds is None else np.unique(np.asarray(kinds), return_inverse=True)[1]
-    counts = np.zeros((3, size, size) if kinds is None else (int(kinds.max()) + 1, 3, size, size), dtype=np.int64)
+    counts = empty_counts(size, None if kinds is None else int(kinds.max()) + 1)
     spent: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}   # rounds open, in the order they were opened
     while True:
@@ -572,6 +572,11 @@ def active_run(labels_of: Callable[[int, int], np.ndarray], *, items: int | Mapp
 # replays), from the protocol's pairs (the app, ``active_inputs``) or are removed one by one
 # (``fragility.order_removals``): counts (3, S, S), or (K, 3, S, S) one per kind of prompt, of
 # the wins, ties and losses of the smaller index i over j > i (zero below the diagonal).
+
+def empty_counts(size: int, kinds: int | None = None) -> np.ndarray:
+    """Counts of no label: (3, size, size), or (kinds, 3, size, size) by kind."""
+    return np.zeros((3, size, size) if kinds is None else (kinds, 3, size, size), dtype=np.int64)
+
 
 def add_labels(counts: np.ndarray, i: int, j: int, values: np.ndarray, kinds: np.ndarray | None = None) -> None:
     """Add the labels ``values`` (n,) of systems i and j (+1 = i better, 0 a tie, -1 = j
@@ -626,7 +631,7 @@ def label_counts(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappin
     position = start_positions(pairs, order, some=some)
     kind_index = _kind_index(kinds)
     size = len(order)
-    counts = np.zeros((3, size, size) if kind_index is None else (len(kind_index), 3, size, size), dtype=np.int64)
+    counts = empty_counts(size, None if kind_index is None else len(kind_index))
     for p in pairs:
         _count_pair(counts, p, position[p.first], position[p.second], kinds, kind_index)
     return counts
@@ -701,7 +706,7 @@ def active_inputs(pairs: Sequence[PairState], order: Sequence[str], kinds: Mappi
     position = start_positions(pairs, order, some=some)
     size = len(order)
     kind_index = _kind_index(kinds)
-    counts = np.zeros((3, size, size) if kind_index is None else (len(kind_index), 3, size, size), dtype=np.int64)
+    counts = empty_counts(size, None if kind_index is None else len(kind_index))
     spent: dict[Pair, int] = {}
     capacity: dict[Pair, int] = {}
     in_flight: dict[Pair, int] = {}

@@ -274,8 +274,8 @@ def _line(row: dict) -> str:
 def bundle_lines(arena: Arena, *, human: bool = True, study_settings: Mapping[str, object] | None = None):
     """The bundle's lines in file order (an iterator of str; nothing is held but one prompt's
     labels): study (with ``study_settings``, e.g. ``{"pair_design": "active"}``), items (with
-    their ``prompt_kind`` when the arena has prompt types), outputs, metric scores, then one human preference per prompt and pair (all k (k - 1) / 2
-    pairs) when ``human``."""
+    their ``prompt_kind`` when the arena has prompt types), outputs, metric scores, then one
+    human preference per prompt and pair (all k (k - 1) / 2 pairs) when ``human``."""
     spec = arena.spec
     yield _line({
         "kind": "study",

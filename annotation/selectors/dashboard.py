@@ -54,8 +54,9 @@ def dashboard_pair_totals(*, study: Study) -> dict:
     """The study's pair rows summed in one scan: what the dashboard's version reads (``rounds``,
     ``decided``, ``versions``), what its budget reserves now (``reserved``, the open rounds'
     quotas) and whether a worker sent to its start link finds work (``active``: pairs with a
-    round open or about to close, as ``serving.study_work_left`` counts them). A pair row is wide (its protocol state, about 0.9 KB): at 200 systems one scan of
-    the 19,900 is 26 MB of heap on PostgreSQL, 13-16 ms, and a cached dashboard made two."""
+    round open or about to close, as ``serving.study_work_left`` counts them). A pair row is
+    wide (its protocol state, about 0.9 KB): at 200 systems one scan of the 19,900 is 26 MB of
+    heap on PostgreSQL, 13-16 ms, and a cached dashboard made two."""
     return PairState.objects.filter(study=study).aggregate(
         rounds=Sum("round"), decided=Count("id", filter=~Q(decision=0)), versions=Sum("version"),
         reserved=Coalesce(Sum("quota_left"), 0), active=Count("id", filter=Q(status__in=ACTIVE_PAIR_STATUSES)))
@@ -93,7 +94,8 @@ def study_dashboard_data(*, study: Study) -> dict:
 def dashboard_live(*, study: Study, data: dict, pairs: dict | None = None) -> dict:
     """What changes with every judgement, counted per request: the budget, the judgements and
     whether the crowd link has work left (``work_left``: a study settled by the judgements
-    imported with it sends a worker to "This study has finished"). ``pairs``: ``dashboard_pair_totals`` of the study, read in this request (else read here)."""
+    imported with it sends a worker to "This study has finished"). ``pairs``:
+    ``dashboard_pair_totals`` of the study, read in this request (else read here)."""
     judgements = counted_judgements(study=study)
     live = judgements.filter(source=Judgement.Source.LIVE).count()
     imported = judgements.filter(source=Judgement.Source.IMPORT).count()

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from protocol.active_ranking import (CLOSE, ORDERED, ActiveSettings, active_run, add_labels, counts_ties,  # noqa: E402
-                                     counts_wins, run_order, step_fit)
+                                     counts_wins, empty_counts, run_order, step_fit)
 from protocol.arena import ArenaSpec, make_arena  # noqa: E402
 from protocol.arena_replay import initial_order, population_scores, true_scores  # noqa: E402
 
@@ -46,7 +46,7 @@ def moment_sigma2(wins: np.ndarray, ties: np.ndarray, with_ties: bool) -> float:
 
 def counted(arena, pairs, kinds, kind_count, size):
     """(wins, ties) of the labels of ``pairs`` ((i, j), item indices), counted as the design does."""
-    counts = np.zeros((kind_count, 3, size, size), dtype=np.int64)
+    counts = empty_counts(size, kind_count)
     for (i, j), items in pairs:
         add_labels(counts, i, j, arena.human(i, j)[items], kinds[items])
     return counts_wins(counts), counts_ties(counts)
