@@ -171,19 +171,19 @@ class ActiveSettings:
 
     @property
     def kinds_close_misorder(self) -> float:
-        """(1 - confidence) / KINDS_CLOSE_BAR_FACTOR (0.025 at 0.95): the tail the part of a close
+        """(1 - confidence) / KINDS_CLOSE_BAR_FACTOR (0.005 at 0.95): the tail the part of a close
         claim's uncertainty that kinds of prompt add is taken at (the module doc); what every page
         that explains a close claim by kind states (rounded as ``order_misorder``)."""
         return round((1 - self.confidence) / KINDS_CLOSE_BAR_FACTOR, 12)
 
     @property
     def kinds_close_bar(self) -> float:
-        """z_k = Phi^-1(1 - kinds_close_misorder) (1.96 at 0.95)."""
+        """z_k = Phi^-1(1 - kinds_close_misorder) (2.58 at 0.95)."""
         return float(ndtri(1 - self.kinds_close_misorder))
 
     @property
     def kinds_weight(self) -> float:
-        """(z_k / z*)^2 (1.42 at 0.95): the weight of the kinds' variance in a close claim's sd, so
+        """(z_k / z*)^2 (2.45 at 0.95): the weight of the kinds' variance in a close claim's sd, so
         that (d + r) / sd_close >= z* is d + r >= sqrt(z*^2 v_labels + z_k^2 v_kinds). At
         confidence 0.5 (z* = 0) every neighbour is close whatever the weight; it is then 1."""
         return (self.kinds_close_bar / self.stop_bar) ** 2 if self.stop_bar > 0 else 1.0

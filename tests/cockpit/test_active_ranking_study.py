@@ -158,13 +158,13 @@ def test_an_active_study_by_kind_counts_its_ties_by_kind_and_states_the_close_cl
     counted_as_wins = fit_by_kind(wins, ties=np.zeros_like(ties), confidence=confidence).kind_variance
     assert expected > 0 and abs(expected - counted_as_wins) > 0.01 * expected
     assert ranking["kind_sd"] == pytest.approx(np.sqrt(expected), rel=1e-9)
-    assert ranking["kinds_close_misorder"] == pytest.approx(0.025)
+    assert ranking["kinds_close_misorder"] == pytest.approx(0.005)
     study_dashboard_refresh(study_id=study.pk)
     owner = User.objects.create_superuser("kind-ties-owner", password="pw-kinds-2")
     client = Client()
     client.force_login(owner)
     html = client.get(f"/s/{study.slug}/dashboard/").content.decode()
-    assert "A close claim takes that part at the stricter tail 0.025" in html
+    assert "A close claim takes that part at the stricter tail 0.005" in html
 
 
 def test_on_a_null_nothing_is_decided_through_serving_and_an_exclusion():

@@ -581,7 +581,7 @@ def test_a_close_claim_by_kind_takes_the_kinds_part_at_the_stricter_bar():
     assert (n.difference + resolution) / n.sd >= z_star      # today's rule: close
     assert n.margin < z_star and n.status == OPEN
     assert n.margin == pytest.approx((d + resolution) / np.sqrt(labels_part + at.kinds_weight * kinds_part))
-    assert at.kinds_weight == pytest.approx((ndtri(1 - 0.05 / 2) / ndtri(0.95)) ** 2)
+    assert at.kinds_weight == pytest.approx((ndtri(1 - 0.05 / 10) / ndtri(0.95)) ** 2)
     (pooled,) = active_step(wins.sum(axis=0), spent, items=items, start=[0, 1], settings=at).neighbours
     assert pooled.status == CLOSE and pooled.margin == pytest.approx((pooled.difference + resolution) / pooled.sd)
     with pytest.raises(ValueError, match="tied labels by kind"):
