@@ -214,24 +214,24 @@ def _checked_counts(counts, confidence: float | None) -> np.ndarray:
     return counts
 
 
-def _fit_counts(counts: np.ndarray, confidence: float | None):
+def _fit_counts(counts: np.ndarray, confidence: float | None, start: np.ndarray | None = None):
     """The active design's fit of ``counts``: ``fit`` of the pooled labels (3, S, S), or
-    ``fit_by_kind`` at ``confidence`` (K, 3, S, S), ties and all."""
+    ``fit_by_kind`` at ``confidence`` (K, 3, S, S), ties and all; ``start`` as ``fit``'s."""
     if counts.ndim == 4:
-        return fit_by_kind(counts_wins(counts), ties=counts_ties(counts), confidence=confidence)
-    return fit(counts_wins(counts))
+        return fit_by_kind(counts_wins(counts), ties=counts_ties(counts), confidence=confidence, start=start)
+    return fit(counts_wins(counts), start=start)
 
 
 def _order_statistic(counts: np.ndarray, upper: int, lower: int, shift: float, confidence: float | None,
-                     kinds_weight: float) -> tuple[float, object]:
-    result = _fit_counts(counts, confidence)
+                     kinds_weight: float, start: np.ndarray | None = None) -> tuple[float, object]:
+    result = _fit_counts(counts, confidence, start)
     return ((result.scores[upper] - result.scores[lower] + shift)
             / result.difference_sd(upper, lower, kinds_weight)), result
 
 
 def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float, shift: float = 0.0,
                    confidence: float | None = None, kinds_weight: float = 1.0,
-                   max_steps: int = 10_000) -> OrderFragility:
+                   max_steps: int = 10_000, start: np.ndarray | None = None) -> OrderFragility:
     """How many counted labels the claim "upper above lower" rests on (the comment above).
 
     counts   (3, S, S): counts[0][i, j] labels of pair i < j that i won, counts[1][i, j] ties,
@@ -244,10 +244,12 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
              "close"
     kinds_weight  the weight of the kinds' variance in the claim's sd (a close claim by kind:
              ``ActiveSettings.kinds_weight``; 1 for an ordered claim; no effect without kinds)
+    start    the scores of a fit of ``counts`` or near them (``active_ranking.fit``'s ``start``:
+             the claims of one study share the fit of its counts), None for a fit from scratch
     """
     counts = _checked_counts(counts, confidence)
     labels = int(counts.sum())
-    statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight)
+    statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight, start)
     first = float(statistic)
     if statistic < z_star:
         return OrderFragility(upper, lower, first, labels, None, None, False)
@@ -278,7 +280,9 @@ def order_removals(counts: np.ndarray, upper: int, lower: int, *, z_star: float,
         else:
             counts[k, i[n], j[n]] -= take
         removed += take
-        statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight)
+        # the refit after a few labels' removal starts from the fit before it (fewer iterations)
+        statistic, current = _order_statistic(counts, upper, lower, shift, confidence, kinds_weight,
+                                              start=current.scores)
         if statistic < z_star:
             share = removed / labels if labels else 0.0
             return OrderFragility(upper, lower, first, labels, removed, share, share <= FRAGILE_SHARE)
@@ -293,12 +297,21 @@ def neighbour_fragility(pairs: Sequence[PairState], order: Sequence[str], neighb
     ``settings.order_bar``) or CLOSE (bar ``settings.stop_bar``, shift the resolution); with
     ``kinds`` (item id -> kind of prompt) the claims of the fit by kind."""
     counts = label_counts(pairs, order, kinds)
+    claims = [n for n in neighbours if n.status in (ORDERED, CLOSE)]
+    start = _shared_start(counts, settings, claims)
     return {(n.upper, n.lower): order_removals(counts, n.upper, n.lower,
                                                z_star=settings.order_bar if n.status == ORDERED else settings.stop_bar,
                                                confidence=settings.confidence,
                                                shift=0.0 if n.status == ORDERED else settings.resolution,
-                                               kinds_weight=1.0 if n.status == ORDERED else settings.kinds_weight)
-            for n in neighbours if n.status in (ORDERED, CLOSE)}
+                                               kinds_weight=1.0 if n.status == ORDERED else settings.kinds_weight,
+                                               start=start)
+            for n in claims}
+
+
+def _shared_start(counts: np.ndarray, settings: ActiveSettings, claims) -> np.ndarray | None:
+    """The scores of the fit of ``counts``, which every claim's count starts from (one fit from
+    scratch for the study's claims, not one each); None without claims."""
+    return _fit_counts(counts, settings.confidence).scores if claims else None
 
 
 # Top-k claims --------------------------------------------------------------------------------
@@ -334,10 +347,11 @@ class TopFragility:
 
 
 def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift: float = 0.0,
-                 confidence: float | None = None, pairs: int | None = None) -> TopFragility:
+                 confidence: float | None = None, pairs: int | None = None,
+                 start: np.ndarray | None = None) -> TopFragility:
     """How many counted labels the claim "the systems of ``top`` are above the rest" rests on
     (the comment above), an ordered claim's. ``counts``, ``z_star``, ``shift``, ``confidence``
-    as ``order_removals``'s;
+    ``start`` as ``order_removals``'s;
     ``pairs``: try only this many of the claim's pairs, those of least statistic now (None:
     all, |top| (S - |top|) refits of ``order_removals``; the count stays a removal that undoes
     the claim, but may be further above the least)."""
@@ -347,7 +361,7 @@ def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift
     rest = [b for b in range(size) if b not in top]
     if not top or not rest or top[0] < 0 or top[-1] >= size:
         raise ValueError(f"top must name some but not all of the {size} systems (0 .. {size - 1}), got {top}")
-    result = _fit_counts(counts, confidence)
+    result = _fit_counts(counts, confidence, start)
     statistic = {(a, b): (result.scores[a] - result.scores[b] + shift) / result.difference_sd(a, b)
                  for a in top for b in rest}
     ranked = sorted(statistic, key=statistic.get)
@@ -356,7 +370,7 @@ def top_removals(counts: np.ndarray, top: Sequence[int], *, z_star: float, shift
         return TopFragility(top, float(statistic[weakest]), weakest, labels, None, None, None, False)
     best: OrderFragility | None = None
     for a, b in ranked[:pairs]:
-        found = order_removals(counts, a, b, z_star=z_star, shift=shift, confidence=confidence)
+        found = order_removals(counts, a, b, z_star=z_star, shift=shift, confidence=confidence, start=result.scores)
         if found.removals is not None and (best is None or found.removals < best.removals):
             best = found
     if best is None:
@@ -379,6 +393,8 @@ def tier_top_fragility(pairs: Sequence[PairState], order: Sequence[str], fitted:
     trying the ``tried`` weakest pairs; systems by position in ``order`` (the start order),
     ``fitted`` the fit's order; ``kinds`` as ``neighbour_fragility``'s."""
     counts = label_counts(pairs, order, kinds)
+    claims = [k for k, n in enumerate(neighbours) if n.status == ORDERED]
+    start = _shared_start(counts, settings, claims)
     return {k + 1: top_removals(counts, fitted[:k + 1], z_star=settings.order_bar, confidence=settings.confidence,
-                                pairs=tried)
-            for k, n in enumerate(neighbours) if n.status == ORDERED}
+                                pairs=tried, start=start)
+            for k in claims}

@@ -91,9 +91,14 @@ def win_matrix(size: int, first, second, values, weights=None) -> np.ndarray:
     return matrix
 
 
-def fit_scores(wins: np.ndarray, *, prior_ties: float = DEFAULT_PRIOR_TIES) -> np.ndarray:
+def fit_scores(wins: np.ndarray, *, prior_ties: float = DEFAULT_PRIOR_TIES,
+               start: np.ndarray | None = None) -> np.ndarray:
     """(S,) Bradley–Terry log-strengths (mean 0) from a (S, S) win matrix (see ``win_matrix``)
     plus ``prior_ties`` tied pseudo-comparisons between every two systems.
+
+    ``start``: (S,) log-strengths to start choix's iterations from (None: its own start), e.g.
+    the fit of the same systems before the last labels came in: the solution is the same (the
+    likelihood has one maximum; to the iterations' tolerance), reached in fewer iterations.
 
     System 0 beat both others once, 1 and 2 tied: 0 first, 1 and 2 level.
 
@@ -110,7 +115,10 @@ def fit_scores(wins: np.ndarray, *, prior_ties: float = DEFAULT_PRIOR_TIES) -> n
     if len(wins) == 1:
         return np.zeros(1)
     wins = wins + (prior_ties / 2) * (1 - np.eye(len(wins)))
-    scores = choix.ilsr_pairwise_dense(wins, alpha=0.0, max_iter=1000, tol=1e-10)
+    if start is not None and np.shape(start) != (len(wins),):
+        raise ValueError(f"start must be ({len(wins)},) log-strengths, got shape {np.shape(start)}")
+    scores = choix.ilsr_pairwise_dense(wins, alpha=0.0, initial_params=None if start is None else np.asarray(start, dtype=float),
+                                       max_iter=1000, tol=1e-10)
     return scores - scores.mean()
 
 

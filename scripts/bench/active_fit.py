@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 
 from protocol.active_ranking import PRIOR_TIES, fit, smoothed  # noqa: E402
+from protocol.leaderboard import fit_scores  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -63,8 +64,7 @@ def main(argv=None) -> int:
 
 def _ilsr(wins: np.ndarray, start: np.ndarray | None) -> dict:
     """``leaderboard.fit_scores`` of the fit's smoothed wins, from ``start`` (None: choix's own
-    start): its iterations and CPU."""
-    import choix
+    start, as ``fit(wins, start=...)`` passes it): choix's iterations and the CPU."""
     from choix import lsr
 
     calls = []
@@ -74,12 +74,10 @@ def _ilsr(wins: np.ndarray, start: np.ndarray | None) -> dict:
         calls.append(1)
         return step(*args, **kwargs)
 
-    smooth = smoothed(wins)
-    smooth = smooth + (PRIOR_TIES / 2) * (1 - np.eye(len(smooth)))
     lsr.lsr_pairwise_dense = counted
     try:
         started = time.process_time()
-        choix.ilsr_pairwise_dense(smooth, alpha=0.0, initial_params=start, max_iter=1000, tol=1e-10)
+        fit_scores(smoothed(wins), prior_ties=PRIOR_TIES, start=start)
         cpu = 1000 * (time.process_time() - started)
     finally:
         lsr.lsr_pairwise_dense = step

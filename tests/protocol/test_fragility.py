@@ -240,3 +240,39 @@ def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit
     assert found.removals is not None and 1 <= found.removals <= found.labels
     with pytest.raises(ValueError, match="confidence of the fit by kind"):
         order_removals(by_kind, 0, 1, z_star=z_star)
+
+
+def test_each_refit_of_a_count_starts_from_the_fit_before_it(monkeypatch):
+    """A claim's count refits after each removal from the fit before it, and from the study's
+    shared fit (``start``) at the first: the same count and statistic as fitting each from
+    scratch, in fewer iterations of choix's solver."""
+    from choix import lsr
+
+    import protocol.active_ranking as active_ranking
+
+    calls, step = [], lsr.lsr_pairwise_dense
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(lsr, "lsr_pairwise_dense", counted)
+    rng = np.random.default_rng(11)
+    size = 8
+    counts = np.zeros((3, size, size), dtype=np.int64)
+    for i in range(size):
+        for j in range(i + 1, size):
+            n = int(rng.integers(20, 60))
+            won = int(rng.binomial(n, 0.5 + 0.05 * (j - i)))
+            counts[0, i, j], counts[1, i, j], counts[2, i, j] = won, n // 10, n - won
+    z_star = 1.645
+    shared = fit(counts_wins(counts)).scores
+    calls.clear()
+    warm = order_removals(counts, 0, 1, z_star=z_star * 0.5, start=shared)
+    warm_calls = len(calls)
+    scratch = active_ranking.fit_scores
+    monkeypatch.setattr(active_ranking, "fit_scores", lambda wins, *, prior_ties, start=None: scratch(wins, prior_ties=prior_ties))
+    calls.clear()
+    cold = order_removals(counts, 0, 1, z_star=z_star * 0.5)
+    assert cold.removals is not None and (warm.removals, warm.statistic) == (cold.removals, pytest.approx(cold.statistic))
+    assert len(calls) > warm_calls > 0
