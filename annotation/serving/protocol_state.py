@@ -276,13 +276,12 @@ def close_reads_some(study: Study) -> bool:
     others (``study_close_snapshot``)? Yes under a design that asks for no pairs after a close
     (one criterion or a rubric's several: each lane's totals), or for one criterion only for
     pairs with labels and a few it names (``PairDesign.advances_from_labelled``: the active
-    design, the merge sort) when it combines no metrics (the all-pairs design's close keeps
-    the others' calibration sums: ``calibration``), and under a family rule that reads
+    design, the merge sort; with combined metrics too: the pairs it leaves out have no
+    judgement, so their calibration sums are zero), and under a family rule that reads
     e-values (the boundary rule's reads each pair's crossing); otherwise the close reads every
     pair (``study_state_snapshot``)."""
     design = study.design
-    return ((not design.advances or (design.advances_from_labelled and len(_criteria_names(study)) == 1
-                                     and not study.combined_metrics.strip()))
+    return ((not design.advances or (design.advances_from_labelled and len(_criteria_names(study)) == 1))
             and study.protocol_rule != adaptive.BOUNDARY)
 
 
@@ -612,8 +611,12 @@ def _labelled_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[
     heads.update(pairs.filter(status__in=_NOT_PARKED).values_list("pk", "version"))
     read = _pairs_decoded(study, list(heads.items()), names)
     family = pairs.filter(log_e_value__gte=machine.family_floor(settings)).values_list("pk", "log_e_value")
+    # A pair left out (parked, no HIT) has no judged item, nor has one read later through
+    # study_pairs_read (checked there): its calibration sums are zero (_pair_calibration).
+    q = len(combined_sources(study)) if study.combined_metrics.strip() else 0
     outside = adaptive.Outside(pairs=len(_study_pair_ids(study)) - len(read),
-                               log_e_values=tuple(sorted(value for pk, value in family if pk not in read)))
+                               log_e_values=tuple(sorted(value for pk, value in family if pk not in read)),
+                               calibration=(0.0,) * (q * q + q) if q else None)
     state = _rubric_from(study, names, [entry for _, entry in read.values()], outside=(outside,))
     return _read_at(read), state
 

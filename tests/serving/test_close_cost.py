@@ -191,13 +191,22 @@ def test_a_close_with_combined_metrics_decodes_only_the_pairs_whose_rounds_fille
 
 
 def ordering_study_served(*, design: str, slug: str, systems: int, items: int, metric: bool, truth_seed: int,
-                          answer_seed: int, agreement: float, monkeypatch) -> tuple[Study, list[int], list]:
+                          answer_seed: int, agreement: float, monkeypatch,
+                          second: str | None = None) -> tuple[Study, list[int], list]:
     """A study of an ordering ``design`` over ``systems`` systems served until done by workers
     who agree with a seeded order ``agreement`` of the time (not the metric's, nor the seeded
     shuffle's), every close compared with the full close first (``both_ways_equal``): the study,
-    the pairs each close decoded, and the pairs the design read in beyond its snapshot."""
+    the pairs each close decoded, and the pairs the design read in beyond its snapshot.
+    ``second``: combine a metric m2 with m (Study.combined_metrics), "informative" (ranks the
+    systems as m does, with its own item noise) or "useless" (a seeded coin per output)."""
     rows = many_systems_rows(systems, items=items)
     rows[0].update(name=slug, batch_size=4, budget=3000, gamma=0.2, pair_design=design, family_control="none")
+    if second:
+        rows[0]["combined_metrics"] = "m2"
+        coin = random.Random(slug)
+        rows += [{"kind": "metric_score", "item": f"i{n}", "system": f"sys{j:02d}", "metric": "m2",
+                  "score": coin.random() if second == "useless" else systems - j + 3 * coin.random()}
+                 for n in range(items) for j in range(systems)]
     if not metric:
         del rows[0]["metric"]
         rows = [row for row in rows if row["kind"] != "metric_score"]
@@ -220,16 +229,17 @@ def ordering_study_served(*, design: str, slug: str, systems: int, items: int, m
 ACTIVE_SYSTEMS = 14  # 91 pairs, more neighbours than the design's width (10 rounds in flight)
 
 
-@pytest.mark.parametrize("metric", [True, False])
-def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_pairs(metric, monkeypatch):
+@pytest.mark.parametrize("metric, second", [(True, None), (False, None), (True, "informative"), (True, "useless")])
+def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_pairs(metric, second, monkeypatch):
     """The active design's close reads the pairs with labels or a round, and the fitted order's
     neighbours it lacks (``study_pairs_read``); its closes, fits and fundings equal the full
-    state's pair for pair. Fails on the close that read every pair of an advancing design.
-    The humans' order is not the metric's (or the seeded shuffle's), so the fit reorders and
-    funds pairs the start did not."""
+    state's pair for pair. Fails on the close that read every pair of an advancing design
+    (with a second metric combined: of one that combined metrics; the pairs left out have no
+    judgement, so their calibration sums are zero). The humans' order is not the metric's (or
+    the seeded shuffle's), so the fit reorders and funds pairs the start did not."""
     study, compared, read_in = ordering_study_served(
-        design="active", slug=f"active-close-{int(metric)}", systems=ACTIVE_SYSTEMS, items=ITEMS, metric=metric,
-        truth_seed=7, answer_seed=int(metric), agreement=0.8, monkeypatch=monkeypatch)
+        design="active", slug=f"active-close-{int(metric)}{second or ''}", systems=ACTIVE_SYSTEMS, items=ITEMS,
+        metric=metric, truth_seed=7, answer_seed=int(metric), agreement=0.8, monkeypatch=monkeypatch, second=second)
     pairs = ACTIVE_SYSTEMS * (ACTIVE_SYSTEMS - 1) // 2
     assert len(compared) >= 20 and max(compared) < pairs
     assert read_in, "the fit never asked for a pair beyond those with labels"
@@ -365,16 +375,18 @@ RANKING_SYSTEMS = 12  # 66 pairs, of which the merge sort runs at most planned_d
 RANKING_ITEMS = 32  # a pair decided at γ / 36 needs a dozen judgements or more
 
 
-@pytest.mark.parametrize("metric", [True, False])
-def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_it_ran(metric, monkeypatch):
+@pytest.mark.parametrize("metric, second", [(True, None), (False, None), (True, "informative"), (True, "useless")])
+def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_it_ran(metric, second, monkeypatch):
     """The ranking design's close reads the pairs the sort has run (not parked, or with a
     label) and the parked pairs its replay asks for next (``study_pairs_read``); its closes,
     decisions and fundings equal the full state's pair for pair. Fails on the close that read
-    every pair of an advancing design other than the active one. With a metric the sort starts
+    every pair of an advancing design other than the active one (with a second metric
+    combined: of one that combined metrics). With a metric the sort starts
     from the metric's order, without from a seeded shuffle; the humans' order is neither."""
     study, compared, read_in = ordering_study_served(
-        design="ranking", slug=f"ranking-close-{int(metric)}", systems=RANKING_SYSTEMS, items=RANKING_ITEMS,
-        metric=metric, truth_seed=11, answer_seed=10 + int(metric), agreement=0.85, monkeypatch=monkeypatch)
+        design="ranking", slug=f"ranking-close-{int(metric)}{second or ''}", systems=RANKING_SYSTEMS,
+        items=RANKING_ITEMS, metric=metric, truth_seed=11, answer_seed=10 + int(metric), agreement=0.85,
+        monkeypatch=monkeypatch, second=second)
     pairs = RANKING_SYSTEMS * (RANKING_SYSTEMS - 1) // 2
     assert len(compared) >= 10 and max(compared) <= ranking_design.planned_decisions(RANKING_SYSTEMS) < pairs
     assert read_in, "the sort never asked for a pair beyond those it had run"
@@ -504,11 +516,14 @@ def test_on_a_null_of_many_pairs_the_partial_close_decides_nothing_false():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("design", "seed", "least_judged"), [
-    ("active", 100, 6),  # beyond the start's neighbours
-    ("ranking", 200, 5),  # the sort ran past its start
+@pytest.mark.parametrize(("design", "seed", "least_judged", "second"), [
+    ("active", 100, 6, False),  # beyond the start's neighbours
+    ("ranking", 200, 5, False),  # the sort ran past its start
+    ("active", 300, 6, True),  # a seeded coin m2 combined with m
+    ("ranking", 400, 5, True),
 ])
-def test_on_a_null_an_ordering_design_through_its_partial_close_decides_nothing_false(design, seed, least_judged):
+def test_on_a_null_an_ordering_design_through_its_partial_close_decides_nothing_false(design, seed, least_judged,
+                                                                                     second):
     """Every system equal (the humans answer at random): the active design or the merge sort
     run through the app's lease, submit and labelled close (every pair at γ / its pairs or its
     planned decisions, family none) keeps P(any ±) <= γ. P(Binomial(8, 0.05) >= 2) = 0.06:
@@ -518,7 +533,12 @@ def test_on_a_null_an_ordering_design_through_its_partial_close_decides_nothing_
         rows = many_systems_rows(6, items=12)
         rows[0].update(name=f"{design} null {run}", batch_size=4, budget=3000, gamma=0.05, pair_design=design,
                        family_control="none")
-        study = study_import(source=bundle_bytes(rows), slug=f"{design}-null-{run}", metric="m")
+        if second:
+            rows[0]["combined_metrics"] = "m2"
+            coin = random.Random(seed + run)
+            rows += [{"kind": "metric_score", "item": f"i{n}", "system": f"sys{j:02d}", "metric": "m2",
+                      "score": coin.random()} for n in range(12) for j in range(6)]
+        study = study_import(source=bundle_bytes(rows), slug=f"{design}-null-{run}{int(second)}", metric="m")
         assert protocol_state.close_reads_some(study)
         rng = random.Random(seed + run)
         workers = workers_of([f"{design}-n{run}-{n}" for n in range(4)])
