@@ -68,7 +68,9 @@ def test_terminated_connections_are_retried_never_a_500_to_an_annotator():
     connection.close()
     statuses, acknowledged, failures = [], [], []
     guard = threading.Lock()
-    deadline = time.monotonic() + 25
+    # until enough answers were acknowledged under the faults, or a bound in time: a fixed 25 s
+    # let a busy machine (a second test run beside it) acknowledge 15, short of the 20 asked for
+    enough, deadline = 30, time.monotonic() + 90
     entered = threading.Barrier(9)
 
     def crowd_worker(n: int) -> None:
@@ -79,7 +81,8 @@ def test_terminated_connections_are_retried_never_a_500_to_an_annotator():
             response = client.get(response["Location"])
             statuses.append(response.status_code)
             body = response.content.decode()
-            while time.monotonic() < deadline and (FORM.search(body) or NEXT.search(body)):
+            while (time.monotonic() < deadline and len(acknowledged) < enough
+                   and (FORM.search(body) or NEXT.search(body))):
                 if not FORM.search(body):  # no live lease: ask for the next (htmx does on load)
                     response = client.post(NEXT.search(body).group(1), follow=True)
                     with guard:
@@ -107,7 +110,7 @@ def test_terminated_connections_are_retried_never_a_500_to_an_annotator():
     entered.wait(30)
     terminator.start()
     for w in workers:
-        w.join(60)
+        w.join(120)
     terminator.stopped.set()
     terminator.join(10)
     connection.close()
