@@ -617,22 +617,6 @@ def test_labels_counted_either_way_round_give_the_win_matrix_and_the_ties(labels
     assert not np.tril(pooled.sum(axis=0)).any() and not np.tril(by_kind.sum(axis=(0, 1))).any()
 
 
-@pytest.fixture
-def solver_iterations(monkeypatch):
-    """Counts the iterations of choix's ILSR (one LSR step each) that the fits run."""
-    from choix import lsr
-
-    calls = []
-    step = lsr.lsr_pairwise_dense
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(lsr, "lsr_pairwise_dense", counted)
-    return calls
-
-
 def test_a_fit_started_from_the_last_one_is_the_same_fit_in_fewer_iterations(solver_iterations):
     """One more round of one pair moves the fit little: started from the fit before it, the
     solver reaches the same scores (to 1e-8, its tolerance being 1e-10 on the parameters) in

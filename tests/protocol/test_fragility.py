@@ -242,21 +242,13 @@ def test_counts_by_kind_add_up_to_the_pooled_counts_and_their_claims_are_the_fit
         order_removals(by_kind, 0, 1, z_star=z_star)
 
 
-def test_each_refit_of_a_count_starts_from_the_fit_before_it(monkeypatch):
+def test_each_refit_of_a_count_starts_from_the_fit_before_it(solver_iterations, monkeypatch):
     """A claim's count refits after each removal from the fit before it, and from the study's
     shared fit (``start``) at the first: the same count and statistic as fitting each from
     scratch, in fewer iterations of choix's solver."""
-    from choix import lsr
-
     import protocol.active_ranking as active_ranking
 
-    calls, step = [], lsr.lsr_pairwise_dense
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(lsr, "lsr_pairwise_dense", counted)
+    calls = solver_iterations
     rng = np.random.default_rng(11)
     size = 8
     counts = np.zeros((3, size, size), dtype=np.int64)
