@@ -740,7 +740,8 @@ def _capacity(pair: PairState) -> int:
 
 def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings,
                    kinds: Mapping[str, str] | None = None,
-                   more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> ProtocolState:
+                   more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None,
+                   prepare: Callable[[ProtocolState, frozenset[int]], ProtocolState] | None = None) -> ProtocolState:
     """Park the pairs whose round has closed and top the rounds in flight up to ``width``.
 
     order  system names, the start order (fixed for the study)
@@ -753,6 +754,11 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
            (``machine.with_pairs``) after the fit and before the step, so the result holds
            them and is, pair for pair, the whole state's (a pair left out adds no win,
            nothing spent and no round in flight to the fit and the step)
+    prepare  None, or ``prepare(state, indices)`` -> the state with the waiting pairs at
+           ``indices`` (those about to open) given what their bets read at the opening, their
+           ``prediction`` (``machine.calibrated``'s ``only``: the app's combined metrics,
+           ``runtime.metrics_combined``); it may change nothing else. The design opens its
+           rounds itself, so a caller's calibration before ``open_rounds`` would find none.
     A pair whose round closed (waiting) is parked (``open_rounds`` would fund it again
     otherwise). Then ``active_step`` on every pair's counts and the rounds in flight: each pair
     it funds (a parked or futile one: futility only means its e-process cannot decide, its
@@ -803,12 +809,17 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
         budget -= take
     if not quotas:
         return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
-    return open_pairs(replace(state, pairs=tuple(pairs)), quotas)
+    funded = replace(state, pairs=tuple(pairs))
+    if prepare is not None:
+        funded = prepare(funded, frozenset(quotas))
+    return open_pairs(funded, quotas)
 
 
-def active_start(state: ProtocolState, order: Sequence[str], settings: ActiveSettings) -> ProtocolState:
+def active_start(state: ProtocolState, order: Sequence[str], settings: ActiveSettings,
+                 prepare: Callable[[ProtocolState, frozenset[int]], ProtocolState] | None = None) -> ProtocolState:
     """Park every waiting pair of a fresh state (its capacity capped at ``max_labels``), then
-    open the first step's rounds: every neighbour pair of the start order.
+    open the first step's rounds: every neighbour pair of the start order (``prepare`` as
+    ``active_advance``'s).
 
     ValueError when a pair already holds judgements (imported with the bundle): the design
     funds every label it uses."""
@@ -820,7 +831,7 @@ def active_start(state: ProtocolState, order: Sequence[str], settings: ActiveSet
     cap = settings.max_labels
     parked = tuple(replace(p, status=PARKED, capacity=min(p.capacity, cap) if cap else p.capacity)
                    if p.status == WAITING else p for p in state.pairs)
-    return active_advance(replace(state, pairs=parked), order, settings)
+    return active_advance(replace(state, pairs=parked), order, settings, prepare=prepare)
 
 
 @dataclass(frozen=True)

@@ -87,14 +87,16 @@ def protocol_start(*, study: Study) -> rubric.RubricState:
                          counts)
     closed = rubric.seed_judgements(state, existing) if existing else None
     started = closed or state
-    started = design.start(started, study.ranking_order, study.active_settings)
+    started = design.start(started, study.ranking_order, study.active_settings, **_prepare_for(study))
     opened = rubric.open_rounds(metrics_combined(study=study, state=started))
     protocol_state.study_state_first_save(study, rows, opened, closed=closed)
     return opened
 
 
-def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.RubricState:
-    """The state with each lane's pairs about to open (``rubric.opening``) predicted from every
+def metrics_combined(*, study: Study, state: rubric.RubricState,
+                     opening: tuple[frozenset[int], ...] | None = None) -> rubric.RubricState:
+    """The state with each lane's pairs about to open (``opening``, by default
+    ``rubric.opening``'s: a design that opens its rounds itself names its own) predicted from every
     metric the study combines for its criterion (Study.combined_metrics; a rubric names each
     criterion's): the calibration cross-fitted on the other pairs' human labels of that
     criterion so far (protocol.adaptive.calibrated; for a partial state those of the pairs it
@@ -106,13 +108,23 @@ def metrics_combined(*, study: Study, state: rubric.RubricState) -> rubric.Rubri
     if not study.combined_metrics.strip():
         return state
     lanes, combined = list(state.lanes), False
-    opening = rubric.opening(state)
+    opening = rubric.opening(state) if opening is None else opening
     for index, lane in enumerate(state.lanes):
         sources = protocol_state.combined_sources(study, index)
         if sources and opening[index]:
             features = features_of([{key: source.pair(*key) for key in state.keys} for source in sources])
             lanes[index], combined = adaptive.calibrated(lane, features, only=opening[index]), True
     return replace(state, lanes=tuple(lanes)) if combined else state
+
+
+def _prepare_for(study: Study) -> dict:
+    """The keyword arguments of the study's design's ``start`` / ``advance``: for a design that
+    opens its rounds itself (``PairDesign.opens_rounds``), ``prepare``, which calibrates the
+    pairs it funds from the study's combined metrics (``metrics_combined``) just before; for the
+    others none, the caller calibrating what ``rubric.open_rounds`` is about to open."""
+    if not study.design.opens_rounds:
+        return {}
+    return {"prepare": lambda state, opening: metrics_combined(study=study, state=state, opening=opening)}
 
 
 def rounds_opened(*, study: Study, state: rubric.RubricState, more=None) -> rubric.RubricState:
@@ -131,7 +143,7 @@ def design_advance(*, study: Study, state: rubric.RubricState, more=None) -> rub
     if not study.design.advances:
         return state  # (no read of the items' kinds either)
     return study.design.advance(state, study.ranking_order, study.active_settings,
-                                kinds=study_design_kinds(study=study), more=more)
+                                kinds=study_design_kinds(study=study), more=more, **_prepare_for(study))
 
 
 def protocol_ensure_started(*, study: Study) -> bool:

@@ -10,7 +10,7 @@ from .. import active_ranking, fragility, rubric
 from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
 from ..state import PairState
-from .base import OrderingDesign
+from .base import OrderingDesign, Prepare
 from .registry import register
 
 GUARANTEE = ("across the study's pairs: any false ± decision, direct or implied, ≤ γ (each pair decided "
@@ -34,19 +34,26 @@ class Active(OrderingDesign):
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         return settings.pair_limit(len(order)) if order else 0
 
-    def start(self, state: RubricState, order: Sequence[str], settings: ActiveSettings) -> RubricState:
+    def start(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
+              prepare: Prepare | None = None) -> RubricState:
         # raises on imported judgements too: the design funds every label it uses
-        return rubric.single(active_ranking.active_start(state.primary, order, settings), state.criteria[0])
+        return rubric.single(active_ranking.active_start(state.primary, order, settings,
+                                                         _lane_prepare(prepare, state.criteria[0])),
+                             state.criteria[0])
 
     advances = True
+    # active_ranking.open_pairs opens the rounds it funds
+    opens_rounds = True
     # the fit reads the pairs with labels, the step the fitted order's neighbours besides
     # (active_ranking.active_advance's ``more``)
     advances_from_labelled = True
 
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
                 kinds: Mapping[str, str] | None = None,
-                more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None) -> RubricState:
-        return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds, more),
+                more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None,
+                prepare: Prepare | None = None) -> RubricState:
+        return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds, more,
+                                                           _lane_prepare(prepare, state.criteria[0])),
                              state.criteria[0])
 
     def guarantee(self, planned: int) -> str:
@@ -135,6 +142,13 @@ class Active(OrderingDesign):
 
     def implied(self, pair: dict, partial: dict) -> bool:
         return (not pair["decision"]) and partial[(pair["first"], pair["second"])]
+
+
+def _lane_prepare(prepare: Prepare | None, criterion: str):
+    """The design's one lane's view of a caller's ``prepare`` (the design runs one criterion)."""
+    if prepare is None:
+        return None
+    return lambda state, indices: prepare(rubric.single(state, criterion), (frozenset(indices),)).primary
 
 
 ACTIVE = register(Active())

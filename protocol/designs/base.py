@@ -7,6 +7,11 @@ from ..active_ranking import ActiveSettings
 from ..rubric import RubricState
 from ..state import ADAPTIVE, EPROCESS, PairState
 
+# a caller's step before rounds open, for a design that opens them itself (``opens_rounds``):
+# (state, each lane's pairs about to open by index, as rubric.opening gives them) -> the state
+# with those pairs' predictions set, nothing else changed
+Prepare = Callable[[RubricState, tuple[frozenset[int], ...]], RubricState]
+
 class PairDesign:
     """How a study chooses the pairs it decides. Subclass it, set the class attributes, override
     the behaviours that differ, and ``register`` one instance.
@@ -38,6 +43,11 @@ class PairDesign:
                     totals ``outside``), asking ``more`` for the few others it reads? Then the
                     app's round close reads no more (issue 41); otherwise an advancing design
                     reads the whole state
+    opens_rounds    do ``start`` and ``advance`` open the rounds they fund themselves, rather
+                    than leave the pairs waiting for rubric.open_rounds? Then both take
+                    ``prepare`` (a ``Prepare``) and call it on those pairs just before opening
+                    them: the app's calibration of the study's combined metrics
+                    (runtime.metrics_combined), which finds no pair about to open afterwards
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -58,6 +68,7 @@ class PairDesign:
     uses_prompt_kinds: bool = False
     advances: bool = False
     advances_from_labelled: bool = False
+    opens_rounds: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""

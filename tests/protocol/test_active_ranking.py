@@ -2,6 +2,9 @@
 known-truth replay (protocol.arena_replay.replay_active)."""
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -662,3 +665,29 @@ def test_the_design_run_starts_each_fit_from_the_last(solver_iterations, monkeyp
     assert warm_spent == cold_spent and warm_step.order == cold_step.order
     assert [n.status for n in warm_step.neighbours] == [n.status for n in cold_step.neighbours]
     assert len(solver_iterations) > warm_iterations > 0
+
+
+def test_prepare_sees_the_funded_pairs_waiting_and_their_rounds_open_with_what_it_set():
+    """``prepare`` (the app's calibration of combined metrics) runs on exactly the pairs the
+    step funds, while they still wait, and their rounds open with the prediction it set (their
+    bets read it from the opening on). Fails on a design that opened its rounds before any
+    caller could predict them."""
+    names = [f"s{n}" for n in range(5)]
+    capacities = {(a, b): 40 for n, a in enumerate(names) for b in names[n + 1:]}
+    protocol = ProtocolSettings(budget=10 ** 5, batch=4, gamma=0.05, policy="adaptive", rule="eprocess",
+                                family="none", seed=0)
+    seen = []
+
+    def prepare(state, indices):
+        seen.append(sorted(indices))
+        assert all(state.pairs[i].status == "waiting" for i in indices)
+        pairs = list(state.pairs)
+        for i in indices:
+            pairs[i] = replace(pairs[i], prediction=MappingProxyType({str(t): 0.25 for t in range(40)}))
+        return replace(state, pairs=tuple(pairs))
+
+    state = active_start(start(protocol, capacities), names, ActiveSettings(), prepare)
+    opened = [i for i, p in enumerate(state.pairs) if p.status == "open"]
+    assert seen == [opened] and len(opened) == len(names) - 1       # the start order's neighbours
+    assert all(state.pairs[i].prediction for i in opened)
+    assert not any(p.prediction for p in state.pairs if p.status != "open")

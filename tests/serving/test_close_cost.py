@@ -245,6 +245,18 @@ def test_an_active_close_decides_and_funds_as_the_full_close_from_the_labelled_p
     assert read_in, "the fit never asked for a pair beyond those with labels"
     judged = PairState.objects.filter(study=study, hits__gt=0).count()
     assert ACTIVE_SYSTEMS - 1 < judged < pairs
+    if second:
+        assert_bets_used_the_calibration(study)
+
+
+def assert_bets_used_the_calibration(study: Study) -> None:
+    """The study's combined metrics reached its bets: some pair opened a round with a
+    calibrated prediction, and its control variate's moments are then no integers. Fails on
+    an active design that opened its rounds itself, after the calibration had looked for pairs
+    about to open (``runtime.metrics_combined``) and found none."""
+    state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
+    assert any(p.prediction for p in state.pairs), "no pair carries a calibrated prediction"
+    assert any(not full_step(step)[5].is_integer() for p in state.pairs for step in p.steps)
 
 
 RUBRIC_CRITERIA = [{"name": "helpfulness"}, {"name": "correctness", "metric": "m2"}, {"name": "style"}]
@@ -392,6 +404,8 @@ def test_a_merge_sort_close_decides_and_funds_as_the_full_close_from_the_pairs_i
     assert read_in, "the sort never asked for a pair beyond those it had run"
     statuses = collections.Counter(PairState.objects.filter(study=study).values_list("status", flat=True))
     assert statuses[adaptive.DECIDED] >= 10
+    if second:
+        assert_bets_used_the_calibration(study)
 
 
 def test_a_merge_sort_close_decodes_the_pairs_it_ran_not_every_pair(monkeypatch):
