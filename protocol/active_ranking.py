@@ -738,10 +738,26 @@ def _capacity(pair: PairState) -> int:
     return int(pair.judgements) if pair.status in (DECIDED, EXHAUSTED) else int(pair.capacity)
 
 
+@dataclass
+class LastFit:
+    """A caller's memory of one study's last fit, kept between the design's steps (the app keeps
+    one per study in each process): the next step's solver starts from its ``scores`` ((S,),
+    systems in the start order; ``leaderboard.fit_scores``' ``start``: the same fit to the
+    solver's tolerance, in fewer iterations) and leaves its own. Only a start, so a stale one
+    (another process's close came between) gives the same fit, in more iterations."""
+
+    scores: np.ndarray | None = None
+
+    def start_for(self, size: int) -> np.ndarray | None:
+        """The scores to start a fit of ``size`` systems from, or None (none yet, or another size)."""
+        return self.scores if self.scores is not None and len(self.scores) == size else None
+
+
 def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveSettings,
                    kinds: Mapping[str, str] | None = None,
                    more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None,
-                   prepare: Callable[[ProtocolState, frozenset[int]], ProtocolState] | None = None) -> ProtocolState:
+                   prepare: Callable[[ProtocolState, frozenset[int]], ProtocolState] | None = None,
+                   last_fit: LastFit | None = None) -> ProtocolState:
     """Park the pairs whose round has closed and top the rounds in flight up to ``width``.
 
     order  system names, the start order (fixed for the study)
@@ -759,6 +775,7 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
            ``prediction`` (``machine.calibrated``'s ``only``: the app's combined metrics,
            ``runtime.metrics_combined``); it may change nothing else. The design opens its
            rounds itself, so a caller's calibration before ``open_rounds`` would find none.
+    last_fit None, or the study's ``LastFit``: the step's fit starts from it and leaves its own
     A pair whose round closed (waiting) is parked (``open_rounds`` would fund it again
     otherwise). Then ``active_step`` on every pair's counts and the rounds in flight: each pair
     it funds (a parked or futile one: futility only means its e-process cannot decide, its
@@ -777,8 +794,12 @@ def active_advance(state: ProtocolState, order: Sequence[str], settings: ActiveS
         # so the fit is skipped
         return state if tuple(pairs) == state.pairs else replace(state, pairs=tuple(pairs))
     fitted = None
+    if partial or last_fit is not None:
+        fitted = step_fit(inputs.wins, settings, inputs.ties,
+                          start=None if last_fit is None else last_fit.start_for(len(order)))
+        if last_fit is not None:
+            last_fit.scores = fitted.scores
     if partial:
-        fitted = step_fit(inputs.wins, settings, inputs.ties)
         ranked = fitted_order(fitted, range(len(order)))
         held = {p.key for p in pairs}
         wanted = sorted({tuple(sorted((order[a], order[b]))) for a, b in zip(ranked[:-1], ranked[1:])} - held)

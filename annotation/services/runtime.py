@@ -32,7 +32,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from protocol import adaptive, ranking_design, rubric
+from protocol import active_ranking, adaptive, ranking_design, rubric
 from protocol.control_variate import features_of
 
 from ..models import Comparison, Judgement, JudgementKind, PairState, Study
@@ -42,6 +42,7 @@ from ..selectors.studies import (study_design_kinds, study_draw_chances, study_j
                                  study_pair_capacities)
 from ..serving import protocol_state
 from ..serving.metric_labels import lane_label_sources
+from ..serving.process_cache import ProcessCache
 from .hits import leases_reclaim
 from .judges import judge_runs_resume
 from .planner import plan_jobs_resume
@@ -127,6 +128,21 @@ def _prepare_for(study: Study) -> dict:
     return {"prepare": lambda state, opening: metrics_combined(study=study, state=state, opening=opening)}
 
 
+# The active design's last fit of each study, as this process's last close left it: the next
+# close's solver starts from it (active_ranking.LastFit; only a start, so a close of another
+# process in between leaves the fit the same, in a few more iterations).
+_last_fits: ProcessCache[active_ranking.LastFit] = ProcessCache()
+
+
+def _advance_options(study: Study) -> dict:
+    """The keyword arguments of the study's design's ``advance``: ``_prepare_for``'s, and the
+    study's ``LastFit`` for a design that keeps one (``PairDesign.keeps_last_fit``)."""
+    options = _prepare_for(study)
+    if study.design.keeps_last_fit:
+        options["last_fit"] = _last_fits.get((study.pk, study.created_at), active_ranking.LastFit)
+    return options
+
+
 def rounds_opened(*, study: Study, state: rubric.RubricState, more=None) -> rubric.RubricState:
     """The state with rounds opened within the budget: the design's pairs (``design_advance``),
     predicted from the metrics the study combines (``metrics_combined``)."""
@@ -143,7 +159,7 @@ def design_advance(*, study: Study, state: rubric.RubricState, more=None) -> rub
     if not study.design.advances:
         return state  # (no read of the items' kinds either)
     return study.design.advance(state, study.ranking_order, study.active_settings,
-                                kinds=study_design_kinds(study=study), more=more, **_prepare_for(study))
+                                kinds=study_design_kinds(study=study), more=more, **_advance_options(study))
 
 
 def protocol_ensure_started(*, study: Study) -> bool:

@@ -44,6 +44,8 @@ class Active(OrderingDesign):
     advances = True
     # active_ranking.open_pairs opens the rounds it funds
     opens_rounds = True
+    # each step fits every label: the app keeps the last fit to start the next from
+    keeps_last_fit = True
     # the fit reads the pairs with labels, the step the fitted order's neighbours besides
     # (active_ranking.active_advance's ``more``)
     advances_from_labelled = True
@@ -51,9 +53,10 @@ class Active(OrderingDesign):
     def advance(self, state: RubricState, order: Sequence[str], settings: ActiveSettings, *,
                 kinds: Mapping[str, str] | None = None,
                 more: Callable[[list[tuple[str, str]]], Sequence[PairState]] | None = None,
-                prepare: Prepare | None = None) -> RubricState:
+                prepare: Prepare | None = None,
+                last_fit: active_ranking.LastFit | None = None) -> RubricState:
         return rubric.single(active_ranking.active_advance(state.primary, order, settings, kinds, more,
-                                                           _lane_prepare(prepare, state.criteria[0])),
+                                                           _lane_prepare(prepare, state.criteria[0]), last_fit),
                              state.criteria[0])
 
     def guarantee(self, planned: int) -> str:

@@ -48,6 +48,9 @@ class PairDesign:
                     ``prepare`` (a ``Prepare``) and call it on those pairs just before opening
                     them: the app's calibration of the study's combined metrics
                     (runtime.metrics_combined), which finds no pair about to open afterwards
+    keeps_last_fit  does ``advance`` fit a model to every label, whose solver a caller can start
+                    from the last step's fit? Then it takes ``last_fit`` (an
+                    active_ranking.LastFit the caller keeps per study between steps)
 
     ``settings`` below is the study's ActiveSettings (confidence, resolution, batch, labels per
     comparison, γ), ``order`` its initial order of system names.
@@ -69,6 +72,7 @@ class PairDesign:
     advances: bool = False
     advances_from_labelled: bool = False
     opens_rounds: bool = False
+    keeps_last_fit: bool = False
 
     def planned(self, order: Sequence[str], settings: ActiveSettings) -> int:
         """The most pair runs it plans over ``order``; each pair is decided at γ / this (0: γ)."""

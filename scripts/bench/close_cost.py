@@ -10,7 +10,8 @@ a SQLite database in a temporary directory, then serves ``--submits`` HITs throu
 preferred on 70 % of them), closing the filled rounds after each submit as the close job
 does (``runtime.rounds_close``), timed apart. Prints one JSON object: closes run, a close's
 CPU (mean, median, least, ms), and the pair rows a close decoded (``protocol_state._lanes_of``
-calls: mean and most) out of the study's pairs. Runs on any revision of the app (services
+calls: mean and most) out of the study's pairs, and the CPU of the ordering designs'
+Bradley–Terry solver in a close (``solver_cpu_ms_per_close_mean``). Runs on any revision of the app (services
 only), so the same command compares two checkouts side by side.
 """
 from __future__ import annotations
@@ -79,9 +80,23 @@ def _run(args) -> int:
         return real(*arguments)
 
     protocol_state._lanes_of = counted
+    # the CPU of the ordering designs' Bradley-Terry solver inside the closes (its warm start)
+    import protocol.active_ranking as active_ranking
+
+    solver_ms = [0.0]
+    solve = active_ranking.fit_scores
+
+    def solver_timed(*arguments, **options):
+        cpu = time.process_time()
+        try:
+            return solve(*arguments, **options)
+        finally:
+            solver_ms[0] += (time.process_time() - cpu) * 1000
+
+    active_ranking.fit_scores = solver_timed
     workers = [hits.annotator_for_worker(platform="prolific", worker_id=f"cc{n}") for n in range(args.workers)]
     rng = random.Random(args.seed)
-    close_cpu, close_decoded, submitted = [], [], 0
+    close_cpu, close_decoded, close_solver, submitted = [], [], [], 0
     for n in range(args.submits):
         annotator = workers[n % len(workers)]
         hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
@@ -98,11 +113,12 @@ def _run(args) -> int:
         submitted += 1
         if pending:
             pending.clear()
-            decoded[0] = 0
+            decoded[0], solver_ms[0] = 0, 0.0
             cpu = time.process_time()
             runtime.rounds_close(study_id=study.pk)
             close_cpu.append((time.process_time() - cpu) * 1000)
             close_decoded.append(decoded[0])
+            close_solver.append(solver_ms[0])
     print(json.dumps({
         "bundle": args.bundle, "criteria": criteria, "design": study.pair_design,
         "pairs": PairState.objects.filter(study=study).count(), "import_s": round(imported_s, 1),
@@ -112,6 +128,7 @@ def _run(args) -> int:
         "close_cpu_ms_mean": round(statistics.mean(close_cpu[1:]), 1) if len(close_cpu) > 1 else None,
         "close_cpu_ms_median": round(statistics.median(close_cpu[1:]), 1) if len(close_cpu) > 1 else None,
         "close_cpu_ms_min": round(min(close_cpu[1:]), 1) if len(close_cpu) > 1 else None,
+        "solver_cpu_ms_per_close_mean": round(statistics.mean(close_solver[1:]), 2) if len(close_solver) > 1 else None,
         "decoded_per_close_mean": round(statistics.mean(close_decoded), 1) if close_decoded else None,
         "decoded_per_close_max": max(close_decoded, default=None),
     }))

@@ -24,7 +24,10 @@ pg_round_trips_per_cycle (libpq's count, transaction control and health checks i
 close_cpu_ms_mean, closes: the median of --repeat runs of the cycles (and the least CPU of them,
 cpu_ms_per_cycle_min, the steadiest figure on a busy machine); and in wall time, the median
 submit + next HIT (submit_next_ms_median, a close's own time left out) and the median GET of the
-HIT page (hit_page_ms_median, every worker's page --page-gets times over).
+HIT page (hit_page_ms_median, every worker's page --page-gets times over); and a new crowd
+worker's first HIT, the start link and the page it redirects to, each worker's but the first
+(first_hit_ms_median, its CPU first_hit_cpu_ms_median, on PostgreSQL the backend's CPU
+first_hit_pg_backend_cpu_ms_mean).
 
 Long answers (issue 36): ``--bundle var/long_chat.jsonl.gz --metric judge_score`` after
 ``python scripts/bench/long_chat.py --words 1300 1300 --out var/long_chat.jsonl.gz``.
@@ -367,12 +370,20 @@ def _run(args) -> int:
     connection.execute_wrappers.append(count)
     slug = study.slug
     browsers, pages = [], []
+    # a new crowd worker's first HIT (the start link and the annotate page it redirects to):
+    # wall time, this process's CPU and the backend's, each worker's; the first is the process's
+    # first request and is left out of the medians
+    entry_wall, entry_cpu, entry_backend = [], [], []
     for n in range(args.workers):
         browser = Browser(app)
+        wall, cpu, backend_before = time.perf_counter(), time.process_time(), backend_cpu_ms()
         status, _ = browser.request("GET", f"/s/{slug}/start/?PROLIFIC_PID=bench{n}&STUDY_ID=b&SESSION_ID=s{n}")
         assert status == 302, status
         status, page = browser.request("GET", f"/s/{slug}/annotate/")
         assert status == 200, status
+        entry_wall.append(1000 * (time.perf_counter() - wall))
+        entry_cpu.append(1000 * (time.process_time() - cpu))
+        entry_backend.append(backend_cpu_ms() - backend_before)
         browsers.append(browser)
         pages.append(page)
 
@@ -472,6 +483,11 @@ def _run(args) -> int:
     result["submit_next_ms_median"] = round(1000 * statistics.median(timed_wall), 2)
     result["hit_page_ms_median"] = round(1000 * statistics.median(page_wall), 2) if page_wall else None
     result["hit_page_bytes_median"] = int(statistics.median(len(p.encode()) for p in pages))
+    later = slice(1, None) if len(entry_wall) > 1 else slice(None)
+    result["first_hit_ms_median"] = round(statistics.median(entry_wall[later]), 2)
+    result["first_hit_cpu_ms_median"] = round(statistics.median(entry_cpu[later]), 2)
+    if backends:  # 10 ms ticks: the mean over the workers, not each one's
+        result["first_hit_pg_backend_cpu_ms_mean"] = round(statistics.mean(entry_backend[later]), 2)
     if backends:
         result["pg_backends"] = backends.connections
         result["pg_round_trips_per_cycle"] = round(wire_counted.round_trips / args.cycles, 2)

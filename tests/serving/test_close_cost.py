@@ -11,6 +11,7 @@ import collections
 import importlib
 import random
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -257,6 +258,37 @@ def assert_bets_used_the_calibration(study: Study) -> None:
     state = protocol_state.study_state_load(study, PairState.objects.filter(study=study))
     assert any(p.prediction for p in state.pairs), "no pair carries a calibrated prediction"
     assert any(not full_step(step)[5].is_integer() for p in state.pairs for step in p.steps)
+
+
+def test_an_active_close_starts_its_fit_from_the_last_close(monkeypatch):
+    """Each close of an active study after the process's first starts the Bradley–Terry solver
+    from the fit the close before left (runtime's LastFit, issue 41 part 2), and the fit is the
+    cold fit's to the solver's tolerance. Fails on the close that fitted every close from
+    scratch (no start)."""
+    import protocol.active_ranking as active_ranking
+
+    starts, fits = [], []
+
+    def recorded(wins, *, prior_ties, start=None):
+        scores = real(wins, prior_ties=prior_ties, start=start)
+        cold = real(wins, prior_ties=prior_ties)
+        assert np.allclose(scores, cold, atol=1e-7)
+        starts.append(None if start is None else start.copy())
+        fits.append(scores.copy())
+        return scores
+
+    real = active_ranking.fit_scores
+    monkeypatch.setattr(active_ranking, "fit_scores", recorded)
+    rows = many_systems_rows(8, items=ITEMS)
+    rows[0].update(name="active warm", batch_size=4, budget=3000, gamma=0.2, pair_design="active",
+                   family_control="none")
+    study = study_import(source=bundle_bytes(rows), slug="active-warm", metric="m")
+    rng = random.Random(3)
+    serve_until_done(study, workers_of([f"warm-{n}" for n in range(4)]),
+                     lambda first, second: (1 if first < second else -1) if rng.random() < 0.8 else -1)
+    assert len(starts) >= 10
+    assert starts[:2] == [None, None]  # the protocol's start, the process's first close
+    assert all(start is not None and np.array_equal(start, fit) for start, fit in zip(starts[2:], fits[1:]))
 
 
 RUBRIC_CRITERIA = [{"name": "helpfulness"}, {"name": "correctness", "metric": "m2"}, {"name": "style"}]
