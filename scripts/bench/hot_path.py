@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    parser.add_argument("--profile-entry", type=int, default=0,
+                        help="print the N costliest functions of the workers' entries (start link + first HIT; "
+                             "the first worker's left out)")
     parser.add_argument("--profile-close", type=int, default=0,
                         help="print the N costliest functions of the round closes alone (cumulative)")
     parser.add_argument("--statements", type=int, default=0,
@@ -374,8 +377,11 @@ def _run(args) -> int:
     # wall time, this process's CPU and the backend's, each worker's; the first is the process's
     # first request and is left out of the medians
     entry_wall, entry_cpu, entry_backend = [], [], []
+    entry_profiler = cProfile.Profile(time.process_time) if args.profile_entry else None
     for n in range(args.workers):
         browser = Browser(app)
+        if entry_profiler and n == 1:
+            entry_profiler.enable()
         wall, cpu, backend_before = time.perf_counter(), time.process_time(), backend_cpu_ms()
         status, _ = browser.request("GET", f"/s/{slug}/start/?PROLIFIC_PID=bench{n}&STUDY_ID=b&SESSION_ID=s{n}")
         assert status == 302, status
@@ -386,6 +392,8 @@ def _run(args) -> int:
         entry_backend.append(backend_cpu_ms() - backend_before)
         browsers.append(browser)
         pages.append(page)
+    if entry_profiler:
+        entry_profiler.disable()
 
     def cycle(n: int) -> None:
         browser, page = browsers[n], pages[n]
@@ -506,6 +514,11 @@ def _run(args) -> int:
             print(f"statements with the most CPU in execute, {args.repeat} x {args.cycles} cycles (closes included):")
             for sql, (runs, cpu, _) in sorted(statement_cpu.items(), key=lambda kv: -kv[1][1])[:args.statements]:
                 print(f"{1000 * cpu:9.1f} ms {runs:7d} runs {1e6 * cpu / runs:9.1f} us  {' '.join(sql.split())[:140]}")
+    if entry_profiler:
+        out = io.StringIO()
+        pstats.Stats(entry_profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(
+            args.profile_entry)
+        print(out.getvalue())
     if close_profiler:
         out = io.StringIO()
         pstats.Stats(close_profiler, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(
