@@ -208,7 +208,8 @@ class PairStateAdmin(admin.ModelAdmin):
     # Protocol state is written only by serving/protocol_state.py (one codec, validated).
     readonly_fields = ["study", "first", "second", "status", "decision", "theta", "theta_se", "round", "quota_left",
                        "leased", "version", "state", "criteria_state", "updated_at", "hits", "log_e_value", "cv_n",
-                       "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "lanes_close", "calibration"]
+                       "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "level_k", "level_xx", "level_xm", "level_mm",
+                       "level_v", "lanes_close", "calibration"]
 
 
 @admin.register(models.CrowdSession)

@@ -123,6 +123,7 @@ class Study(models.Model):
     # e-process rule. Studies made before keep the paper's policy and rule (migration 0012).
     allocation_policy = models.CharField(max_length=10, **declared("allocation_policy"))
     futility = models.FloatField(**declared("futility"))
+    futility_prior = models.BooleanField(**declared("futility_prior"))
     protocol_rule = models.CharField(max_length=10, **declared("protocol_rule"))
     family_control = models.CharField(max_length=10, **declared("family_control"))
     # Which pairs the protocol spends on (docs/ranking.md): all of them, or those a merge sort
@@ -661,8 +662,16 @@ class PairState(models.Model):
     cv_ss = models.FloatField(default=0.0)
     cv_mm = models.FloatField(default=0.0)
     cv_sm = models.FloatField(default=0.0)
+    # and its part of the futility check's level prior (machine.pair_level_sums: counted, x^2,
+    # x m, m^2, v; zeros for a pair without a metric or with fewer steps than the fit counts)
+    level_k = models.FloatField(default=0.0)
+    level_xx = models.FloatField(default=0.0)
+    level_xm = models.FloatField(default=0.0)
+    level_mm = models.FloatField(default=0.0)
+    level_v = models.FloatField(default=0.0)
     # The same of a rubric's other lanes, each its own family and control variate (protocol.rubric):
-    # {criterion: [log e-value (null: e = 0), n, s, m, ss, mm, sm]}; {} for one criterion. Summed
+    # {criterion: [log e-value (null: e = 0), n, s, m, ss, mm, sm, level k, xx, xm, mm, v]}; {} for
+    # one criterion. Summed
     # by group of pairs in Python, not SQL (protocol_state._study_totals).
     lanes_close = models.JSONField(default=dict, blank=True)
     # A study that combines metrics (Study.combined_metrics): each lane's share of the
@@ -698,7 +707,8 @@ class PairState(models.Model):
                    # by group of pairs (their first system), each group's version sum first, so
                    # that only the groups that moved are summed again (protocol_state._study_totals)
                    models.Index(fields=["study", "first", "version", "hits", "quota_left", "cv_n", "cv_s", "cv_m",
-                                        "cv_ss", "cv_mm", "cv_sm"], name="pair_state_totals_idx")]
+                                        "cv_ss", "cv_mm", "cv_sm", "level_k", "level_xx", "level_xm", "level_mm",
+                                        "level_v"], name="pair_state_totals_idx")]
 
 
 class PairStateHistory(models.Model):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .control_variate import Moments, cross_fitted_predictions, cv_bet, reliance, step_factor
 from .decision import PairCounts, decision_from_theta
+from .level_prior import PairLevel, margin_posteriors
 from .rules import (
     bet,
     boundary_can_decide,
@@ -23,6 +24,7 @@ from .rules import (
     eprocess_can_decide,
     eprocess_decision,
     final_can_reject,
+    margin_can_reach,
     pair_log_e_value,
     final_decision_probabilities,
     look_level,
@@ -263,6 +265,34 @@ def pair_moments(pair: PairState) -> Moments:
         return Moments()
     values, metric = zip(*rows)
     return Moments.of(values, metric)
+
+
+def pair_level(pair: PairState) -> PairLevel | None:
+    """The pair's part of the level prior (protocol.level_prior): the metric's level, its mean
+    over the pair's items (of the calibrated prediction where there is one, else of its labels,
+    counted from ``paired`` and ``metric_only`` without reading them), and its kept uniform-draw
+    steps' control-variate increments s - lam (m - c) (s alone where lam = 0). None for a pair
+    without a metric value."""
+    if pair.prediction:
+        level = math.fsum(pair.prediction.values()) / len(pair.prediction)
+    else:
+        paired = np.asarray(pair.paired).sum(axis=1)
+        plus, minus = int(paired[0]) + pair.metric_only[0], int(paired[2]) + pair.metric_only[2]
+        total = int(paired.sum()) + sum(pair.metric_only)
+        if not total:
+            return None
+        level = (plus - minus) / total
+    kept = set(pair.votes) if pair.votes else set(pair.judged_items)
+    increments = [value - lam * (m - c) for item, value, _, rho, lam, m, c in map(full_step, pair.steps)
+                  if item in kept and rho == 1.0]
+    return PairLevel.of(level, increments)
+
+
+def pair_level_sums(pair: PairState) -> tuple[int, float, float, float, float]:
+    """What a round close that does not decode the pair reads of it for the level prior
+    (``PairLevel.sums``; zeros without a metric)."""
+    level = pair_level(pair)
+    return (0, 0.0, 0.0, 0.0, 0.0) if level is None else level.sums()
 
 
 def calibrated(state: ProtocolState, features: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], *,
@@ -653,14 +683,20 @@ def _close(state: ProtocolState, closing: list[int], *, decide: DecideMany | Non
                     and pair.judgements >= settings.futility_min_judgements:
                 futile[j] = not boundary_can_decide(pair, level, settings.futility)
     if settings.policy == ADAPTIVE and settings.rule == EPROCESS:
+        # the family's bar can only fall to 1 / gamma (every pair decided): optimistic
+        bar = math.log(1.0 / (settings.gamma * (1 - settings.final_share)))
+        posteriors = {}
+        if settings.futility_prior and settings.futility > 0:
+            posteriors = margin_posteriors([pair_level(p) for p in state.pairs], closing,
+                                           state.outside.levels if state.outside else ())
         for j, i in enumerate(closing):
             pair = state.pairs[i]
             if decisions[j] == 0 and settings.futility > 0 and pair.remaining > 0 \
                     and pair.judgements >= settings.futility_min_judgements:
-                # the family's bar can only fall to 1 / gamma (every pair decided): optimistic
-                futile[j] = not (eprocess_can_decide(pair, settings.gamma, settings.futility,
-                                                     threshold=math.log(1.0 / (settings.gamma * (1 - settings.final_share))))
-                                 or final_can_reject(pair, settings))
+                can = eprocess_can_decide(pair, settings.gamma, settings.futility, threshold=bar)
+                if can and i in posteriors:
+                    can = margin_can_reach(pair, posteriors[i], settings.futility, bar)
+                futile[j] = not (can or final_can_reject(pair, settings))
     elif settings.policy == ADAPTIVE and settings.rule == BAYES:
         candidates = [
             j for j, i in enumerate(closing)

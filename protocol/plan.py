@@ -745,6 +745,7 @@ def plan(
     reps: int = 2,
     policy: str | None = None,
     rule: str | None = None,
+    futility_prior: bool | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     design: str = "all_pairs",
@@ -778,6 +779,8 @@ def plan(
     active  the active design's confidence, resolution and labels per pair (``max_labels``;
             default ``ActiveSettings()``, a study's defaults); its batch, gamma and budget are
             the grid point's
+    futility_prior  the all-pairs protocol's ``ProtocolSettings.futility_prior`` (a study's
+            setting; None: the settings' default)
     futility  the all-pairs protocol's futility level (ProtocolSettings.futility) for grid
             points that name none (None: the settings' default); a grid point's own
             ``futility`` puts several levels side by side: labels against correctness
@@ -819,7 +822,8 @@ def plan(
         assumptions = replace(assumptions, kinds=len(set(kinds.values())))
     kind_of = item_kinds(metric, assumptions, kinds)
     real = complete_human_pairs(metric, human)
-    rule_options = {name: value for name, value in (("policy", policy), ("rule", rule)) if value is not None}
+    rule_options = {name: value for name, value in (("policy", policy), ("rule", rule),
+                                                    ("futility_prior", futility_prior)) if value is not None}
     comparisons = sum(len(real[k][1]) if k in real else len(metric[k][1]) for k in metric)
     for point in grid:
         if point.budget is not None and point.budget < 1:

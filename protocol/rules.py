@@ -105,6 +105,20 @@ def eprocess_can_decide(pair: PairState, gamma: float, futility: float, threshol
     return reachable >= (math.log(1.0 / gamma) if threshold is None else threshold)
 
 
+def margin_can_reach(pair: PairState, posterior: tuple[float, float], futility: float, threshold: float) -> bool:
+    """``eprocess_can_decide`` with the win share taken from a normal posterior (mean, sd) of the
+    pair's mean human label (protocol.level_prior.margin_posterior) instead of its own Beta
+    interval: the end of the (1 - futility) interval farther from 0, as a share of the non-ties
+    (tie share as observed, +1 smoothed), grown at the Kelly rate over the remaining labels."""
+    mean, sd = posterior
+    optimistic = abs(mean) + float(ndtri(1 - futility)) * sd
+    wins, ties, losses = (float(x) for x in pair.human_counts)
+    non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
+    r = min(0.5 + optimistic / (2 * non_tie_share), 1 - 1e-9)
+    rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
+    return pair.log_evidence + pair.remaining * non_tie_share * rate >= threshold
+
+
 def eprocess_decision(pair: PairState, gamma: float, threshold: float | None = None) -> int:
     """±1 (the sign of the human margin) once log K >= threshold (default log(1 / gamma); the
     family rule passes its own, ``family_thresholds``), else 0."""

@@ -772,6 +772,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --null: the favouritism null, each metric label replaced by +1 with probability P")
     parser.add_argument("--no-control-variate", action="store_true",
                         help="rule eprocess: the metric as imputed labels in the bet (the rule before issue 38)")
+    parser.add_argument("--no-futility-prior", action="store_true",
+                        help="rule eprocess: give a pair up by its own labels only, not also when the metric's level "
+                             "on it, as a prior fitted on the other pairs, says it cannot be decided "
+                             "(protocol.level_prior; the rule before it)")
     parser.add_argument("--baselines", action="store_true",
                         help="also run the human-only sign test and PPI++ at the replay's annotation fraction")
     parser.add_argument("--spammers", type=float, default=None, metavar="P",
@@ -799,6 +803,7 @@ def main(argv: list[str] | None = None) -> int:
             null=args.null,
             favour=args.favour,
             control_variate=not args.no_control_variate,
+            futility_prior=not args.no_futility_prior,
             progress=None if args.quiet else progress,
             batch=args.batch,
             gamma=args.gamma,

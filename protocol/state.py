@@ -96,6 +96,10 @@ class ProtocolSettings:
     spending                under strict: "bonferroni" (gamma / K per look) or "pocock"
     futility                adaptive: stop when P(± on all labels) is below this ...
     futility_labels_per_error  ... and below remaining labels / this (0 = no such term)
+    futility_prior          rule "eprocess": also give a pair up when the metric's level on it,
+                            as a prior of its margin fitted on the other pairs, says it cannot
+                            be decided (default True; protocol.level_prior; no effect without a
+                            metric)
     futility_min_judgements adaptive: no futility stop before this many judgements of a pair
     min_round, first_round  adaptive: smallest later round, size of the first round
     futility_draws          posterior predictive draws for the futility probability
@@ -121,6 +125,7 @@ class ProtocolSettings:
     boundary_share: float = 0.5
     futility: float = 0.05
     futility_labels_per_error: float = 500.0
+    futility_prior: bool = True
     futility_min_judgements: int = 20
     min_round: int = 5
     first_round: int = 5
@@ -150,6 +155,8 @@ class ProtocolSettings:
             raise ValueError(f"futility_labels_per_error must be >= 0, got {self.futility_labels_per_error!r}")
         if self.spending not in SPENDING:
             raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
+        if not isinstance(self.futility_prior, bool):
+            raise ValueError(f"futility_prior must be True or False, got {self.futility_prior!r}")
         if not isinstance(self.control_variate, bool):
             raise ValueError(f"control_variate must be True or False, got {self.control_variate!r}")
         if not isinstance(self.strict, bool):
@@ -438,6 +445,8 @@ class Outside:
     calibration   each lane's x'x (q x q, row by row) then x'y (q,) of the cross-fitted
                   calibration (``control_variate.calibration_sums``) summed over those pairs,
                   for a study that combines q metrics (``machine.calibrated``); None: not kept
+    levels        (5,) their parts of the futility check's level prior (``level_prior.LevelSums``:
+                  k, x^2, x m, m^2, v), summed; each a float, or floats whose exact sum it is
     """
 
     pairs: int
@@ -445,6 +454,7 @@ class Outside:
     used: int = 0
     moments: tuple[float | tuple[float, ...], ...] = (0.0,) * 6
     calibration: tuple[float, ...] | None = None
+    levels: tuple[float | tuple[float, ...], ...] = (0.0,) * 5
 
     def __post_init__(self) -> None:
         if self.pairs < len(self.log_e_values) or min(self.pairs, self.used) < 0:
@@ -452,6 +462,8 @@ class Outside:
                              f"{self.used} judgements used")
         if len(self.moments) != 6:
             raise ValueError(f"outside: moments must be 6 sums, got {len(self.moments)}")
+        if len(self.levels) != 5:
+            raise ValueError(f"outside: levels must be 5 sums, got {len(self.levels)}")
 
 
 @dataclass(frozen=True)
@@ -516,7 +528,8 @@ class ProtocolState:
     @classmethod
     def from_dict(cls, data: Mapping) -> ProtocolState:
         try:
-            settings = ProtocolSettings(**data["settings"])
+            # a state stored before the level prior keeps the rule it ran with
+            settings = ProtocolSettings(**{"futility_prior": False, **data["settings"]})
             pairs = tuple(PairState.from_dict(p) for p in data["pairs"])
             closes = int(data["closes"])
         except KeyError as missing:

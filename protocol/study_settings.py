@@ -268,6 +268,14 @@ _TABLE = (
             fixed=True, minimum=0, maximum=0.5, optional=True,
             reason="above 0.5 the optimistic reading passes the middle of the credible interval, so pairs more "
                    "likely than not to be decided would be given up"),
+    Setting("futility_prior", BOOL, ProtocolSettings.futility_prior, "adaptive policy, decision rule eprocess, "
+            "with a metric: also give a pair up when the metric's mean over all its items, as a prior of its human "
+            "margin fitted on the other pairs (as sure as the level explains the other pairs' margins), says it "
+            "could not be decided. Spends a judge's power on fewer labels rather than more pairs decided; no "
+            "effect without a metric or with one that explains nothing. A futility stop never decides ±, so the "
+            "error control holds either way (docs/formulas.md §8, docs/judges.md)",
+            label="give near-ties up by the metric's level", group="protocol", surfaces=PROTOCOL_SURFACES,
+            fixed=True),
     Setting("family_control", CHOICE, "ebh", "error control across the study's pairs (decision rule eprocess)",
             label="family control across pairs", group="protocol", surfaces=PROTOCOL_SURFACES, fixed=True,
             choices=(("ebh", "e-BH (false discovery rate over the study's pairs)"),

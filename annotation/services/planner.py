@@ -96,6 +96,7 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "reps": reps, "policy": policy, "throughput": float(throughput),
         # The study's decision rule (the policy is the researcher's to compare here).
         "rule": protocol_state.decision_options(study)["rule"],
+        "futility_prior": protocol_state.decision_options(study)["futility_prior"],
         "design": design.plan_replay, "start": list(study.ranking_order) or None,
         # what the active design's replay takes from the study (the grid gives batch, γ, budget)
         "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")},
@@ -146,6 +147,8 @@ def plan_job_run(*, job_id: int) -> PlanJob:
                       reps=int(params["reps"]), policy=params["policy"], seed=study.protocol_seed,
                       # a job stored before the study had a rule planned the paper's
                       progress=progress, rule=params.get("rule", "bayes"),
+                      # a job stored before the level prior planned without it
+                      futility_prior=params.get("futility_prior", False),
                       # a job stored before ranking plans planned all pairs
                       design=params.get("design", "all_pairs"), start=params.get("start"),
                       # a job stored before active plans had none

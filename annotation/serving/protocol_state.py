@@ -34,10 +34,11 @@ from .process_cache import ProcessCache
 from ..models import PairState, PairStateHistory, Study, System
 from ..rubrics import study_rubric
 
-# The close's columns (PairState.hits, log_e_value, cv_*): what a round close reads of the pairs
-# it does not decode, as SQL sums and a filter (study_close_snapshot).
-CLOSE_COLUMNS = ("hits", "log_e_value", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm", "lanes_close",
-                 "calibration")
+# The close's columns (PairState.hits, log_e_value, cv_*, level_*): what a round close reads of
+# the pairs it does not decode, as SQL sums and a filter (study_close_snapshot).
+MOMENT_COLUMNS = ("cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
+LEVEL_COLUMNS = ("level_k", "level_xx", "level_xm", "level_mm", "level_v")
+CLOSE_COLUMNS = ("hits", "log_e_value", *MOMENT_COLUMNS, *LEVEL_COLUMNS, "lanes_close", "calibration")
 MIRRORED_COLUMNS = ("state", "criteria_state", "status", "decision", "theta", "round", "quota_left", "version",
                     "updated_at", *CLOSE_COLUMNS)
 
@@ -47,7 +48,7 @@ def decision_options(study: Study) -> dict:
     family control across pairs): the protocol run by the app and the planner's replays both
     take them from here, so a plan simulates the rule the study decides with."""
     return {"policy": study.allocation_policy, "rule": study.protocol_rule, "strict": study.protocol_strict,
-            "family": study.family_control, "futility": study.futility}
+            "family": study.family_control, "futility": study.futility, "futility_prior": study.futility_prior}
 
 
 def protocol_settings(study: Study) -> adaptive.ProtocolSettings:
@@ -323,8 +324,10 @@ def _calibration_of(study: Study, criteria: tuple[str, ...], pairs: tuple[adapti
 
 
 _TOTALS = {"pairs": Count("id"), "used": Sum(F("hits") + F("quota_left")),
-           **{column: Sum(column) for column in ("cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")}}
-_ROW_TOTALS = ("hits", "quota_left", "cv_n", "cv_s", "cv_m", "cv_ss", "cv_mm", "cv_sm")
+           **{column: Sum(column) for column in (*MOMENT_COLUMNS, *LEVEL_COLUMNS)}}
+_ROW_TOTALS = ("hits", "quota_left", *MOMENT_COLUMNS, *LEVEL_COLUMNS)
+_MOMENTS = slice(2, 2 + len(MOMENT_COLUMNS))  # of _ROW_TOTALS
+_LEVELS = slice(_MOMENTS.stop, _MOMENTS.stop + len(LEVEL_COLUMNS))
 
 # The close's totals by group of pairs (the pairs of one first system), as this process last
 # summed them: (study id, created_at, criteria, family floor, metrics combined) -> first system
@@ -360,28 +363,37 @@ def _expansion(total: int) -> tuple[float, ...]:
 
 
 class _LaneTotals:
-    """One lane's totals over some pairs when summed in Python: its control-variate moments
-    summed exactly (6, units of 2^-1074: the first lane's from the ``cv_*`` columns, a rubric's
-    other lanes' from ``lanes_close``), (row id, log e-value) of the pairs whose e-value is at
-    least the family's floor (the other lanes; the first lane's are read through an index), and
-    for a lane that combines metrics its calibration sums (``calibration``)."""
+    """One lane's totals over some pairs when summed in Python: its control-variate moments and
+    level-prior sums, each summed exactly (6 and 5, units of 2^-1074: the first lane's from the
+    ``cv_*`` and ``level_*`` columns, a rubric's other lanes' from ``lanes_close``), (row id, log
+    e-value) of the pairs whose e-value is at least the family's floor (the other lanes; the first
+    lane's are read through an index), and for a lane that combines metrics its calibration sums
+    (``calibration``)."""
 
-    __slots__ = ("moments", "high", "calibration")
+    __slots__ = ("moments", "levels", "high", "calibration")
 
     def __init__(self) -> None:
         self.moments = [0] * 6
+        self.levels = [0] * 5
         self.high: list[tuple[int, float]] = []
         self.calibration: list[int] | None = None
 
     def add(self, pk: int, close: list, floor: float) -> None:
-        """Add one pair's ``lanes_close`` entry of the lane: [log e (None: e = 0), n, s, m, ss, mm, sm]."""
+        """Add one pair's ``lanes_close`` entry of the lane: [log e (None: e = 0), n, s, m, ss, mm,
+        sm, level k, xx, xm, mm, v] (an entry written before the level prior has no level sums:
+        its study runs without the prior)."""
         self.add_moments(close[1:7])
+        self.add_levels(close[7:12] or (0.0,) * 5)
         if close[0] is not None and close[0] >= floor:
             self.high.append((pk, close[0]))
 
     def add_moments(self, moments) -> None:
         for j in range(6):
             self.moments[j] += _exact(moments[j])
+
+    def add_levels(self, levels) -> None:
+        for j in range(5):
+            self.levels[j] += _exact(levels[j])
 
     def add_calibration(self, sums: list[int], sign: int = 1) -> None:
         if self.calibration is None:
@@ -390,6 +402,7 @@ class _LaneTotals:
 
     def merged(self, other: "_LaneTotals") -> None:
         self.moments = [a + b for a, b in zip(self.moments, other.moments)]
+        self.levels = [a + b for a, b in zip(self.levels, other.levels)]
         self.high += other.high
         if other.calibration is not None:
             self.add_calibration(other.calibration)
@@ -401,7 +414,7 @@ def _lane_close(pair: adaptive.PairState, settings: adaptive.ProtocolSettings) -
     log_e = adaptive.pair_log_e_value(pair, settings)
     moments = machine.pair_moments(pair)
     return [None if log_e == -math.inf else log_e, moments.n, moments.s, moments.m, moments.ss, moments.mm,
-            moments.sm]
+            moments.sm, *machine.pair_level_sums(pair)]
 
 
 def _summed_in_python(study: Study) -> bool:
@@ -427,13 +440,14 @@ def _groups_summed(rows, names: tuple[str, ...], combined: tuple[tuple[str, ...]
     groups: dict[int, tuple[list, dict, dict]] = {}
     stale = []
     for first, pk, version, hits, quota, *rest in rows:
-        moments, lanes_close, calibration = rest[:6], rest[6], rest[7]
+        moments, levels, lanes_close, calibration = rest[:6], rest[6:11], rest[11], rest[12]
         versions, totals, lanes = groups.setdefault(first, ([0], {"pairs": 0, "used": 0},
                                                             {name: _LaneTotals() for name in names}))
         versions[0] += version
         totals["pairs"] += 1
         totals["used"] += hits + quota
         lanes[names[0]].add_moments(moments)
+        lanes[names[0]].add_levels(levels)
         for name in names[1:]:
             lanes[name].add(pk, lanes_close[name], floor)
         for name, metrics in zip(names, combined):
@@ -551,7 +565,8 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
         read_at[entry[0][0].key] = (pk, version)
         if lane_totals:
             lanes_close, calibration = rest[-2], rest[-1]
-            read_lanes[names[0]].add_moments(rest[2:8])
+            read_lanes[names[0]].add_moments(rest[_MOMENTS])
+            read_lanes[names[0]].add_levels(rest[_LEVELS])
             for name in names[1:]:
                 read_lanes[name].add(pk, lanes_close[name], -math.inf)
             for name, sums in _row_calibration(study, names, combined, calibration, entry[0]).items():
@@ -563,7 +578,9 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
             pairs=totals["pairs"] - len(read),
             log_e_values=tuple(sorted(value for pk, value in family if pk not in decoded)),
             used=used,
-            moments=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[2:], sums[2:])))]
+            moments=tuple((totals[column] or 0.0) - total
+                          for column, total in zip(_ROW_TOTALS[_MOMENTS], sums[_MOMENTS])),
+            levels=tuple((totals[column] or 0.0) - total for column, total in zip(_ROW_TOTALS[_LEVELS], sums[_LEVELS])))]
         return read_at, _rubric_from(study, names, entries, outside=tuple(outside))
     outside = []
     for lane, name in enumerate(names):
@@ -575,6 +592,7 @@ def study_close_snapshot(study: Study) -> tuple[dict[tuple[str, str], tuple[int,
             log_e_values=tuple(sorted(value for pk, value in high if pk not in decoded)),
             used=used,
             moments=tuple(_expansion(a - b) for a, b in zip(lane_totals[name].moments, read_lanes[name].moments)),
+            levels=tuple(_expansion(a - b) for a, b in zip(lane_totals[name].levels, read_lanes[name].levels)),
             calibration=None if not combined[lane] else _left_out(left_out, read_lanes[name].calibration,
                                                                   len(combined[lane]))))
     return read_at, _rubric_from(study, names, entries, outside=tuple(outside))
@@ -679,6 +697,7 @@ def pair_write(study: Study, row: PairState, state: rubric.RubricState, index: i
     moments = machine.pair_moments(first)
     row.cv_n, row.cv_s, row.cv_m, row.cv_ss, row.cv_mm, row.cv_sm = (
         moments.n, moments.s, moments.m, moments.ss, moments.mm, moments.sm)
+    row.level_k, row.level_xx, row.level_xm, row.level_mm, row.level_v = machine.pair_level_sums(first)
     row.lanes_close = {name: _lane_close(pair, state.settings) for name, pair in zip(state.criteria[1:], pairs[1:])}
     row.calibration = _calibration_of(study, state.criteria, pairs) if study.combined_metrics.strip() else {}
     row.version += 1

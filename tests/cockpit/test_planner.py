@@ -185,7 +185,7 @@ def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics(client):
     rng = random.Random(5)
     rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": "m2",
               "score": QUALITY[s] + rng.gauss(0, 0.3)} for n in range(20) for s in QUALITY]
-    rows[0].update(futility=0.15, combined_metrics="m2")
+    rows[0].update(futility=0.15, combined_metrics="m2", futility_prior=False)
     study = study_import(source=bundle_bytes(rows), slug="plan-futility")
     user = User.objects.create_user("planner-futility", password="pw-planner-1234")
     study_membership_set(study=study, user=user, role="researcher")
@@ -196,13 +196,15 @@ def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics(client):
     job = PlanJob.objects.get()
     assert job.status == PlanJob.Status.DONE, job.error
     assert (job.params["futilities"], job.params["combined"]) == ([0.05, 0.15], ["m2"])
+    # and whether the study gives near-ties up by the metric's level (here not: the plan neither)
+    assert job.params["futility_prior"] is False
     bundle = read_bundle(bundle_bytes(rows))
     stated = Assumptions.from_dict({"metric_error": 0.3, "tie_rate": 0.2, "spread": 0.8,
                                     "metric_error_range": [0.2, 0.4], "tie_rate_range": [0.1, 0.3],
                                     "spread_range": [0.5, 1.2]})
     direct = plan(metric_labels(bundle, "m"), {}, grid=grid_of([None], [5], [0.05], [0.05, 0.15]), reps=1,
                   assumptions=stated, seed=study.protocol_seed, policy="adaptive", rule=study.protocol_rule,
-                  extra_metrics=[metric_labels(bundle, "m2")])
+                  extra_metrics=[metric_labels(bundle, "m2")], futility_prior=False)
     assert [(r["futility"], r["expected_annotations"], r["expected_correct"]) for r in job.result["plans"]] == [
         (p.futility, p.expected_annotations, p.expected_correct) for p in direct.plans]
     html = client.get(f"/s/{study.slug}/plan/{job.pk}/").content.decode()

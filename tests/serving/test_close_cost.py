@@ -21,7 +21,7 @@ from annotation.models import PairState, Study
 from annotation.services import hits, runtime
 from annotation.services.studies import study_import
 from annotation.serving import protocol_state
-from protocol import adaptive, ranking_design, rubric
+from protocol import adaptive, machine, ranking_design, rubric
 from protocol.state import full_step
 from tests.builders.annotating import workers_of
 from tests.builders.bundles import bundle_bytes, many_systems_rows
@@ -120,15 +120,21 @@ def test_a_close_decides_as_the_full_close_from_the_filled_pairs_and_totals(budg
     compared = []
 
     def totals_are_the_sums():
-        # the totals this process keeps by group of pairs are the sums over every pair
-        assert protocol_state._study_totals(study)[0] == {
-            name: value or 0 for name, value in
-            PairState.objects.filter(study=study).aggregate(**protocol_state._TOTALS).items()}
+        # the totals this process keeps by group of pairs are the sums over every pair: exactly,
+        # but for the level prior's, which are no integers and so round in the order they add
+        kept = protocol_state._study_totals(study)[0]
+        summed = {name: value or 0 for name, value in
+                  PairState.objects.filter(study=study).aggregate(**protocol_state._TOTALS).items()}
+        levels = protocol_state.LEVEL_COLUMNS
+        assert {k: v for k, v in kept.items() if k not in levels} == {k: v for k, v in summed.items() if k not in levels}
+        assert [kept[k] for k in levels] == pytest.approx([summed[k] for k in levels], rel=1e-12, abs=1e-15)
 
     serve_until_done(study, workers, lambda first, second: (1 if first < second else -1) if rng.random() < 0.85
                      else rng.choice([0, -1, 1]), close_both_ways(study, compared, after=totals_are_the_sums))
     decided = PairState.objects.filter(study=study, status=adaptive.DECIDED).count()
     assert len(compared) >= 10
+    # the pairs' level-prior sums were written and summed, not zeros throughout
+    assert PairState.objects.filter(study=study, level_k=1).exists()
     # e-BH then read other pairs' e-values from the column (k* > 1 at some close)
     assert decided >= 2
 
@@ -539,7 +545,10 @@ def test_the_migration_fills_a_rubrics_lanes_close_as_the_codec_writes_it():
     assert any(lanes["correctness"][1] for _, lanes in written), "nothing judged with the second lane's metric"
     PairState.objects.filter(study=study).update(lanes_close={})
     fill(apps, None)
-    assert list(PairState.objects.filter(study=study).order_by("pk").values_list("pk", "lanes_close")) == written
+    # the level prior's five sums came later (migration 0040: rows before it have its study's
+    # prior off); the entries up to them are the codec's
+    assert list(PairState.objects.filter(study=study).order_by("pk").values_list("pk", "lanes_close")) == [
+        (pk, {name: entry[:7] for name, entry in lanes.items()}) for pk, lanes in written]
 
 
 @pytest.mark.slow
@@ -628,3 +637,96 @@ def test_on_a_null_a_study_with_combined_metrics_through_its_partial_close_decid
         serve_until_done(study, workers, lambda first, second: rng.choice([-1, 1]))
         runs_deciding += PairState.objects.filter(study=study).exclude(decision=0).exists()
     assert runs_deciding <= 1, f"{runs_deciding} of 8 null studies decided a pair"
+
+
+LEVEL_QUALITY = {f"sys{j}": 0.4 * (j // 2) for j in range(6)}
+LEVEL_CRITERIA = [{"name": "quality"}, {"name": "fluency", "metric": "m2"}]
+
+
+def level_prior_study(slug: str, prior: bool, kind: str) -> Study:
+    """Six systems in three tied couples of quality 0, 0.4 and 0.8 over 60 items: a metric
+    score per output of its quality plus noise, so each pair's level (the metric's mean label)
+    tracks its human margin across pairs, and three pairs are ties the level calls ties.
+    ``kind``: "one" metric; "combined" with a second, m2 (Study.combined_metrics: summed in
+    Python); "rubric", a second criterion judged with m2 (its level sums in ``lanes_close``)."""
+    rows = [{"kind": "study", "name": slug, "batch_size": 5, "budget": 100_000, "metric": "m",
+             "futility_prior": prior}]
+    if kind == "combined":
+        rows[0]["combined_metrics"] = "m2"
+    if kind == "rubric":
+        rows[0]["criteria"] = [dict(c) for c in LEVEL_CRITERIA]
+    rows += [{"kind": "item", "id": f"i{n:02d}", "input": f"Input {n}"} for n in range(60)]
+    rows += [{"kind": "output", "item": f"i{n:02d}", "system": s, "text": f"{s} {n}"}
+             for n in range(60) for s in LEVEL_QUALITY]
+    rng = random.Random(38)
+    for metric in ("m", "m2"):
+        rows += [{"kind": "metric_score", "item": f"i{n:02d}", "system": s, "metric": metric,
+                  "score": q + rng.gauss(0, 0.7)} for n in range(60) for s, q in LEVEL_QUALITY.items()]
+    return study_import(source=bundle_bytes(rows), slug=slug, metric="m")
+
+
+def human_label(item: str, first: str, second: str, criterion: str = "") -> int:
+    """The crowd's label of an item, the same in every run: the better system wins by its quality
+    gap plus noise (canonical order: +1 = first better)."""
+    gap = LEVEL_QUALITY[first] - LEVEL_QUALITY[second] + random.Random(f"{item}|{first}|{second}|{criterion}").gauss(0, 1)
+    return 0 if abs(gap) < 0.15 else (1 if gap > 0 else -1)
+
+
+def serve_by_item(study: Study, workers: dict, after_submit, rubric_lanes: bool) -> None:
+    for _ in range(2000):
+        served = False
+        for annotator in workers.values():
+            hit = hits.hit_next_for_annotator(study=study, annotator=annotator)
+            if hit is None:
+                continue
+            item, first, second = hit.comparison.item.external_id, hit.comparison.first.name, hit.comparison.second.name
+            sign = -1 if hit.shown_swapped else 1
+            if rubric_lanes:
+                answers = {c["name"]: {"value": sign * human_label(item, first, second, c["name"])}
+                           for c in LEVEL_CRITERIA}
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=0, answers=answers)
+            else:
+                hits.judgement_submit(assignment=hit, annotator=annotator, idempotency_key=hits.new_idempotency_key(),
+                                      shown_value=sign * human_label(item, first, second))
+            served = True
+            after_submit()
+        if not served:
+            return
+
+
+@pytest.mark.parametrize("kind", ["one", "combined", "rubric"])
+def test_the_level_prior_gives_near_ties_up_through_the_partial_close(kind, monkeypatch):
+    """Issue 38 through the app: every close of a study with the level prior (the default) is
+    computed both ways, the partial close taking the other pairs' level sums from the rows (in
+    SQL; in Python for metrics combined; from ``lanes_close`` for a rubric's other lanes), and
+    decides what the close over every pair decides; the prior gave pairs up that their own check
+    kept, and a study with the setting off never asks it."""
+    monkeypatch.setattr(jobs, "rounds_close", lambda study_id: None)
+    asked = []
+    check = machine.margin_can_reach
+
+    def recorded(pair, posterior, futility, threshold):
+        asked.append(check(pair, posterior, futility, threshold))
+        return asked[-1]
+    # the close asks the prior only of pairs whose own check would keep them (machine._close)
+    monkeypatch.setattr(machine, "margin_can_reach", recorded)
+    for prior in (True, False):
+        asked.clear()
+        study = level_prior_study(f"level-prior-{kind}-{str(prior).lower()}", prior, kind)
+        assert protocol_state.protocol_settings(study).futility_prior is prior
+        assert protocol_state.close_reads_some(study)
+        compared = []
+        serve_by_item(study, workers_of([f"lp{kind}{prior}-{n}" for n in range(4)]), close_both_ways(study, compared),
+                      kind == "rubric")
+        runtime.rounds_close(study_id=study.pk)
+        assert len(compared) >= 10
+        rows = PairState.objects.filter(study=study)
+        assert rows.filter(level_k=1).count() >= 4
+        if kind == "rubric":
+            assert any(lanes["fluency"][7] for lanes in rows.values_list("lanes_close", flat=True))
+        if prior:
+            # computed twice a close (both ways): pairs given up by the prior alone
+            assert asked.count(False) >= 2 and rows.filter(status=adaptive.FUTILE).exists(), asked
+        else:
+            assert asked == []
