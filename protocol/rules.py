@@ -96,13 +96,23 @@ def eprocess_can_decide(pair: PairState, gamma: float, futility: float, threshol
     threshold: the log wealth the pair must reach (default log(1 / gamma); under control
     across pairs the family rule's current bar, ``family_thresholds``).
     """
+    wins, _, losses = (float(x) for x in pair.human_counts)
+    return _reaches(pair, optimistic_win_share(wins, losses, futility),
+                    math.log(1.0 / gamma) if threshold is None else threshold)
+
+
+def _non_tie_share(pair: PairState) -> float:
+    """The pair's share of non-ties, +1 smoothed."""
     wins, ties, losses = (float(x) for x in pair.human_counts)
-    r = optimistic_win_share(wins, losses, futility)
+    return (wins + losses + 1) / (wins + ties + losses + 2)
+
+
+def _reaches(pair: PairState, r: float, threshold: float) -> bool:
+    """Whether the wealth reaches ``threshold`` on the remaining labels growing at the Kelly rate
+    KL(r || 1/2) per non-tie label, r the optimistic win share among non-ties."""
     r = min(r, 1 - 1e-9)
     rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
-    non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
-    reachable = pair.log_evidence + pair.remaining * non_tie_share * rate
-    return reachable >= (math.log(1.0 / gamma) if threshold is None else threshold)
+    return pair.log_evidence + pair.remaining * _non_tie_share(pair) * rate >= threshold
 
 
 def margin_can_reach(pair: PairState, posterior: tuple[float, float], futility: float, threshold: float) -> bool:
@@ -112,11 +122,7 @@ def margin_can_reach(pair: PairState, posterior: tuple[float, float], futility: 
     (tie share as observed, +1 smoothed), grown at the Kelly rate over the remaining labels."""
     mean, sd = posterior
     optimistic = abs(mean) + float(ndtri(1 - futility)) * sd
-    wins, ties, losses = (float(x) for x in pair.human_counts)
-    non_tie_share = (wins + losses + 1) / (wins + ties + losses + 2)
-    r = min(0.5 + optimistic / (2 * non_tie_share), 1 - 1e-9)
-    rate = r * math.log(2 * r) + (1 - r) * math.log(2 * (1 - r))
-    return pair.log_evidence + pair.remaining * non_tie_share * rate >= threshold
+    return _reaches(pair, 0.5 + optimistic / (2 * _non_tie_share(pair)), threshold)
 
 
 def eprocess_decision(pair: PairState, gamma: float, threshold: float | None = None) -> int:

@@ -298,17 +298,13 @@ def main(argv=None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the section, do not write docs/results.md")
     args = parser.parse_args(argv)
     seeds = range(args.seeds)
-    if args.part == "prior":
-        text = level_prior_section(seeds, time.perf_counter())
+    parts = {"prior": (level_prior_section, PRIOR_SECTION), "frontier": (frontier, FRONTIER_SECTION)}
+    if args.part in parts:
+        make, section = parts[args.part]
+        text = make(seeds, time.perf_counter())
         print(text)
         if not args.dry_run:
-            replace_section(PRIOR_SECTION, text)
-        return 0
-    if args.part == "frontier":
-        text = frontier(seeds, time.perf_counter())
-        print(text)
-        if not args.dry_run:
-            replace_section(FRONTIER_SECTION, text)
+            replace_section(section, text)
         return 0
     began = time.perf_counter()
     human_only: dict = {}
