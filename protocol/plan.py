@@ -780,10 +780,12 @@ def plan(
             default ``ActiveSettings()``, a study's defaults); its batch, gamma and budget are
             the grid point's
     futility_prior  the all-pairs protocol's ``ProtocolSettings.futility_prior`` (a study's
-            setting; None: the settings' default)
-    futility  the all-pairs protocol's futility level (ProtocolSettings.futility) for grid
-            points that name none (None: the settings' default); a grid point's own
-            ``futility`` puts several levels side by side: labels against correctness
+            setting; None: the settings' default). The ranking's replay decides each pair run
+            alone (``decide_pair``), so the prior, fitted on the other pairs, does not act there
+    futility  the all-pairs protocol's and the ranking's pair runs' futility level
+            (ProtocolSettings.futility) for grid points that name none (None: the settings'
+            default); a grid point's own ``futility`` puts several levels side by side: labels
+            against correctness
     extra_metrics  further metric tables (same shape as ``metric``) the all-pairs protocol
             combines with ``metric`` through the cross-fitted calibration, as a study's
             ``combined_metrics`` (``simulate.replay(extra_metrics=...)``); simulated humans
@@ -800,10 +802,12 @@ def plan(
     if design in ("ranking", "active") and (policy not in (None, "adaptive") or rule not in (None, "eprocess")):
         raise ValueError(f"the {design} design runs the adaptive policy with the e-process rule; "
                          f"got policy {policy!r}, rule {rule!r}")
-    if design != "all_pairs" and (extra_metrics or futility is not None
-                                  or any(p.futility is not None for p in grid)):
-        raise ValueError(f"the {design} design's replay runs its own futility level and one metric; plan "
-                         "futility levels and combined metrics with the all-pairs design")
+    if design != "all_pairs" and extra_metrics:
+        raise ValueError(f"the {design} design's replay runs one metric; plan combined metrics with the all-pairs "
+                         "design")
+    if design == "active" and (futility is not None or any(p.futility is not None for p in grid)):
+        raise ValueError("the active design's replay runs its own futility level; plan futility levels with the "
+                         "all-pairs or the ranking design")
     metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
     if not metric:
@@ -842,7 +846,7 @@ def plan(
     for point in grid:
         budget = ceiling if point.budget is None else min(point.budget, ceiling)
         level = point.futility if point.futility is not None else futility
-        if design == "all_pairs" and level is None:
+        if design in ("all_pairs", "ranking") and level is None:
             level = adaptive.ProtocolSettings.futility
         key = (budget, point.batch, point.gamma, level)
         asked = (point.budget,) if point.budget is not None and point.budget > ceiling else ()
@@ -861,7 +865,8 @@ def plan(
                 table = human_table(metric, real, scenario, seed=rep_seed, kinds=kind_of)
                 if design == "ranking":
                     result = replay_ranking(table, metric, start=start, settings=RankingSettings(
-                        gamma=point.gamma, batch=point.batch, max_labels=budget, seed=rep_seed))
+                        gamma=point.gamma, batch=point.batch, max_labels=budget, seed=rep_seed,
+                        futility=level))  # the study's futility level, as the app's sort gives pairs up
                 elif design == "active":
                     result = replay_active(table, metric, start=start, seed=rep_seed, settings=replace(
                         active or ActiveSettings(), gamma=point.gamma, batch=point.batch, budget=budget),

@@ -106,6 +106,7 @@ class RankingSettings:
                  resolution; with a capped sort stage it caps the refinement runs only
     batch        largest round of a pair (the protocol's ``batch``)
     seed         seed of the protocol (rounds, and the item order the replays draw)
+    futility     the pair runs' futility level (the protocol's ``futility``: a study's setting)
     """
 
     gamma: float = 0.05
@@ -114,6 +115,7 @@ class RankingSettings:
     max_labels: int = 0
     batch: int = 50
     seed: int = 0
+    futility: float = ProtocolSettings.futility
 
     def __post_init__(self) -> None:
         if not (isinstance(self.gamma, (int, float)) and 0 < self.gamma < 1):
@@ -124,6 +126,8 @@ class RankingSettings:
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        # the futility level is the pair protocol's: its own check names what is wrong
+        ProtocolSettings(budget=0, futility=self.futility)
 
     @property
     def refines(self) -> bool:
@@ -148,9 +152,10 @@ class RankingSettings:
         return min(items, cap) if cap else items
 
     def protocol(self, systems: int, capacity: int) -> ProtocolSettings:
-        """The per-pair protocol settings: the adaptive policy with the e-process rule."""
+        """The per-pair protocol settings: the adaptive policy with the e-process rule, at the
+        study's futility level."""
         return ProtocolSettings(budget=int(capacity), batch=self.batch, gamma=self.level(systems),
-                                policy="adaptive", rule="eprocess", seed=self.seed)
+                                policy="adaptive", rule="eprocess", seed=self.seed, futility=self.futility)
 
 
 def planned_decisions(systems: int) -> int:

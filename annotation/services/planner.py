@@ -55,7 +55,9 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     futilities: futility levels side by side (None: the study's ``futility``), each within the
     setting's bounds; the all-pairs protocol replays them with the study's combined metrics
     (``combined_metrics``), so a plan shows labels and correctness for the study's settings.
-    The ranking and active designs' replays run the default level and the metric alone.
+    The ranking design's replay runs the study's futility level with the metric alone, each
+    pair run decided alone (so without the level prior, which the app's sort can use), the
+    active design's the default level with the metric alone.
     """
     design = study.design
     if design.plan_replay is None:
@@ -67,11 +69,13 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     if not (budgets and batches and gammas):
         raise ValueError("give at least one budget (or none for every comparison), batch size and γ")
     replays_settings = design.plan_replay == "all_pairs"
+    replays_futility = design.plan_replay in ("all_pairs", "ranking")
     futilities = list(futilities) if futilities is not None else [study.futility]
     if not futilities:
         raise ValueError("give at least one futility level")
     if not replays_settings and futilities != [study.futility]:
-        raise ValueError(f"the {design.title} design's plan replays the default futility level: plan futility "
+        replayed = "the study's" if replays_futility else "the default"
+        raise ValueError(f"the {design.title} design's plan replays {replayed} futility level: plan futility "
                          "levels for a study of all pairs")
     problems = [SETTINGS["futility"].problem(level, "a futility level") for level in futilities]
     if any(problems):
@@ -100,9 +104,10 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
         "design": design.plan_replay, "start": list(study.ranking_order) or None,
         # what the active design's replay takes from the study (the grid gives batch, γ, budget)
         "active": {name: getattr(study.active_settings, name) for name in ("confidence", "resolution", "max_labels")},
-        # the study's futility levels and combined metrics (the all-pairs protocol's)
-        **({"futilities": [float(level) for level in futilities],
-            "combined": [name for name in combined_names(study)[0] if name != study.metric.name]}
+        # the study's futility levels (the all-pairs protocol's and the ranking's pair runs') and
+        # combined metrics (the all-pairs protocol's)
+        **({"futilities": [float(level) for level in futilities]} if replays_futility else {}),
+        **({"combined": [name for name in combined_names(study)[0] if name != study.metric.name]}
            if replays_settings else {})})
     try:
         job.full_clean()

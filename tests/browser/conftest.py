@@ -1,12 +1,12 @@
 """Browser tests: Debian's Chromium driven by playwright (no browser download)."""
 import os
 import shutil
-import threading
 import time
 
 import pytest
-from django.core.signals import request_finished, request_started
 from django.test import TransactionTestCase
+
+from tests.builders.live_server import in_flight
 
 # playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
 # test itself (fixtures) are still synchronous and safe.
@@ -36,51 +36,6 @@ def _flush_retried_after_a_deadlock(flush):
 TransactionTestCase._fixture_teardown = _flush_retried_after_a_deadlock(TransactionTestCase._fixture_teardown)
 
 
-class _RequestsInFlight:
-    """Requests the live server (a thread of this process) has started and not yet finished,
-    counted by Django's own request signals, and when the last one ended.
-
-    Requests made in the tests' own thread are not counted: they are not the live server's
-    (which answers in threads of its own) and never run beside a flush, and many of them send
-    request_started and no request_finished (schemathesis's calls of the WSGI application
-    leave their responses unclosed). Counted, tests/api/test_schemathesis.py's 500-odd
-    requests kept the count above 0 for the rest of its test process, and every browser test
-    after it there waited the full 5 s at its teardown (40 of them in a run of the suite)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.count = 0
-        self.last_change = time.monotonic()
-
-    def started(self, **kwargs):
-        if threading.get_ident() == _TESTS_THREAD:
-            return
-        with self.lock:
-            self.count += 1
-            self.last_change = time.monotonic()
-
-    def finished(self, **kwargs):
-        if threading.get_ident() == _TESTS_THREAD:
-            return
-        with self.lock:
-            self.count = max(0, self.count - 1)
-            self.last_change = time.monotonic()
-
-    def wait_for_quiet(self, *, quiet_seconds: float = 0.1, timeout: float = 5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                if self.count == 0 and time.monotonic() - self.last_change >= quiet_seconds:
-                    return True
-            time.sleep(0.02)
-        return False
-
-
-# The thread that imports this module collects and runs the tests.
-_TESTS_THREAD = threading.get_ident()
-_in_flight = _RequestsInFlight()
-request_started.connect(_in_flight.started, dispatch_uid="browser-tests-in-flight-started")
-request_finished.connect(_in_flight.finished, dispatch_uid="browser-tests-in-flight-finished")
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +45,7 @@ def _live_server_quiet_before_flush(_live_server_helper):
     the pages' last requests (the lease given back on pagehide arrives as a context closes),
     so the flush's TRUNCATE never races a request holding row locks."""
     yield
-    if not _in_flight.wait_for_quiet():
+    if not in_flight.wait_for_quiet():
         # A page still open after its test (polling, say) keeps the server busy: say so.
         print("live server still answering requests 5 s after the test ended")
 

@@ -1,5 +1,5 @@
 """The browser tests' wait for the live server's last requests before the database is flushed
-(tests/browser/conftest.py, ``_live_server_quiet_before_flush``): it waits for the live
+(tests/browser/conftest.py, ``_live_server_quiet_before_flush``; tests/builders/live_server.py): it waits for the live
 server's requests, and only for them."""
 import threading
 from wsgiref.util import setup_testing_defaults
@@ -8,7 +8,7 @@ import pytest
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 
-from tests.browser.conftest import _in_flight
+from tests.builders.live_server import in_flight
 
 
 @pytest.mark.django_db
@@ -18,7 +18,7 @@ def test_an_unclosed_response_of_the_tests_own_thread_is_not_waited_for():
     environ = {"PATH_INFO": "/", "REQUEST_METHOD": "GET"}
     setup_testing_defaults(environ)
     WSGIHandler()(environ, lambda status, headers, exc_info=None: None)
-    assert _in_flight.wait_for_quiet(timeout=1.0)
+    assert in_flight.wait_for_quiet(timeout=1.0)
 
 
 def test_a_request_the_live_server_answers_in_its_own_thread_is_waited_for():
@@ -34,8 +34,8 @@ def test_a_request_the_live_server_answers_in_its_own_thread_is_waited_for():
     server.start()
     answering.wait(5)
     try:
-        assert not _in_flight.wait_for_quiet(timeout=0.3)
+        assert not in_flight.wait_for_quiet(timeout=0.3)
     finally:
         answered.set()
         server.join()
-    assert _in_flight.wait_for_quiet(timeout=1.0)
+    assert in_flight.wait_for_quiet(timeout=1.0)

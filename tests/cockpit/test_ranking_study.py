@@ -210,6 +210,29 @@ def test_the_planner_of_a_ranking_study_replays_its_sort_with_labels_per_compari
     assert "Ranking design (the merge sort) · labels per comparison 20, all" in html
 
 
+def test_the_planner_of_a_ranking_study_replays_its_sort_at_the_studys_futility_level():
+    """The sort's pair runs give up at the study's futility level in the app (its protocol
+    settings); the planner's replay of the sort did at the default level whatever the study's."""
+    rows = ranking_rows(metric=True, futility=0.3)
+    study = study_import(source=bundle_bytes(rows), slug="rank-plan-futility")
+    assert study.futility == 0.3
+    job = plan_job_create(study=study, user=None, use_human=False, assumptions=DEFAULT_ASSUMPTIONS.to_dict(),
+                          budgets=[None], batches=[5], gammas=[0.05], reps=1, policy="adaptive", throughput=60)
+    job.refresh_from_db()
+    assert job.status == PlanJob.Status.DONE, job.error
+    assert job.params["futilities"] == [0.3]
+    labels = metric_labels(read_bundle(bundle_bytes(rows)), "judge")
+
+    def direct(futility):
+        return plan(labels, {}, grid=[GridPoint(None, 5, 0.05)], reps=1, assumptions=DEFAULT_ASSUMPTIONS,
+                    seed=study.protocol_seed, design="ranking", start=study.ranking_order, futility=futility)
+
+    (planned,) = job.result["plans"]
+    (at_the_study,), (at_the_default,) = direct(0.3).plans, direct(None).plans
+    assert planned["expected_annotations"] == at_the_study.expected_annotations
+    assert planned["expected_annotations"] < at_the_default.expected_annotations
+
+
 @pytest.mark.parametrize("design, labels", [("ranking", 0), ("ranking", 7), ("active", 5), ("all_pairs", 0)])
 def test_a_study_without_a_budget_gets_what_its_design_can_spend(design, labels):
     """Issue 41: the budget of a ranking study stated in what its design will use. Without one in

@@ -284,6 +284,28 @@ def test_the_ranking_replay_does_not_depend_on_how_each_pair_is_keyed():
     assert (one.correct, one.inversion, one.omission) == pytest.approx((other.correct, other.inversion, other.omission))
 
 
+def test_a_ranking_plan_replays_its_pair_runs_at_the_futility_level_the_study_gives_pairs_up_at():
+    """The app's merge sort runs its pairs on the study's protocol settings, futility level
+    included; the plan replays the sort at that level (it replayed the default whatever the
+    study's), side by side when the grid names several."""
+    from protocol.plan import replay_ranking
+    from protocol.ranking_design import RankingSettings
+
+    arena, human, metric = _arena_tables(systems=6, prompts=200, gap=0.3)
+    start = metric_order(metric)
+    result = plan(metric, human, grid=grid_of([None], [10], [0.05], [None, 0.3]), reps=1, design="ranking",
+                  start=start, futility=0.1)
+    for row in result.plans:
+        reference = replay_ranking(human, metric, start=start, settings=RankingSettings(
+            batch=10, max_labels=200, seed=0, futility=row.futility))
+        assert (row.expected_annotations, row.expected_correct) == (reference.annotations_used, reference.correct)
+    studys, eager = result.plans
+    assert (studys.futility, eager.futility) == (0.1, 0.3)
+    assert eager.expected_annotations < studys.expected_annotations
+    with pytest.raises(ValueError, match="futility"):
+        RankingSettings(futility=1.5)
+
+
 def test_a_ranking_plan_is_named_its_errors_and_caps_each_comparison():
     from protocol.plan import replay_ranking
     from protocol.ranking_design import RankingSettings, planned_decisions
@@ -389,7 +411,9 @@ def test_a_plan_replays_the_studys_futility_levels_and_combined_metrics():
     alone = replay(human, gpt35, batch=10, gamma=0.05, seed=0)
     assert default.expected_annotations != alone.annotations_used  # the combination was replayed
     with pytest.raises(ValueError, match="all-pairs design"):
-        plan(gpt35, human, grid=grid_of([None], [10], [0.05], [0.15]), design="ranking")
+        plan(gpt35, human, grid=grid_of([None], [10], [0.05]), extra_metrics=[pandalm7b], design="ranking")
+    with pytest.raises(ValueError, match="all-pairs or the ranking design"):
+        plan(gpt35, human, grid=grid_of([None], [10], [0.05], [0.15]), design="active")
 
 
 def test_kinds_of_prompt_move_each_simulated_label_by_the_two_systems_effects_on_its_kind():
