@@ -413,6 +413,9 @@ def _fit_from_statistics(metric_counts, plus, decided, ties, items, metric_margi
 # the ranking design's replay
 # --------------------------------------------------------------------------------------------
 DESIGNS = ("all_pairs", "ranking", "active")
+# The designs whose replay runs a futility level of the plan's (the study's, or several side by
+# side); the active design's runs the default.
+REPLAYS_FUTILITY = frozenset({"all_pairs", "ranking"})
 
 
 @dataclass(frozen=True)
@@ -805,8 +808,8 @@ def plan(
     if design != "all_pairs" and extra_metrics:
         raise ValueError(f"the {design} design's replay runs one metric; plan combined metrics with the all-pairs "
                          "design")
-    if design == "active" and (futility is not None or any(p.futility is not None for p in grid)):
-        raise ValueError("the active design's replay runs its own futility level; plan futility levels with the "
+    if design not in REPLAYS_FUTILITY and (futility is not None or any(p.futility is not None for p in grid)):
+        raise ValueError(f"the {design} design's replay runs its own futility level; plan futility levels with the "
                          "all-pairs or the ranking design")
     metric = labels_by_pair(metric, "metric")
     metric = {k: v for k, v in metric.items() if len(v[1])}
@@ -846,7 +849,7 @@ def plan(
     for point in grid:
         budget = ceiling if point.budget is None else min(point.budget, ceiling)
         level = point.futility if point.futility is not None else futility
-        if design in ("all_pairs", "ranking") and level is None:
+        if design in REPLAYS_FUTILITY and level is None:
             level = adaptive.ProtocolSettings.futility
         key = (budget, point.batch, point.gamma, level)
         asked = (point.budget,) if point.budget is not None and point.budget > ceiling else ()

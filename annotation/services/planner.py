@@ -21,7 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from protocol import adaptive
-from protocol.plan import Assumptions, bundle_kinds, grid_of, has_paired_labels, plan
+from protocol.plan import REPLAYS_FUTILITY, Assumptions, bundle_kinds, grid_of, has_paired_labels, plan
 from protocol.preferences import human_labels, metric_labels
 from protocol.study_settings import SETTINGS
 
@@ -69,7 +69,7 @@ def plan_job_create(*, study: Study, user, use_human: bool, assumptions: dict, b
     if not (budgets and batches and gammas):
         raise ValueError("give at least one budget (or none for every comparison), batch size and γ")
     replays_settings = design.plan_replay == "all_pairs"
-    replays_futility = design.plan_replay in ("all_pairs", "ranking")
+    replays_futility = design.plan_replay in REPLAYS_FUTILITY
     futilities = list(futilities) if futilities is not None else [study.futility]
     if not futilities:
         raise ValueError("give at least one futility level")

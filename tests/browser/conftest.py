@@ -36,8 +36,6 @@ def _flush_retried_after_a_deadlock(flush):
 TransactionTestCase._fixture_teardown = _flush_retried_after_a_deadlock(TransactionTestCase._fixture_teardown)
 
 
-
-
 @pytest.fixture(autouse=True)
 def _live_server_quiet_before_flush(_live_server_helper):
     """Set up after pytest-django's live-server helper (and so torn down before its database

@@ -1,6 +1,6 @@
 """The browser tests' wait for the live server's last requests before the database is flushed
-(tests/browser/conftest.py, ``_live_server_quiet_before_flush``; tests/builders/live_server.py): it waits for the live
-server's requests, and only for them."""
+(tests/browser/conftest.py, ``_live_server_quiet_before_flush``; tests/builders/live_server.py):
+it waits for the live server's requests, and only for them."""
 import threading
 from wsgiref.util import setup_testing_defaults
 
